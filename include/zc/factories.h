@@ -1,0 +1,29 @@
+// Tensor factories and the seeded random number generator.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "zc/tensor.h"
+
+namespace zc {
+
+// Reseeds the process-wide generator: the same seed gives the same randn/rand/randint
+// sequence on every machine.
+void manual_seed(uint64_t seed);
+
+Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+Tensor ones(const Shape& shape, DType dtype = DType::f32);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+Tensor arange(int64_t end, DType dtype = DType::i64);
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32);
+Tensor randn(const Shape& shape, DType dtype = DType::f32);  // standard normal
+Tensor rand(const Shape& shape, DType dtype = DType::f32);   // uniform [0, 1)
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::i64);
+Tensor scalar_tensor(double value, DType dtype = DType::f32);  // 0-dim
+Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+// Any element type with a DType (double, int64_t, int32_t, bool, Half, BFloat16).
+template <class T>
+Tensor from_values(const std::vector<T>& values, const Shape& shape);
+
+}  // namespace zc

@@ -1,0 +1,53 @@
+// Reference models used by examples, tests and benchmarks.
+#pragma once
+
+#include <memory>
+
+#include "zc/nn.h"
+
+namespace zc::models {
+
+struct GPTConfig {
+  int64_t vocab_size = 50257;
+  int64_t block_size = 1024;  // maximum sequence length
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t d_model = 768;
+};
+
+// GPT-2: token and position embeddings, n_layer TransformerBlocks (causal), a final
+// LayerNorm and an LM head tied to the token embedding. forward() takes token ids [B, T]
+// (i64) and returns logits [B, T, vocab_size].
+class GPT : public nn::Module {
+ public:
+  explicit GPT(const GPTConfig& config);
+  Tensor forward(const Tensor& tokens) override;
+  GPTConfig config;
+  std::shared_ptr<nn::Embedding> wte, wpe;
+  std::shared_ptr<nn::ModuleList> blocks;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+};
+
+std::shared_ptr<GPT> gpt(const GPTConfig& config);
+
+// The regional-compilation recipe's model: one Linear(d, d), then n_layers x
+// [Linear(d, d), ReLU, sigmoid, Linear(d, d), ReLU].
+class SeedLayer : public nn::Module {
+ public:
+  explicit SeedLayer(int64_t d = 10);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<nn::Linear> linear1, linear2;
+  std::shared_ptr<nn::ReLU> relu1, relu2;
+};
+
+class SeedModel : public nn::Module {
+ public:
+  explicit SeedModel(int64_t n_layers = 64, int64_t d = 10);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<nn::Linear> linear;
+  std::shared_ptr<nn::ModuleList> layers;
+};
+
+std::shared_ptr<SeedModel> seed_model(int64_t n_layers = 64, int64_t d = 10);
+
+}  // namespace zc::models

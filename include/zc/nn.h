@@ -1,0 +1,171 @@
+// zc::nn: modules in the style of torch.nn. A module owns named parameters, buffers and
+// submodules; calling it (operator()) runs forward() inside a region that the capture stage
+// records with the module's type name, which is how a repeated block is found.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zc/ops.h"
+#include "zc/tensor.h"
+
+namespace zc::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  virtual ~Module() = default;
+
+  virtual Tensor forward(const Tensor& x);
+  // Runs forward() as one region (see above).
+  Tensor operator()(const Tensor& x);
+
+  // The demangled C++ type name ("Layer", "zc::nn::Linear"); the region name in graphs.
+  virtual std::string type_name() const;
+
+  // The returned handle shares its TensorImpl with the registered one: to() and weight
+  // loading update values in place, so member handles stay valid.
+  Tensor register_parameter(const std::string& name, Tensor value);
+  Tensor register_buffer(const std::string& name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  // Depth first, in registration order; names are dotted paths ("layers.3.linear1.weight").
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // Looks up a parameter or buffer by dotted path; nullptr when absent.
+  Tensor* find_tensor(const std::string& dotted_name);
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Moves every parameter and buffer (raises zc::Error for a device this build cannot use).
+  void to(Device device);
+  void to(DType dtype);
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out,
+               bool buffers) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// y = x W^T + b, W [out, in] initialized like torch (uniform in +-1/sqrt(in)).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;  // bias undefined when bias=false
+  int64_t in_features, out_features;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+};
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+};
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+};
+class GELU : public Module {
+ public:
+  explicit GELU(GeluApprox approximate = GeluApprox::none) : approximate(approximate) {}
+  Tensor forward(const Tensor& x) override { return gelu(x, approximate); }
+  GeluApprox approximate;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t d, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;
+  Shape normalized_shape;
+  double eps;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);  // weights ~ N(0, 1) as torch
+  Tensor forward(const Tensor& indices) override;
+  Tensor weight;
+};
+
+// Identity in eval mode; in training, zeroes with probability p and rescales.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  void push_back(std::shared_ptr<Module> module);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return modules_.size(); }
+  std::shared_ptr<Module> operator[](size_t i) const;
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Holds submodules by index; it has no forward() of its own.
+class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<Module> module);
+  size_t size() const { return modules_.size(); }
+  std::shared_ptr<Module> operator[](size_t i) const;
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Self-attention over x [B, T, d_model] with one fused input projection (d -> 3d), as in
+// GPT-2's c_attn, and an output projection.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t d_model, int64_t num_heads, bool causal = false, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Linear> in_proj, out_proj;
+  int64_t d_model, num_heads;
+  bool causal;
+};
+
+// Pre-LayerNorm transformer block (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)) with a
+// 4x GELU(tanh) MLP.
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t d_model, int64_t num_heads, bool causal = true, int64_t mlp_ratio = 4);
+  Tensor forward(const Tensor& x) override;
+  std::shared_ptr<LayerNorm> ln1, ln2;
+  std::shared_ptr<MultiheadAttention> attn;
+  std::shared_ptr<Linear> fc, proj;
+};
+
+// Loads every parameter and buffer of `module` from a safetensors file, by dotted name.
+// Raises zc::Error for a missing name, a shape or dtype mismatch, or a malformed file; tensors
+// in the file that the module does not have are ignored unless `strict`.
+void load_safetensors(Module& module, const std::string& path, bool strict = false);
+void save_safetensors(const Module& module, const std::string& path);
+
+}  // namespace zc::nn

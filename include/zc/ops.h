@@ -1,0 +1,107 @@
+// Eager operations. Each free function is one entry of the op registry (or a thin composition
+// of entries); called on traced tensors, the same call records a graph node instead of
+// computing. Bad shapes or dtypes raise zc::Error naming the op, the operands and what was
+// expected.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "zc/tensor.h"
+
+namespace zc {
+
+// Elementwise, with broadcasting and type promotion. Scalars act like 0-dim tensors that do
+// not widen the tensor's dtype within its category (x_f16 * 2.0 stays f16).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give f32
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);  // comparisons give bool
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+enum class GeluApprox : uint8_t { none, tanh };
+Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
+Tensor erf(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor cast(const Tensor& x, DType dtype);
+
+// Reductions. An empty `dims` reduces over every dimension; negative dims count from the end.
+Tensor sum(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);  // of every element
+Tensor min(const Tensor& x);
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);  // values only
+Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+// Index (i64) of the first maximum; without a dim, into the flattened tensor.
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// correction 1 is the unbiased (Bessel) estimate, as in torch.var.
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+
+// Composite.
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// Normalizes over the last normalized_shape.size() dims; weight and bias are optional.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+// x @ weight^T + bias, weight [out, in] as in torch.nn.Linear; bias optional.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// numpy/torch matmul semantics: 1-D operands, batched and broadcasting leading dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// Rows of `weight` [n, d] gathered by integer `indices` of any shape: [..., d].
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// Chunks of `split_size` along dim (the last may be smaller), as views.
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+// softmax(q k^T * scale [+ causal mask]) v over [..., T, head_dim]; scale defaults to
+// 1/sqrt(head_dim).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
+// Zeroes each element with probability p and scales the rest by 1/(1-p).
+Tensor dropout(const Tensor& x, double p);
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+
+// Operators on tensors and scalars.
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// A 0-dim tensor standing for a Python-style scalar operand: it does not widen the other
+// operand's dtype within the same category.
+Tensor wrap_scalar(double value);
+
+}  // namespace zc

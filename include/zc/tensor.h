@@ -1,0 +1,136 @@
+// zc::Tensor: a strided view of a reference-counted storage.
+//
+// A Tensor is a cheap handle (one shared_ptr). Views (reshape when possible, transpose,
+// permute, slice, expand, squeeze, unsqueeze) share storage with their base; strides and the
+// storage offset are in elements. Every method that computes goes through the op registry, so
+// the same call is what the capture stage records when the tensor is traced.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zc/device.h"
+#include "zc/dtype.h"
+#include "zc/error.h"
+
+namespace zc {
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& s);  // "[2,3]"
+
+// A block of bytes on a device; 64-byte aligned on the CPU.
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+};
+
+// State the capture stage attaches to a traced tensor. The runtime only carries it: a traced
+// tensor has metadata but no storage until someone needs its values, and then materialize()
+// (a graph break) must fill in the storage of `self`.
+struct TraceSlot {
+  virtual ~TraceSlot() = default;
+  virtual void materialize(struct TensorImpl& self) = 0;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;  // null for a traced tensor not yet materialized
+  int64_t offset = 0;                // in elements
+  Shape shape;
+  Shape strides;  // in elements
+  DType dtype = DType::f32;
+  Device device;
+  std::shared_ptr<TraceSlot> trace;  // non-null while the tensor is being traced
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // A new contiguous, uninitialized tensor.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
+  // A view of existing storage.
+  static Tensor view_of(std::shared_ptr<Storage> storage, Shape shape, Shape strides,
+                        int64_t offset, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t size(int64_t dim) const;    // negative dims count from the end
+  int64_t stride(int64_t dim) const;  // likewise
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t numel() const;
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().device; }
+  int64_t storage_offset() const { return impl().offset; }
+  bool is_contiguous() const;
+  bool is_traced() const { return impl_ && impl_->trace != nullptr; }
+
+  // Typed pointer to the first element (storage + offset). Checks that T matches dtype();
+  // on a traced tensor this forces its value (a graph break).
+  template <class T>
+  T* data() const {
+    check_dtype(dtype_of<T>(), "data");
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+  // The value of a one-element tensor converted to T.
+  template <class T>
+  T item() const {
+    return static_cast<T>(item_double());
+  }
+  double item_double() const;
+
+  // Views and layout; each is an op (recorded when traced).
+  Tensor contiguous() const;
+  Tensor reshape(const Shape& shape) const;  // a view when the strides allow, else a copy
+  Tensor view(const Shape& shape) const;     // a view, or a zc::Error when the strides forbid it
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor transpose(int64_t a, int64_t b) const;
+  Tensor t() const;  // transpose of a 2-D tensor
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;  // drops `dim`
+  Tensor expand(const Shape& shape) const;          // -1 keeps a size
+  Tensor squeeze() const;                           // all size-1 dims
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor clone() const;
+
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+
+  std::string str() const;  // shape, dtype and (for small tensors) the values
+
+  TensorImpl* unsafe_impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  const TensorImpl& impl() const;
+  void check_dtype(DType t, const char* what) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Contiguous strides of a shape.
+Shape contiguous_strides(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+
+}  // namespace zc

@@ -1,0 +1,15 @@
+// Version and build identity.
+#pragma once
+
+#include <string>
+
+namespace zc {
+
+std::string version();  // "0.1.0"
+// SHA-256 over zc's own sources, computed at build time; part of every cache key.
+std::string build_id();
+std::string compiler_id();   // the compiler that built libzc
+std::string cpu_features();  // "avx2 fma avx512f ..." as detected at run time
+std::string blas_info();     // the BLAS library eager matmul uses
+
+}  // namespace zc

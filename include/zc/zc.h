@@ -1,0 +1,13 @@
+// The umbrella header: everything a zc user needs.
+#pragma once
+
+#include "zc/device.h"
+#include "zc/dtype.h"
+#include "zc/error.h"
+#include "zc/factories.h"
+#include "zc/models.h"
+#include "zc/nn.h"
+#include "zc/ops.h"
+#include "zc/serialize.h"
+#include "zc/tensor.h"
+#include "zc/version.h"

@@ -1,0 +1,117 @@
+// Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v, one batch matrix at
+// a time (scores for one [Tq, Tk] block at once, as torch's math kernel does).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ops/eager.h"
+#include "ops/gemm.h"
+#include "ops/loops.h"
+#include "ops/registry.h"
+#include "ops/shape_rules.h"
+
+namespace zc::ops {
+
+namespace {
+
+Shape batch_of(const Shape& s) {
+  return Shape(s.begin(), s.end() - 2);
+}
+
+std::vector<TensorMeta> attention_infer(std::span<const TensorMeta> in, const Attrs&) {
+  const TensorMeta &q = in[0], &k = in[1], &v = in[2];
+  if (q.shape.size() < 2 || k.shape.size() < 2 || v.shape.size() < 2) {
+    op_error("scaled_dot_product_attention",
+             "q, k and v need shape [..., T, head_dim], got " + metas_str(in));
+  }
+  int64_t hd = q.shape.back();
+  if (k.shape.back() != hd || k.shape[k.shape.size() - 2] != v.shape[v.shape.size() - 2]) {
+    op_error("scaled_dot_product_attention",
+             "q " + meta_str(q) + ", k " + meta_str(k) + ", v " + meta_str(v) +
+                 ": expected k's last dim to equal q's and k, v to have the same length");
+  }
+  Shape batch = broadcast_shapes(
+      "scaled_dot_product_attention",
+      broadcast_shapes("scaled_dot_product_attention", batch_of(q.shape), batch_of(k.shape)),
+      batch_of(v.shape));
+  Shape out = batch;
+  out.push_back(q.shape[q.shape.size() - 2]);
+  out.push_back(v.shape.back());
+  return {TensorMeta{out, floating_dtype(result_dtype(in)), q.device}};
+}
+
+template <class T>
+void attend(const T* q, const T* k, const T* v, T* o, int64_t tq, int64_t tk, int64_t hd,
+            int64_t hv, bool causal, T scale, std::vector<T>& scores) {
+  scores.resize(tq * tk);
+  // scores = q k^T: k [tk, hd] read transposed through strides.
+  gemm<T>(tq, tk, hd, MatView{q, hd, 1}, MatView{k, 1, hd}, scores.data());
+  for (int64_t i = 0; i < tq; ++i) {
+    T* row = scores.data() + i * tk;
+    int64_t visible = causal ? std::min(tk, i + 1) : tk;  // top-left aligned, as torch
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < visible; ++j) {
+      row[j] *= scale;
+      m = row[j] > m ? row[j] : m;
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < visible; ++j) {
+      row[j] = std::exp(row[j] - m);
+      sum += row[j];
+    }
+    T inv = static_cast<T>(1.0 / sum);
+    for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
+    for (int64_t j = visible; j < tk; ++j) row[j] = 0;
+  }
+  gemm<T>(tq, hv, tk, MatView{scores.data(), tk, 1}, MatView{v, hv, 1}, o);
+}
+
+std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                    std::span<const TensorMeta> outs) {
+  const auto& a = std::get<AttentionAttrs>(attrs);
+  DType ct = compute_dtype(outs[0].dtype);
+  const Shape& out_shape = outs[0].shape;
+  Shape batch(out_shape.begin(), out_shape.end() - 2);
+  // Broadcast batch dims and lay each operand out contiguously.
+  auto prep = [&](const Tensor& t) {
+    Shape target = batch;
+    target.push_back(t.shape()[t.dim() - 2]);
+    target.push_back(t.shape().back());
+    Tensor c = as_dtype(t, ct);
+    if (c.shape() != target) c = c.expand(target);
+    return eager_contiguous(c);
+  };
+  Tensor q = prep(in[0]), k = prep(in[1]), v = prep(in[2]);
+  int64_t tq = q.shape()[q.dim() - 2], hd = q.shape().back();
+  int64_t tk = k.shape()[k.dim() - 2], hv = v.shape().back();
+  int64_t batches = shape_numel(batch);
+  Tensor out = Tensor::empty(out_shape, ct);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> scores;
+    for (int64_t b = 0; b < batches; ++b) {
+      attend<T>(elem_ptr<T>(q) + b * tq * hd, elem_ptr<T>(k) + b * tk * hd,
+                elem_ptr<T>(v) + b * tk * hv, elem_ptr<T>(out) + b * tq * hv, tq, tk, hd, hv,
+                a.causal, static_cast<T>(a.scale), scores);
+    }
+  };
+  if (ct == DType::f64) {
+    run(double{});
+  } else {
+    run(float{});
+  }
+  return {as_dtype(out, outs[0].dtype)};
+}
+
+}  // namespace
+
+void define_attention_ops(OpTable& t) {
+  t.define(OpDef{.id = OpId::attention,
+                 .min_inputs = 3,
+                 .max_inputs = 3,
+                 .attrs_index = attrs_index_of<AttentionAttrs>(),
+                 .infer = attention_infer,
+                 .eager = attention_eager});
+}
+
+}  // namespace zc::ops

@@ -1,0 +1,74 @@
+// Typed op attributes. Each op takes exactly one alternative of Attrs (named in its OpDef);
+// values are normalized by the front end before dispatch (dims non-negative and sorted,
+// shapes without -1, optional scale resolved), so two calls that mean the same thing carry
+// equal attributes: that is what lets a captured graph hash the same way twice.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "zc/dtype.h"
+#include "zc/ops.h"
+#include "zc/tensor.h"
+
+namespace zc::ops {
+
+struct NoAttrs {
+  bool operator==(const NoAttrs&) const = default;
+};
+struct GeluAttrs {
+  GeluApprox approximate = GeluApprox::none;
+  bool operator==(const GeluAttrs&) const = default;
+};
+struct CastAttrs {
+  DType dtype = DType::f32;
+  bool operator==(const CastAttrs&) const = default;
+};
+struct ClampAttrs {
+  std::optional<double> min, max;
+  bool operator==(const ClampAttrs&) const = default;
+};
+struct ReduceAttrs {
+  std::vector<int64_t> dims;  // sorted, unique, non-negative; never empty (all dims listed)
+  bool keepdim = false;
+  int64_t correction = 0;  // var only
+  bool operator==(const ReduceAttrs&) const = default;
+};
+struct ShapeAttrs {
+  Shape shape;  // reshape and expand target, fully resolved
+  bool operator==(const ShapeAttrs&) const = default;
+};
+struct PermuteAttrs {
+  std::vector<int64_t> dims;
+  bool operator==(const PermuteAttrs&) const = default;
+};
+struct SliceAttrs {
+  int64_t dim = 0, start = 0, end = 0, step = 1;  // clamped to the dim's size, step >= 1
+  bool operator==(const SliceAttrs&) const = default;
+};
+struct DimAttrs {
+  int64_t dim = 0;  // non-negative
+  bool operator==(const DimAttrs&) const = default;
+};
+struct LayerNormAttrs {
+  int64_t normalized_ndim = 1;
+  double eps = 1e-5;
+  bool has_weight = false, has_bias = false;
+  bool operator==(const LayerNormAttrs&) const = default;
+};
+struct AttentionAttrs {
+  bool causal = false;
+  double scale = 1.0;
+  bool operator==(const AttentionAttrs&) const = default;
+};
+
+using Attrs = std::variant<NoAttrs, GeluAttrs, CastAttrs, ClampAttrs, ReduceAttrs, ShapeAttrs,
+                           PermuteAttrs, SliceAttrs, DimAttrs, LayerNormAttrs, AttentionAttrs>;
+
+// Readable, stable form for printers and logs: "dims=[1], keepdim=true".
+std::string attrs_str(const Attrs& attrs);
+
+}  // namespace zc::ops

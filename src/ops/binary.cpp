@@ -1,0 +1,229 @@
+// Elementwise binary ops (broadcasting, promoting) and where.
+#include <cmath>
+
+#include "ops/eager.h"
+#include "ops/loops.h"
+#include "ops/registry.h"
+#include "ops/shape_rules.h"
+#include "tensor/element.h"
+
+namespace zc::ops {
+
+namespace {
+
+enum class Result { same, floating, boolean };
+
+struct Add {
+  static constexpr const char* name = "add";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a + b);
+  }
+};
+struct Sub {
+  static constexpr const char* name = "sub";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a - b);
+  }
+};
+struct Mul {
+  static constexpr const char* name = "mul";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a * b);
+  }
+};
+struct Div {
+  static constexpr const char* name = "div";
+  static constexpr Result result = Result::floating;
+  template <class T>
+  T operator()(T a, T b) const {
+    return a / b;
+  }
+};
+struct Pow {
+  static constexpr const char* name = "pow";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(a, b);
+    } else {
+      return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+    }
+  }
+};
+// maximum/minimum propagate NaN, as torch does.
+struct Maximum {
+  static constexpr const char* name = "maximum";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+  }
+};
+struct Minimum {
+  static constexpr const char* name = "minimum";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a < b ? a : b;
+  }
+};
+#define ZC_COMPARISON(Name, expr)                     \
+  struct Name {                                       \
+    static constexpr const char* name = #Name;        \
+    static constexpr Result result = Result::boolean; \
+    template <class T>                                \
+    bool operator()(T a, T b) const {                 \
+      return expr;                                    \
+    }                                                 \
+  };
+ZC_COMPARISON(eq, a == b)
+ZC_COMPARISON(ne, a != b)
+ZC_COMPARISON(lt, a < b)
+ZC_COMPARISON(le, a <= b)
+ZC_COMPARISON(gt, a > b)
+ZC_COMPARISON(ge, a >= b)
+#undef ZC_COMPARISON
+
+template <class F>
+std::vector<TensorMeta> binary_infer(std::span<const TensorMeta> in, const Attrs&) {
+  std::string_view name = F::name;
+  TensorMeta out;
+  out.shape = broadcast_shapes(name, in[0].shape, in[1].shape);
+  out.device = in[0].device;
+  DType t = result_dtype(in);
+  if constexpr (std::is_same_v<F, Sub>) {
+    if (t == DType::boolean) {
+      op_error("sub", "bool tensors cannot be subtracted (" + metas_str(in) +
+                          "); use logical ops or cast first");
+    }
+  }
+  if constexpr (F::result == Result::floating) t = floating_dtype(t);
+  out.dtype = F::result == Result::boolean ? DType::boolean : t;
+  return {out};
+}
+
+template <class F>
+std::vector<Tensor> binary_eager(std::span<const Tensor> in, const Attrs&,
+                                 std::span<const TensorMeta> outs) {
+  // Inputs convert to the compute type of their promoted dtype; comparisons compare in it.
+  std::vector<TensorMeta> metas{meta_of(in[0]), meta_of(in[1])};
+  DType operand = result_dtype(metas);
+  if constexpr (F::result == Result::floating) operand = floating_dtype(operand);
+  DType ct = compute_dtype(operand);
+  if (ct == DType::boolean && F::result != Result::boolean) ct = DType::i32;
+  Tensor a = as_dtype(in[0], ct), b = as_dtype(in[1], ct);
+  DType out_ct = F::result == Result::boolean ? DType::boolean : ct;
+  Tensor out = Tensor::empty(outs[0].shape, out_ct);
+  auto plan = make_loop_plan<3>(out.shape(), {&out, &a, &b});
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    using O = std::conditional_t<F::result == Result::boolean, bool, T>;
+    run_loop(plan, elem_ptr<O>(out), std::tuple<const T*, const T*>(elem_ptr<T>(a), elem_ptr<T>(b)),
+             F{});
+  };
+  switch (ct) {
+    case DType::f32:
+      run(float{});
+      break;
+    case DType::f64:
+      run(double{});
+      break;
+    case DType::i64:
+      run(int64_t{});
+      break;
+    case DType::i32:
+      run(int32_t{});
+      break;
+    case DType::boolean:
+      run(bool{});
+      break;
+    default:
+      ZC_CHECK(false, "no compute type");
+  }
+  return {as_dtype(out, outs[0].dtype)};
+}
+
+template <class F>
+OpDef binary_def(OpId id) {
+  return OpDef{.id = id,
+               .min_inputs = 2,
+               .max_inputs = 2,
+               .attrs_index = attrs_index_of<NoAttrs>(),
+               .infer = binary_infer<F>,
+               .eager = binary_eager<F>};
+}
+
+std::vector<TensorMeta> where_infer(std::span<const TensorMeta> in, const Attrs&) {
+  if (in[0].dtype != DType::boolean) {
+    op_error("where",
+             "condition must be bool, got " + meta_str(in[0]) + "; compare first (e.g. gt(x, 0))");
+  }
+  TensorMeta out;
+  out.shape =
+      broadcast_shapes("where", broadcast_shapes("where", in[0].shape, in[1].shape), in[2].shape);
+  out.dtype = result_dtype(in.subspan(1));
+  out.device = in[0].device;
+  return {out};
+}
+
+struct Select {
+  template <class T>
+  T operator()(T c, T a, T b) const {
+    return c != T(0) ? a : b;
+  }
+};
+
+std::vector<Tensor> where_eager(std::span<const Tensor> in, const Attrs&,
+                                std::span<const TensorMeta> outs) {
+  DType ct = compute_dtype(outs[0].dtype);
+  Tensor c = as_dtype(in[0], ct), a = as_dtype(in[1], ct), b = as_dtype(in[2], ct);
+  Tensor out = Tensor::empty(outs[0].shape, ct);
+  auto plan = make_loop_plan<4>(out.shape(), {&out, &c, &a, &b});
+  visit_dtype(ct, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, Half> && !std::is_same_v<T, BFloat16>) {
+      run_loop(
+          plan, elem_ptr<T>(out),
+          std::tuple<const T*, const T*, const T*>(elem_ptr<T>(c), elem_ptr<T>(a), elem_ptr<T>(b)),
+          Select{});
+    }
+  });
+  return {as_dtype(out, outs[0].dtype)};
+}
+
+}  // namespace
+
+void define_binary_ops(OpTable& t) {
+  t.define(binary_def<Add>(OpId::add));
+  t.define(binary_def<Sub>(OpId::sub));
+  t.define(binary_def<Mul>(OpId::mul));
+  t.define(binary_def<Div>(OpId::div));
+  t.define(binary_def<Pow>(OpId::pow));
+  t.define(binary_def<Maximum>(OpId::maximum));
+  t.define(binary_def<Minimum>(OpId::minimum));
+  t.define(binary_def<eq>(OpId::eq));
+  t.define(binary_def<ne>(OpId::ne));
+  t.define(binary_def<lt>(OpId::lt));
+  t.define(binary_def<le>(OpId::le));
+  t.define(binary_def<gt>(OpId::gt));
+  t.define(binary_def<ge>(OpId::ge));
+  t.define(OpDef{.id = OpId::where,
+                 .min_inputs = 3,
+                 .max_inputs = 3,
+                 .attrs_index = attrs_index_of<NoAttrs>(),
+                 .infer = where_infer,
+                 .eager = where_eager});
+}
+
+}  // namespace zc::ops

@@ -1,0 +1,60 @@
+// The one entry point of every op call, and the hook capture uses to trace.
+//
+// call() validates the inputs with the op's shape rule and runs its eager kernel, unless an
+// interceptor is installed on this thread and an input is traced: then the interceptor (the
+// capture stage's tracer) records the call and returns traced outputs. Ops never know about
+// capture; capture installs itself here.
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace zc::ops {
+
+class OpInterceptor {
+ public:
+  virtual ~OpInterceptor() = default;
+  virtual std::vector<Tensor> intercept(const OpDef& op, std::span<const Tensor> inputs,
+                                        const Attrs& attrs) = 0;
+  // A module call begins/ends (Module::operator()); `module` identifies the instance.
+  virtual void enter_region(std::string_view type_name, const void* module) = 0;
+  virtual void exit_region() = 0;
+};
+
+// The interceptor of the calling thread, or nullptr.
+OpInterceptor* current_interceptor();
+
+// Installs an interceptor on this thread for its lifetime (restoring the previous one).
+class InterceptorScope {
+ public:
+  explicit InterceptorScope(OpInterceptor* interceptor);
+  ~InterceptorScope();
+  InterceptorScope(const InterceptorScope&) = delete;
+  InterceptorScope& operator=(const InterceptorScope&) = delete;
+
+ private:
+  OpInterceptor* previous_;
+};
+
+// Marks a module call as a region for the interceptor of this thread, if any.
+class RegionScope {
+ public:
+  RegionScope(std::string_view type_name, const void* module);
+  ~RegionScope();
+  RegionScope(const RegionScope&) = delete;
+  RegionScope& operator=(const RegionScope&) = delete;
+
+ private:
+  OpInterceptor* interceptor_;
+};
+
+std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& attrs = NoAttrs{});
+Tensor call1(OpId id, std::span<const Tensor> inputs, const Attrs& attrs = NoAttrs{});
+inline Tensor call1(OpId id, std::initializer_list<Tensor> inputs, const Attrs& attrs = NoAttrs{}) {
+  return call1(id, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+
+}  // namespace zc::ops

@@ -1,0 +1,23 @@
+// Small helpers the eager kernels share: dtype conversion without dispatch and the compute
+// type of a dtype.
+#pragma once
+
+#include "zc/tensor.h"
+
+namespace zc::ops {
+
+// 16-bit floats compute in f32; every other dtype computes as itself.
+inline DType compute_dtype(DType t) {
+  return t == DType::f16 || t == DType::bf16 ? DType::f32 : t;
+}
+
+// A new contiguous tensor with t's values converted to `dtype` (t may have any strides).
+Tensor eager_cast(const Tensor& t, DType dtype);
+// t itself when it already has `dtype`, else eager_cast.
+inline Tensor as_dtype(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t : eager_cast(t, dtype);
+}
+// t itself when it is contiguous, else a contiguous copy.
+Tensor eager_contiguous(const Tensor& t);
+
+}  // namespace zc::ops

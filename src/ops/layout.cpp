@@ -1,0 +1,155 @@
+// Layout ops. Eagerly they return views that share storage whenever the strides allow (the
+// same rule as torch); reshape of a non-viewable layout and copy produce new storage.
+#include "ops/eager.h"
+#include "ops/registry.h"
+#include "ops/shape_rules.h"
+
+namespace zc::ops {
+
+namespace {
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  return Tensor::view_of(base.impl_ptr()->storage, std::move(shape), std::move(strides), offset,
+                         base.dtype());
+}
+
+std::vector<TensorMeta> reshape_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const Shape& target = std::get<ShapeAttrs>(attrs).shape;
+  for (int64_t d : target) {
+    if (d < 0) op_error("reshape", "target " + shape_str(target) + " has a negative dimension");
+  }
+  if (shape_numel(target) != shape_numel(in[0].shape)) {
+    op_error("reshape", meta_str(in[0]) + " (" + std::to_string(shape_numel(in[0].shape)) +
+                            " elements) cannot be reshaped to " + shape_str(target) + " (" +
+                            std::to_string(shape_numel(target)) + " elements)");
+  }
+  return {TensorMeta{target, in[0].dtype, in[0].device}};
+}
+
+std::vector<Tensor> reshape_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                  std::span<const TensorMeta>) {
+  const Shape& target = std::get<ShapeAttrs>(attrs).shape;
+  const Tensor& x = in[0];
+  Shape strides;
+  if (reshape_strides(x.shape(), x.strides(), target, &strides)) {
+    return {make_view(x, target, strides, x.storage_offset())};
+  }
+  Tensor c = eager_contiguous(x);
+  return {make_view(c, target, contiguous_strides(target), c.storage_offset())};
+}
+
+std::vector<TensorMeta> permute_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const auto& dims = std::get<PermuteAttrs>(attrs).dims;
+  const Shape& s = in[0].shape;
+  if (dims.size() != s.size()) {
+    op_error("permute",
+             shape_str(dims) + " is not a permutation of the dims of " + meta_str(in[0]));
+  }
+  std::vector<bool> seen(s.size(), false);
+  Shape out(s.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i];
+    if (d < 0 || d >= static_cast<int64_t>(s.size()) || seen[d]) {
+      op_error("permute",
+               shape_str(dims) + " is not a permutation of the dims of " + meta_str(in[0]));
+    }
+    seen[d] = true;
+    out[i] = s[d];
+  }
+  return {TensorMeta{out, in[0].dtype, in[0].device}};
+}
+
+std::vector<Tensor> permute_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                  std::span<const TensorMeta>) {
+  const auto& dims = std::get<PermuteAttrs>(attrs).dims;
+  const Tensor& x = in[0];
+  Shape shape(dims.size()), strides(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    shape[i] = x.shape()[dims[i]];
+    strides[i] = x.strides()[dims[i]];
+  }
+  return {make_view(x, shape, strides, x.storage_offset())};
+}
+
+std::vector<TensorMeta> expand_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const Shape& target = std::get<ShapeAttrs>(attrs).shape;
+  const Shape& s = in[0].shape;
+  bool ok = target.size() >= s.size();
+  for (size_t i = 0; ok && i < s.size(); ++i) {
+    int64_t have = s[i], want = target[target.size() - s.size() + i];
+    ok = have == want || have == 1;
+  }
+  if (!ok) op_error("expand", meta_str(in[0]) + " cannot be expanded to " + shape_str(target));
+  return {TensorMeta{target, in[0].dtype, in[0].device}};
+}
+
+std::vector<Tensor> expand_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                 std::span<const TensorMeta>) {
+  const Shape& target = std::get<ShapeAttrs>(attrs).shape;
+  const Tensor& x = in[0];
+  size_t off = target.size() - x.shape().size();
+  Shape strides(target.size(), 0);
+  for (size_t i = 0; i < x.shape().size(); ++i) {
+    strides[off + i] = x.shape()[i] == target[off + i] ? x.strides()[i] : 0;
+  }
+  return {make_view(x, target, strides, x.storage_offset())};
+}
+
+std::vector<TensorMeta> slice_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const auto& a = std::get<SliceAttrs>(attrs);
+  const Shape& s = in[0].shape;
+  if (a.dim < 0 || a.dim >= static_cast<int64_t>(s.size()) || a.step < 1 || a.start < 0 ||
+      a.end < a.start || a.end > s[a.dim]) {
+    op_error("slice", "dim " + std::to_string(a.dim) + " [" + std::to_string(a.start) + ":" +
+                          std::to_string(a.end) + ":" + std::to_string(a.step) +
+                          "] is out of range for " + meta_str(in[0]));
+  }
+  Shape out = s;
+  out[a.dim] = (a.end - a.start + a.step - 1) / a.step;
+  return {TensorMeta{out, in[0].dtype, in[0].device}};
+}
+
+std::vector<Tensor> slice_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                std::span<const TensorMeta> outs) {
+  const auto& a = std::get<SliceAttrs>(attrs);
+  const Tensor& x = in[0];
+  Shape strides = x.strides();
+  strides[a.dim] *= a.step;
+  return {make_view(x, outs[0].shape, strides, x.storage_offset() + a.start * x.strides()[a.dim])};
+}
+
+std::vector<TensorMeta> copy_infer(std::span<const TensorMeta> in, const Attrs&) {
+  return {in[0]};
+}
+
+std::vector<Tensor> copy_eager(std::span<const Tensor> in, const Attrs&,
+                               std::span<const TensorMeta>) {
+  return {eager_cast(in[0], in[0].dtype())};
+}
+
+}  // namespace
+
+void define_layout_ops(OpTable& t) {
+  t.define(OpDef{.id = OpId::reshape,
+                 .attrs_index = attrs_index_of<ShapeAttrs>(),
+                 .infer = reshape_infer,
+                 .eager = reshape_eager});
+  t.define(OpDef{.id = OpId::permute,
+                 .attrs_index = attrs_index_of<PermuteAttrs>(),
+                 .infer = permute_infer,
+                 .eager = permute_eager});
+  t.define(OpDef{.id = OpId::expand,
+                 .attrs_index = attrs_index_of<ShapeAttrs>(),
+                 .infer = expand_infer,
+                 .eager = expand_eager});
+  t.define(OpDef{.id = OpId::slice,
+                 .attrs_index = attrs_index_of<SliceAttrs>(),
+                 .infer = slice_infer,
+                 .eager = slice_eager});
+  t.define(OpDef{.id = OpId::copy,
+                 .attrs_index = attrs_index_of<NoAttrs>(),
+                 .infer = copy_infer,
+                 .eager = copy_eager});
+}
+
+}  // namespace zc::ops

@@ -1,0 +1,203 @@
+// matmul (numpy semantics: 1-D operands, broadcast batch dims) and linear (x W^T + b).
+#include "ops/eager.h"
+#include "ops/gemm.h"
+#include "ops/loops.h"
+#include "ops/registry.h"
+#include "ops/shape_rules.h"
+#include "tensor/element.h"
+
+namespace zc::ops {
+
+namespace {
+
+struct MatmulShapes {
+  Shape out;    // final output shape
+  Shape batch;  // broadcast batch dims
+  int64_t M, N, K;
+  bool a_vec, b_vec;  // 1-D operands
+};
+
+MatmulShapes matmul_shapes(const TensorMeta& a, const TensorMeta& b) {
+  if (a.shape.empty() || b.shape.empty()) {
+    op_error("matmul", shape_str(a.shape) + " @ " + shape_str(b.shape) +
+                           ": both operands need at least 1 dimension");
+  }
+  MatmulShapes s;
+  s.a_vec = a.shape.size() == 1;
+  s.b_vec = b.shape.size() == 1;
+  Shape as = s.a_vec ? Shape{1, a.shape[0]} : a.shape;
+  Shape bs = s.b_vec ? Shape{b.shape[0], 1} : b.shape;
+  s.M = as[as.size() - 2];
+  s.K = as.back();
+  s.N = bs.back();
+  int64_t kb = bs[bs.size() - 2];
+  if (s.K != kb) {
+    op_error("matmul", shape_str(a.shape) + " @ " + shape_str(b.shape) + ": inner dimensions " +
+                           std::to_string(s.K) + " and " + std::to_string(kb) + " differ");
+  }
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  s.batch = broadcast_shapes("matmul", ab, bb);
+  s.out = s.batch;
+  if (!s.a_vec) s.out.push_back(s.M);
+  if (!s.b_vec) s.out.push_back(s.N);
+  return s;
+}
+
+std::vector<TensorMeta> matmul_infer(std::span<const TensorMeta> in, const Attrs&) {
+  MatmulShapes s = matmul_shapes(in[0], in[1]);
+  return {TensorMeta{s.out, result_dtype(in), in[0].device}};
+}
+
+// Views of a at [batch..., M, K] with broadcast batch strides (0 where broadcast).
+struct BatchedOperand {
+  const char* base;
+  Shape strides;  // per batch dim, then row, col
+};
+
+BatchedOperand batched(const Tensor& t, bool vec_is_row, const Shape& batch) {
+  Shape shape = t.shape(), strides = t.strides();
+  if (shape.size() == 1) {
+    if (vec_is_row) {
+      shape.insert(shape.begin(), 1);
+      strides.insert(strides.begin(), 0);
+    } else {
+      shape.push_back(1);
+      strides.push_back(0);
+    }
+  }
+  BatchedOperand op;
+  op.base = static_cast<const char*>(t.raw_data());
+  size_t nb = batch.size(), tb = shape.size() - 2;
+  op.strides.assign(nb + 2, 0);
+  for (size_t i = 0; i < tb; ++i) {
+    if (shape[i] != 1) op.strides[nb - tb + i] = strides[i];
+  }
+  op.strides[nb] = strides[tb];
+  op.strides[nb + 1] = strides[tb + 1];
+  return op;
+}
+
+template <class T>
+void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tensor& out) {
+  BatchedOperand A = batched(a, true, s.batch), B = batched(b, false, s.batch);
+  int64_t nb = static_cast<int64_t>(s.batch.size());
+  int64_t batches = shape_numel(s.batch);
+  T* c = elem_ptr<T>(out);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t rem = bi, oa = 0, ob = 0;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      int64_t i = rem % s.batch[d];
+      rem /= s.batch[d];
+      oa += i * A.strides[d];
+      ob += i * B.strides[d];
+    }
+    MatView av{reinterpret_cast<const T*>(A.base) + oa, A.strides[nb], A.strides[nb + 1]};
+    MatView bv{reinterpret_cast<const T*>(B.base) + ob, B.strides[nb], B.strides[nb + 1]};
+    gemm<T>(s.M, s.N, s.K, av, bv, c + bi * s.M * s.N);
+  }
+}
+
+template <class Fn>
+void visit_gemm_dtype(DType ct, Fn&& fn) {
+  switch (ct) {
+    case DType::f32:
+      fn(float{});
+      break;
+    case DType::f64:
+      fn(double{});
+      break;
+    case DType::i64:
+      fn(int64_t{});
+      break;
+    case DType::i32:
+      fn(int32_t{});
+      break;
+    default:
+      ZC_CHECK(false, "no gemm for " << dtype_name(ct));
+  }
+}
+
+DType gemm_dtype(DType t) {
+  DType ct = compute_dtype(t);
+  return ct == DType::boolean ? DType::i64 : ct;
+}
+
+std::vector<Tensor> matmul_eager(std::span<const Tensor> in, const Attrs&,
+                                 std::span<const TensorMeta> outs) {
+  MatmulShapes s = matmul_shapes(meta_of(in[0]), meta_of(in[1]));
+  DType ct = gemm_dtype(outs[0].dtype);
+  Tensor a = as_dtype(in[0], ct), b = as_dtype(in[1], ct);
+  Tensor out = Tensor::empty(outs[0].shape, ct);
+  visit_gemm_dtype(ct, [&](auto tag) { batched_gemm<decltype(tag)>(s, a, b, out); });
+  return {as_dtype(out, outs[0].dtype)};
+}
+
+std::vector<TensorMeta> linear_infer(std::span<const TensorMeta> in, const Attrs&) {
+  const TensorMeta &x = in[0], &w = in[1];
+  if (x.shape.empty() || w.shape.size() != 2 || x.shape.back() != w.shape[1]) {
+    op_error("linear", "input " + meta_str(x) + " and weight " + meta_str(w) +
+                           ": expected weight [out, in] with in equal to the input's last "
+                           "dimension");
+  }
+  if (in.size() == 3 && (in[2].shape.size() != 1 || in[2].shape[0] != w.shape[0])) {
+    op_error("linear", "bias " + meta_str(in[2]) + " does not match weight " + meta_str(w) +
+                           ": expected [" + std::to_string(w.shape[0]) + "]");
+  }
+  Shape out = x.shape;
+  out.back() = w.shape[0];
+  return {TensorMeta{out, result_dtype(in), x.device}};
+}
+
+std::vector<Tensor> linear_eager(std::span<const Tensor> in, const Attrs&,
+                                 std::span<const TensorMeta> outs) {
+  DType ct = gemm_dtype(outs[0].dtype);
+  Tensor x = as_dtype(in[0], ct), w = as_dtype(in[1], ct);
+  int64_t K = x.shape().back(), N = w.shape()[0];
+  int64_t M = x.numel() / std::max<int64_t>(K, 1);
+  if (K == 0) M = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  // Rows of x as one [M, K] matrix: a view when the leading dims merge, else a copy.
+  Shape rows_strides;
+  if (!reshape_strides(x.shape(), x.strides(), {M, K}, &rows_strides)) {
+    x = eager_contiguous(x);
+    rows_strides = {K, 1};
+  }
+  Tensor out = Tensor::empty(outs[0].shape, ct);
+  visit_gemm_dtype(ct, [&](auto tag) {
+    using T = decltype(tag);
+    T* c = elem_ptr<T>(out);
+    if (K == 0) {
+      for (int64_t i = 0; i < M * N; ++i) c[i] = T(0);
+    } else {
+      gemm<T>(M, N, K, MatView{elem_ptr<T>(x), rows_strides[0], rows_strides[1]},
+              MatView{elem_ptr<T>(w), w.strides()[1], w.strides()[0]}, c);
+    }
+    if (in.size() == 3) {
+      Tensor b = as_dtype(in[2], ct);
+      const T* bp = elem_ptr<T>(b);
+      int64_t bs = b.strides()[0];
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) c[i * N + j] += bp[j * bs];
+      }
+    }
+  });
+  return {as_dtype(out, outs[0].dtype)};
+}
+
+}  // namespace
+
+void define_matmul_ops(OpTable& t) {
+  t.define(OpDef{.id = OpId::matmul,
+                 .min_inputs = 2,
+                 .max_inputs = 2,
+                 .attrs_index = attrs_index_of<NoAttrs>(),
+                 .infer = matmul_infer,
+                 .eager = matmul_eager});
+  t.define(OpDef{.id = OpId::linear,
+                 .min_inputs = 2,
+                 .max_inputs = 3,
+                 .attrs_index = attrs_index_of<NoAttrs>(),
+                 .infer = linear_infer,
+                 .eager = linear_eager});
+}
+
+}  // namespace zc::ops

@@ -1,0 +1,78 @@
+#include "ops/registry.h"
+
+#include <string>
+
+#include "util/check.h"
+
+namespace zc::ops {
+
+// Each op class defines its entries in its own file.
+void define_unary_ops(OpTable& table);
+void define_binary_ops(OpTable& table);
+void define_reduction_ops(OpTable& table);
+void define_layout_ops(OpTable& table);
+void define_matmul_ops(OpTable& table);
+void define_norm_ops(OpTable& table);
+void define_gather_ops(OpTable& table);
+void define_attention_ops(OpTable& table);
+
+namespace {
+struct OpName {
+  std::string_view name;
+  OpClass cls;
+};
+constexpr OpName kOpNames[] = {
+#define ZC_OP_NAME(name, cls) {#name, OpClass::cls},
+    ZC_FOR_EACH_OP(ZC_OP_NAME)
+#undef ZC_OP_NAME
+};
+static_assert(std::size(kOpNames) == static_cast<size_t>(kNumOps),
+              "the op list and the OpId enum are out of step");
+
+const OpTable& table() {
+  static const OpTable t = [] {
+    OpTable t;
+    define_unary_ops(t);
+    define_binary_ops(t);
+    define_reduction_ops(t);
+    define_layout_ops(t);
+    define_matmul_ops(t);
+    define_norm_ops(t);
+    define_gather_ops(t);
+    define_attention_ops(t);
+    for (int i = 0; i < kNumOps; ++i) {
+      ZC_CHECK(t[static_cast<OpId>(i)].infer != nullptr,
+               "op " << kOpNames[i].name << " has no registry entry");
+    }
+    return t;
+  }();
+  return t;
+}
+}  // namespace
+
+void OpTable::define(OpDef def) {
+  int i = static_cast<int>(def.id);
+  ZC_CHECK(i >= 0 && i < kNumOps, "bad op id");
+  ZC_CHECK(defs_[i].infer == nullptr, "op " << kOpNames[i].name << " defined twice");
+  ZC_CHECK(def.infer && def.eager, "op " << kOpNames[i].name << " lacks infer or eager");
+  def.name = kOpNames[i].name;
+  def.cls = kOpNames[i].cls;
+  defs_[i] = def;
+}
+
+const OpDef& op_def(OpId id) {
+  return table()[id];
+}
+
+const OpDef* find_op(std::string_view name) {
+  for (int i = 0; i < kNumOps; ++i) {
+    if (kOpNames[i].name == name) return &op_def(static_cast<OpId>(i));
+  }
+  return nullptr;
+}
+
+TensorMeta meta_of(const Tensor& t) {
+  return TensorMeta{t.shape(), t.dtype(), t.device()};
+}
+
+}  // namespace zc::ops

@@ -1,0 +1,63 @@
+// The op registry: one OpDef per op, holding everything every stage needs to know about it.
+// The tensor front end validates and dispatches through it; the capture stage records it;
+// later stages add their per-op rules (decomposition, derivative) to the same entry rather
+// than to switches in their passes.
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ops/attrs.h"
+#include "ops/op_list.h"
+#include "zc/tensor.h"
+
+namespace zc::ops {
+
+// Metadata of a value: what shape rules consume and produce.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device;
+  bool operator==(const TensorMeta&) const = default;
+};
+TensorMeta meta_of(const Tensor& t);
+
+// Checks inputs and attributes and returns the outputs' metadata; raises zc::Error naming the
+// op, the operands and what was expected.
+using InferFn = std::vector<TensorMeta> (*)(std::span<const TensorMeta> inputs, const Attrs& attrs);
+// Computes on concrete CPU tensors (any strides); `outputs` is what infer returned.
+using EagerFn = std::vector<Tensor> (*)(std::span<const Tensor> inputs, const Attrs& attrs,
+                                        std::span<const TensorMeta> outputs);
+
+struct OpDef {
+  OpId id = OpId::count;
+  std::string_view name;
+  OpClass cls = OpClass::unary;
+  int min_inputs = 1;
+  int max_inputs = 1;      // -1: variadic
+  size_t attrs_index = 0;  // which alternative of Attrs the op takes
+  InferFn infer = nullptr;
+  EagerFn eager = nullptr;
+};
+
+const OpDef& op_def(OpId id);
+const OpDef* find_op(std::string_view name);  // nullptr when unknown
+
+// Called once per op class by the registry to fill the table.
+class OpTable {
+ public:
+  void define(OpDef def);
+  const OpDef& operator[](OpId id) const { return defs_[static_cast<int>(id)]; }
+
+ private:
+  friend const OpDef& op_def(OpId);
+  OpDef defs_[kNumOps];
+};
+
+template <class A>
+constexpr size_t attrs_index_of() {
+  return Attrs(A{}).index();
+}
+
+}  // namespace zc::ops

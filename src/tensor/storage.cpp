@@ -1,0 +1,27 @@
+#include <cstdlib>
+#include <new>
+
+#include "zc/tensor.h"
+
+namespace zc {
+
+std::string Device::str() const {
+  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (!device.is_cpu()) {
+    throw Error("cannot allocate on " + device.str() +
+                ": this build of zerocompile has no CUDA backend yet; use Device::cpu()");
+  }
+  // 64-byte alignment: a cache line, and what AVX-512 loads want.
+  size_t rounded = (nbytes + 63) / 64 * 64;
+  data_ = rounded == 0 ? nullptr : std::aligned_alloc(64, rounded);
+  if (rounded != 0 && data_ == nullptr) throw std::bad_alloc();
+}
+
+Storage::~Storage() {
+  std::free(data_);
+}
+
+}  // namespace zc
