@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <iosfwd>
 #include <string_view>
 
 namespace zc {
@@ -42,6 +43,7 @@ struct BFloat16 {
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);  // "f32", "bool", ...
+std::ostream& operator<<(std::ostream& os, DType t);
 bool is_floating(DType t);
 bool is_integral(DType t);  // i32, i64 (not bool)
 

@@ -28,6 +28,15 @@ Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Scalar right-hand sides, with the same promotion as wrap_scalar.
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, double b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
 
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
@@ -101,7 +110,8 @@ Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 
 // A 0-dim tensor standing for a Python-style scalar operand: it does not widen the other
-// operand's dtype within the same category.
+// operand's dtype within the same category. An integral value (2.0) wraps as an integer, so
+// int_tensor * 2.0 stays integer; a fractional one (2.5) makes it f32.
 Tensor wrap_scalar(double value);
 
 }  // namespace zc

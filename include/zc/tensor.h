@@ -55,6 +55,9 @@ struct TensorImpl {
   DType dtype = DType::f32;
   Device device;
   std::shared_ptr<TraceSlot> trace;  // non-null while the tensor is being traced
+  // A C++ number turned into a 0-dim tensor (wrap_scalar): it takes part in type promotion
+  // with the lowest priority, like a Python number in torch.
+  bool wrapped_number = false;
 };
 
 class Tensor {

@@ -1,6 +1,7 @@
 // The umbrella header: everything a zc user needs.
 #pragma once
 
+#include "zc/compile.h"
 #include "zc/device.h"
 #include "zc/dtype.h"
 #include "zc/error.h"

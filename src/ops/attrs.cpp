@@ -59,3 +59,112 @@ std::string attrs_str(const Attrs& attrs) {
 }
 
 }  // namespace zc::ops
+
+#include "util/bytes.h"
+
+namespace zc::ops {
+
+namespace {
+void write_opt(ByteWriter& w, const std::optional<double>& v) {
+  w.u8(v.has_value());
+  w.f64(v.value_or(0.0));
+}
+std::optional<double> read_opt(ByteReader& r) {
+  bool has = r.u8() != 0;
+  double v = r.f64();
+  return has ? std::optional<double>(v) : std::nullopt;
+}
+
+struct Writer {
+  ByteWriter& w;
+  void operator()(const NoAttrs&) const {}
+  void operator()(const GeluAttrs& a) const { w.u8(static_cast<uint8_t>(a.approximate)); }
+  void operator()(const CastAttrs& a) const { w.u8(static_cast<uint8_t>(a.dtype)); }
+  void operator()(const ClampAttrs& a) const {
+    write_opt(w, a.min);
+    write_opt(w, a.max);
+  }
+  void operator()(const ReduceAttrs& a) const {
+    w.i64s(a.dims);
+    w.u8(a.keepdim);
+    w.i64(a.correction);
+  }
+  void operator()(const ShapeAttrs& a) const { w.i64s(a.shape); }
+  void operator()(const PermuteAttrs& a) const { w.i64s(a.dims); }
+  void operator()(const SliceAttrs& a) const {
+    w.i64(a.dim);
+    w.i64(a.start);
+    w.i64(a.end);
+    w.i64(a.step);
+  }
+  void operator()(const DimAttrs& a) const { w.i64(a.dim); }
+  void operator()(const LayerNormAttrs& a) const {
+    w.i64(a.normalized_ndim);
+    w.f64(a.eps);
+    w.u8(a.has_weight);
+    w.u8(a.has_bias);
+  }
+  void operator()(const AttentionAttrs& a) const {
+    w.u8(a.causal);
+    w.f64(a.scale);
+  }
+};
+
+template <size_t I = 0>
+Attrs read_alternative(size_t index, ByteReader& r) {
+  if constexpr (I < std::variant_size_v<Attrs>) {
+    if (index != I) return read_alternative<I + 1>(index, r);
+    using A = std::variant_alternative_t<I, Attrs>;
+    A a{};
+    if constexpr (std::is_same_v<A, GeluAttrs>) {
+      uint8_t v = r.u8();
+      if (v > 1) throw Error("attributes: bad gelu approximation " + std::to_string(v));
+      a.approximate = static_cast<GeluApprox>(v);
+    } else if constexpr (std::is_same_v<A, CastAttrs>) {
+      uint8_t v = r.u8();
+      if (v >= kNumDTypes) throw Error("attributes: bad dtype " + std::to_string(v));
+      a.dtype = static_cast<DType>(v);
+    } else if constexpr (std::is_same_v<A, ClampAttrs>) {
+      a.min = read_opt(r);
+      a.max = read_opt(r);
+    } else if constexpr (std::is_same_v<A, ReduceAttrs>) {
+      a.dims = r.i64s();
+      a.keepdim = r.u8() != 0;
+      a.correction = r.i64();
+    } else if constexpr (std::is_same_v<A, ShapeAttrs>) {
+      a.shape = r.i64s();
+    } else if constexpr (std::is_same_v<A, PermuteAttrs>) {
+      a.dims = r.i64s();
+    } else if constexpr (std::is_same_v<A, SliceAttrs>) {
+      a.dim = r.i64();
+      a.start = r.i64();
+      a.end = r.i64();
+      a.step = r.i64();
+    } else if constexpr (std::is_same_v<A, DimAttrs>) {
+      a.dim = r.i64();
+    } else if constexpr (std::is_same_v<A, LayerNormAttrs>) {
+      a.normalized_ndim = r.i64();
+      a.eps = r.f64();
+      a.has_weight = r.u8() != 0;
+      a.has_bias = r.u8() != 0;
+    } else if constexpr (std::is_same_v<A, AttentionAttrs>) {
+      a.causal = r.u8() != 0;
+      a.scale = r.f64();
+    }
+    return a;
+  } else {
+    throw Error("attributes: unknown kind " + std::to_string(index));
+  }
+}
+}  // namespace
+
+void write_attrs(ByteWriter& w, const Attrs& attrs) {
+  w.u8(static_cast<uint8_t>(attrs.index()));
+  std::visit(Writer{w}, attrs);
+}
+
+Attrs read_attrs(ByteReader& r) {
+  return read_alternative(r.u8(), r);
+}
+
+}  // namespace zc::ops

@@ -14,6 +14,11 @@
 #include "zc/ops.h"
 #include "zc/tensor.h"
 
+namespace zc {
+class ByteWriter;
+class ByteReader;
+}  // namespace zc
+
 namespace zc::ops {
 
 struct NoAttrs {
@@ -70,5 +75,10 @@ using Attrs = std::variant<NoAttrs, GeluAttrs, CastAttrs, ClampAttrs, ReduceAttr
 
 // Readable, stable form for printers and logs: "dims=[1], keepdim=true".
 std::string attrs_str(const Attrs& attrs);
+
+// Canonical bytes (the alternative's index, then every field in declaration order), and the
+// inverse; read_attrs raises zc::Error on malformed bytes.
+void write_attrs(ByteWriter& w, const Attrs& attrs);
+Attrs read_attrs(ByteReader& r);
 
 }  // namespace zc::ops

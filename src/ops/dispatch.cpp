@@ -62,7 +62,7 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
     }
     metas.push_back(meta_of(t));
   }
-  std::vector<TensorMeta> outs = def.infer(metas, attrs);
+  std::vector<TensorMeta> outs = infer_outputs(def, metas, attrs);
   return def.eager(inputs, attrs, outs);
 }
 

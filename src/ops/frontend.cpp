@@ -29,11 +29,13 @@ Tensor reduce(OpId id, const char* name, const Tensor& x, const std::vector<int6
 }  // namespace
 
 Tensor wrap_scalar(double value) {
-  // Integral values wrap as i64 so that an integer tensor times 2 stays integer.
-  if (std::nearbyint(value) == value && std::abs(value) < 9.0e15) {
-    return scalar_tensor(value, DType::i64);
-  }
-  return scalar_tensor(value, DType::f64);
+  // C++ cannot tell 2 from 2.0 once both arrive as double, so integral values wrap as
+  // integers: an integer tensor times 2 stays integer, as x * 2 does in torch.
+  Tensor t = std::nearbyint(value) == value && std::abs(value) < 9.0e15
+                 ? scalar_tensor(value, DType::i64)
+                 : scalar_tensor(value, DType::f64);
+  t.unsafe_impl()->wrapped_number = true;
+  return t;
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -77,6 +79,30 @@ Tensor gt(const Tensor& a, const Tensor& b) {
 }
 Tensor ge(const Tensor& a, const Tensor& b) {
   return binary(OpId::ge, a, b);
+}
+Tensor maximum(const Tensor& a, double b) {
+  return maximum(a, wrap_scalar(b));
+}
+Tensor minimum(const Tensor& a, double b) {
+  return minimum(a, wrap_scalar(b));
+}
+Tensor eq(const Tensor& a, double b) {
+  return eq(a, wrap_scalar(b));
+}
+Tensor ne(const Tensor& a, double b) {
+  return ne(a, wrap_scalar(b));
+}
+Tensor lt(const Tensor& a, double b) {
+  return lt(a, wrap_scalar(b));
+}
+Tensor le(const Tensor& a, double b) {
+  return le(a, wrap_scalar(b));
+}
+Tensor gt(const Tensor& a, double b) {
+  return gt(a, wrap_scalar(b));
+}
+Tensor ge(const Tensor& a, double b) {
+  return ge(a, wrap_scalar(b));
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return call1(OpId::where, {cond, a, b});

@@ -71,8 +71,15 @@ const OpDef* find_op(std::string_view name) {
   return nullptr;
 }
 
+std::vector<TensorMeta> infer_outputs(const OpDef& op, std::span<const TensorMeta> inputs,
+                                      const Attrs& attrs) {
+  std::vector<TensorMeta> out = op.infer(inputs, attrs);
+  for (TensorMeta& m : out) m.wrapped_number = false;
+  return out;
+}
+
 TensorMeta meta_of(const Tensor& t) {
-  return TensorMeta{t.shape(), t.dtype(), t.device()};
+  return TensorMeta{t.shape(), t.dtype(), t.device(), t.unsafe_impl()->wrapped_number};
 }
 
 }  // namespace zc::ops

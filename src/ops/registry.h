@@ -19,6 +19,7 @@ struct TensorMeta {
   Shape shape;
   DType dtype = DType::f32;
   Device device;
+  bool wrapped_number = false;  // see TensorImpl::wrapped_number
   bool operator==(const TensorMeta&) const = default;
 };
 TensorMeta meta_of(const Tensor& t);
@@ -42,6 +43,11 @@ struct OpDef {
 };
 
 const OpDef& op_def(OpId id);
+
+// op.infer, with outputs that are never wrapped numbers (an op's result is a tensor even when
+// its input was a C++ number). Every caller of a shape rule goes through this.
+std::vector<TensorMeta> infer_outputs(const OpDef& op, std::span<const TensorMeta> inputs,
+                                      const Attrs& attrs);
 const OpDef* find_op(std::string_view name);  // nullptr when unknown
 
 // Called once per op class by the registry to fill the table.

@@ -1,6 +1,7 @@
 #include "ops/shape_rules.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace zc::ops {
 
@@ -65,30 +66,32 @@ std::vector<int64_t> reduce_dims(std::string_view op, const std::vector<int64_t>
 }
 
 namespace {
-int category(DType t) {
-  return t == DType::boolean ? 0 : is_integral(t) ? 1 : 2;
+// Combines the result of a higher tier with that of a lower one (nullopt: tier absent).
+std::optional<DType> combine_tiers(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (is_floating(*higher)) return higher;
+  if (*higher == DType::boolean || is_floating(*lower)) return promote_types(*higher, *lower);
+  return higher;
 }
 }  // namespace
 
 DType result_dtype(std::span<const TensorMeta> ms) {
-  bool have_dimensioned = false;
-  DType dimensioned = DType::boolean;
-  DType all = DType::boolean;
-  bool first_all = true;
-  int scalar_cat = -1;
+  std::optional<DType> dimensioned, zero_dim, wrapped;
+  auto fold = [](std::optional<DType>& acc, DType t) { acc = acc ? promote_types(*acc, t) : t; };
   for (const TensorMeta& m : ms) {
-    all = first_all ? m.dtype : promote_types(all, m.dtype);
-    first_all = false;
-    if (!m.shape.empty()) {
-      dimensioned = have_dimensioned ? promote_types(dimensioned, m.dtype) : m.dtype;
-      have_dimensioned = true;
+    if (m.wrapped_number) {
+      fold(wrapped, is_floating(m.dtype)        ? DType::f32
+                    : m.dtype == DType::boolean ? DType::boolean
+                                                : DType::i64);
+    } else if (m.shape.empty()) {
+      fold(zero_dim, m.dtype);
     } else {
-      scalar_cat = std::max(scalar_cat, category(m.dtype));
+      fold(dimensioned, m.dtype);
     }
   }
-  if (!have_dimensioned) return all;
-  if (scalar_cat > category(dimensioned)) return scalar_cat == 2 ? DType::f32 : DType::i64;
-  return dimensioned;
+  std::optional<DType> r = combine_tiers(dimensioned, combine_tiers(zero_dim, wrapped));
+  return r.value_or(DType::f32);
 }
 
 bool reshape_strides(const Shape& shape, const Shape& strides, const Shape& target,

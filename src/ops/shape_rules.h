@@ -24,9 +24,9 @@ int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim);
 std::vector<int64_t> reduce_dims(std::string_view op, const std::vector<int64_t>& dims,
                                  int64_t ndim);
 
-// Result dtype of operands under torch's rule: 0-dim operands (scalars) only count when their
-// category (bool < integer < floating) is higher than every dimensioned operand's, and then
-// as the category's default (i64, f32).
+// Result dtype of operands under torch's rule. Operands fall in three tiers: tensors with
+// dims, 0-dim tensors, and wrapped numbers (which count as f32, i64 or bool). A lower tier
+// changes the result only when its category (bool < integer < floating) is higher.
 DType result_dtype(std::span<const TensorMeta> ms);
 
 // Float ops on integer or bool inputs compute in f32.

@@ -1,6 +1,7 @@
 #include "zc/dtype.h"
 
 #include <cmath>
+#include <ostream>
 
 #include "util/check.h"
 
@@ -44,6 +45,10 @@ std::string_view dtype_name(DType t) {
       return "bool";
   }
   return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, DType t) {
+  return os << dtype_name(t);
 }
 
 bool is_floating(DType t) {

@@ -1,0 +1,71 @@
+// zc::compile: wrap a module so that calling it runs a captured, compiled graph.
+//
+//   auto fast = zc::compile(model);   // nothing happens yet
+//   Tensor y = fast(x);               // first call: capture, compile, run; later calls: run
+//
+// A call computes a guard key from the input's metadata (dtype, shape, device, contiguity)
+// and the module's structure; a new key captures and compiles again (a recompile), a known key
+// runs the compiled graph directly. Handles are cheap to copy and callable from many threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "zc/nn.h"
+#include "zc/tensor.h"
+
+namespace zc {
+
+enum class Mode : uint8_t { default_mode, max_autotune };
+// Auto: compile a block repeated across the model once and call it (hierarchical
+// compilation); None: compile the whole graph inline.
+enum class Regions : uint8_t { Auto, None };
+
+struct CompileOptions {
+  Mode mode = Mode::default_mode;
+  bool fullgraph = false;  // a graph break becomes a zc::Error instead
+  Regions regions = Regions::Auto;
+  std::string backend = "auto";  // "auto", "cpp", "cuda", "eager"
+};
+
+class CompiledModule {
+ public:
+  Tensor operator()(const Tensor& x) const;
+  const std::shared_ptr<nn::Module>& module() const;
+  const CompileOptions& options() const;
+
+  struct State;
+  explicit CompiledModule(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Raises zc::Error for an unknown backend or a null module.
+CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});
+
+namespace compiler {
+
+// Counters and per-stage times of this process (since start or the last reset_stats()).
+struct Stats {
+  int64_t graphs_captured = 0;  // traces that produced a graph
+  int64_t recompiles = 0;       // captures caused by a guard miss on an already-compiled module
+  int64_t graph_breaks = 0;
+  int64_t code_cache_hits = 0;  // graphs whose executable was already loaded in this process
+  int64_t code_cache_misses = 0;
+  int64_t guard_hits = 0;   // calls that ran without capturing
+  double capture_ms = 0;    // tracing forward() into graphs
+  double compile_ms = 0;    // everything after capture up to a loaded executable
+  std::string str() const;  // a readable table
+  std::string json() const;
+};
+
+Stats stats();
+void reset_stats();
+// Drops every compiled graph of this process; compiled modules capture again on their next
+// call. Persistent caches are kept.
+void reset();
+
+}  // namespace compiler
+}  // namespace zc

@@ -1,0 +1,240 @@
+#include "capture/tracer.h"
+
+#include "util/check.h"
+
+namespace zc::capture {
+
+struct Tracer::Slot final : TraceSlot {
+  Tracer* tracer = nullptr;
+  int segment = 0;
+  ir::ValueId id = -1;  // -1: a marked parameter not yet used in this segment
+  ir::InputKind kind = ir::InputKind::carried;
+  Tensor real;  // the concrete value, once known
+  void materialize(TensorImpl& self) override { tracer->materialize(self); }
+};
+
+namespace {
+// An untraced handle on the storage of a (possibly traced) tensor.
+Tensor untraced_view(const TensorImpl& impl) {
+  return Tensor::view_of(impl.storage, impl.shape, impl.strides, impl.offset, impl.dtype);
+}
+}  // namespace
+
+Tracer::Tracer(SegmentRunner runner, bool fullgraph)
+    : runner_(std::move(runner)), fullgraph_(fullgraph) {}
+
+Tracer::~Tracer() {
+  for (auto& impl : marked_) impl->trace.reset();
+}
+
+Tensor Tracer::add_user_input(const Tensor& real) {
+  user_real_ = real;
+  ir::ValueId id = graph_.add_value(ops::meta_of(real));
+  graph_.inputs.push_back(ir::Input{id, ir::InputKind::user});
+  bindings_.push_back(InputBinding{ir::InputKind::user, Tensor()});
+  produced_.resize(graph_.values.size());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = real.shape();
+  impl->strides = real.strides();
+  impl->dtype = real.dtype();
+  impl->device = real.device();
+  auto slot = std::make_shared<Slot>();
+  slot->tracer = this;
+  slot->segment = segment_;
+  slot->id = id;
+  slot->kind = ir::InputKind::user;
+  slot->real = real;
+  impl->trace = slot;
+  return Tensor(std::move(impl));
+}
+
+void Tracer::mark_parameter(const Tensor& param) {
+  TensorImpl* impl = param.unsafe_impl();
+  if (impl->trace) return;  // shared by two modules: marked already
+  auto slot = std::make_shared<Slot>();
+  slot->tracer = this;
+  slot->segment = segment_;
+  slot->kind = ir::InputKind::parameter;
+  impl->trace = slot;
+  marked_.push_back(param.impl_ptr());
+}
+
+ir::ValueId Tracer::value_of(const Tensor& t) {
+  if (t.is_traced()) {
+    auto* slot = dynamic_cast<Slot*>(t.unsafe_impl()->trace.get());
+    if (!slot || slot->tracer != this) {
+      throw Error(
+          "capture: a tensor traced by another capture was used here (did a traced "
+          "tensor escape an earlier forward()?)");
+    }
+    if (slot->segment == segment_ && slot->id >= 0) return slot->id;
+    // First use in this segment: the value comes in as an input.
+    ir::ValueId id = graph_.add_value(ops::meta_of(t));
+    ir::InputKind kind = slot->kind == ir::InputKind::parameter ? ir::InputKind::parameter
+                         : slot->kind == ir::InputKind::user    ? ir::InputKind::user
+                                                                : ir::InputKind::carried;
+    graph_.inputs.push_back(ir::Input{id, kind});
+    Tensor binding;
+    if (kind == ir::InputKind::parameter) {
+      binding = Tensor(t.impl_ptr());
+    } else if (kind == ir::InputKind::carried) {
+      ZC_CHECK(slot->real.defined(), "carried value without a concrete value");
+      binding = slot->real;
+    }
+    bindings_.push_back(InputBinding{kind, binding});
+    slot->segment = segment_;
+    slot->id = id;
+    produced_.resize(graph_.values.size());
+    return id;
+  }
+  for (const auto& [impl, id] : constants_seen_) {
+    if (impl.get() == t.unsafe_impl()) return id;
+  }
+  ir::ValueId id = graph_.add_value(ops::meta_of(t));
+  if (t.numel() <= ir::kMaxEmbeddedConstant) {
+    Tensor data = t.clone();
+    data.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
+    graph_.constants.push_back(ir::Constant{id, data});
+  } else {
+    graph_.inputs.push_back(ir::Input{id, ir::InputKind::lifted});
+    bindings_.push_back(InputBinding{ir::InputKind::lifted, t});
+  }
+  constants_seen_.emplace_back(t.impl_ptr(), id);
+  produced_.resize(graph_.values.size());
+  return id;
+}
+
+Tensor Tracer::make_traced(ir::ValueId id) {
+  const ops::TensorMeta& m = graph_.meta(id);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = m.shape;
+  impl->strides = contiguous_strides(m.shape);
+  impl->dtype = m.dtype;
+  impl->device = m.device;
+  auto slot = std::make_shared<Slot>();
+  slot->tracer = this;
+  slot->segment = segment_;
+  slot->id = id;
+  impl->trace = slot;
+  produced_.resize(graph_.values.size());
+  produced_[id] = impl;
+  return Tensor(std::move(impl));
+}
+
+std::vector<Tensor> Tracer::intercept(const ops::OpDef& op, std::span<const Tensor> inputs,
+                                      const ops::Attrs& attrs) {
+  ir::Node node;
+  node.op = op.id;
+  node.attrs = attrs;
+  std::vector<ops::TensorMeta> metas;
+  for (const Tensor& t : inputs) {
+    ir::ValueId id = value_of(t);
+    node.inputs.push_back(id);
+    metas.push_back(graph_.meta(id));
+  }
+  // The shape rule validates now, so a bad call fails at the line that made it.
+  std::vector<ops::TensorMeta> outs = ops::infer_outputs(op, metas, attrs);
+  node.region = open_regions_.empty() ? ir::kNoRegion : open_regions_.back();
+  int32_t index = static_cast<int32_t>(graph_.nodes.size());
+  std::vector<Tensor> result;
+  for (auto& m : outs) {
+    ir::ValueId id = graph_.add_value(std::move(m), index);
+    node.outputs.push_back(id);
+  }
+  graph_.nodes.push_back(std::move(node));
+  for (ir::ValueId id : graph_.nodes.back().outputs) result.push_back(make_traced(id));
+  return result;
+}
+
+void Tracer::enter_region(std::string_view type_name, const void*) {
+  ir::Region r;
+  r.type_name = std::string(type_name);
+  r.parent = open_regions_.empty() ? ir::kNoRegion : open_regions_.back();
+  r.begin = r.end = static_cast<int32_t>(graph_.nodes.size());
+  graph_.regions.push_back(std::move(r));
+  open_regions_.push_back(static_cast<ir::RegionId>(graph_.regions.size() - 1));
+}
+
+void Tracer::exit_region() {
+  ZC_CHECK(!open_regions_.empty(), "region exit without entry");
+  graph_.regions[open_regions_.back()].end = static_cast<int32_t>(graph_.nodes.size());
+  open_regions_.pop_back();
+}
+
+void Tracer::materialize(TensorImpl& self) {
+  auto* slot = static_cast<Slot*>(self.trace.get());
+  if (slot->kind == ir::InputKind::user && slot->real.defined()) {
+    if (fullgraph_) {
+      throw Error(
+          "fullgraph=true: forward() reads the values of its input tensor (item() or "
+          "data()), which needs a graph break; compile with fullgraph=false to allow it");
+    }
+    // Reading the input itself needs no computation, but the trace now depends on values.
+    ++breaks_;
+    self.storage = slot->real.impl_ptr()->storage;
+    self.offset = slot->real.storage_offset();
+    self.strides = slot->real.strides();
+    return;
+  }
+  int32_t producer =
+      slot->segment == segment_ && slot->id >= 0 ? graph_.values[slot->id].producer : -1;
+  std::string op_name =
+      producer >= 0 ? std::string(ops::op_def(graph_.nodes[producer].op).name) : "an earlier op";
+  if (fullgraph_) {
+    throw Error("fullgraph=true: forward() needs the concrete value of a tensor computed by '" +
+                op_name + "' (item() or data() on a traced tensor), which is a graph break; " +
+                "remove the data-dependent code or compile with fullgraph=false");
+  }
+  ++breaks_;
+  // Every value a live tensor still refers to leaves this segment as an output.
+  std::vector<std::shared_ptr<TensorImpl>> live;
+  graph_.outputs.clear();
+  for (size_t id = 0; id < produced_.size(); ++id) {
+    if (auto impl = produced_[id].lock()) {
+      graph_.outputs.push_back(static_cast<ir::ValueId>(id));
+      live.push_back(std::move(impl));
+    }
+  }
+  std::vector<Tensor> inputs;
+  for (const InputBinding& b : bindings_) {
+    if (b.kind == ir::InputKind::user) {
+      inputs.push_back(user_real_);
+    } else if (b.kind == ir::InputKind::parameter) {
+      inputs.push_back(untraced_view(*b.tensor.unsafe_impl()));
+    } else {
+      inputs.push_back(b.tensor);
+    }
+  }
+  std::vector<Tensor> results = runner_(graph_, inputs);
+  ZC_CHECK(results.size() == live.size(), "segment returned the wrong number of outputs");
+  for (size_t i = 0; i < live.size(); ++i) {
+    TensorImpl& impl = *live[i];
+    const Tensor& r = results[i];
+    impl.storage = r.impl_ptr()->storage;
+    impl.offset = r.storage_offset();
+    impl.strides = r.strides();
+    static_cast<Slot*>(impl.trace.get())->real = r;
+  }
+  start_segment();
+}
+
+void Tracer::start_segment() {
+  ++segment_;
+  std::vector<std::string> reopen;
+  for (ir::RegionId r : open_regions_) reopen.push_back(graph_.regions[r].type_name);
+  graph_ = ir::Graph{};
+  bindings_.clear();
+  produced_.clear();
+  constants_seen_.clear();
+  open_regions_.clear();
+  for (const std::string& name : reopen) enter_region(name, nullptr);
+}
+
+ir::Graph Tracer::finish(const Tensor& result) {
+  if (!result.defined()) throw Error("capture: forward() returned an undefined Tensor");
+  graph_.outputs = {value_of(result)};
+  while (!open_regions_.empty()) exit_region();
+  return std::move(graph_);
+}
+
+}  // namespace zc::capture

@@ -1,0 +1,78 @@
+// The tracer: records every op called on a traced tensor into a graph (installed as the op
+// interceptor of the capturing thread), lifts parameters to inputs, records module calls as
+// regions, and splits the trace into segments at graph breaks.
+//
+// A graph break happens when forward() needs a concrete value (item(), data()). The segment
+// traced so far gets as outputs every value still referenced by a live tensor, runs through
+// the segment runner, and the live tensors receive their values; tracing continues in a new
+// segment, which takes any earlier value it uses as a `carried` input.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ops/dispatch.h"
+
+namespace zc::capture {
+
+// Compiles (or looks up) and runs one finished segment on real inputs.
+using SegmentRunner =
+    std::function<std::vector<Tensor>(const ir::Graph& graph, std::span<const Tensor> inputs)>;
+
+// Where the runtime finds a graph input's value at call time.
+struct InputBinding {
+  ir::InputKind kind;
+  Tensor tensor;  // parameter: the module's own handle; lifted/carried: the value; user: unset
+};
+
+class Tracer final : public ops::OpInterceptor {
+ public:
+  Tracer(SegmentRunner runner, bool fullgraph);
+  ~Tracer() override;
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // The traced stand-in for the forward() argument.
+  Tensor add_user_input(const Tensor& real);
+  // Marks a parameter or buffer so that ops on it are recorded; it becomes an input on first
+  // use. The mark is removed when the tracer is destroyed.
+  void mark_parameter(const Tensor& param);
+
+  // Ends the trace: the last segment, returning `result`.
+  ir::Graph finish(const Tensor& result);
+  const std::vector<InputBinding>& bindings() const { return bindings_; }
+  int breaks() const { return breaks_; }
+
+  std::vector<Tensor> intercept(const ops::OpDef& op, std::span<const Tensor> inputs,
+                                const ops::Attrs& attrs) override;
+  void enter_region(std::string_view type_name, const void* module) override;
+  void exit_region() override;
+
+  // Called through a traced tensor's TraceSlot when its value is needed.
+  void materialize(TensorImpl& self);
+
+ private:
+  struct Slot;
+  ir::ValueId value_of(const Tensor& t);  // imports traced values and constants
+  Tensor make_traced(ir::ValueId id);
+  void start_segment();
+
+  SegmentRunner runner_;
+  bool fullgraph_;
+  int segment_ = 0;
+  int breaks_ = 0;
+  ir::Graph graph_;
+  std::vector<InputBinding> bindings_;
+  Tensor user_real_;
+  std::vector<std::weak_ptr<TensorImpl>> produced_;  // by value id; node outputs only
+  std::vector<std::shared_ptr<TensorImpl>> marked_;  // parameters to unmark
+  // Holding the impls keeps their addresses from being reused by later temporaries.
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, ir::ValueId>> constants_seen_;
+  std::vector<ir::RegionId> open_regions_;
+};
+
+}  // namespace zc::capture

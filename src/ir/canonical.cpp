@@ -1,0 +1,147 @@
+#include "ir/canonical.h"
+
+#include <cstring>
+
+#include "ops/attrs.h"
+#include "ops/eager.h"
+#include "util/bytes.h"
+
+namespace zc::ir {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x3167637a;  // "zcg1"
+
+void write_meta(ByteWriter& w, const ops::TensorMeta& m) {
+  w.u8(static_cast<uint8_t>(m.dtype));
+  w.u8(static_cast<uint8_t>(m.device.type));
+  w.u32(static_cast<uint32_t>(m.device.index));
+  w.u8(m.wrapped_number);
+  w.i64s(m.shape);
+}
+
+ops::TensorMeta read_meta(ByteReader& r) {
+  ops::TensorMeta m;
+  uint8_t dt = r.u8();
+  if (dt >= kNumDTypes) throw Error("graph bytes: bad dtype " + std::to_string(dt));
+  m.dtype = static_cast<DType>(dt);
+  uint8_t dev = r.u8();
+  if (dev > 1) throw Error("graph bytes: bad device type " + std::to_string(dev));
+  m.device.type = static_cast<Device::Type>(dev);
+  m.device.index = static_cast<int>(r.u32());
+  m.wrapped_number = r.u8() != 0;
+  m.shape = r.i64s();
+  for (int64_t d : m.shape) {
+    if (d < 0) throw Error("graph bytes: negative dimension");
+  }
+  return m;
+}
+
+}  // namespace
+
+std::vector<uint8_t> canonical_bytes(const Graph& g) {
+  std::vector<int32_t> id(g.values.size(), -1);
+  int32_t next = 0;
+  for (const Input& in : g.inputs) id[in.value] = next++;
+  for (const Constant& c : g.constants) id[c.value] = next++;
+  for (const Node& n : g.nodes) {
+    for (ValueId v : n.outputs) id[v] = next++;
+  }
+  ByteWriter w;
+  w.u32(kMagic);
+  w.u64(g.inputs.size());
+  for (const Input& in : g.inputs) {
+    w.u8(static_cast<uint8_t>(in.kind));
+    write_meta(w, g.meta(in.value));
+  }
+  w.u64(g.constants.size());
+  for (const Constant& c : g.constants) {
+    write_meta(w, g.meta(c.value));
+    Tensor data = ops::eager_contiguous(c.data);
+    w.raw(data.raw_data(), static_cast<size_t>(data.numel()) * dtype_size(data.dtype()));
+  }
+  w.u64(g.nodes.size());
+  for (const Node& n : g.nodes) {
+    w.str(ops::op_def(n.op).name);
+    ops::write_attrs(w, n.attrs);
+    w.u64(n.inputs.size());
+    for (ValueId v : n.inputs) w.u32(static_cast<uint32_t>(id[v]));
+    w.u64(n.outputs.size());
+    for (ValueId v : n.outputs) write_meta(w, g.meta(v));
+    w.u32(static_cast<uint32_t>(n.region));
+  }
+  w.u64(g.outputs.size());
+  for (ValueId v : g.outputs) w.u32(static_cast<uint32_t>(id[v]));
+  w.u64(g.regions.size());
+  for (const Region& r : g.regions) {
+    w.str(r.type_name);
+    w.u32(static_cast<uint32_t>(r.parent));
+    w.u32(static_cast<uint32_t>(r.begin));
+    w.u32(static_cast<uint32_t>(r.end));
+  }
+  return w.take();
+}
+
+Digest graph_hash(const Graph& g) {
+  return sha256(canonical_bytes(g));
+}
+
+Graph read_canonical(std::span<const uint8_t> bytes) {
+  ByteReader r(bytes, "graph bytes");
+  if (r.u32() != kMagic) throw Error("graph bytes: bad magic (not a zc graph)");
+  Graph g;
+  auto check_id = [&](uint32_t v) {
+    if (v >= g.values.size())
+      throw Error("graph bytes: value %" + std::to_string(v) + " used before definition");
+    return static_cast<ValueId>(v);
+  };
+  uint64_t ni = r.u64();
+  for (uint64_t i = 0; i < ni; ++i) {
+    uint8_t kind = r.u8();
+    if (kind > static_cast<uint8_t>(InputKind::lifted)) throw Error("graph bytes: bad input kind");
+    g.inputs.push_back(Input{g.add_value(read_meta(r)), static_cast<InputKind>(kind)});
+  }
+  uint64_t nc = r.u64();
+  for (uint64_t i = 0; i < nc; ++i) {
+    ops::TensorMeta m = read_meta(r);
+    Tensor t = Tensor::empty(m.shape, m.dtype);
+    t.unsafe_impl()->wrapped_number = m.wrapped_number;
+    size_t nbytes = static_cast<size_t>(t.numel()) * dtype_size(m.dtype);
+    auto raw = r.raw(nbytes);
+    if (nbytes) std::memcpy(t.raw_data(), raw.data(), nbytes);
+    g.constants.push_back(Constant{g.add_value(m), t});
+  }
+  uint64_t nn = r.u64();
+  for (uint64_t i = 0; i < nn; ++i) {
+    Node n;
+    std::string name = r.str();
+    const ops::OpDef* def = ops::find_op(name);
+    if (!def)
+      throw Error("graph bytes: unknown op '" + name + "' (written by another zc version?)");
+    n.op = def->id;
+    n.attrs = ops::read_attrs(r);
+    uint64_t nin = r.u64();
+    for (uint64_t k = 0; k < nin; ++k) n.inputs.push_back(check_id(r.u32()));
+    uint64_t nout = r.u64();
+    for (uint64_t k = 0; k < nout; ++k) {
+      n.outputs.push_back(g.add_value(read_meta(r), static_cast<int32_t>(g.nodes.size())));
+    }
+    n.region = static_cast<RegionId>(r.u32());
+    g.nodes.push_back(std::move(n));
+  }
+  uint64_t no = r.u64();
+  for (uint64_t i = 0; i < no; ++i) g.outputs.push_back(check_id(r.u32()));
+  uint64_t nr = r.u64();
+  for (uint64_t i = 0; i < nr; ++i) {
+    Region reg;
+    reg.type_name = r.str();
+    reg.parent = static_cast<RegionId>(r.u32());
+    reg.begin = static_cast<int32_t>(r.u32());
+    reg.end = static_cast<int32_t>(r.u32());
+    g.regions.push_back(std::move(reg));
+  }
+  if (r.remaining() != 0) throw Error("graph bytes: trailing data");
+  return g;
+}
+
+}  // namespace zc::ir

@@ -1,0 +1,57 @@
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zc/nn.h"
+#include "zc/ops.h"
+
+namespace zc::nn {
+
+MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t num_heads, bool causal, bool bias)
+    : d_model(d_model), num_heads(num_heads), causal(causal) {
+  if (d_model <= 0 || num_heads <= 0) {
+    throw Error("zc::nn::MultiheadAttention: d_model and num_heads must be positive, got d_model " +
+                std::to_string(d_model) + ", num_heads " + std::to_string(num_heads));
+  }
+  if (d_model % num_heads != 0) {
+    throw Error("zc::nn::MultiheadAttention: d_model " + std::to_string(d_model) +
+                " is not divisible by num_heads " + std::to_string(num_heads));
+  }
+  in_proj = register_module("in_proj", std::make_shared<Linear>(d_model, 3 * d_model, bias));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, bias));
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x) {
+  if (x.dim() != 3 || x.size(-1) != d_model) {
+    throw Error("zc::nn::MultiheadAttention: expected x of shape [B, T, " +
+                std::to_string(d_model) + "], got " + shape_str(x.shape()));
+  }
+  const int64_t batch = x.size(0), seq = x.size(1), head_dim = d_model / num_heads;
+  std::vector<Tensor> qkv = split((*in_proj)(x), d_model, -1);
+  // [B, T, d] -> [B, H, T, head_dim]: attention runs per head over the last two dims.
+  auto heads = [&](const Tensor& t) {
+    return t.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2);
+  };
+  Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), causal);
+  return (*out_proj)(y.transpose(1, 2).reshape({batch, seq, d_model}));
+}
+
+TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool causal,
+                                   int64_t mlp_ratio) {
+  if (d_model <= 0 || mlp_ratio <= 0) {
+    throw Error("zc::nn::TransformerBlock: d_model and mlp_ratio must be positive, got d_model " +
+                std::to_string(d_model) + ", mlp_ratio " + std::to_string(mlp_ratio));
+  }
+  ln1 = register_module("ln1", std::make_shared<LayerNorm>(d_model));
+  attn = register_module("attn", std::make_shared<MultiheadAttention>(d_model, num_heads, causal));
+  ln2 = register_module("ln2", std::make_shared<LayerNorm>(d_model));
+  fc = register_module("fc", std::make_shared<Linear>(d_model, mlp_ratio * d_model));
+  proj = register_module("proj", std::make_shared<Linear>(mlp_ratio * d_model, d_model));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor h = x + (*attn)((*ln1)(x));
+  return h + (*proj)(gelu((*fc)((*ln2)(h)), GeluApprox::tanh));
+}
+
+}  // namespace zc::nn

@@ -1,0 +1,133 @@
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "zc/factories.h"
+#include "zc/nn.h"
+#include "zc/ops.h"
+
+namespace zc::nn {
+
+namespace {
+
+void check_positive(const char* module, const char* what, int64_t value) {
+  if (value <= 0) {
+    throw Error(std::string(module) + ": " + what + " must be positive, got " +
+                std::to_string(value));
+  }
+}
+
+std::string format_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Uniform in [-bound, bound), the distribution torch.nn.Linear draws its weights and bias from.
+Tensor uniform(const Shape& shape, double bound) {
+  return (rand(shape) * 2.0 - 1.0) * bound;
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : in_features(in_features), out_features(out_features) {
+  check_positive("zc::nn::Linear", "in_features", in_features);
+  check_positive("zc::nn::Linear", "out_features", out_features);
+  // kaiming_uniform(a=sqrt(5)) as torch does reduces to this bound, for bias as well.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", uniform({out_features, in_features}, bound));
+  if (bias) this->bias = register_parameter("bias", uniform({out_features}, bound));
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  return linear(x, weight, bias);
+}
+
+LayerNorm::LayerNorm(int64_t d, double eps, bool elementwise_affine)
+    : LayerNorm(Shape{d}, eps, elementwise_affine) {}
+
+LayerNorm::LayerNorm(Shape normalized_shape, double eps, bool elementwise_affine)
+    : normalized_shape(std::move(normalized_shape)), eps(eps) {
+  if (this->normalized_shape.empty()) {
+    throw Error("zc::nn::LayerNorm: normalized_shape must have at least one dimension");
+  }
+  for (int64_t d : this->normalized_shape) {
+    if (d <= 0) {
+      throw Error("zc::nn::LayerNorm: normalized_shape " + shape_str(this->normalized_shape) +
+                  " must have positive sizes");
+    }
+  }
+  if (!(eps >= 0.0) || !std::isfinite(eps)) {
+    throw Error("zc::nn::LayerNorm: eps must be finite and non-negative, got " +
+                format_double(eps));
+  }
+  if (elementwise_affine) {
+    weight = register_parameter("weight", ones(this->normalized_shape));
+    bias = register_parameter("bias", zeros(this->normalized_shape));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  return layer_norm(x, normalized_shape, weight, bias, eps);
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) {
+  check_positive("zc::nn::Embedding", "num_embeddings", num_embeddings);
+  check_positive("zc::nn::Embedding", "embedding_dim", embedding_dim);
+  weight = register_parameter("weight", randn({num_embeddings, embedding_dim}));
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  return embedding(weight, indices);
+}
+
+Dropout::Dropout(double p) : p(p) {
+  // p == 1 would divide by zero when rescaling; torch allows it, we have no use for it.
+  if (!(p >= 0.0 && p < 1.0)) {
+    throw Error("zc::nn::Dropout: p must be in [0, 1), got " + format_double(p));
+  }
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p == 0.0) return x;
+  return dropout(x, p);
+}
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> module) {
+  modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (const auto& m : modules_) y = (*m)(y);
+  return y;
+}
+
+std::shared_ptr<Module> Sequential::operator[](size_t i) const {
+  if (i >= modules_.size()) {
+    throw Error("zc::nn::Sequential: index " + std::to_string(i) + " is out of range for " +
+                std::to_string(modules_.size()) + " modules");
+  }
+  return modules_[i];
+}
+
+void ModuleList::push_back(std::shared_ptr<Module> module) {
+  modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
+}
+
+std::shared_ptr<Module> ModuleList::operator[](size_t i) const {
+  if (i >= modules_.size()) {
+    throw Error("zc::nn::ModuleList: index " + std::to_string(i) + " is out of range for " +
+                std::to_string(modules_.size()) + " modules");
+  }
+  return modules_[i];
+}
+
+}  // namespace zc::nn

@@ -1,0 +1,98 @@
+#include <memory>
+#include <string>
+
+#include "zc/factories.h"
+#include "zc/models.h"
+#include "zc/ops.h"
+
+namespace zc::models {
+
+namespace {
+
+void check_config(const GPTConfig& c) {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0) {
+      throw Error(std::string("zc::models::GPT: config.") + name + " must be positive, got " +
+                  std::to_string(v));
+    }
+  };
+  positive("vocab_size", c.vocab_size);
+  positive("block_size", c.block_size);
+  positive("n_head", c.n_head);
+  positive("d_model", c.d_model);
+  if (c.n_layer < 0) {
+    throw Error("zc::models::GPT: config.n_layer must be non-negative, got " +
+                std::to_string(c.n_layer));
+  }
+  if (c.d_model % c.n_head != 0) {
+    throw Error("zc::models::GPT: config.d_model " + std::to_string(c.d_model) +
+                " is not divisible by config.n_head " + std::to_string(c.n_head));
+  }
+}
+
+}  // namespace
+
+GPT::GPT(const GPTConfig& config) : config(config) {
+  check_config(config);
+  wte = register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.d_model));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.block_size, config.d_model));
+  blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    blocks->push_back(
+        std::make_shared<nn::TransformerBlock>(config.d_model, config.n_head, /*causal=*/true));
+  }
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(config.d_model));
+}
+
+Tensor GPT::forward(const Tensor& tokens) {
+  if (tokens.dim() != 2 || !is_integral(tokens.dtype())) {
+    throw Error("zc::models::GPT: expected integer token ids of shape [B, T], got " +
+                std::string(dtype_name(tokens.dtype())) + " " + shape_str(tokens.shape()));
+  }
+  const int64_t seq = tokens.size(1);
+  if (seq > config.block_size) {
+    throw Error("zc::models::GPT: sequence length " + std::to_string(seq) + " exceeds block_size " +
+                std::to_string(config.block_size));
+  }
+  Tensor x = (*wte)(tokens) + (*wpe)(arange(seq));
+  for (const auto& block : *blocks) x = (*block)(x);
+  // The LM head shares the token embedding's weights (GPT-2's weight tying).
+  return matmul((*ln_f)(x), wte->weight.t());
+}
+
+std::shared_ptr<GPT> gpt(const GPTConfig& config) {
+  return std::make_shared<GPT>(config);
+}
+
+SeedLayer::SeedLayer(int64_t d) {
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(d, d));
+  relu1 = register_module("relu1", std::make_shared<nn::ReLU>());
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(d, d));
+  relu2 = register_module("relu2", std::make_shared<nn::ReLU>());
+}
+
+Tensor SeedLayer::forward(const Tensor& x) {
+  return (*relu2)((*linear2)(sigmoid((*relu1)((*linear1)(x)))));
+}
+
+SeedModel::SeedModel(int64_t n_layers, int64_t d) {
+  if (n_layers < 0) {
+    throw Error("zc::models::SeedModel: n_layers must be non-negative, got " +
+                std::to_string(n_layers));
+  }
+  linear = register_module("linear", std::make_shared<nn::Linear>(d, d));
+  layers = register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<SeedLayer>(d));
+}
+
+Tensor SeedModel::forward(const Tensor& x) {
+  Tensor y = (*linear)(x);
+  for (const auto& layer : *layers) y = (*layer)(y);
+  return y;
+}
+
+std::shared_ptr<SeedModel> seed_model(int64_t n_layers, int64_t d) {
+  return std::make_shared<SeedModel>(n_layers, d);
+}
+
+}  // namespace zc::models

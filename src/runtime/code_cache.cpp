@@ -1,0 +1,76 @@
+#include "runtime/code_cache.h"
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/stats.h"
+#include "zc/compile.h"
+
+namespace zc::runtime {
+
+namespace {
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<const Executable>>> entries;
+  std::atomic<uint64_t> generation{1};
+};
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+}  // namespace
+
+std::shared_ptr<const Executable> code_cache_get(const std::string& key, const CompileFn& compile) {
+  Cache& c = cache();
+  std::promise<std::shared_ptr<const Executable>> promise;
+  std::shared_future<std::shared_ptr<const Executable>> future;
+  bool owner = false;
+  {
+    std::lock_guard lock(c.mu);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end()) {
+      future = it->second;
+    } else {
+      future = promise.get_future().share();
+      c.entries.emplace(key, future);
+      owner = true;
+    }
+  }
+  if (!owner) {
+    stats::add(stats::Counter::code_cache_hits);
+    return future.get();  // rethrows the owner's error, if any
+  }
+  stats::add(stats::Counter::code_cache_misses);
+  try {
+    promise.set_value(compile());
+  } catch (...) {
+    // A failed compile must not stay cached: the next call tries again.
+    {
+      std::lock_guard lock(c.mu);
+      c.entries.erase(key);
+    }
+    promise.set_exception(std::current_exception());
+  }
+  return future.get();
+}
+
+void code_cache_clear() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  c.entries.clear();
+  c.generation.fetch_add(1);
+}
+
+uint64_t code_cache_generation() {
+  return cache().generation.load(std::memory_order_acquire);
+}
+
+}  // namespace zc::runtime
+
+namespace zc::compiler {
+void reset() {
+  runtime::code_cache_clear();
+}
+}  // namespace zc::compiler

@@ -1,0 +1,21 @@
+// The in-process code cache: one loaded Executable per (graph hash, backend), shared by every
+// module instance with that graph and by every thread. Concurrent misses on one key compile
+// once; the others wait for that result.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "runtime/executable.h"
+
+namespace zc::runtime {
+
+using CompileFn = std::function<std::shared_ptr<const Executable>()>;
+
+std::shared_ptr<const Executable> code_cache_get(const std::string& key, const CompileFn& compile);
+// Drops every entry and starts a new generation (compiled modules notice and re-capture).
+void code_cache_clear();
+uint64_t code_cache_generation();
+
+}  // namespace zc::runtime

@@ -1,0 +1,21 @@
+// From a captured graph to a loaded Executable: the one place that runs the stages after
+// capture in order and consults the caches.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/graph.h"
+#include "runtime/executable.h"
+#include "zc/compile.h"
+
+namespace zc::runtime {
+
+// The backend a CompileOptions::backend string resolves to on this build and device; raises
+// zc::Error naming the known backends for an unknown one.
+std::string resolve_backend(const std::string& requested);
+
+// The executable for `g` on `backend`, from the in-process code cache or freshly compiled.
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend);
+
+}  // namespace zc::runtime

@@ -1,0 +1,175 @@
+// The call path of a compiled module: guard check, then one run of the executable; on a guard
+// miss, capture and compile first.
+#include <mutex>
+
+#include "capture/capture.h"
+#include "capture/guards.h"
+#include "ir/canonical.h"
+#include "nn/epoch.h"
+#include "runtime/code_cache.h"
+#include "runtime/compile_graph.h"
+#include "runtime/stats.h"
+#include "util/log.h"
+#include "util/timer.h"
+#include "zc/compile.h"
+
+namespace zc {
+
+using runtime::Executable;
+
+namespace {
+
+// One compiled specialization: valid while its guard holds.
+struct Entry {
+  capture::InputGuard guard;
+  std::shared_ptr<const Executable> exec;
+  std::vector<Tensor> bound;       // graph input values; user inputs left undefined
+  std::vector<size_t> user_slots;  // where the call's input goes
+};
+
+}  // namespace
+
+struct CompiledModule::State {
+  std::shared_ptr<nn::Module> module;
+  CompileOptions options;
+  std::string backend;
+
+  std::mutex mu;  // guards the fields below; never held while running user code or kernels
+  std::vector<std::shared_ptr<const Entry>> entries;
+  bool retrace_always = false;  // the trace broke: every call traces again
+  uint64_t epoch = 0;
+  uint64_t fingerprint = 0;
+  uint64_t generation = 0;
+  std::mutex capture_mu;  // one capture at a time per module: it marks shared parameters
+};
+
+namespace {
+
+std::vector<Tensor> run_entry(const Entry& e, const Tensor& x) {
+  std::vector<const Tensor*> args(e.bound.size());
+  for (size_t i = 0; i < e.bound.size(); ++i) args[i] = &e.bound[i];
+  for (size_t s : e.user_slots) args[s] = &x;
+  return e.exec->run(args);
+}
+
+std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inputs,
+                                const std::string& backend) {
+  auto exec = runtime::compile_graph(g, backend);
+  std::vector<const Tensor*> args;
+  for (const Tensor& t : inputs) args.push_back(&t);
+  return exec->run(args);
+}
+
+}  // namespace
+
+Tensor CompiledModule::operator()(const Tensor& x) const {
+  State& s = *state_;
+  if (!x.defined()) throw Error("compiled module: called with an undefined Tensor");
+  // Inside another capture, a compiled module is traced through like any module call.
+  if (x.is_traced()) return (*s.module)(x);
+
+  std::shared_ptr<const Entry> hit;
+  bool had_entries = false;
+  {
+    std::lock_guard lock(s.mu);
+    uint64_t gen = runtime::code_cache_generation();
+    if (gen != s.generation) {
+      s.entries.clear();
+      s.retrace_always = false;
+      s.generation = gen;
+    }
+    uint64_t epoch = nn::module_epoch();
+    if (epoch != s.epoch) {
+      uint64_t fp = capture::module_fingerprint(*s.module);
+      if (fp != s.fingerprint) s.entries.clear();
+      s.fingerprint = fp;
+      s.epoch = epoch;
+    }
+    had_entries = !s.entries.empty();
+    if (!s.retrace_always) {
+      uint64_t h = capture::input_guard_hash(x);
+      for (const auto& e : s.entries) {
+        if (capture::guard_matches(e->guard, h, x)) {
+          hit = e;
+          break;
+        }
+      }
+    }
+  }
+  if (hit) {
+    runtime::stats::add(runtime::stats::Counter::guard_hits);
+    return run_entry(*hit, x)[0];
+  }
+
+  // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
+  // may find the entry the other one made.
+  std::lock_guard capture_lock(s.capture_mu);
+  {
+    std::lock_guard lock(s.mu);
+    if (!s.retrace_always) {
+      uint64_t h = capture::input_guard_hash(x);
+      for (const auto& e : s.entries) {
+        if (capture::guard_matches(e->guard, h, x)) hit = e;
+      }
+    }
+  }
+  if (hit) return run_entry(*hit, x)[0];
+
+  Timer capture_timer;
+  auto runner = [&](const ir::Graph& g, std::span<const Tensor> inputs) {
+    return run_segment(g, inputs, s.backend);
+  };
+  capture::Captured cap = capture::capture_module(*s.module, x, runner, s.options.fullgraph);
+  ir::Graph& graph = cap.graph;
+  const std::vector<capture::InputBinding>& bindings = cap.bindings;
+  int breaks = cap.breaks;
+  double capture_ms = capture_timer.ms();
+  runtime::stats::add_time(runtime::stats::Stage::capture, capture_ms);
+  runtime::stats::add(runtime::stats::Counter::graphs_captured);
+  if (breaks) runtime::stats::add(runtime::stats::Counter::graph_breaks, breaks);
+  if (had_entries && !s.retrace_always) {
+    runtime::stats::add(runtime::stats::Counter::recompiles);
+    ZC_LOG(recompiles) << s.module->type_name() << ": recompiling for input "
+                       << shape_str(x.shape()) << " " << dtype_name(x.dtype())
+                       << (x.is_contiguous() ? "" : " (non-contiguous)")
+                       << ": no compiled graph matches its guards";
+  }
+  ZC_LOG(timing) << "capture " << s.module->type_name() << ": " << capture_ms << " ms, "
+                 << graph.nodes.size() << " nodes, " << breaks << " graph breaks";
+
+  auto entry = std::make_shared<Entry>();
+  entry->guard = capture::input_guard(x);
+  entry->exec = runtime::compile_graph(graph, s.backend);
+  for (size_t i = 0; i < bindings.size(); ++i) {
+    entry->bound.push_back(bindings[i].tensor);
+    if (bindings[i].kind == ir::InputKind::user) entry->user_slots.push_back(i);
+  }
+  Tensor out = run_entry(*entry, x)[0];
+  {
+    std::lock_guard lock(s.mu);
+    if (breaks) {
+      s.retrace_always = true;
+    } else {
+      s.entries.push_back(std::move(entry));
+    }
+  }
+  return out;
+}
+
+const std::shared_ptr<nn::Module>& CompiledModule::module() const {
+  return state_->module;
+}
+const CompileOptions& CompiledModule::options() const {
+  return state_->options;
+}
+
+CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
+  if (!module) throw Error("compile: the module is null");
+  auto state = std::make_shared<CompiledModule::State>();
+  state->backend = runtime::resolve_backend(options.backend);
+  state->module = std::move(module);
+  state->options = std::move(options);
+  return CompiledModule(std::move(state));
+}
+
+}  // namespace zc

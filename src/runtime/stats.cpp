@@ -1,0 +1,85 @@
+#include "runtime/stats.h"
+
+#include <atomic>
+#include <iomanip>
+#include <sstream>
+
+#include "zc/compile.h"
+
+namespace zc::runtime::stats {
+
+namespace {
+struct Store {
+  std::atomic<int64_t> counters[static_cast<int>(Counter::count)] = {};
+  // Times in nanoseconds so they can be atomic integers.
+  std::atomic<int64_t> times_ns[static_cast<int>(Stage::count)] = {};
+};
+Store& store() {
+  static Store s;
+  return s;
+}
+}  // namespace
+
+void add(Counter c, int64_t n) {
+  store().counters[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
+}
+void add_time(Stage s, double ms) {
+  store().times_ns[static_cast<int>(s)].fetch_add(static_cast<int64_t>(ms * 1e6),
+                                                  std::memory_order_relaxed);
+}
+
+}  // namespace zc::runtime::stats
+
+namespace zc::compiler {
+
+using runtime::stats::Counter;
+using runtime::stats::Stage;
+
+Stats stats() {
+  auto& s = runtime::stats::store();
+  auto c = [&](Counter k) { return s.counters[static_cast<int>(k)].load(); };
+  auto t = [&](Stage k) {
+    return static_cast<double>(s.times_ns[static_cast<int>(k)].load()) / 1e6;
+  };
+  Stats out;
+  out.graphs_captured = c(Counter::graphs_captured);
+  out.recompiles = c(Counter::recompiles);
+  out.graph_breaks = c(Counter::graph_breaks);
+  out.code_cache_hits = c(Counter::code_cache_hits);
+  out.code_cache_misses = c(Counter::code_cache_misses);
+  out.guard_hits = c(Counter::guard_hits);
+  out.capture_ms = t(Stage::capture);
+  out.compile_ms = t(Stage::compile);
+  return out;
+}
+
+void reset_stats() {
+  auto& s = runtime::stats::store();
+  for (auto& v : s.counters) v = 0;
+  for (auto& v : s.times_ns) v = 0;
+}
+
+std::string Stats::str() const {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(3);
+  os << "graphs captured     " << graphs_captured << "\n"
+     << "recompiles          " << recompiles << "\n"
+     << "graph breaks        " << graph_breaks << "\n"
+     << "code cache hits     " << code_cache_hits << "\n"
+     << "code cache misses   " << code_cache_misses << "\n"
+     << "guard hits (calls)  " << guard_hits << "\n"
+     << "capture ms          " << capture_ms << "\n"
+     << "compile ms          " << compile_ms << "\n";
+  return os.str();
+}
+
+std::string Stats::json() const {
+  std::ostringstream os;
+  os << "{\"graphs_captured\":" << graphs_captured << ",\"recompiles\":" << recompiles
+     << ",\"graph_breaks\":" << graph_breaks << ",\"code_cache_hits\":" << code_cache_hits
+     << ",\"code_cache_misses\":" << code_cache_misses << ",\"guard_hits\":" << guard_hits
+     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms << "}";
+  return os.str();
+}
+
+}  // namespace zc::compiler

@@ -1,0 +1,22 @@
+// The process-wide compiler counters behind zc::compiler::stats(); lock-free increments.
+#pragma once
+
+#include <cstdint>
+
+namespace zc::runtime::stats {
+
+enum class Counter : uint8_t {
+  graphs_captured,
+  recompiles,
+  graph_breaks,
+  code_cache_hits,
+  code_cache_misses,
+  guard_hits,
+  count
+};
+enum class Stage : uint8_t { capture, compile, count };
+
+void add(Counter c, int64_t n = 1);
+void add_time(Stage s, double ms);
+
+}  // namespace zc::runtime::stats

@@ -1,0 +1,78 @@
+#include "util/log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace zc::logging {
+
+namespace {
+constexpr std::string_view kNames[] = {"cache",  "graph",      "output_code",
+                                       "timing", "recompiles", "regions"};
+static_assert(std::size(kNames) == static_cast<size_t>(Topic::count));
+
+struct Config {
+  std::atomic<bool> on[static_cast<int>(Topic::count)];
+  Config() {
+    for (auto& b : on) b = false;
+    const char* env = std::getenv("ZC_LOGS");
+    if (!env) return;
+    std::string s(env);
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t end = s.find(',', pos);
+      if (end == std::string::npos) end = s.size();
+      std::string_view item(s.data() + pos, end - pos);
+      bool matched = false;
+      for (size_t i = 0; i < std::size(kNames); ++i) {
+        if (item == kNames[i] || item == "all") {
+          on[i] = true;
+          matched = true;
+        }
+      }
+      if (!matched && !item.empty()) {
+        std::fprintf(stderr,
+                     "[zc] ZC_LOGS: unknown topic '%.*s' (known: cache, graph, "
+                     "output_code, timing, recompiles, regions, all)\n",
+                     static_cast<int>(item.size()), item.data());
+      }
+      pos = end + 1;
+    }
+  }
+};
+Config& config() {
+  static Config c;
+  return c;
+}
+std::mutex& out_mutex() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+bool enabled(Topic t) {
+  return config().on[static_cast<int>(t)].load(std::memory_order_relaxed);
+}
+void set_enabled(Topic t, bool on) {
+  config().on[static_cast<int>(t)] = on;
+}
+std::string_view topic_name(Topic t) {
+  return kNames[static_cast<int>(t)];
+}
+
+void write(Topic t, std::string_view message) {
+  std::lock_guard lock(out_mutex());
+  // Prefix every line so that multi-line blocks (graphs, source) stay greppable.
+  size_t pos = 0;
+  do {
+    size_t end = message.find('\n', pos);
+    if (end == std::string_view::npos) end = message.size();
+    std::fprintf(stderr, "[zc:%.*s] %.*s\n", static_cast<int>(topic_name(t).size()),
+                 topic_name(t).data(), static_cast<int>(end - pos), message.data() + pos);
+    pos = end + 1;
+  } while (pos < message.size());
+}
+
+}  // namespace zc::logging
