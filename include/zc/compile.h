@@ -54,9 +54,16 @@ struct Stats {
   int64_t graph_breaks = 0;
   int64_t code_cache_hits = 0;  // graphs whose executable was already loaded in this process
   int64_t code_cache_misses = 0;
-  int64_t guard_hits = 0;   // calls that ran without capturing
+  int64_t guard_hits = 0;            // calls that ran without capturing
+  int64_t compiler_invocations = 0;  // runs of the system C++ compiler
+  int64_t kernels_generated = 0;
+  int64_t extern_ops = 0;   // ops run through their eager kernel inside compiled graphs
   double capture_ms = 0;    // tracing forward() into graphs
-  double compile_ms = 0;    // everything after capture up to a loaded executable
+  double compile_ms = 0;    // everything after capture up to a loaded executable:
+  double lower_ms = 0;      //   decompositions and canonicalization
+  double codegen_ms = 0;    //   scheduling, buffer planning, emitting source
+  double cxx_ms = 0;        //   the system C++ compiler
+  double load_ms = 0;       //   loading the shared object
   std::string str() const;  // a readable table
   std::string json() const;
 };

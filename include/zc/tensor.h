@@ -26,6 +26,9 @@ std::string shape_str(const Shape& s);  // "[2,3]"
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Memory owned by someone else (a compiled graph's buffers): never freed here, and valid
+  // only while the owner keeps it.
+  static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -34,9 +37,11 @@ class Storage {
   Device device() const { return device_; }
 
  private:
+  Storage() = default;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  bool owned_ = true;
 };
 
 // State the capture stage attaches to a traced tensor. The runtime only carries it: a traced

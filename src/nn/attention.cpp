@@ -32,7 +32,12 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
   auto heads = [&](const Tensor& t) {
     return t.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2);
   };
-  Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), causal);
+  // One statement each: argument evaluation order is unspecified in C++, and the order of the
+  // recorded ops is part of the graph hash, which must not depend on the compiler.
+  Tensor q = heads(qkv[0]);
+  Tensor k = heads(qkv[1]);
+  Tensor v = heads(qkv[2]);
+  Tensor y = scaled_dot_product_attention(q, k, v, causal);
   return (*out_proj)(y.transpose(1, 2).reshape({batch, seq, d_model}));
 }
 

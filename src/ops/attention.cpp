@@ -4,11 +4,13 @@
 #include <limits>
 #include <vector>
 
+#include "ops/decompose.h"
 #include "ops/eager.h"
 #include "ops/gemm.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
+#include "zc/factories.h"
 
 namespace zc::ops {
 
@@ -103,6 +105,24 @@ std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& att
   return {as_dtype(out, outs[0].dtype)};
 }
 
+// The same steps as a graph of ops; matmul broadcasts the batch dims as the eager kernel
+// expands them.
+std::vector<Tensor> attention_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const auto& a = std::get<AttentionAttrs>(attrs);
+  DType out = output_dtype(OpId::attention, in, attrs);
+  DType ct = compute_dtype(out);
+  Tensor q = to_dtype(in[0], ct), k = to_dtype(in[1], ct), v = to_dtype(in[2], ct);
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * a.scale;
+  if (a.causal) {
+    // Query i sees keys 0..i (top-left aligned). Computed now, the mask enters the graph as a
+    // constant.
+    int64_t tq = q.size(-2), tk = k.size(-2);
+    Tensor mask = le(arange(tk).reshape({1, tk}), arange(tq).reshape({tq, 1}));
+    scores = where(mask, scores, full({}, -std::numeric_limits<double>::infinity(), ct));
+  }
+  return {to_dtype(matmul(softmax(scores, -1), v), out)};
+}
+
 }  // namespace
 
 void define_attention_ops(OpTable& t) {
@@ -111,7 +131,8 @@ void define_attention_ops(OpTable& t) {
                  .max_inputs = 3,
                  .attrs_index = attrs_index_of<AttentionAttrs>(),
                  .infer = attention_infer,
-                 .eager = attention_eager});
+                 .eager = attention_eager,
+                 .decompose = attention_decompose});
 }
 
 }  // namespace zc::ops

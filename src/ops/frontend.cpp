@@ -285,8 +285,9 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   Tensor x = a.to(DType::f64), y = b.to(DType::f64);
   Tensor diff = abs(sub(x, y));
   Tensor tol = add(mul(abs(y), wrap_scalar(rtol)), wrap_scalar(atol));
-  // NaN in either operand makes the comparison false, as in torch (equal_nan=false).
-  Tensor ok = le(diff, tol);
+  // NaN in either operand makes the comparison false, as in torch (equal_nan=false); equal
+  // values, infinities of one sign included, are close.
+  Tensor ok = where(eq(x, y), ones({}, DType::boolean), le(diff, tol));
   return sum(cast(ok, DType::i64)).item<int64_t>() == shape_numel(ok.shape());
 }
 

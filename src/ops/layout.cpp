@@ -127,6 +127,11 @@ std::vector<Tensor> copy_eager(std::span<const Tensor> in, const Attrs&,
   return {eager_cast(in[0], in[0].dtype())};
 }
 
+// Values are immutable in the graph, so a copy is its input.
+std::vector<Tensor> copy_decompose(std::span<const Tensor> in, const Attrs&) {
+  return {in[0]};
+}
+
 }  // namespace
 
 void define_layout_ops(OpTable& t) {
@@ -149,7 +154,8 @@ void define_layout_ops(OpTable& t) {
   t.define(OpDef{.id = OpId::copy,
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = copy_infer,
-                 .eager = copy_eager});
+                 .eager = copy_eager,
+                 .decompose = copy_decompose});
 }
 
 }  // namespace zc::ops

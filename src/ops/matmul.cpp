@@ -1,4 +1,5 @@
 // matmul (numpy semantics: 1-D operands, broadcast batch dims) and linear (x W^T + b).
+#include "ops/decompose.h"
 #include "ops/eager.h"
 #include "ops/gemm.h"
 #include "ops/loops.h"
@@ -183,6 +184,21 @@ std::vector<Tensor> linear_eager(std::span<const Tensor> in, const Attrs&,
   return {as_dtype(out, outs[0].dtype)};
 }
 
+// x W^T + b with x's leading dims flattened into rows, as the eager kernel computes it (one
+// product, so the same summation order), in its compute type, rounded to the result once.
+std::vector<Tensor> linear_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  DType out = output_dtype(OpId::linear, in, attrs);
+  DType ct = gemm_dtype(out);
+  // x keeps its leading dims (a batched matmul with W^T broadcast) rather than being
+  // flattened to 2-D: the epilogue after a Linear (bias, activation, residual) then has the
+  // matmul's own shape and fuses into it. The code generator merges the batch into one GEMM
+  // when the layout allows, as the eager kernel does.
+  Tensor x = to_dtype(in[0], ct), w = to_dtype(in[1], ct);
+  Tensor y = matmul(x, w.t());
+  if (in.size() == 3) y = y + to_dtype(in[2], ct);
+  return {to_dtype(y, out)};
+}
+
 }  // namespace
 
 void define_matmul_ops(OpTable& t) {
@@ -197,7 +213,8 @@ void define_matmul_ops(OpTable& t) {
                  .max_inputs = 3,
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = linear_infer,
-                 .eager = linear_eager});
+                 .eager = linear_eager,
+                 .decompose = linear_decompose});
 }
 
 }  // namespace zc::ops

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/decompose.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
@@ -180,23 +181,55 @@ std::vector<Tensor> layer_norm_eager(std::span<const Tensor> in, const Attrs& at
   return {as_dtype(y, outs[0].dtype)};
 }
 
+// With the maximum along `dim` subtracted first, as the eager kernel does, in its compute type.
+template <bool Log>
+std::vector<Tensor> softmax_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  int64_t dim = std::get<DimAttrs>(attrs).dim;
+  DType out = floating_dtype(in[0].dtype());
+  Tensor x = to_dtype(in[0], compute_dtype(out));
+  if (x.numel() == 0) return {to_dtype(x, out)};  // amax has no identity for an empty dim
+  Tensor shifted = x - amax(x, {dim}, true);
+  Tensor e = zc::exp(shifted);
+  Tensor total = sum(e, {dim}, true);
+  return {to_dtype(Log ? shifted - zc::log(total) : e / total, out)};
+}
+
+// (x - mean) * rsqrt(biased variance + eps) * weight + bias over the normalized dims.
+std::vector<Tensor> layer_norm_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const auto& a = std::get<LayerNormAttrs>(attrs);
+  DType out = output_dtype(OpId::layer_norm, in, attrs);
+  DType ct = compute_dtype(out);
+  Tensor x = to_dtype(in[0], ct);
+  std::vector<int64_t> dims;
+  for (int64_t d = x.dim() - a.normalized_ndim; d < x.dim(); ++d) dims.push_back(d);
+  Tensor dev = x - mean(x, dims, true);
+  Tensor y = dev * rsqrt(mean(dev * dev, dims, true) + a.eps);
+  size_t next = 1;
+  if (a.has_weight) y = y * to_dtype(in[next++], ct);
+  if (a.has_bias) y = y + to_dtype(in[next++], ct);
+  return {to_dtype(y, out)};
+}
+
 }  // namespace
 
 void define_norm_ops(OpTable& t) {
   t.define(OpDef{.id = OpId::softmax,
                  .attrs_index = attrs_index_of<DimAttrs>(),
                  .infer = softmax_infer,
-                 .eager = softmax_eager<false>});
+                 .eager = softmax_eager<false>,
+                 .decompose = softmax_decompose<false>});
   t.define(OpDef{.id = OpId::log_softmax,
                  .attrs_index = attrs_index_of<DimAttrs>(),
                  .infer = softmax_infer,
-                 .eager = softmax_eager<true>});
+                 .eager = softmax_eager<true>,
+                 .decompose = softmax_decompose<true>});
   t.define(OpDef{.id = OpId::layer_norm,
                  .min_inputs = 1,
                  .max_inputs = 3,
                  .attrs_index = attrs_index_of<LayerNormAttrs>(),
                  .infer = layer_norm_infer,
-                 .eager = layer_norm_eager});
+                 .eager = layer_norm_eager,
+                 .decompose = layer_norm_decompose});
 }
 
 }  // namespace zc::ops

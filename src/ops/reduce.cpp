@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "ops/decompose.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
@@ -192,23 +193,57 @@ std::vector<Tensor> reduce_eager(std::span<const Tensor> in, const Attrs& attrs,
   return {as_dtype(out, outs[0].dtype)};
 }
 
+// Elements each output element of a reduction over `dims` of x combines.
+int64_t reduced_count(const Tensor& x, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < x.dim()) n *= x.shape()[d];
+  }
+  return n;
+}
+
+// sum / n. Floating inputs sum in their compute type; integers sum exactly as i64 and the
+// division makes the f32 result, as the eager kernel's integer accumulator does.
+std::vector<Tensor> mean_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const auto& a = std::get<ReduceAttrs>(attrs);
+  DType out = floating_dtype(in[0].dtype());
+  Tensor x = is_floating(in[0].dtype()) ? to_dtype(in[0], compute_dtype(out)) : in[0];
+  Tensor s = zc::sum(x, a.dims, a.keepdim) / static_cast<double>(reduced_count(x, a.dims));
+  return {to_dtype(s, out)};
+}
+
+// Two passes like the eager kernel: the mean, then the squared deviations from it, divided by
+// n - correction (NaN when that is not positive).
+std::vector<Tensor> var_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const auto& a = std::get<ReduceAttrs>(attrs);
+  DType out = floating_dtype(in[0].dtype());
+  Tensor x = to_dtype(in[0], compute_dtype(out));
+  Tensor dev = x - zc::mean(x, a.dims, true);
+  Tensor ss = zc::sum(dev * dev, a.dims, a.keepdim);
+  int64_t denom = reduced_count(x, a.dims) - a.correction;
+  Tensor v =
+      denom > 0 ? ss / static_cast<double>(denom) : ss * std::numeric_limits<double>::quiet_NaN();
+  return {to_dtype(v, out)};
+}
+
 template <Kind K>
-OpDef reduce_def(OpId id) {
+OpDef reduce_def(OpId id, DecomposeFn decompose = nullptr) {
   return OpDef{.id = id,
                .attrs_index = attrs_index_of<ReduceAttrs>(),
                .infer = reduce_infer<K>,
-               .eager = reduce_eager<K>};
+               .eager = reduce_eager<K>,
+               .decompose = decompose};
 }
 
 }  // namespace
 
 void define_reduction_ops(OpTable& t) {
   t.define(reduce_def<Kind::sum>(OpId::sum));
-  t.define(reduce_def<Kind::mean>(OpId::mean));
+  t.define(reduce_def<Kind::mean>(OpId::mean, mean_decompose));
   t.define(reduce_def<Kind::amax>(OpId::amax));
   t.define(reduce_def<Kind::amin>(OpId::amin));
   t.define(reduce_def<Kind::argmax>(OpId::argmax));
-  t.define(reduce_def<Kind::var>(OpId::var));
+  t.define(reduce_def<Kind::var>(OpId::var, var_decompose));
 }
 
 }  // namespace zc::ops

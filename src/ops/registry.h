@@ -31,6 +31,12 @@ using InferFn = std::vector<TensorMeta> (*)(std::span<const TensorMeta> inputs, 
 using EagerFn = std::vector<Tensor> (*)(std::span<const Tensor> inputs, const Attrs& attrs,
                                         std::span<const TensorMeta> outputs);
 
+// Rewrites a composite op in terms of other ops, as ordinary tensor code (zc::exp, zc::sum,
+// ...). The lowering stage runs it on traced tensors, so the ops it calls are recorded into the
+// lowered graph; run on concrete tensors it computes the same values as the eager kernel,
+// which is how decompositions are tested.
+using DecomposeFn = std::vector<Tensor> (*)(std::span<const Tensor> inputs, const Attrs& attrs);
+
 struct OpDef {
   OpId id = OpId::count;
   std::string_view name;
@@ -40,6 +46,8 @@ struct OpDef {
   size_t attrs_index = 0;  // which alternative of Attrs the op takes
   InferFn infer = nullptr;
   EagerFn eager = nullptr;
+  // Null for primitives, which the code generator handles directly.
+  DecomposeFn decompose = nullptr;
 };
 
 const OpDef& op_def(OpId id);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "codegen/pipeline.h"
 #include "ir/graph.h"
 #include "runtime/executable.h"
 #include "zc/compile.h"
@@ -17,5 +18,11 @@ std::string resolve_backend(const std::string& requested);
 
 // The executable for `g` on `backend`, from the in-process code cache or freshly compiled.
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend);
+
+// Lowering, code generation, the system compiler and loading, without any cache. Raises
+// zc::Error when the compiler rejects the generated source (with its output and the path of
+// the kept source) or when there is no compiler.
+std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
+                                                    const codegen::CodegenContext& ctx);
 
 }  // namespace zc::runtime

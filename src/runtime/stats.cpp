@@ -48,8 +48,15 @@ Stats stats() {
   out.code_cache_hits = c(Counter::code_cache_hits);
   out.code_cache_misses = c(Counter::code_cache_misses);
   out.guard_hits = c(Counter::guard_hits);
+  out.compiler_invocations = c(Counter::compiler_invocations);
+  out.kernels_generated = c(Counter::kernels_generated);
+  out.extern_ops = c(Counter::extern_ops);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
+  out.lower_ms = t(Stage::lower);
+  out.codegen_ms = t(Stage::codegen);
+  out.cxx_ms = t(Stage::cxx);
+  out.load_ms = t(Stage::load);
   return out;
 }
 
@@ -68,8 +75,15 @@ std::string Stats::str() const {
      << "code cache hits     " << code_cache_hits << "\n"
      << "code cache misses   " << code_cache_misses << "\n"
      << "guard hits (calls)  " << guard_hits << "\n"
+     << "compiler runs       " << compiler_invocations << "\n"
+     << "kernels generated   " << kernels_generated << "\n"
+     << "extern ops          " << extern_ops << "\n"
      << "capture ms          " << capture_ms << "\n"
-     << "compile ms          " << compile_ms << "\n";
+     << "compile ms          " << compile_ms << "\n"
+     << "  lower ms          " << lower_ms << "\n"
+     << "  codegen ms        " << codegen_ms << "\n"
+     << "  c++ compiler ms   " << cxx_ms << "\n"
+     << "  load ms           " << load_ms << "\n";
   return os.str();
 }
 
@@ -78,7 +92,11 @@ std::string Stats::json() const {
   os << "{\"graphs_captured\":" << graphs_captured << ",\"recompiles\":" << recompiles
      << ",\"graph_breaks\":" << graph_breaks << ",\"code_cache_hits\":" << code_cache_hits
      << ",\"code_cache_misses\":" << code_cache_misses << ",\"guard_hits\":" << guard_hits
-     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms << "}";
+     << ",\"compiler_invocations\":" << compiler_invocations
+     << ",\"kernels_generated\":" << kernels_generated << ",\"extern_ops\":" << extern_ops
+     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
+     << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
+     << ",\"load_ms\":" << load_ms << "}";
   return os.str();
 }
 

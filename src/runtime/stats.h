@@ -12,9 +12,13 @@ enum class Counter : uint8_t {
   code_cache_hits,
   code_cache_misses,
   guard_hits,
+  compiler_invocations,
+  kernels_generated,
+  extern_ops,
   count
 };
-enum class Stage : uint8_t { capture, compile, count };
+// compile covers everything after capture; lower, codegen, cxx and load are its parts.
+enum class Stage : uint8_t { capture, compile, lower, codegen, cxx, load, count };
 
 void add(Counter c, int64_t n = 1);
 void add_time(Stage s, double ms);

@@ -20,8 +20,17 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
   if (rounded != 0 && data_ == nullptr) throw std::bad_alloc();
 }
 
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device device) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = data;
+  s->nbytes_ = nbytes;
+  s->device_ = device;
+  s->owned_ = false;
+  return s;
+}
+
 Storage::~Storage() {
-  std::free(data_);
+  if (owned_) std::free(data_);
 }
 
 }  // namespace zc

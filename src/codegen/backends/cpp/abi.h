@@ -1,0 +1,35 @@
+// The calling convention between the runtime and generated C++ kernels. The same text is
+// compiled into libzc and pasted into every generated source, so the two cannot drift apart.
+#pragma once
+
+#include <cstdint>
+
+#define ZC_ABI_DEFINITIONS                                                                    \
+  struct ZcServices {                                                                         \
+    void (*sgemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float* a,  \
+                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);           \
+    void (*dgemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const double* a, \
+                  int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);         \
+  };                                                                                          \
+  struct ZcArgs {                                                                             \
+    void* const* in;                                                                          \
+    void* const* out;                                                                         \
+    void* const* consts;                                                                      \
+    char* arena;                                                                              \
+    const struct ZcServices* svc;                                                             \
+  };
+
+#define ZC_ABI_STRINGIFY(...) #__VA_ARGS__
+#define ZC_ABI_STRING(x) ZC_ABI_STRINGIFY(x)
+
+namespace zc::codegen::cpp {
+
+ZC_ABI_DEFINITIONS
+
+// Every generated kernel has this type; it returns 0, or an error code (below).
+using KernelFn = int (*)(const ZcArgs*);
+inline constexpr int kErrIndexOutOfRange = 1;
+
+inline constexpr const char* kAbiSource = ZC_ABI_STRING(ZC_ABI_DEFINITIONS);
+
+}  // namespace zc::codegen::cpp

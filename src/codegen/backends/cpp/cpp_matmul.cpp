@@ -1,0 +1,224 @@
+// Matmul kernels with their elementwise epilogue. Small products run an inline dot-product
+// loop (a BLAS call would cost more than the arithmetic); large ones call BLAS through the
+// runtime's services, then run the epilogue over the result in memory.
+#include <algorithm>
+
+#include "codegen/backends/cpp/kernel_emitter.h"
+#include "util/check.h"
+
+namespace zc::codegen::cpp {
+
+using ir::ValueId;
+
+namespace {
+
+struct MatmulDims {
+  Shape batch;
+  int64_t M = 1, N = 1, K = 1;
+  bool a_vec = false, b_vec = false;
+};
+
+MatmulDims dims_of(const Shape& as, const Shape& bs, const Shape& cs) {
+  MatmulDims d;
+  d.a_vec = as.size() == 1;
+  d.b_vec = bs.size() == 1;
+  d.K = as.back();
+  d.M = d.a_vec ? 1 : as[as.size() - 2];
+  d.N = d.b_vec ? 1 : bs.back();
+  d.batch.assign(cs.begin(), cs.end() - (d.a_vec ? 0 : 1) - (d.b_vec ? 0 : 1));
+  return d;
+}
+
+}  // namespace
+
+void KernelEmitter::emit_matmul(const Kernel& k) {
+  const ir::Node& n = s_.graph.nodes[k.anchor];
+  ValueId A = n.inputs[0], B = n.inputs[1], C = n.outputs[0];
+  const Shape& as = s_.graph.meta(A).shape;
+  const Shape& bs = s_.graph.meta(B).shape;
+  const Shape& cs = k.space;
+  DType ct_d = s_.graph.meta(C).dtype;
+  std::string ct = compute_type(ct_d);
+  MatmulDims d = dims_of(as, bs, cs);
+  if (shape_numel(cs) == 0) return;
+  size_t nb = d.batch.size();
+  // Index names of C: batch dims, then i (rows) and j (columns) when present.
+  auto c_names = [&](const Names& batch, const std::string& i, const std::string& j) {
+    Names out = batch;
+    if (!d.a_vec) out.push_back(i);
+    if (!d.b_vec) out.push_back(j);
+    return out;
+  };
+  // A and B element names: their batch dims broadcast from C's batch dims.
+  auto a_names = [&](const Names& batch, const std::string& i, const std::string& kk) {
+    Shape ab(as.begin(), as.end() - (d.a_vec ? 1 : 2));
+    Names out = broadcast(ab, d.batch, batch);
+    if (!d.a_vec) out.push_back(i);
+    out.push_back(kk);
+    return out;
+  };
+  auto b_names = [&](const Names& batch, const std::string& kk, const std::string& j) {
+    Shape bb(bs.begin(), bs.end() - (d.b_vec ? 1 : 2));
+    Names out = broadcast(bb, d.batch, batch);
+    out.push_back(kk);
+    if (!d.b_vec) out.push_back(j);
+    return out;
+  };
+  bool stored = s_.state[C] == ValueState::stored && s_.kernel_of[C] == kernel_ &&
+                std::find(k.stores.begin(), k.stores.end(), C) != k.stores.end();
+  bool blas = stored && s_.state[C] == ValueState::stored && !d.a_vec && !d.b_vec &&
+              (ct_d == DType::f32 || ct_d == DType::f64) && shape_numel(cs) * d.K > 0;
+  // BLAS needs each operand unit-stride along one of its two matrix dims.
+  auto blas_layout = [&](ValueId v, int64_t rows, int64_t cols, std::string* trans,
+                         std::string* ld) {
+    const Shape& st = s_.view[v].strides;
+    int64_t rs = st[st.size() - 2], cs2 = st.back();
+    if (cs2 == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
+      *trans = "0";
+      *ld = std::to_string(std::max<int64_t>(rows <= 1 ? cols : rs, 1));
+      return true;
+    }
+    if (rs == 1 && (cols <= 1 || cs2 >= std::max<int64_t>(rows, 1))) {
+      *trans = "1";
+      *ld = std::to_string(std::max<int64_t>(cols <= 1 ? rows : cs2, 1));
+      return true;
+    }
+    return false;
+  };
+  std::string ta, lda, tb, ldb;
+  if (blas) blas = blas_layout(A, d.M, d.K, &ta, &lda) && blas_layout(B, d.K, d.N, &tb, &ldb);
+
+  if (blas) {
+    blas_output_ = C;
+    Shape bshape = d.batch;
+    // A batch of products with one shared B (a Linear applied to [B, T, d]) is one GEMM with
+    // the batch folded into the rows when A's rows are evenly spaced across the batch: fewer,
+    // larger BLAS calls, and the same call the eager kernel makes.
+    int64_t rows = d.M;
+    if (nb > 0 && ta == "0" && as.size() == nb + 2) {
+      const Shape& ast = s_.view[A].strides;
+      Shape bbs(bs.begin(), bs.end() - 2);
+      bool b_shared = true;
+      for (size_t x = 0; x < bbs.size(); ++x) {
+        b_shared = b_shared && (bbs[x] == 1 || s_.view[B].strides[x] == 0);
+      }
+      bool even = ast[nb] == std::stoll(lda);
+      for (size_t x = nb; x-- > 0 && even;) even = ast[x] == ast[x + 1] * as[x + 1];
+      if (b_shared && even) {
+        rows = shape_numel(d.batch) * d.M;
+        bshape.assign(nb, 1);
+      }
+    }
+    int opened = 0;
+    Names batch = open_loops(bshape, "b", false, &opened);
+    Names bn(batch.begin(), batch.begin() + nb);
+    std::string gemm = ct_d == DType::f32 ? "sgemm" : "dgemm";
+    auto addr = [&](ValueId v, const Names& idx) { return "&" + element_ref(v, idx); };
+    w_.line("a->svc->" + gemm + "(" + ta + ", " + tb + ", " + std::to_string(rows) + ", " +
+            std::to_string(d.N) + ", " + std::to_string(d.K) + ", " +
+            addr(A, a_names(bn, "0", "0")) + ", " + lda + ", " + addr(B, b_names(bn, "0", "0")) +
+            ", " + ldb + ", " + addr(C, c_names(bn, "0", "0")) + ", " + std::to_string(d.N) + ");");
+    close_loops(opened);
+    if (k.nodes.size() > 1) {  // the epilogue, over the product in memory
+      int eo = 0;
+      Names names = open_loops(cs, "i", true, &eo);
+      for (int32_t idx : k.nodes) {
+        if (idx != k.anchor) emit_node(idx, names);
+      }
+      for (ValueId v : k.stores) {
+        if (v != C) w_.line(store(v, names, "v" + std::to_string(v)));
+      }
+      close_loops(eo);
+    }
+    return;
+  }
+
+  // Inline. Each row of C is accumulated in a local buffer first (in i-k-j order when B is
+  // row-major, the order of the eager small-matrix kernel, else as dot products), then the
+  // epilogue runs over the row as a separate loop, which the compiler vectorizes.
+  std::string T = ct;
+  if (d.b_vec || d.N > 16384) {
+    int opened = 0;
+    Names names = open_loops(cs, "i", true, &opened);
+    Names bn(names.begin(), names.begin() + nb);
+    std::string i = d.a_vec ? "0" : names[nb];
+    std::string j = d.b_vec ? "0" : names[nb + (d.a_vec ? 0 : 1)];
+    w_.line(T + " acc = 0;");
+    w_.line("#pragma omp simd reduction(+:acc)");
+    w_.open("for (int64_t kk = 0; kk < " + std::to_string(d.K) + "; ++kk)");
+    w_.line("acc += (" + T + ")" + load(A, a_names(bn, i, "kk")) + " * (" + T + ")" +
+            load(B, b_names(bn, "kk", j)) + ";");
+    w_.close();
+    emit_epilogue(k, C, names, "acc");
+    close_loops(opened);
+    return;
+  }
+  // B is first copied into a local block [K][NP] with rows padded to whole vectors (NP, a
+  // multiple of 16) and zeros in the padding, so the accumulation is a remainder-free
+  // unit-stride FMA over j whatever B's layout (a Linear's W^T included). Rows accumulate into
+  // a local tile; the epilogue then runs over the real columns. Measured on seed64's 10x10
+  // products this is 1.5-2x faster than dot products or unpadded rows. Inline products are
+  // small, so they run on the calling thread.
+  int64_t NP = (d.N + 15) / 16 * 16;
+  std::string N = std::to_string(d.N), K = std::to_string(d.K), P = std::to_string(NP);
+  bool whole_tile = d.M * NP <= 8192;
+  int batch_opened = 0;
+  Names batch = open_loops(d.batch, "b", false, &batch_opened);
+  w_.line(T + " bt[" + std::to_string(d.K * NP) + "];");
+  w_.line("for (int64_t e = 0; e < " + std::to_string(d.K * NP) + "; ++e) bt[e] = 0;");
+  w_.line("for (int64_t kk = 0; kk < " + K + "; ++kk)");
+  w_.line("  for (int64_t j = 0; j < " + N + "; ++j) bt[kk * " + P + " + j] = (" + T + ")" +
+          load(B, b_names(batch, "kk", "j")) + ";");
+  std::string M = std::to_string(d.a_vec ? 1 : d.M);
+  auto accumulate_row = [&](const std::string& row, const std::string& i) {
+    w_.line("for (int64_t j = 0; j < " + P + "; ++j) " + row + "[j] = 0;");
+    w_.open("for (int64_t kk = 0; kk < " + K + "; ++kk)");
+    w_.line(T + " av = (" + T + ")" + load(A, a_names(batch, i, "kk")) + ";");
+    w_.line("#pragma omp simd");
+    w_.line("for (int64_t j = 0; j < " + P + "; ++j) " + row + "[j] += av * bt[kk * " + P +
+            " + j];");
+    w_.close();
+  };
+  Names full = batch;
+  if (!d.a_vec) full.push_back(d.M > 1 ? "i" : "0");
+  full.push_back("j");
+  auto epilogue = [&](const std::string& value) {
+    w_.line("#pragma omp simd");
+    w_.open("for (int64_t j = 0; j < " + N + "; ++j)");
+    emit_epilogue(k, C, full, value);
+    w_.close();
+  };
+  std::string i = d.a_vec || d.M == 1 ? "0" : "i";
+  if (whole_tile) {
+    w_.line(T + " tile[" + std::to_string((d.a_vec ? 1 : d.M) * NP) + "];");
+    w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
+    w_.line(T + "* row = tile + i * " + P + ";");
+    accumulate_row("row", i);
+    w_.close();
+    w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
+    epilogue("tile[i * " + P + " + j]");
+    w_.close();
+  } else {
+    w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
+    w_.line(T + " row[" + P + "];");
+    accumulate_row("row", i);
+    epilogue("row[j]");
+    w_.close();
+  }
+  close_loops(batch_opened);
+}
+
+void KernelEmitter::emit_epilogue(const Kernel& k, ir::ValueId C, const Names& names,
+                                  const std::string& value) {
+  DType ct_d = s_.graph.meta(C).dtype;
+  std::string reg = "v" + std::to_string(C);
+  w_.line(compute_type(ct_d) + " " + reg + " = " + value + ";");
+  if (ct_d == DType::f16) w_.line(reg + " = zc_h2f(zc_f2h(" + reg + "));");
+  if (ct_d == DType::bf16) w_.line(reg + " = zc_bf2f(zc_f2bf(" + reg + "));");
+  for (int32_t idx : k.nodes) {
+    if (idx != k.anchor) emit_node(idx, names);
+  }
+  for (ir::ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
+}
+
+}  // namespace zc::codegen::cpp

@@ -1,0 +1,89 @@
+// The fixed head of every generated source: the ABI, 16-bit float conversions and the
+// NaN-propagating helpers whose semantics must equal the eager kernels'.
+#pragma once
+
+namespace zc::codegen::cpp {
+
+inline constexpr const char* kPrelude = R"PRELUDE(#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline float zc_h2f(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, u;
+  if (exp == 0) {
+    float v = ldexpf((float)mant, -24);
+    memcpy(&u, &v, 4);
+    u |= sign;
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (mant << 13);
+  } else {
+    u = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t zc_f2h(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
+  if (mag >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (mag > 0x7f800000u ? 0x200u : 0u));
+  if (mag >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (mag < 0x38800000u) {
+    float a;
+    memcpy(&a, &mag, 4);
+    return (uint16_t)(sign | (uint32_t)nearbyintf(a * 16777216.0f));
+  }
+  uint32_t h = (((mag >> 23) - 112) << 10) | ((mag >> 13) & 0x3ffu), rest = mag & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return (uint16_t)(sign | h);
+}
+static inline float zc_bf2f(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t zc_f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+// exp and tanh in float without branches or libm calls, so loops that use them vectorize:
+// Cephes' range reduction and polynomials, within 2 ulp of the correctly rounded result.
+static inline float zc_ldexp2(float y, int n) {
+  // y * 2^n for n in [-252, 254], in two steps so that 2^n stays a normal float.
+  int n1 = n / 2, n2 = n - n1;
+  uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+  float s1, s2;
+  memcpy(&s1, &b1, 4);
+  memcpy(&s2, &b2, 4);
+  return y * s1 * s2;
+}
+static inline float zc_expf(float x) {
+  float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  float fx = floorf(xc * 1.44269504088896341f + 0.5f);
+  float r = xc - fx * 0.693359375f + fx * 2.12194440e-4f;
+  float z = r * r;
+  float p = ((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
+              4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f;
+  float y = zc_ldexp2(p * z + r + 1.0f, (int)fx);
+  y = x > 88.72283935546875f ? INFINITY : y;
+  return x != x ? x : y;
+}
+static inline float zc_tanhf(float x) {
+  float ax = fabsf(x), z = x * x;
+  float small = x + x * z * ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z -
+                               5.37397155531E-2f) * z + 1.33314422036E-1f) * z -
+                             3.33332819422E-1f);
+  float big = 1.0f - 2.0f / (zc_expf(2.0f * ax) + 1.0f);
+  big = x < 0 ? -big : big;
+  return ax < 0.625f ? small : big;
+}
+template <class T> static inline T zc_max(T a, T b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
+template <class T> static inline T zc_min(T a, T b) { return a != a ? a : b != b ? b : (a < b ? a : b); }
+)PRELUDE";
+
+}  // namespace zc::codegen::cpp

@@ -1,0 +1,102 @@
+#include "codegen/buffer_plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "util/check.h"
+
+namespace zc::codegen {
+
+std::vector<ir::ValueId> kernel_reads(const Schedule& s, const Kernel& k) {
+  std::vector<ir::ValueId> out;
+  auto add = [&](ir::ValueId u) {
+    ir::ValueId base = s.state[u] == ValueState::alias ? s.view[u].base : u;
+    if (s.state[base] == ValueState::fused) return;  // a register of this kernel
+    if (s.kernel_of[base] >= 0 && &s.kernels[s.kernel_of[base]] == &k) return;
+    out.push_back(base);
+  };
+  for (int32_t idx : k.nodes) {
+    for (ir::ValueId u : s.graph.nodes[idx].inputs) add(u);
+  }
+  if (k.copy_from >= 0) add(k.copy_from);
+  return out;
+}
+
+namespace {
+int64_t round_up(int64_t n) {
+  return (n + 63) / 64 * 64;
+}
+}  // namespace
+
+BufferPlan plan_buffers(const Schedule& s) {
+  const ir::Graph& g = s.graph;
+  BufferPlan plan;
+  plan.slot.assign(g.values.size(), BufferPlan::Slot{});
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    plan.slot[g.inputs[i].value] = {BufferKind::input, static_cast<int64_t>(i)};
+  }
+  for (size_t i = 0; i < g.constants.size(); ++i) {
+    plan.slot[g.constants[i].value] = {BufferKind::constant, static_cast<int64_t>(i)};
+    plan.constants.push_back(g.constants[i].value);
+  }
+  std::vector<bool> is_output(g.values.size(), false);
+  for (size_t i = 0; i < s.outputs.size(); ++i) {
+    plan.slot[s.outputs[i]] = {BufferKind::output, static_cast<int64_t>(i)};
+    is_output[s.outputs[i]] = true;
+  }
+  // Lifetimes of arena values: [writer, last reader].
+  size_t nk = s.kernels.size();
+  std::vector<int32_t> last(g.values.size(), -1);
+  for (size_t k = 0; k < nk; ++k) {
+    for (ir::ValueId v : kernel_reads(s, s.kernels[k])) last[v] = static_cast<int32_t>(k);
+  }
+  std::map<int64_t, int64_t> free_blocks;  // offset -> size
+  int64_t top = 0;
+  auto allocate = [&](int64_t size) {
+    for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it) {
+      if (it->second >= size) {
+        int64_t off = it->first, rest = it->second - size;
+        free_blocks.erase(it);
+        if (rest > 0) free_blocks[off + size] = rest;
+        return off;
+      }
+    }
+    int64_t off = top;
+    top += size;
+    return off;
+  };
+  auto release = [&](int64_t off, int64_t size) {
+    auto it = free_blocks.emplace(off, size).first;
+    // Merge with the neighbours so large values can reuse space freed in pieces.
+    auto next = std::next(it);
+    if (next != free_blocks.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_blocks.erase(next);
+    }
+    if (it != free_blocks.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_blocks.erase(it);
+      }
+    }
+  };
+  std::vector<std::vector<ir::ValueId>> dies_after(nk);
+  std::vector<int64_t> size_of(g.values.size(), 0);
+  for (size_t k = 0; k < nk; ++k) {
+    for (ir::ValueId v : s.kernels[k].stores) {
+      if (is_output[v]) continue;
+      ZC_CHECK(s.state[v] == ValueState::stored, "stored value %" << v << " has the wrong state");
+      const ops::TensorMeta& m = g.meta(v);
+      size_of[v] = round_up(std::max<int64_t>(shape_numel(m.shape), 1) *
+                            static_cast<int64_t>(dtype_size(m.dtype)));
+      plan.slot[v] = {BufferKind::arena, allocate(size_of[v])};
+      dies_after[std::max<int32_t>(last[v], static_cast<int32_t>(k))].push_back(v);
+    }
+    for (ir::ValueId v : dies_after[k]) release(plan.slot[v].index, size_of[v]);
+  }
+  plan.arena_bytes = top;
+  return plan;
+}
+
+}  // namespace zc::codegen

@@ -1,0 +1,18 @@
+// plan_buffers(): where every materialized value lives.
+//
+// Input: a schedule. Output: inputs, constants and graph outputs keep their own buffers; every
+// other stored value gets a 64-byte aligned range of one arena, reused by values whose
+// lifetimes (from the kernel that writes them to the last kernel that reads them) do not
+// overlap. Values written or read by the same kernel never share bytes.
+#pragma once
+
+#include "codegen/kernel_ir.h"
+
+namespace zc::codegen {
+
+BufferPlan plan_buffers(const Schedule& s);
+
+// Values kernel k reads from memory (inputs, constants, other kernels' stores), by base.
+std::vector<ir::ValueId> kernel_reads(const Schedule& s, const Kernel& k);
+
+}  // namespace zc::codegen

@@ -1,0 +1,83 @@
+// The kernel IR: what the scheduler produces and a backend emits.
+//
+// A Schedule is an ordered list of kernels over a lowered (primitive-only) graph. Every graph
+// value is either `fused` (it exists only inside the kernel that computes it), `stored` (its
+// kernel writes it to a buffer, densely in row-major order), an `alias` (a strided view of a
+// stored value, an input or a constant: what layout ops become), or an input/constant itself.
+// A kernel reads the values it does not compute through their strided views and writes the
+// values listed in `stores`.
+//
+// Kernel kinds:
+//   pointwise   elementwise nodes over one iteration space (the output shape), broadcasting
+//               loads; one loop nest.
+//   row_reduce  reductions over `reduce_dims` of `space`, with their elementwise producers
+//               (element level) and consumers (element or row level): layer_norm and softmax
+//               are one kernel. Row values have `space` with the reduced dims set to 1 (or
+//               removed).
+//   matmul      one matmul node (`anchor`) and an elementwise epilogue over its output space.
+//   concat      one cat node: a copy of each input into its slice of the output.
+//   gather      one embedding node.
+//   copy        materializes a value densely (a non-viewable reshape, or a graph output that
+//               is an alias, an input or a constant).
+//   extern_op   one node the backend cannot generate: the runtime runs its eager kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace zc::codegen {
+
+enum class ValueState : uint8_t { unset, fused, stored, alias, input, constant };
+
+// Where a materialized value lives: element (i0..in) at base + offset + sum(i_k * strides[k]).
+struct ValueView {
+  ir::ValueId base = -1;  // a stored value, an input or a constant
+  int64_t offset = 0;
+  Shape strides;
+};
+
+enum class KernelKind : uint8_t { pointwise, row_reduce, matmul, concat, gather, copy, extern_op };
+const char* kernel_kind_name(KernelKind k);
+
+struct Kernel {
+  KernelKind kind = KernelKind::pointwise;
+  std::vector<int32_t> nodes;        // member nodes in graph order (none for an output copy)
+  Shape space;                       // iteration space (see above)
+  std::vector<int64_t> reduce_dims;  // row_reduce: sorted
+  int32_t anchor = -1;               // matmul/concat/gather/extern_op: the node
+  ir::ValueId copy_from = -1, copy_to = -1;  // copy kernels
+  std::vector<ir::ValueId> stores;           // values this kernel writes
+  bool closed = false;  // scheduling: no more members once another kernel reads from it
+};
+
+struct Schedule {
+  // The scheduled graph: the input graph plus one extra value (without a producing node) per
+  // output copy.
+  ir::Graph graph;
+  std::vector<Kernel> kernels;     // in execution order
+  std::vector<ValueState> state;   // per graph value
+  std::vector<ValueView> view;     // per graph value, for materialized values
+  std::vector<int32_t> kernel_of;  // per graph value: the kernel that computes it, or -1
+  std::vector<bool> row_level;     // per graph value: a row value of a row_reduce kernel
+  // Graph outputs in order: the value whose buffer is returned. Usually the graph output
+  // itself; a fresh copy when the output is an alias, an input or a constant.
+  std::vector<ir::ValueId> outputs;
+};
+
+// Buffers a compiled graph uses, and where each stored value lives.
+enum class BufferKind : uint8_t { input, output, constant, arena };
+
+struct BufferPlan {
+  struct Slot {
+    BufferKind kind = BufferKind::arena;
+    int64_t index = 0;  // input/output/constant number, or the arena byte offset
+  };
+  std::vector<Slot> slot;  // per graph value; meaningful for stored values, inputs, constants
+  int64_t arena_bytes = 0;
+  std::vector<ir::ValueId> constants;  // constant number -> graph value
+};
+
+}  // namespace zc::codegen

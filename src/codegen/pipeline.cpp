@@ -1,0 +1,44 @@
+#include "codegen/pipeline.h"
+
+#include <sstream>
+
+#include "codegen/buffer_plan.h"
+#include "util/log.h"
+#include "util/timer.h"
+
+namespace zc::codegen {
+
+namespace {
+std::string describe(const Schedule& s) {
+  std::ostringstream os;
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    const Kernel& K = s.kernels[k];
+    os << "kernel " << k << " " << kernel_kind_name(K.kind) << " " << shape_str(K.space) << ": ";
+    for (int32_t n : K.nodes) os << ops::op_def(s.graph.nodes[n].op).name << " ";
+    os << "\n";
+  }
+  return os.str();
+}
+}  // namespace
+
+CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx) {
+  CodegenResult r;
+  // The passes, in order:
+  Timer t;
+  r.schedule = schedule(lowered, ctx.schedule);  // group nodes into kernels (fusion)
+  ZC_LOG(timing) << "codegen pass schedule: " << t.ms() << " ms";
+  ZC_LOG(graph) << "schedule (" << r.schedule.kernels.size() << " kernels):\n"
+                << describe(r.schedule);
+  t = Timer();
+  r.plan = plan_buffers(r.schedule);  // place intermediates in one arena by liveness
+  ZC_LOG(timing) << "codegen pass plan_buffers: " << t.ms() << " ms, arena " << r.plan.arena_bytes
+                 << " bytes";
+  t = Timer();
+  r.module = cpp::emit(r.schedule, r.plan, ctx.emit);  // write C++ for each kernel
+  ZC_LOG(timing) << "codegen pass emit: " << t.ms() << " ms, " << r.module.source.size()
+                 << " bytes of source";
+  ZC_LOG(output_code) << r.module.source;
+  return r;
+}
+
+}  // namespace zc::codegen

@@ -1,0 +1,421 @@
+#include "codegen/schedule.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "ops/shape_rules.h"
+#include "util/check.h"
+
+namespace zc::codegen {
+
+const char* kernel_kind_name(KernelKind k) {
+  switch (k) {
+    case KernelKind::pointwise:
+      return "pointwise";
+    case KernelKind::row_reduce:
+      return "row_reduce";
+    case KernelKind::matmul:
+      return "matmul";
+    case KernelKind::concat:
+      return "concat";
+    case KernelKind::gather:
+      return "gather";
+    case KernelKind::copy:
+      return "copy";
+    case KernelKind::extern_op:
+      return "extern";
+  }
+  return "?";
+}
+
+namespace {
+
+using ir::ValueId;
+using ops::OpClass;
+using ops::OpId;
+
+bool is_elementwise(OpId op) {
+  OpClass c = ops::op_def(op).cls;
+  return c == OpClass::unary || c == OpClass::binary || c == OpClass::ternary;
+}
+bool is_layout(OpId op) {
+  return op == OpId::reshape || op == OpId::permute || op == OpId::expand || op == OpId::slice;
+}
+bool is_reduction(OpId op) {
+  return op == OpId::sum || op == OpId::amax || op == OpId::amin || op == OpId::argmax;
+}
+
+// The shape of a row value: `space` with the reduced dims set to 1 or removed.
+Shape row_shape(const Shape& space, const std::vector<int64_t>& dims, bool keepdim) {
+  Shape out;
+  for (size_t d = 0; d < space.size(); ++d) {
+    bool reduced = std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
+    if (!reduced) {
+      out.push_back(space[d]);
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+class Scheduler {
+ public:
+  Scheduler(const ir::Graph& g, const ScheduleOptions& options) : opt_(options) {
+    s_.graph = g;
+    size_t n = g.values.size();
+    s_.state.assign(n, ValueState::unset);
+    s_.view.assign(n, ValueView{});
+    s_.kernel_of.assign(n, -1);
+    row_level_.assign(n, false);
+    for (const ir::Input& in : g.inputs) set_base(in.value, ValueState::input);
+    for (const ir::Constant& c : g.constants) set_base(c.value, ValueState::constant);
+  }
+
+  Schedule run() {
+    const ir::Graph& g = s_.graph;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      int32_t idx = static_cast<int32_t>(i);
+      bool forced = std::find(opt_.force_extern.begin(), opt_.force_extern.end(), n.op) !=
+                    opt_.force_extern.end();
+      if (forced) {
+        place_single(idx, KernelKind::extern_op);
+      } else if (is_layout(n.op)) {
+        place_layout(idx);
+      } else if (is_elementwise(n.op)) {
+        place_elementwise(idx);
+      } else if (is_reduction(n.op)) {
+        place_reduction(idx);
+      } else if (n.op == OpId::matmul) {
+        place_matmul(idx);
+      } else if (n.op == OpId::cat) {
+        place_single(idx, KernelKind::concat);
+      } else if (n.op == OpId::embedding) {
+        place_single(idx, KernelKind::gather);
+      } else {
+        place_single(idx, KernelKind::extern_op);
+      }
+    }
+    place_outputs();
+    order_kernels();
+    s_.row_level = row_level_;
+    return std::move(s_);
+  }
+
+ private:
+  const ops::TensorMeta& meta(ValueId v) const { return s_.graph.meta(v); }
+
+  void set_base(ValueId v, ValueState st) {
+    s_.state[v] = st;
+    s_.view[v] = ValueView{v, 0, contiguous_strides(meta(v).shape)};
+  }
+
+  int32_t add_kernel(Kernel k) {
+    s_.kernels.push_back(std::move(k));
+    return static_cast<int32_t>(s_.kernels.size() - 1);
+  }
+
+  void add_store(int32_t k, ValueId v) {
+    auto& st = s_.kernels[k].stores;
+    if (std::find(st.begin(), st.end(), v) == st.end()) st.push_back(v);
+  }
+
+  // Makes v readable from another kernel: stored densely if it was fused, and the kernel that
+  // computes it closes (a later member could otherwise depend on the reader).
+  void materialize(ValueId v) {
+    ValueId base = s_.state[v] == ValueState::alias ? s_.view[v].base : v;
+    int32_t k = s_.kernel_of[base];
+    if (s_.state[base] == ValueState::fused) {
+      add_store(k, base);
+      set_base(base, ValueState::stored);
+    }
+    if (k >= 0) s_.kernels[k].closed = true;
+  }
+
+  // Defines v as computed by kernel k.
+  void define(ValueId v, int32_t k, ValueState st) {
+    s_.kernel_of[v] = k;
+    if (st == ValueState::stored) {
+      set_base(v, ValueState::stored);
+      add_store(k, v);
+    } else {
+      s_.state[v] = st;
+    }
+  }
+
+  void place_layout(int32_t idx) {
+    const ir::Node& n = s_.graph.nodes[idx];
+    ValueId in = n.inputs[0], out = n.outputs[0];
+    materialize(in);
+    const ValueView& src = s_.view[in];
+    const Shape& in_shape = meta(in).shape;
+    ValueView v{src.base, src.offset, {}};
+    bool ok = true;
+    switch (n.op) {
+      case OpId::permute:
+        for (int64_t d : std::get<ops::PermuteAttrs>(n.attrs).dims)
+          v.strides.push_back(src.strides[d]);
+        break;
+      case OpId::expand: {
+        const Shape& target = std::get<ops::ShapeAttrs>(n.attrs).shape;
+        size_t off = target.size() - in_shape.size();
+        v.strides.assign(target.size(), 0);
+        for (size_t i = 0; i < in_shape.size(); ++i) {
+          v.strides[off + i] = in_shape[i] == target[off + i] ? src.strides[i] : 0;
+        }
+        break;
+      }
+      case OpId::slice: {
+        const auto& a = std::get<ops::SliceAttrs>(n.attrs);
+        v.strides = src.strides;
+        v.offset += a.start * src.strides[a.dim];
+        v.strides[a.dim] *= a.step;
+        break;
+      }
+      default:  // reshape
+        ok = ops::reshape_strides(in_shape, src.strides, std::get<ops::ShapeAttrs>(n.attrs).shape,
+                                  &v.strides);
+    }
+    if (ok) {
+      s_.state[out] = ValueState::alias;
+      s_.view[out] = v;
+      return;
+    }
+    Kernel k;
+    k.kind = KernelKind::copy;
+    k.nodes = {idx};
+    k.space = in_shape;
+    k.copy_from = in;
+    k.copy_to = out;
+    define(out, add_kernel(std::move(k)), ValueState::stored);
+  }
+
+  // Whether input u, computed in kernel k, can be read inside k by an elementwise node whose
+  // output has shape `out` (and whether that node would be row level).
+  bool fusable_input(int32_t k, ValueId u, const Shape& out, bool* row_level) const {
+    const Kernel& K = s_.kernels[k];
+    switch (K.kind) {
+      case KernelKind::pointwise:
+        *row_level = false;
+        return out == K.space && meta(u).shape == K.space;
+      case KernelKind::matmul:
+        *row_level = false;
+        return out == K.space && meta(u).shape == K.space;
+      case KernelKind::row_reduce: {
+        Shape keep = row_shape(K.space, K.reduce_dims, true);
+        if (out == K.space) {
+          *row_level = false;
+          return row_level_[u] ? meta(u).shape == keep : true;
+        }
+        Shape squeezed = row_shape(K.space, K.reduce_dims, false);
+        *row_level = true;
+        return (out == keep || out == squeezed) && row_level_[u] && meta(u).shape == out;
+      }
+      default:
+        return false;
+    }
+  }
+
+  void place_elementwise(int32_t idx) {
+    const ir::Node& n = s_.graph.nodes[idx];
+    ValueId out = n.outputs[0];
+    const Shape& shape = meta(out).shape;
+    // The latest open kernel computing one of the inputs is the candidate.
+    int32_t cand = -1;
+    for (ValueId u : n.inputs) {
+      int32_t k = s_.kernel_of[u];
+      if (k >= 0 && !s_.kernels[k].closed && s_.state[u] != ValueState::alias)
+        cand = std::max(cand, k);
+    }
+    bool row = false;
+    if (cand >= 0) {
+      for (ValueId u : n.inputs) {
+        if (s_.kernel_of[u] != cand) continue;
+        bool r = false;
+        if (!fusable_input(cand, u, shape, &r)) {
+          cand = -1;
+          break;
+        }
+        row = row || r;
+      }
+      // Row-level nodes read only row values and loads; element nodes anything fusable.
+      if (cand >= 0 && s_.kernels[cand].kind == KernelKind::row_reduce &&
+          shape != s_.kernels[cand].space) {
+        row = true;
+      }
+    }
+    if (cand < 0) {
+      for (ValueId u : n.inputs) materialize(u);
+      Kernel k;
+      k.kind = KernelKind::pointwise;
+      k.space = shape;
+      k.nodes = {idx};
+      define(out, add_kernel(std::move(k)), ValueState::fused);
+      return;
+    }
+    for (ValueId u : n.inputs) {
+      if (s_.kernel_of[u] != cand || s_.state[u] == ValueState::alias) materialize(u);
+    }
+    s_.kernels[cand].nodes.push_back(idx);
+    row_level_[out] = row;
+    define(out, cand, ValueState::fused);
+  }
+
+  void place_reduction(int32_t idx) {
+    const ir::Node& n = s_.graph.nodes[idx];
+    ValueId in = n.inputs[0], out = n.outputs[0];
+    const auto& a = std::get<ops::ReduceAttrs>(n.attrs);
+    const Shape& space = meta(in).shape;
+    int32_t k = s_.kernel_of[in];
+    bool joined = false;
+    if (k >= 0 && !s_.kernels[k].closed && s_.state[in] != ValueState::alias && !row_level_[in]) {
+      Kernel& K = s_.kernels[k];
+      if (K.kind == KernelKind::row_reduce && K.space == space && K.reduce_dims == a.dims) {
+        joined = true;
+      } else if (K.kind == KernelKind::pointwise && K.space == space) {
+        K.kind = KernelKind::row_reduce;
+        K.reduce_dims = a.dims;
+        joined = true;
+      }
+    }
+    if (!joined) {
+      materialize(in);
+      Kernel nk;
+      nk.kind = KernelKind::row_reduce;
+      nk.space = space;
+      nk.reduce_dims = a.dims;
+      k = add_kernel(std::move(nk));
+    }
+    s_.kernels[k].nodes.push_back(idx);
+    row_level_[out] = true;
+    define(out, k, ValueState::fused);
+  }
+
+  void place_matmul(int32_t idx) {
+    const ir::Node& n = s_.graph.nodes[idx];
+    for (ValueId u : n.inputs) materialize(u);
+    Kernel k;
+    k.kind = KernelKind::matmul;
+    k.anchor = idx;
+    k.nodes = {idx};
+    k.space = meta(n.outputs[0]).shape;
+    const Shape& as = meta(n.inputs[0]).shape;
+    const Shape& bs = meta(n.inputs[1]).shape;
+    int64_t M = as.size() == 1 ? 1 : as[as.size() - 2];
+    int64_t K = as.back();
+    int64_t N = bs.size() == 1 ? 1 : bs.back();
+    int64_t batches = std::max<int64_t>(shape_numel(k.space) / std::max<int64_t>(M * N, 1), 1);
+    DType dt = meta(n.outputs[0]).dtype;
+    bool large = batches * M * N * K > opt_.inline_matmul_max_flops;
+    if (large && dt != DType::f32 && dt != DType::f64) {
+      // BLAS covers f32 and f64; anything else this large runs the eager kernel.
+      place_single(idx, KernelKind::extern_op);
+      return;
+    }
+    // A large product lands in a buffer (BLAS writes memory); its epilogue reads it back.
+    define(n.outputs[0], add_kernel(std::move(k)), large ? ValueState::stored : ValueState::fused);
+  }
+
+  void place_single(int32_t idx, KernelKind kind) {
+    const ir::Node& n = s_.graph.nodes[idx];
+    for (ValueId u : n.inputs) materialize(u);
+    Kernel k;
+    k.kind = kind;
+    k.anchor = idx;
+    k.nodes = {idx};
+    k.space = meta(n.outputs[0]).shape;
+    k.closed = true;
+    int32_t id = add_kernel(std::move(k));
+    for (ValueId o : n.outputs) define(o, id, ValueState::stored);
+  }
+
+  void place_outputs() {
+    std::vector<bool> used(s_.graph.values.size(), false);
+    for (ValueId o : s_.graph.outputs) {
+      ValueState st = s_.state[o];
+      bool own = (st == ValueState::fused || st == ValueState::stored) && !used[o];
+      if (own) {
+        materialize(o);
+        used[o] = true;
+        s_.outputs.push_back(o);
+        continue;
+      }
+      // An alias, input or constant (or a repeated output) is returned as a fresh copy.
+      materialize(o);
+      ValueId copy = s_.graph.add_value(meta(o));
+      s_.state.push_back(ValueState::unset);
+      s_.view.push_back(ValueView{});
+      s_.kernel_of.push_back(-1);
+      row_level_.push_back(false);
+      used.push_back(true);
+      Kernel k;
+      k.kind = KernelKind::copy;
+      k.space = meta(o).shape;
+      k.copy_from = o;
+      k.copy_to = copy;
+      k.closed = true;
+      define(copy, add_kernel(std::move(k)), ValueState::stored);
+      s_.outputs.push_back(copy);
+    }
+  }
+
+  // Values a kernel reads from other kernels (through aliases, by their base).
+  std::vector<ValueId> reads(const Kernel& k) const {
+    std::vector<ValueId> out;
+    for (int32_t idx : k.nodes) {
+      for (ValueId u : s_.graph.nodes[idx].inputs) out.push_back(u);
+    }
+    if (k.copy_from >= 0) out.push_back(k.copy_from);
+    for (ValueId& u : out) {
+      if (s_.state[u] == ValueState::alias) u = s_.view[u].base;
+    }
+    return out;
+  }
+
+  // Kernels may have gained members after later kernels were created; order them so that
+  // each runs after the kernels whose values it reads (stable otherwise).
+  void order_kernels() {
+    size_t n = s_.kernels.size();
+    std::vector<std::vector<int32_t>> deps(n);
+    for (size_t i = 0; i < n; ++i) {
+      for (ValueId u : reads(s_.kernels[i])) {
+        int32_t k = s_.kernel_of[u];
+        if (k >= 0 && k != static_cast<int32_t>(i)) deps[i].push_back(k);
+      }
+    }
+    std::vector<int> mark(n, 0);
+    std::vector<int32_t> order;
+    std::function<void(int32_t)> visit = [&](int32_t k) {
+      ZC_CHECK(mark[k] != 1, "kernel dependency cycle at kernel " << k);
+      if (mark[k] == 2) return;
+      mark[k] = 1;
+      for (int32_t d : deps[k]) visit(d);
+      mark[k] = 2;
+      order.push_back(k);
+    };
+    for (size_t i = 0; i < n; ++i) visit(static_cast<int32_t>(i));
+    std::vector<int32_t> new_index(n);
+    std::vector<Kernel> sorted;
+    for (size_t i = 0; i < n; ++i) {
+      new_index[order[i]] = static_cast<int32_t>(i);
+      sorted.push_back(std::move(s_.kernels[order[i]]));
+    }
+    s_.kernels = std::move(sorted);
+    for (int32_t& k : s_.kernel_of) {
+      if (k >= 0) k = new_index[k];
+    }
+  }
+
+  Schedule s_;
+  const ScheduleOptions& opt_;
+  std::vector<bool> row_level_;  // per value: a row value of a row_reduce kernel
+};
+
+}  // namespace
+
+Schedule schedule(const ir::Graph& g, const ScheduleOptions& options) {
+  return Scheduler(g, options).run();
+}
+
+}  // namespace zc::codegen

@@ -1,0 +1,132 @@
+#include "lower/decompose.h"
+
+#include <memory>
+#include <utility>
+
+#include "lower/graph_builder.h"
+#include "ops/dispatch.h"
+#include "util/check.h"
+
+namespace zc::lower {
+
+namespace {
+
+class Recorder;
+
+// Marks a tensor as standing for a value of the graph being built.
+struct Slot final : TraceSlot {
+  Recorder* recorder = nullptr;
+  ir::ValueId id = -1;
+  void materialize(TensorImpl&) override {
+    ZC_CHECK(false,
+             "a decomposition read the values of a traced tensor; decompositions must "
+             "not depend on tensor values");
+  }
+};
+
+// Records the ops a decomposition calls on traced tensors, decomposing composite ones in turn.
+// Ops on untraced tensors compute eagerly (that is how a decomposition builds a constant).
+class Recorder final : public ops::OpInterceptor {
+ public:
+  explicit Recorder(GraphBuilder& out) : out_(out) {}
+
+  // Emits op(inputs) into the builder's current node and returns the outputs' values.
+  std::vector<ir::ValueId> emit(const ops::OpDef& op, std::vector<ir::ValueId> inputs,
+                                const ops::Attrs& attrs) {
+    if (!op.decompose) return out_.add_node(op.id, attrs, std::move(inputs));
+    std::vector<ops::TensorMeta> metas;
+    std::vector<Tensor> args;
+    for (ir::ValueId v : inputs) {
+      metas.push_back(out_.meta(v));
+      args.push_back(traced(v));
+    }
+    std::vector<ops::TensorMeta> expect = ops::infer_outputs(op, metas, attrs);
+    std::vector<Tensor> results;
+    {
+      ops::InterceptorScope scope(this);
+      results = op.decompose(args, attrs);
+    }
+    ZC_CHECK(results.size() == expect.size(),
+             "the decomposition of " << op.name << " returned " << results.size() << " tensors");
+    std::vector<ir::ValueId> outs;
+    for (size_t i = 0; i < results.size(); ++i) {
+      ir::ValueId v = value_of(results[i]);
+      const ops::TensorMeta& got = out_.meta(v);
+      ZC_CHECK(got.shape == expect[i].shape && got.dtype == expect[i].dtype && !got.wrapped_number,
+               "the decomposition of "
+                   << op.name << " gives " << dtype_name(got.dtype) << shape_str(got.shape)
+                   << ", the op " << dtype_name(expect[i].dtype) << shape_str(expect[i].shape));
+      outs.push_back(v);
+    }
+    return outs;
+  }
+
+  std::vector<Tensor> intercept(const ops::OpDef& op, std::span<const Tensor> inputs,
+                                const ops::Attrs& attrs) override {
+    std::vector<ir::ValueId> ids;
+    for (const Tensor& t : inputs) ids.push_back(value_of(t));
+    std::vector<Tensor> out;
+    for (ir::ValueId v : emit(op, std::move(ids), attrs)) out.push_back(traced(v));
+    return out;
+  }
+  // Decompositions are ops, not modules: they open no regions.
+  void enter_region(std::string_view, const void*) override {}
+  void exit_region() override {}
+
+ private:
+  ir::ValueId value_of(const Tensor& t) {
+    if (t.is_traced()) {
+      auto* slot = dynamic_cast<Slot*>(t.unsafe_impl()->trace.get());
+      ZC_CHECK(slot && slot->recorder == this, "a decomposition used a tensor traced elsewhere");
+      return slot->id;
+    }
+    for (const auto& [impl, id] : constants_) {
+      if (impl.get() == t.unsafe_impl()) return id;
+    }
+    Tensor data = t.clone();
+    data.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
+    ir::ValueId id = out_.add_constant(std::move(data));
+    constants_.emplace_back(t.impl_ptr(), id);
+    return id;
+  }
+
+  Tensor traced(ir::ValueId id) {
+    const ops::TensorMeta& m = out_.meta(id);
+    auto impl = std::make_shared<TensorImpl>();
+    impl->shape = m.shape;
+    impl->strides = contiguous_strides(m.shape);
+    impl->dtype = m.dtype;
+    impl->device = m.device;
+    impl->wrapped_number = m.wrapped_number;
+    auto slot = std::make_shared<Slot>();
+    slot->recorder = this;
+    slot->id = id;
+    impl->trace = std::move(slot);
+    return Tensor(std::move(impl));
+  }
+
+  GraphBuilder& out_;
+  // Holding the impls keeps their addresses from being reused by later temporaries.
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, ir::ValueId>> constants_;
+};
+
+}  // namespace
+
+ir::Graph decompose(const ir::Graph& g) {
+  GraphBuilder b(g);
+  Recorder recorder(b);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& node = g.nodes[i];
+    const ops::OpDef& def = ops::op_def(node.op);
+    b.begin_node(static_cast<int32_t>(i));
+    if (!def.decompose) {
+      b.copy_node(node);
+      continue;
+    }
+    std::vector<ir::ValueId> outs = recorder.emit(def, b.map(node.inputs), node.attrs);
+    for (size_t o = 0; o < outs.size(); ++o) b.alias(node.outputs[o], outs[o]);
+  }
+  return std::move(b).finish();
+}
+
+}  // namespace zc::lower

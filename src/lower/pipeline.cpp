@@ -1,0 +1,62 @@
+#include "lower/pipeline.h"
+
+#include <string_view>
+
+#include "ir/canonical.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "lower/canonicalize.h"
+#include "lower/decompose.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/timer.h"
+
+namespace zc::lower {
+
+namespace {
+
+struct Pass {
+  std::string_view name;
+  ir::Graph (*run)(const ir::Graph&);
+};
+
+// The lowering passes, in order.
+constexpr Pass kPasses[] = {
+    {"decompose", decompose},        // composite ops become primitive ones
+    {"canonicalize", canonicalize},  // identities, small constant work, duplicates, dead code go
+};
+
+void verify_after(const ir::Graph& g, std::string_view pass) {
+  try {
+    ir::verify(g);
+  } catch (const Error& e) {
+    ZC_CHECK(false, "lowering pass " << pass << " produced an invalid graph: " << e.what());
+  }
+}
+
+}  // namespace
+
+ir::Graph lower(const ir::Graph& captured, const LowerContext& ctx) {
+  if (ctx.verify) ir::verify(captured);
+  ir::Graph g;
+  const ir::Graph* cur = &captured;
+  for (const Pass& pass : kPasses) {
+    Timer timer;
+    ir::Graph next = pass.run(*cur);
+    ZC_LOG(timing) << "lower " << pass.name << ": " << timer.ms() << " ms";
+    if (ctx.verify) verify_after(next, pass.name);
+    if (logging::enabled(logging::Topic::graph) &&
+        ir::canonical_bytes(next) != ir::canonical_bytes(*cur)) {
+      ZC_LOG(graph) << "after " << pass.name << ":\n" << ir::print(next);
+    }
+    g = std::move(next);
+    cur = &g;
+  }
+  for (const ir::Node& n : g.nodes) {
+    ZC_CHECK(!ops::op_def(n.op).decompose,
+             "lowering left the composite op " << ops::op_def(n.op).name << " in the graph");
+  }
+  return g;
+}
+
+}  // namespace zc::lower

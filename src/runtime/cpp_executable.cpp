@@ -1,0 +1,194 @@
+#include "runtime/cpp_executable.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "codegen/backends/cpp/abi.h"
+#include "ops/eager.h"
+#include "util/check.h"
+
+namespace zc::runtime {
+
+namespace {
+
+using codegen::BufferKind;
+using codegen::cpp::ZcArgs;
+using codegen::cpp::ZcServices;
+
+void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+}
+void dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+           const double* b, int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+const ZcServices kServices{sgemm, dgemm};
+
+struct ArenaDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using Arena = std::unique_ptr<char, ArenaDeleter>;
+
+class CppExecutable final : public Executable {
+ public:
+  CppExecutable(codegen::CodegenResult code, std::shared_ptr<toolchain::SharedLibrary> lib)
+      : code_(std::move(code)), lib_(std::move(lib)) {
+    const codegen::Schedule& s = code_.schedule;
+    for (const auto& step : code_.module.steps) {
+      steps_.push_back(Step{
+          step.symbol.empty() ? nullptr : lib_->function<int(const ZcArgs*)>(step.symbol.c_str()),
+          step.node});
+    }
+    for (ir::ValueId v : code_.plan.constants) {
+      for (const ir::Constant& c : s.graph.constants) {
+        if (c.value == v) constants_.push_back(ops::eager_contiguous(c.data));
+      }
+      const_ptrs_.push_back(constants_.back().raw_data());
+    }
+    for (ir::ValueId v : s.outputs) output_metas_.push_back(s.graph.meta(v));
+  }
+
+  std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
+    const codegen::Schedule& s = code_.schedule;
+    ZC_CHECK(inputs.size() == s.graph.inputs.size(),
+             "compiled graph takes " << s.graph.inputs.size() << " inputs, got " << inputs.size());
+    // Generated code reads inputs densely; a strided input is copied once.
+    std::vector<Tensor> dense;
+    std::vector<void*> in(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = *inputs[i];
+      if (t.is_contiguous()) {
+        in[i] = t.raw_data();
+      } else {
+        dense.push_back(ops::eager_contiguous(t));
+        in[i] = dense.back().raw_data();
+      }
+    }
+    std::vector<Tensor> outputs;
+    std::vector<void*> out;
+    for (const ops::TensorMeta& m : output_metas_) {
+      outputs.push_back(Tensor::empty(m.shape, m.dtype));
+      out.push_back(outputs.back().raw_data());
+    }
+    Arena arena = take_arena();
+    ZcArgs args{in.data(), out.data(), const_ptrs_.data(), arena.get(), &kServices};
+    try {
+      for (const Step& step : steps_) {
+        if (step.fn) {
+          int rc = step.fn(&args);
+          if (rc != 0) report(rc, step);
+        } else {
+          run_extern(step.node, args);
+        }
+      }
+    } catch (...) {
+      give_arena(std::move(arena));
+      throw;
+    }
+    give_arena(std::move(arena));
+    return outputs;
+  }
+
+  std::string_view backend() const override { return "cpp"; }
+
+ private:
+  struct Step {
+    codegen::cpp::KernelFn fn;  // null: an extern op
+    int32_t node;
+  };
+
+  void* address(ir::ValueId base, const ZcArgs& a) const {
+    const auto& slot = code_.plan.slot[base];
+    switch (slot.kind) {
+      case BufferKind::input:
+        return a.in[slot.index];
+      case BufferKind::output:
+        return a.out[slot.index];
+      case BufferKind::constant:
+        return a.consts[slot.index];
+      case BufferKind::arena:
+        return a.arena + slot.index;
+    }
+    return nullptr;
+  }
+
+  // A tensor over the buffer of materialized value v (no copy).
+  Tensor view(ir::ValueId v, const ZcArgs& a) const {
+    const codegen::Schedule& s = code_.schedule;
+    const codegen::ValueView& vv = s.view[v];
+    const ops::TensorMeta& m = s.graph.meta(v);
+    auto storage = Storage::borrow(address(vv.base, a), 0, Device::cpu());
+    return Tensor::view_of(storage, m.shape, vv.strides, vv.offset, m.dtype);
+  }
+
+  // Runs a node the backend does not generate with its eager kernel, then writes the results
+  // into their planned buffers.
+  void run_extern(int32_t node, const ZcArgs& a) const {
+    const codegen::Schedule& s = code_.schedule;
+    const ir::Node& n = s.graph.nodes[node];
+    std::vector<Tensor> args;
+    for (ir::ValueId u : n.inputs) args.push_back(view(u, a));
+    std::vector<ops::TensorMeta> metas;
+    for (ir::ValueId o : n.outputs) metas.push_back(s.graph.meta(o));
+    std::vector<Tensor> results = ops::op_def(n.op).eager(args, n.attrs, metas);
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      Tensor r = ops::eager_contiguous(results[i]);
+      size_t bytes = static_cast<size_t>(r.numel()) * dtype_size(r.dtype());
+      if (bytes) std::memcpy(address(n.outputs[i], a), r.raw_data(), bytes);
+    }
+  }
+
+  [[noreturn]] void report(int rc, const Step& step) const {
+    (void)step;
+    if (rc == codegen::cpp::kErrIndexOutOfRange) {
+      throw Error(
+          "embedding: an index is out of range for its table (compiled graph); check "
+          "the token ids against the embedding's num_embeddings");
+    }
+    throw Error("compiled kernel failed with code " + std::to_string(rc));
+  }
+
+  Arena take_arena() const {
+    {
+      std::lock_guard lock(pool_mu_);
+      if (!pool_.empty()) {
+        Arena a = std::move(pool_.back());
+        pool_.pop_back();
+        return a;
+      }
+    }
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(code_.plan.arena_bytes, 64));
+    char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (!p) throw std::bad_alloc();
+    return Arena(p);
+  }
+
+  void give_arena(Arena a) const {
+    std::lock_guard lock(pool_mu_);
+    pool_.push_back(std::move(a));
+  }
+
+  codegen::CodegenResult code_;
+  std::shared_ptr<toolchain::SharedLibrary> lib_;
+  std::vector<Step> steps_;
+  std::vector<Tensor> constants_;
+  std::vector<void*> const_ptrs_;
+  std::vector<ops::TensorMeta> output_metas_;
+  mutable std::mutex pool_mu_;
+  mutable std::vector<Arena> pool_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Executable> make_cpp_executable(
+    codegen::CodegenResult code, std::shared_ptr<toolchain::SharedLibrary> library) {
+  return std::make_shared<CppExecutable>(std::move(code), std::move(library));
+}
+
+}  // namespace zc::runtime

@@ -1,0 +1,317 @@
+#include "toolchain/compiler.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/timer.h"
+#include "zc/error.h"
+
+extern char** environ;
+
+namespace zc::toolchain {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxProcessOutput = 1 << 20;
+constexpr size_t kMaxReportedOutput = 4096;
+
+std::optional<std::string> env_value(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// The absolute path of `name`: made absolute when it holds a '/', else the first executable
+// match on `path_var` (an empty entry means the current directory, as for a shell).
+std::optional<std::string> locate(const std::string& name, const std::string& path_var) {
+  if (name.find('/') != std::string::npos) {
+    std::error_code ec;
+    fs::path abs = fs::absolute(name, ec);
+    if (ec) return std::nullopt;
+    return abs.lexically_normal().string();
+  }
+  std::stringstream dirs(path_var);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::error_code ec;
+    fs::path candidate = fs::absolute(fs::path(dir.empty() ? "." : dir) / name, ec);
+    if (!ec && is_executable_file(candidate.string())) return candidate.lexically_normal().string();
+  }
+  return std::nullopt;
+}
+
+// Probes the compiler at an absolute path. Returns the reason it is unusable on failure.
+std::optional<CompilerInfo> probe(const std::string& path, std::string* why) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    *why = path + " does not exist";
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
+    *why = path + " is not an executable file";
+    return std::nullopt;
+  }
+  ProcessResult r;
+  try {
+    r = run_process({path, "--version"});
+  } catch (const Error& e) {
+    *why = e.what();
+    return std::nullopt;
+  }
+  std::string first_line = r.output.substr(0, r.output.find('\n'));
+  if (r.exit_code != 0 || first_line.empty()) {
+    *why = "`" + path + " --version` failed (exit status " + std::to_string(r.exit_code) + ")";
+    return std::nullopt;
+  }
+  CompilerInfo info;
+  info.path = path;
+  std::error_code ec;
+  fs::path real = fs::canonical(path, ec);
+  info.real_path = ec ? path : real.string();
+  info.version = first_line;
+  info.size = static_cast<uint64_t>(st.st_size);
+  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return info;
+}
+
+struct Discovery {
+  std::optional<CompilerInfo> info;
+  std::string error;  // non-empty: raise this instead
+};
+
+const Discovery& process_discovery() {
+  static const Discovery d = [] {
+    Discovery r;
+    try {
+      r.info = discover_cxx(CompilerSearch::from_env());
+    } catch (const Error& e) {
+      r.error = e.what();
+    }
+    return r;
+  }();
+  return d;
+}
+
+// Creates a new file holding `data`; never opens an existing one.
+void write_new_file(const std::string& path, std::string_view data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw Error("cannot create " + path + ": " + std::strerror(errno) +
+                "; check that the directory is writable or choose another one");
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      throw Error("cannot write " + path + ": " + std::strerror(err) + " (is the disk full?)");
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
+std::string truncated(const std::string& text) {
+  if (text.size() <= kMaxReportedOutput) return text;
+  return text.substr(0, kMaxReportedOutput) + "\n... (" +
+         std::to_string(text.size() - kMaxReportedOutput) + " more bytes of compiler output)";
+}
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+}  // namespace
+
+std::string CompilerInfo::identity() const {
+  return "cxx{path=" + path + ";real=" + real_path + ";version=" + version +
+         ";size=" + std::to_string(size) + ";mtime_ns=" + std::to_string(mtime_ns) + "}";
+}
+
+CompilerSearch CompilerSearch::from_env() {
+  return {env_value("ZC_CXX"), env_value("CXX"), env_value("PATH").value_or("/usr/bin:/bin")};
+}
+
+std::optional<CompilerInfo> discover_cxx(const CompilerSearch& search) {
+  std::string why;
+  if (search.zc_cxx && !search.zc_cxx->empty()) {
+    const std::string& v = *search.zc_cxx;
+    std::optional<std::string> path = locate(v, search.path);
+    if (!path) {
+      throw Error("ZC_CXX=" + v +
+                  ": no such program on PATH; set ZC_CXX to the path of a C++ "
+                  "compiler (or unset it to use CXX, then c++)");
+    }
+    if (auto info = probe(*path, &why)) return info;
+    throw Error("ZC_CXX=" + v + " cannot be used as the C++ compiler: " + why +
+                "; set ZC_CXX to the path of a working C++ compiler (or unset it to use CXX, "
+                "then c++)");
+  }
+  std::vector<std::string> names;
+  if (search.cxx && !search.cxx->empty()) names.push_back(*search.cxx);
+  for (const char* n : {"c++", "g++", "clang++"}) names.emplace_back(n);
+  for (const auto& name : names) {
+    std::optional<std::string> path = locate(name, search.path);
+    if (!path) continue;
+    if (auto info = probe(*path, &why)) return info;
+  }
+  return std::nullopt;
+}
+
+std::optional<CompilerInfo> find_cxx() {
+  const Discovery& d = process_discovery();
+  if (!d.error.empty()) throw Error(d.error);
+  return d.info;
+}
+
+bool compiler_available() {
+  return find_cxx().has_value();
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv) {
+  if (argv.empty()) throw Error("run_process: empty command line");
+  // O_CLOEXEC on both ends keeps this pipe out of children that other threads spawn
+  // meanwhile; otherwise one of them could hold the write end open and our read never ends.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw Error(std::string("cannot create a pipe to run ") + argv[0] + ": " +
+                std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw Error("cannot run " + argv[0] + ": " + std::strerror(rc));
+  }
+  ProcessResult result;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    // Keep draining past the cap so the child never blocks on a full pipe.
+    size_t room = kMaxProcessOutput - std::min(kMaxProcessOutput, result.output.size());
+    result.output.append(buf, std::min(room, static_cast<size_t>(n)));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw Error("waiting for " + argv[0] + ": " + std::strerror(errno));
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string unique_file_stem() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t seed = [] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  uint64_t n = counter.fetch_add(1, std::memory_order_relaxed);
+  auto pid = static_cast<uint64_t>(::getpid());
+  uint64_t r = mix64(seed ^ mix64(n ^ (pid << 40)));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(r));
+  return "zc_" + std::to_string(pid) + "_" + std::to_string(n) + "_" + hex;
+}
+
+std::string default_work_dir() {
+  std::string base = env_value("TMPDIR").value_or("/tmp");
+  std::string dir = base + "/zc-" + std::to_string(::getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw Error("cannot create the work directory " + dir + ": " + std::strerror(errno) +
+                "; set TMPDIR to a writable directory");
+  }
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) {
+    throw Error("the work directory " + dir +
+                " is not a directory owned by this user, so files compiled there could be "
+                "replaced by someone else; remove it or set TMPDIR to a private directory");
+  }
+  return dir;
+}
+
+CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& target,
+                                    std::string_view source, const std::string& work_dir,
+                                    bool keep_source) {
+  std::string dir = work_dir.empty() ? default_work_dir() : work_dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    throw Error("cannot create the compile directory " + dir + ": " + ec.message() +
+                "; choose a writable directory");
+  }
+  std::string stem = dir + "/" + unique_file_stem();
+  CompileResult result;
+  result.so_path = stem + ".so";
+  result.source_path = stem + ".cpp";
+  write_new_file(result.source_path, source);
+
+  std::vector<std::string> argv{cxx.path};
+  argv.insert(argv.end(), target.flags.begin(), target.flags.end());
+  argv.insert(argv.end(), {"-o", result.so_path, result.source_path});
+  Timer timer;
+  ProcessResult r;
+  try {
+    r = run_process(argv);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; the C++ compiler from " + cxx.path +
+                " could not be started (set ZC_CXX to a working compiler). Source kept at " +
+                result.source_path);
+  }
+  result.seconds = timer.seconds();
+  if (r.exit_code != 0 || !fs::is_regular_file(result.so_path, ec)) {
+    ::unlink(result.so_path.c_str());
+    throw Error("the C++ compiler failed on generated code (exit status " +
+                std::to_string(r.exit_code) + ").\ncommand: " + join(argv) + "\n" +
+                truncated(r.output) + "\nThe source is kept at " + result.source_path +
+                "; this is a zc bug: please report it with this message and that file.");
+  }
+  result.compiler_stderr = std::move(r.output);
+  if (!keep_source) {
+    ::unlink(result.source_path.c_str());
+    result.source_path.clear();
+  }
+  ZC_LOG(timing) << "toolchain: compiled " << result.so_path << " in " << result.seconds * 1e3
+                 << " ms";
+  return result;
+}
+
+}  // namespace zc::toolchain

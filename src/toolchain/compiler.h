@@ -1,0 +1,101 @@
+// The system C++ compiler: finding it, naming it for cache keys, and running it on generated
+// source to produce a shared object.
+//
+// Discovery order: ZC_CXX, then CXX, then `c++`, `g++`, `clang++` on PATH. Each value is a
+// path (anything with a '/') or a program name looked up on PATH; arguments are not
+// supported. A ZC_CXX that cannot be used is an error, never a silent fallback, because the
+// user asked for that compiler by name. An unusable CXX is skipped: it is a general build
+// variable that often holds things zc cannot run (a wrapper with arguments, a cross compiler).
+//
+// The compiler runs as a child process (posix_spawn, no shell), so nothing in the source or
+// the paths is ever interpreted by a shell.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "toolchain/target.h"
+
+namespace zc::toolchain {
+
+struct CompilerInfo {
+  // Absolute path of the compiler as found, symlinks kept: it is what gets executed, since
+  // drivers such as clang++ or a ccache link decide what to be from the name they are run as.
+  std::string path;
+  // `path` with every symlink resolved: the file whose size and mtime are recorded.
+  std::string real_path;
+  // First line of `<path> --version`.
+  std::string version;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+
+  // All of the above in one stable string, for cache keys: an upgrade or a rebuild of the
+  // compiler changes the version, size or mtime and so the identity.
+  std::string identity() const;
+};
+
+// The environment that discovery reads, passed explicitly so tests can try any combination
+// without touching the process environment or the process-wide result.
+struct CompilerSearch {
+  std::optional<std::string> zc_cxx;  // ZC_CXX; unset or empty means not given
+  std::optional<std::string> cxx;     // CXX; unset or empty means not given
+  std::string path;                   // PATH
+
+  static CompilerSearch from_env();
+};
+
+// Finds and probes a compiler (stat and `--version`, a few milliseconds) without caching.
+// Returns nullopt when no candidate is usable. Raises zc::Error naming ZC_CXX when ZC_CXX is
+// given but does not exist, is not executable, or fails `--version`.
+std::optional<CompilerInfo> discover_cxx(const CompilerSearch& search);
+
+// discover_cxx(CompilerSearch::from_env()), computed once per process (thread-safe). An error
+// is remembered too and raised again on every call.
+std::optional<CompilerInfo> find_cxx();
+
+// True when find_cxx() finds a compiler, false when none is installed. Raises find_cxx()'s
+// error for a bad ZC_CXX, so a misconfiguration is never mistaken for "no compiler".
+bool compiler_available();
+
+struct ProcessResult {
+  int exit_code = 0;   // the exit status, or 128 + the signal number when it was killed
+  std::string output;  // stdout and stderr interleaved, the first 1 MiB of it
+};
+
+// Runs argv[0] (an absolute path) with argv, stdin from /dev/null, and waits for it. Safe to
+// call from many threads at once: no descriptor of one call leaks into another's child.
+// Raises zc::Error when the program cannot be started.
+ProcessResult run_process(const std::vector<std::string>& argv);
+
+struct CompileResult {
+  std::string so_path;      // the shared object; the caller owns it and removes it when done
+  std::string source_path;  // the source if it was kept, else empty
+  double seconds = 0;       // wall time of the compiler process
+  // What the compiler printed on success (usually nothing: generated code is compiled with -w).
+  // Not named `stderr`, which is a macro in some C libraries.
+  std::string compiler_stderr;
+};
+
+// Compiles `source` into a shared object in `work_dir` (created if missing; empty means
+// default_work_dir()). Files get names unique across threads and processes (pid, counter and
+// random bits), so any number of compiles may run at once on one directory. The source is
+// removed after a successful compile unless `keep_source`.
+// Raises zc::Error when the compiler fails; the message holds the command, the compiler's
+// output (the first 4 KiB) and the path of the source, which is then always kept so it can be
+// reported. Also raises zc::Error when the work directory or the source cannot be written.
+CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& target,
+                                    std::string_view source, const std::string& work_dir,
+                                    bool keep_source = false);
+
+// A private directory for intermediate files: $TMPDIR/zc-<uid> (or /tmp/zc-<uid>), created
+// with mode 0700. Raises zc::Error when it exists but is not a directory owned by this user,
+// since another user could then swap the files zc is about to load.
+std::string default_work_dir();
+
+// A file name stem ("zc_<pid>_<counter>_<random>") unique across threads and processes.
+std::string unique_file_stem();
+
+}  // namespace zc::toolchain

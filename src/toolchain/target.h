@@ -1,0 +1,66 @@
+// The CPU target of generated code: the instruction-set level it is compiled for and the full
+// set of compiler flags, with a fingerprint that changes whenever the binary could change.
+//
+// ZC_CPU_ISA picks the level: `native` (the default: the best code for this machine, never
+// reused on another CPU) or a portable x86-64 level (`x86-64-v2`, `x86-64-v3`, `x86-64-v4`)
+// so that one cache bundle serves a fleet of mixed machines.
+//
+// Flag choices (measured with bench/toolchain.cpp; the figures are in its header):
+//  - -O2 plus, for gcc, -ftree-vectorize -fvect-cost-model=cheap. Plain -O2 in gcc vectorizes
+//    only loops that need no epilogue and no runtime checks, which leaves generated kernels
+//    (reductions, loops inside OpenMP regions) scalar: 3-4x slower than -O3. -O3 costs about
+//    40% more compile time on a 200-line source; the cheap cost model gets -O3's run time for
+//    about 10%. Clang's -O2 already vectorizes with a full cost model and rejects the option.
+//  - -fno-math-errno -fno-trapping-math, never -ffast-math: those two let sqrtf and friends
+//    inline and loops vectorize, while -ffast-math would reassociate reductions and break the
+//    1e-5 agreement with the eager reference.
+//  - -D_GLIBCXX_INCLUDE_NEXT_C_HEADERS: with libstdc++, <math.h> in C++ pulls in <cmath> and
+//    most of <type_traits> (about 20,000 lines); the macro makes it the plain C header, which
+//    cuts a small kernel's compile time from about 130 ms to 50 ms. Generated code must
+//    therefore call the C names (expf, fabsf), not the C++ overloads (exp(float), abs(float)).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zc::toolchain {
+
+struct CompilerInfo;
+
+struct Target {
+  // "native", "x86-64-v2", "x86-64-v3" or "x86-64-v4".
+  std::string isa;
+  // Every flag passed to the compiler, in order, before "-o <output> <source>".
+  std::vector<std::string> flags;
+  // For `native`: what it resolves to on this machine (the effective -march and enabled target
+  // features as the compiler sees them, the CPU brand and its cpuid feature words). Empty for a
+  // portable level, whose binaries are meant to move between machines.
+  std::string native;
+
+  // A stable, human-readable string of everything above. Two targets with equal fingerprints
+  // produce the same binary from the same source with the same compiler; a `native` target's
+  // fingerprint differs between CPUs whose features differ.
+  std::string fingerprint() const;
+};
+
+// The target for `isa`, with flags for the compiler `cxx` (nullptr: find_cxx()'s, or gcc's
+// when there is none). Raises zc::Error naming the valid values when `isa` is not one of them.
+// For `native`, the resolution runs `<cxx> -march=native` once per process and compiler (a few
+// milliseconds); without a usable compiler it rests on cpuid alone. Does not check that this
+// CPU can run the level (see host_supports).
+Target make_target(std::string isa, const CompilerInfo* cxx = nullptr);
+
+// The target from ZC_CPU_ISA (unset or empty: native), computed once per process. Raises
+// zc::Error (on every call) when the value is invalid or names a level this CPU cannot run,
+// since code built for it would die of an illegal instruction.
+Target cpu_target();
+
+// Whether this CPU (and its operating system) can execute code compiled for `isa`. True for
+// `native`; false for a name that is not an ISA level.
+bool host_supports(std::string_view isa);
+
+// The ISA names make_target accepts, in increasing order of capability after "native".
+const std::vector<std::string>& valid_isas();
+
+}  // namespace zc::toolchain

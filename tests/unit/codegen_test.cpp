@@ -1,0 +1,360 @@
+// The CPU backend: generated code against the interpreter, fusion by kernel count, what the
+// generated source contains, the extern fallback, and failure behaviour.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <thread>
+
+#include "capture/capture.h"
+#include "codegen/pipeline.h"
+#include "lower/pipeline.h"
+#include "runtime/compile_graph.h"
+#include "runtime/interpreter.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+struct Fn : nn::Module {
+  std::function<Tensor(const Tensor&)> f;
+  explicit Fn(std::function<Tensor(const Tensor&)> f) : f(std::move(f)) {}
+  Tensor forward(const Tensor& x) override { return f(x); }
+};
+
+ir::Graph lowered_graph(nn::Module& m, const Tensor& x) {
+  auto cap = capture::capture_module(m, x, nullptr, true);
+  return lower::lower(cap.graph, lower::LowerContext{});
+}
+
+codegen::CodegenResult generate(nn::Module& m, const Tensor& x, codegen::CodegenContext ctx = {}) {
+  return codegen::codegen_cpp(lowered_graph(m, x), ctx);
+}
+
+// Compiled (generated C++) against the interpreter on the same captured graph.
+void expect_matches_interpreter(std::shared_ptr<nn::Module> m, const Tensor& x, double rtol,
+                                double atol, const std::string& what) {
+  Tensor ref = compile(m, {.backend = "eager"})(x);
+  Tensor got = compile(m, {.backend = "cpp"})(x);
+  ASSERT_EQ(got.shape(), ref.shape()) << what;
+  ASSERT_EQ(got.dtype(), ref.dtype()) << what;
+  EXPECT_TRUE(allclose(got, ref, rtol, atol))
+      << what << ": max diff " << max(abs(got.to(DType::f64) - ref.to(DType::f64))).item<double>();
+}
+
+// Tolerances: elementwise chains differ from the eager kernels only where the generated code
+// uses its own exp/tanh (within 2 ulp) and where the compiler contracts a*b+c into one
+// fused multiply-add, so 1e-5 relative; reductions and matmuls may add in another order, so
+// the error grows with the reduction length: 1e-4 for the lengths used here.
+constexpr double kPointwiseTol = 1e-5;
+constexpr double kReduceTol = 1e-4;
+
+struct Case {
+  const char* name;
+  double tol;
+  std::function<Tensor(const Tensor&)> f;
+};
+
+std::vector<Case> op_cases() {
+  return {
+      {"unary", kPointwiseTol,
+       [](const Tensor& x) {
+         return -abs(x) + exp(x) * log(abs(x) + 1.0) + sqrt(abs(x)) - rsqrt(abs(x) + 1.0);
+       }},
+      {"activations", kPointwiseTol,
+       [](const Tensor& x) {
+         return tanh(x) + sigmoid(x) + relu(x) + gelu(x) + gelu(x, GeluApprox::tanh) + erf(x);
+       }},
+      {"clamp_cast_pow", kPointwiseTol,
+       [](const Tensor& x) {
+         return clamp(x, -0.5, 0.5) + cast(cast(x * 4.0, DType::i32), DType::f32) +
+                pow(abs(x), 1.5) + pow(abs(x) + 1.0, x);
+       }},
+      {"binary_broadcast", kPointwiseTol,
+       [](const Tensor& x) {
+         Tensor row = mean(x, {0}, true);
+         return maximum(x, row) - minimum(x, x * 0.5) + x / (abs(row) + 1.0);
+       }},
+      {"compare_where", kPointwiseTol,
+       [](const Tensor& x) {
+         return where(gt(x, 0.0), x, x * 0.1) + cast(eq(x, x), DType::f32) +
+                cast(ne(x, 0.5), DType::f32) + cast(lt(x, 0.0), DType::f32) +
+                cast(le(x, 0.2), DType::f32) + cast(ge(x, -0.2), DType::f32);
+       }},
+      {"reductions", kReduceTol,
+       [](const Tensor& x) {
+         return sum(x, {1}, true) + amax(x, {1}, true) * amin(x, {1}, true) + mean(x) +
+                var(x, {1}, 1, true) + cast(argmax(x, 1, true), DType::f32);
+       }},
+      {"reduce_dim0", kReduceTol, [](const Tensor& x) { return sum(exp(x), {0}) + amax(x, {0}); }},
+      {"softmax_layernorm", kReduceTol,
+       [](const Tensor& x) {
+         return softmax(x, 1) + log_softmax(x, 0) + layer_norm(x, {x.size(1)});
+       }},
+      {"layout", kPointwiseTol,
+       [](const Tensor& x) {
+         Tensor t = x.t().contiguous();
+         return (t.reshape({-1}).slice(0, 0, t.numel(), 1).reshape(t.shape()).t() +
+                 sum(x.slice(1, 0, x.size(1), 2), {1}, true).expand(x.shape()));
+       }},
+      {"matmul", kReduceTol,
+       [](const Tensor& x) { return sum(matmul(x, x.t()), {1}, true) + sum(matmul(x.t(), x)); }},
+      {"cat_embedding", kPointwiseTol,
+       [](const Tensor& x) {
+         Tensor idx =
+             cast(clamp(abs(x) * 3.0, 0.0, static_cast<double>(x.size(0) - 1)), DType::i64);
+         Tensor rows = embedding(x, idx.slice(1, 0, 1));
+         return cat({x, x * 2.0}, 1).slice(1, 1, x.size(1) + 1) + sum(rows, {1});
+       }},
+  };
+}
+
+TEST(CodegenNumerics, EveryOpMatchesTheInterpreter) {
+  manual_seed(5);
+  // Small, size-1, non-contiguous, and large enough for the parallel loops.
+  std::vector<Tensor> inputs = {randn({3, 4}), randn({1, 5}), randn({6, 5}).t(), randn({300, 257})};
+  std::set<ops::OpId> seen;
+  for (const Case& c : op_cases()) {
+    for (const Tensor& x : inputs) {
+      auto m = std::make_shared<Fn>(c.f);
+      expect_matches_interpreter(m, x, c.tol, c.tol,
+                                 std::string(c.name) + " " + shape_str(x.shape()));
+      for (const ir::Node& n : lowered_graph(*m, x).nodes) seen.insert(n.op);
+    }
+  }
+  for (int i = 0; i < ops::kNumOps; ++i) {
+    const ops::OpDef& def = ops::op_def(static_cast<ops::OpId>(i));
+    if (def.decompose) continue;  // composites never reach the code generator
+    EXPECT_TRUE(seen.count(def.id)) << "no case generates code for " << def.name;
+  }
+}
+
+TEST(CodegenNumerics, OtherDtypes) {
+  manual_seed(6);
+  auto chain = [](const Tensor& x) { return relu(x * 2.0 + 1.0) - sigmoid(x) / (abs(x) + 1.0); };
+  for (DType t : {DType::f64, DType::f16, DType::bf16}) {
+    Tensor x = randn({7, 9}).to(t);
+    double tol = t == DType::f64 ? 1e-12 : 1e-2;
+    expect_matches_interpreter(std::make_shared<Fn>(chain), x, tol, tol,
+                               std::string(dtype_name(t)));
+    expect_matches_interpreter(
+        std::make_shared<Fn>([](const Tensor& x) { return softmax(x, 1) + sum(x, {0}, true); }), x,
+        tol, tol, std::string("reduce ") + std::string(dtype_name(t)));
+  }
+  for (DType t : {DType::i32, DType::i64}) {
+    Tensor x = randint(-5, 6, {4, 6}, t);
+    expect_matches_interpreter(std::make_shared<Fn>([](const Tensor& x) {
+                                 return maximum(x * 3, abs(x)) + where(gt(x, 0.0), x, neg(x)) +
+                                        sum(x, {1}, true) + cast(argmax(x, 1, true), x.dtype());
+                               }),
+                               x, 0, 0, std::string(dtype_name(t)));
+  }
+  Tensor b = gt(randn({5, 5}), 0.0);
+  expect_matches_interpreter(std::make_shared<Fn>([](const Tensor& x) {
+                               return where(x, ones({}), zeros({})) + cast(x, DType::f32);
+                             }),
+                             b, 0, 0, "bool");
+}
+
+TEST(CodegenNumerics, Seed64AndGptMatchEager) {
+  manual_seed(7);
+  auto seed = models::seed_model(64);
+  Tensor x = randn({10, 10});
+  EXPECT_TRUE(allclose(compile(seed)(x), (*seed)(x), kPointwiseTol, 1e-6));
+
+  auto gpt =
+      models::gpt({.vocab_size = 97, .block_size = 32, .n_layer = 2, .n_head = 4, .d_model = 32});
+  gpt->eval();
+  Tensor tokens = randint(0, 97, {2, 16});
+  // Logits reach |30| after two blocks; the generated softmax, layer_norm and GEMM epilogues
+  // round differently from the fused eager kernels at the f32 ulp of such values.
+  EXPECT_TRUE(allclose(compile(gpt)(tokens), (*gpt)(tokens), kReduceTol, kReduceTol));
+}
+
+int count_kind(const codegen::Schedule& s, codegen::KernelKind k) {
+  int n = 0;
+  for (const auto& K : s.kernels) n += K.kind == k;
+  return n;
+}
+
+TEST(CodegenFusion, LayerNormIsOneKernel) {
+  auto ln = std::make_shared<nn::LayerNorm>(64);
+  auto r = generate(*ln, randn({8, 64}));
+  ASSERT_EQ(r.schedule.kernels.size(), 1u);
+  EXPECT_EQ(r.schedule.kernels[0].kind, codegen::KernelKind::row_reduce);
+}
+
+TEST(CodegenFusion, SoftmaxIsOneKernel) {
+  Fn m([](const Tensor& x) { return softmax(x, -1); });
+  auto r = generate(m, randn({4, 8, 32}));
+  ASSERT_EQ(r.schedule.kernels.size(), 1u);
+  EXPECT_EQ(r.schedule.kernels[0].kind, codegen::KernelKind::row_reduce);
+}
+
+TEST(CodegenFusion, LinearReluSigmoidIsOneMatmulWithEpilogue) {
+  struct M : nn::Module {
+    std::shared_ptr<nn::Linear> lin = register_module("lin", std::make_shared<nn::Linear>(10, 10));
+    Tensor forward(const Tensor& x) override { return sigmoid(relu((*lin)(x))); }
+  } m;
+  auto r = generate(m, randn({10, 10}));
+  ASSERT_EQ(r.schedule.kernels.size(), 1u);
+  const codegen::Kernel& k = r.schedule.kernels[0];
+  EXPECT_EQ(k.kind, codegen::KernelKind::matmul);
+  std::vector<std::string> names;
+  for (int32_t n : k.nodes) names.emplace_back(ops::op_def(r.schedule.graph.nodes[n].op).name);
+  EXPECT_EQ(names, (std::vector<std::string>{"matmul", "add", "relu", "sigmoid"}));
+}
+
+TEST(CodegenFusion, ChainOfTenPointwiseOpsIsOneKernel) {
+  Fn m([](const Tensor& x) {
+    Tensor y = x;
+    y = exp(y);
+    y = y + 1.0;
+    y = log(y);
+    y = y * 0.5;
+    y = tanh(y);
+    y = relu(y);
+    y = y - 0.1;
+    y = abs(y);
+    y = sqrt(y);
+    y = sigmoid(y);
+    return y;
+  });
+  auto r = generate(m, randn({16, 16}));
+  ASSERT_EQ(r.schedule.kernels.size(), 1u);
+  EXPECT_EQ(r.schedule.kernels[0].kind, codegen::KernelKind::pointwise);
+  EXPECT_EQ(r.schedule.kernels[0].nodes.size(), 10u);
+}
+
+TEST(CodegenFusion, GptBlockKernels) {
+  auto gpt =
+      models::gpt({.vocab_size = 64, .block_size = 16, .n_layer = 1, .n_head = 2, .d_model = 16});
+  gpt->eval();
+  auto r = generate(*gpt, randint(0, 64, {2, 8}));
+  // Per block: two layer_norms and one softmax are row kernels; qkv, scores (scale and causal
+  // mask fused), values, out-proj (+ residual), fc (+ bias + gelu), proj (+ residual) are
+  // matmuls; then the final layer_norm and the tied LM head.
+  EXPECT_EQ(count_kind(r.schedule, codegen::KernelKind::row_reduce), 4);
+  EXPECT_EQ(count_kind(r.schedule, codegen::KernelKind::matmul), 7);
+  EXPECT_EQ(count_kind(r.schedule, codegen::KernelKind::pointwise), 0);
+}
+
+TEST(CodegenSource, SmallMatmulIsInlineLargeCallsBlas) {
+  auto small = models::seed_model(2);
+  std::string src = generate(*small, randn({10, 10})).module.source;
+  EXPECT_EQ(src.find("sgemm("), std::string::npos);
+  EXPECT_NE(src.find("row[j] += av * bt["), std::string::npos);
+
+  auto big = std::make_shared<nn::Linear>(256, 256);
+  std::string big_src = generate(*big, randn({256, 256})).module.source;
+  EXPECT_NE(big_src.find("a->svc->sgemm("), std::string::npos);
+}
+
+TEST(CodegenSource, OpenMPOnlyAboveTheThreshold) {
+  Fn m([](const Tensor& x) { return relu(x) * 2.0; });
+  std::string small = generate(m, randn({10, 10})).module.source;
+  EXPECT_EQ(small.find("#pragma omp parallel"), std::string::npos);
+  std::string large = generate(m, randn({512, 1024})).module.source;
+  EXPECT_NE(large.find("#pragma omp parallel for"), std::string::npos);
+}
+
+TEST(CodegenExtern, ForcedExternOpRunsItsEagerKernel) {
+  Fn m([](const Tensor& x) { return exp(x) * 2.0 + 1.0; });
+  Tensor x = randn({5, 7});
+  auto cap = capture::capture_module(m, x, nullptr, true);
+  codegen::CodegenContext ctx;
+  ctx.schedule.force_extern = {ops::OpId::exp};
+  compiler::reset_stats();
+  auto exec = runtime::compile_cpp_graph(cap.graph, ctx);
+  EXPECT_EQ(compiler::stats().extern_ops, 1);
+  const Tensor* args[] = {&x};
+  Tensor got = exec->run(args)[0];
+  EXPECT_TRUE(allclose(got, exp(x) * 2.0 + 1.0, 1e-6, 1e-6));
+}
+
+TEST(CodegenRuntime, IndexOutOfRangeIsAnError) {
+  auto emb = std::make_shared<nn::Embedding>(5, 3);
+  auto fast = compile(emb);
+  EXPECT_NO_THROW(fast(from_values<int64_t>({0, 4}, {2})));
+  try {
+    fast(from_values<int64_t>({0, 9}, {2}));
+    FAIL() << "expected zc::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("embedding"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CodegenRuntime, OneCompiledModuleFromManyThreads) {
+  manual_seed(8);
+  auto m = models::seed_model(8);
+  auto fast = compile(m);
+  Tensor warm = randn({10, 10});
+  fast(warm);
+  std::vector<Tensor> xs, refs;
+  for (int i = 0; i < 4; ++i) {
+    xs.push_back(randn({10, 10}));
+    refs.push_back((*m)(xs.back()));
+  }
+  std::vector<int> ok(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      int good = 0;
+      for (int i = 0; i < 200; ++i) good += allclose(fast(xs[t]), refs[t], 1e-5, 1e-6);
+      ok[t] = good;
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(ok[t], 200) << "thread " << t;
+}
+
+// Runs the run_seed tool with extra environment; returns its output and exit code.
+std::pair<std::string, int> run_tool(const std::string& env) {
+  std::string cmd = env + " " + ZC_TEST_TOOLS_DIR + "/run_seed 2 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
+  int rc = p ? pclose(p) : -1;
+  return {out, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
+}
+
+TEST(CodegenFailures, NoCompilerFallsBackToTheInterpreterWithOneWarning) {
+  auto [out, rc] = run_tool("env -u ZC_CXX -u CXX PATH=/nonexistent");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("ZC_CXX"), std::string::npos) << out;
+  EXPECT_NE(out.find("ok "), std::string::npos) << out;
+  EXPECT_NE(out.find("\"compiler_invocations\":0"), std::string::npos) << out;
+}
+
+TEST(CodegenFailures, RejectedSourceIsAnErrorWithOutputAndKeptSource) {
+  std::string dir = std::string(ZC_TEST_TMPDIR) + "/fakecxx";
+  std::filesystem::create_directories(dir);
+  std::string script = dir + "/fake-c++";
+  {
+    // Answers discovery like a compiler, then rejects every source it is given.
+    std::ofstream f(script);
+    f << "#!/bin/sh\n"
+         "for a in \"$@\"; do case \"$a\" in --version) echo 'fake-c++ 1.0'; exit 0;; "
+         "--help=target) exec c++ \"$@\";; esac; done\n"
+         "echo 'fake-c++: error: generated source rejected for this test' >&2\nexit 1\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  auto [out, rc] = run_tool("ZC_CXX=" + script);
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("generated source rejected for this test"), std::string::npos) << out;
+  // The message names the kept source file, which exists.
+  size_t at = out.find(".cpp");
+  ASSERT_NE(at, std::string::npos) << out;
+  size_t start = out.rfind(' ', at) + 1;
+  std::string path = out.substr(start, at + 4 - start);
+  while (!path.empty() && (path.front() == '\'' || path.front() == '"')) path.erase(0, 1);
+  EXPECT_TRUE(std::filesystem::exists(path)) << path << "\n" << out;
+}
+
+}  // namespace
+}  // namespace zc

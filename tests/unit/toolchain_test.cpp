@@ -1,0 +1,339 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "toolchain/compiler.h"
+#include "toolchain/shared_library.h"
+#include "toolchain/target.h"
+#include "zc/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace zc::toolchain;
+
+template <class F>
+std::string error_message(F&& f) {
+  try {
+    f();
+  } catch (const zc::Error& e) {
+    return e.what();
+  }
+  return "(no zc::Error was thrown)";
+}
+
+bool contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+
+// A fresh directory for the running test.
+std::string test_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  fs::path dir = fs::path(ZC_TEST_TMPDIR) / "toolchain" /
+                 (std::string(info->test_suite_name()) + "." + info->name());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+const CompilerInfo& cxx() {
+  static const CompilerInfo info = [] {
+    auto found = find_cxx();
+    if (!found) throw std::runtime_error("no C++ compiler on this machine");
+    return *found;
+  }();
+  return info;
+}
+
+const Target& native() {
+  static const Target t = make_target("native");
+  return t;
+}
+
+constexpr std::string_view kAddSource = R"(
+#include <math.h>
+#include <stdint.h>
+extern "C" int zc_add(int a, int b) { return a + b; }
+)";
+
+CompilerSearch search_with(std::optional<std::string> zc_cxx, std::optional<std::string> cxx_var) {
+  CompilerSearch s = CompilerSearch::from_env();
+  s.zc_cxx = std::move(zc_cxx);
+  s.cxx = std::move(cxx_var);
+  return s;
+}
+
+TEST(ToolchainCompiler, FindsCxxWithStableIdentity) {
+  ASSERT_TRUE(compiler_available());
+  auto a = find_cxx();
+  auto b = find_cxx();
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(fs::path(a->path).is_absolute()) << a->path;
+  EXPECT_TRUE(fs::exists(a->real_path)) << a->real_path;
+  EXPECT_FALSE(a->version.empty());
+  EXPECT_GT(a->size, 0u);
+  EXPECT_GT(a->mtime_ns, 0);
+  EXPECT_EQ(a->identity(), b->identity());
+  EXPECT_TRUE(contains(a->identity(), a->version));
+
+  // An uncached discovery of the same compiler names it the same way.
+  auto again = discover_cxx(search_with(a->path, std::nullopt));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->identity(), a->identity());
+}
+
+TEST(ToolchainCompiler, FindsGxxByName) {
+  auto gxx = discover_cxx(search_with("g++", std::nullopt));
+  ASSERT_TRUE(gxx);
+  EXPECT_TRUE(contains(gxx->path, "/g++")) << gxx->path;
+  EXPECT_TRUE(contains(gxx->version, "g++") || contains(gxx->version, "GCC")) << gxx->version;
+}
+
+TEST(ToolchainCompiler, IdentityChangesWithTheBinary) {
+  CompilerInfo a = cxx();
+  CompilerInfo b = a;
+  b.mtime_ns += 1;
+  EXPECT_NE(a.identity(), b.identity());
+  b = a;
+  b.version += "-1";
+  EXPECT_NE(a.identity(), b.identity());
+}
+
+TEST(ToolchainCompiler, MissingZcCxxIsAnErrorNamingIt) {
+  std::string msg = error_message([] { discover_cxx(search_with("/nonexistent/bin/c++", "g++")); });
+  EXPECT_TRUE(contains(msg, "ZC_CXX")) << msg;
+  EXPECT_TRUE(contains(msg, "/nonexistent/bin/c++")) << msg;
+
+  msg = error_message([] { discover_cxx(search_with("no-such-compiler-zc", std::nullopt)); });
+  EXPECT_TRUE(contains(msg, "ZC_CXX=no-such-compiler-zc")) << msg;
+}
+
+TEST(ToolchainCompiler, ZcCxxThatIsNotACompilerIsAnError) {
+  std::string msg = error_message([] { discover_cxx(search_with("/bin/false", std::nullopt)); });
+  EXPECT_TRUE(contains(msg, "ZC_CXX")) << msg;
+  EXPECT_TRUE(contains(msg, "--version")) << msg;
+}
+
+TEST(ToolchainCompiler, UnusableCxxFallsBackAndNoCompilerIsNullopt) {
+  auto found = discover_cxx(search_with(std::nullopt, "/nonexistent/c++"));
+  ASSERT_TRUE(found);
+  EXPECT_NE(found->path, "/nonexistent/c++");
+
+  CompilerSearch empty{std::nullopt, std::nullopt, "/nonexistent-dir"};
+  EXPECT_FALSE(discover_cxx(empty));
+}
+
+TEST(ToolchainCompiler, RunProcessCapturesOutputAndStatus) {
+  ProcessResult r = run_process({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(contains(r.output, "out")) << r.output;
+  EXPECT_TRUE(contains(r.output, "err")) << r.output;
+  std::string msg = error_message([] { run_process({"/nonexistent/program"}); });
+  EXPECT_TRUE(contains(msg, "/nonexistent/program")) << msg;
+}
+
+TEST(ToolchainTarget, FlagsForEachIsaLevel) {
+  for (const std::string& isa : valid_isas()) {
+    Target t = make_target(isa);
+    EXPECT_EQ(t.isa, isa);
+    std::vector<std::string> expected{"-O2",
+                                      "-fPIC",
+                                      "-shared",
+                                      "-march=" + isa,
+                                      "-fopenmp",
+                                      "-fno-math-errno",
+                                      "-fno-trapping-math",
+                                      "-std=c++17",
+                                      "-w"};
+    for (const auto& f : expected) {
+      EXPECT_NE(std::find(t.flags.begin(), t.flags.end(), f), t.flags.end()) << isa << " " << f;
+    }
+    for (const auto& f : t.flags) EXPECT_NE(f, "-ffast-math");
+    EXPECT_TRUE(contains(t.fingerprint(), "isa=" + isa)) << t.fingerprint();
+    EXPECT_EQ(t.fingerprint(), make_target(isa).fingerprint());
+  }
+  EXPECT_NE(make_target("x86-64-v2").fingerprint(), make_target("x86-64-v3").fingerprint());
+  EXPECT_NE(make_target("x86-64-v3").fingerprint(), make_target("native").fingerprint());
+}
+
+TEST(ToolchainTarget, NativeFingerprintNamesThisCpu) {
+  Target t = native();
+  EXPECT_TRUE(contains(t.native, "cpu=")) << t.native;
+  EXPECT_TRUE(contains(t.native, "cpuid=")) << t.native;
+  // With a compiler present, what -march=native means to it is part of the fingerprint.
+  EXPECT_TRUE(contains(t.native, "march=")) << t.native;
+  EXPECT_FALSE(contains(t.native, "march=native")) << t.native;
+  EXPECT_TRUE(contains(t.fingerprint(), t.native));
+  // A portable level must not depend on the machine that built it.
+  EXPECT_TRUE(make_target("x86-64-v3").native.empty());
+}
+
+TEST(ToolchainTarget, FlagsFollowTheCompilerFamily) {
+  CompilerInfo gcc = cxx();
+  gcc.version = "g++ (GCC) 13.2.0";
+  CompilerInfo clang = cxx();
+  clang.version = "Ubuntu clang version 18.1.3";
+  auto has = [](const Target& t, std::string_view prefix) {
+    return std::any_of(t.flags.begin(), t.flags.end(),
+                       [&](const std::string& f) { return f.starts_with(prefix); });
+  };
+  EXPECT_TRUE(has(make_target("x86-64-v3", &gcc), "-fvect-cost-model="));
+  EXPECT_FALSE(has(make_target("x86-64-v3", &clang), "-fvect-cost-model="));
+  EXPECT_TRUE(has(make_target("x86-64-v3", &clang), "-O2"));
+}
+
+TEST(ToolchainCompile, ClangCompilesWithItsOwnFlags) {
+  std::optional<CompilerInfo> clang;
+  try {
+    clang = discover_cxx(search_with("clang++", std::nullopt));
+  } catch (const zc::Error&) {
+  }
+  if (!clang) GTEST_SKIP() << "no clang++ on PATH";
+  std::string dir = test_dir();
+  CompileResult r = compile_shared_object(*clang, make_target("native", &*clang), kAddSource, dir);
+  auto lib = SharedLibrary::open(r.so_path);
+  EXPECT_EQ(lib->function<int(int, int)>("zc_add")(20, 22), 42);
+}
+
+TEST(ToolchainTarget, BadIsaListsValidValues) {
+  std::string msg = error_message([] { make_target("x86-64-v5"); });
+  EXPECT_TRUE(contains(msg, "x86-64-v5")) << msg;
+  for (const auto& isa : valid_isas()) EXPECT_TRUE(contains(msg, isa)) << msg;
+  EXPECT_TRUE(contains(error_message([] { make_target(""); }), "native"));
+}
+
+TEST(ToolchainTarget, HostSupportsIsMonotonic) {
+  EXPECT_TRUE(host_supports("native"));
+  EXPECT_FALSE(host_supports("pentium"));
+  if (host_supports("x86-64-v4")) {
+    EXPECT_TRUE(host_supports("x86-64-v3"));
+  }
+  if (host_supports("x86-64-v3")) {
+    EXPECT_TRUE(host_supports("x86-64-v2"));
+  }
+  // The process target (ZC_CPU_ISA, unset in tests) resolves to native.
+  if (std::getenv("ZC_CPU_ISA") == nullptr) {
+    EXPECT_EQ(cpu_target().fingerprint(), native().fingerprint());
+  }
+}
+
+TEST(ToolchainCompile, TinyKernelCompilesLoadsAndRuns) {
+  std::string dir = test_dir();
+  CompileResult r = compile_shared_object(cxx(), native(), kAddSource, dir);
+  EXPECT_TRUE(fs::exists(r.so_path)) << r.so_path;
+  EXPECT_TRUE(r.source_path.empty());
+  EXPECT_GT(r.seconds, 0.0);
+  // Only the shared object is left behind.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+
+  auto lib = SharedLibrary::open(r.so_path);
+  auto* add = lib->function<int(int, int)>("zc_add");
+  EXPECT_EQ(add(2, 40), 42);
+
+  std::vector<uint8_t> bytes = read_file_bytes(r.so_path);
+  fs::remove(r.so_path);
+  auto from_memory = SharedLibrary::from_bytes(bytes);
+  auto* add2 = from_memory->function<int(int, int)>("zc_add");
+  EXPECT_EQ(add2(-5, 3), -2);
+  EXPECT_NE(reinterpret_cast<void*>(add), reinterpret_cast<void*>(add2));
+}
+
+TEST(ToolchainCompile, KeepSourceKeepsIt) {
+  std::string dir = test_dir();
+  CompileResult r = compile_shared_object(cxx(), make_target("x86-64-v2"), kAddSource, dir,
+                                          /*keep_source=*/true);
+  ASSERT_TRUE(fs::exists(r.source_path)) << r.source_path;
+  std::vector<uint8_t> kept = read_file_bytes(r.source_path);
+  EXPECT_EQ(std::string(kept.begin(), kept.end()), kAddSource);
+}
+
+TEST(ToolchainCompile, SyntaxErrorReportsCompilerOutputAndKeepsSource) {
+  std::string dir = test_dir();
+  std::string msg = error_message([&] {
+    compile_shared_object(cxx(), native(), "extern \"C\" int zc_bad( { return 1; }\n", dir);
+  });
+  EXPECT_TRUE(contains(msg, "error")) << msg;
+  EXPECT_TRUE(contains(msg, "zc_bad")) << msg;  // the compiler quotes the offending line
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u) << "the source is kept and no partial object is left";
+  EXPECT_EQ(files[0].extension(), ".cpp");
+  EXPECT_TRUE(contains(msg, files[0].string())) << msg;
+}
+
+TEST(ToolchainCompile, ConcurrentCompilesAllSucceed) {
+  std::string dir = test_dir();
+  constexpr int kThreads = 4;
+  std::vector<std::string> so(kThreads), errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      std::string src = "extern \"C\" int zc_id() { return " + std::to_string(100 + i) + "; }\n";
+      try {
+        so[i] = compile_shared_object(cxx(), native(), src, dir).so_path;
+      } catch (const zc::Error& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_TRUE(errors[i].empty()) << errors[i];
+    auto lib = SharedLibrary::open(so[i]);
+    EXPECT_EQ(lib->function<int()>("zc_id")(), 100 + i);
+  }
+}
+
+TEST(ToolchainSharedLibrary, FromBytesGivesIndependentCopies) {
+  std::string dir = test_dir();
+  std::vector<std::vector<uint8_t>> binaries;
+  for (int i = 0; i < 2; ++i) {
+    std::string src = "extern \"C\" int zc_id() { return " + std::to_string(i) + "; }\n";
+    binaries.push_back(read_file_bytes(compile_shared_object(cxx(), native(), src, dir).so_path));
+  }
+  // Load and unload repeatedly: a reused descriptor must never return a stale library.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::shared_ptr<SharedLibrary>> live;
+    for (int i = 0; i < 2; ++i) {
+      live.push_back(SharedLibrary::from_bytes(binaries[i]));
+      EXPECT_EQ(live.back()->function<int()>("zc_id")(), i) << "round " << round;
+    }
+    auto first = SharedLibrary::from_bytes(binaries[0]);
+    live.clear();
+    auto second = SharedLibrary::from_bytes(binaries[1]);
+    EXPECT_EQ(first->function<int()>("zc_id")(), 0);
+    EXPECT_EQ(second->function<int()>("zc_id")(), 1);
+  }
+}
+
+TEST(ToolchainSharedLibrary, ErrorsNameTheCause) {
+  std::string dir = test_dir();
+  std::string so = compile_shared_object(cxx(), native(), kAddSource, dir).so_path;
+  auto lib = SharedLibrary::open(so);
+  std::string msg = error_message([&] { lib->symbol("zc_missing"); });
+  EXPECT_TRUE(contains(msg, "zc_missing")) << msg;
+
+  msg = error_message([] { SharedLibrary::open("/nonexistent/lib.so"); });
+  EXPECT_TRUE(contains(msg, "/nonexistent/lib.so")) << msg;
+
+  std::vector<uint8_t> junk{'n', 'o', 't', ' ', 'e', 'l', 'f'};
+  msg = error_message([&] { SharedLibrary::from_bytes(junk); });
+  EXPECT_TRUE(contains(msg, "ELF")) << msg;
+
+  std::vector<uint8_t> truncated = read_file_bytes(so);
+  truncated.resize(64);
+  msg = error_message([&] { SharedLibrary::from_bytes(truncated); });
+  EXPECT_TRUE(contains(msg, "cannot load")) << msg;
+
+  msg = error_message([] { read_file_bytes("/nonexistent/file"); });
+  EXPECT_TRUE(contains(msg, "/nonexistent/file")) << msg;
+}
+
+}  // namespace

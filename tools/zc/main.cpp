@@ -1,0 +1,260 @@
+// The zc command-line tool. Each subcommand is one function in the table below; global
+// options (--version, --help) are handled before dispatch.
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <initializer_list>
+#include <iostream>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "zc/error.h"
+#include "zc/version.h"
+
+extern char** environ;
+
+namespace {
+
+using Args = std::span<const std::string_view>;
+
+// Exit codes: 0 success, 1 a zc::Error or failure at run time, 2 a usage mistake.
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+// A usage mistake (unknown command or option): reported with a hint and exit code 2.
+struct UsageError {
+  std::string message;
+};
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  std::string_view usage;
+  int (*run)(Args args);
+};
+
+int cmd_env(Args args);
+int cmd_help(Args args);
+
+const Command kCommands[] = {
+    {"env", "print version, build id, compiler, CPU features and BLAS", "zc env [--json]", cmd_env},
+    {"help", "list commands, or describe one", "zc help [COMMAND]", cmd_help},
+};
+
+const Command* find_command(std::string_view name) {
+  for (const Command& c : kCommands) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> words;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+bool has(const std::vector<std::string>& words, std::string_view w) {
+  for (const auto& x : words) {
+    if (x == w) return true;
+  }
+  return false;
+}
+
+// The highest x86-64 micro-architecture level whose features are all present: the name
+// ZC_CPU_ISA uses for a portable target.
+std::string x86_isa_level(const std::vector<std::string>& f) {
+  auto all = [&](std::initializer_list<std::string_view> names) {
+    for (auto n : names) {
+      if (!has(f, n)) return false;
+    }
+    return true;
+  };
+  if (!all({"sse4.2", "popcnt"})) return "x86-64";
+  if (!all({"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "lzcnt", "movbe"})) return "x86-64-v2";
+  if (!all({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})) return "x86-64-v3";
+  return "x86-64-v4";
+}
+
+// The ZC_* variables of this process, as NAME=value: they change what zc does, so a report of
+// the environment should carry them.
+std::vector<std::pair<std::string, std::string>> zc_variables() {
+  std::vector<std::pair<std::string, std::string>> vars;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    if (!entry.starts_with("ZC_")) continue;
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    vars.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+  }
+  std::sort(vars.begin(), vars.end());
+  return vars;
+}
+
+std::string os_description() {
+  utsname u{};
+  if (uname(&u) != 0) return "unknown";
+  return std::string(u.sysname) + " " + u.release + " " + u.machine;
+}
+
+int cmd_env(Args args) {
+  bool json = false;
+  for (std::string_view a : args) {
+    if (a == "--json") {
+      json = true;
+    } else {
+      throw UsageError{"zc env: unknown option '" + std::string(a) + "'"};
+    }
+  }
+  const std::string features_str = zc::cpu_features();
+  const std::vector<std::string> features = split_words(features_str);
+  std::string isa;
+#if defined(__x86_64__)
+  isa = x86_isa_level(features);
+#endif
+  const unsigned cores = std::thread::hardware_concurrency();
+  const auto vars = zc_variables();
+
+  if (json) {
+    std::string out = "{";
+    out += "\"version\":" + json_string(zc::version());
+    out += ",\"build_id\":" + json_string(zc::build_id());
+    out += ",\"compiler\":" + json_string(zc::compiler_id());
+    out += ",\"os\":" + json_string(os_description());
+    out += ",\"cpu_features\":[";
+    for (size_t i = 0; i < features.size(); ++i) {
+      if (i) out += ",";
+      out += json_string(features[i]);
+    }
+    out += "]";
+    if (!isa.empty()) out += ",\"cpu_isa_level\":" + json_string(isa);
+    out += ",\"cores\":" + std::to_string(cores);
+    out += ",\"blas\":" + json_string(zc::blas_info());
+    out += ",\"variables\":{";
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (i) out += ",";
+      out += json_string(vars[i].first) + ":" + json_string(vars[i].second);
+    }
+    out += "}}";
+    std::cout << out << "\n";
+    return 0;
+  }
+  auto row = [](std::string_view key, const std::string& value) {
+    std::cout << key << std::string(key.size() < 15 ? 15 - key.size() : 1, ' ') << value << "\n";
+  };
+  row("version", zc::version());
+  row("build id", zc::build_id());
+  row("compiler", zc::compiler_id());
+  row("os", os_description());
+  row("cpu features", features_str.empty() ? "(none detected)" : features_str);
+  if (!isa.empty()) row("cpu isa level", isa);
+  row("cores", std::to_string(cores));
+  row("blas", zc::blas_info());
+  std::string set_vars;
+  for (const auto& [name, value] : vars) {
+    set_vars += (set_vars.empty() ? "" : " ") + name + "=" + value;
+  }
+  row("variables", set_vars.empty() ? "(no ZC_* set)" : set_vars);
+  return 0;
+}
+
+void print_overview(std::ostream& os) {
+  os << "usage: zc [--version] [--help] COMMAND [ARGS]\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    os << "  " << c.name << std::string(c.name.size() < 10 ? 10 - c.name.size() : 1, ' ')
+       << c.summary << "\n";
+  }
+  os << "\nRun 'zc help COMMAND' for a command's options.\n";
+}
+
+int cmd_help(Args args) {
+  if (args.empty()) {
+    print_overview(std::cout);
+    return 0;
+  }
+  if (args.size() > 1) throw UsageError{"zc help: takes at most one command name"};
+  const Command* c = find_command(args[0]);
+  if (!c) throw UsageError{"zc help: unknown command '" + std::string(args[0]) + "'"};
+  std::cout << "usage: " << c->usage << "\n\n" << c->summary << "\n";
+  return 0;
+}
+
+int run(Args args) {
+  if (args.empty()) {
+    print_overview(std::cerr);
+    return kExitUsage;
+  }
+  std::string_view first = args[0];
+  if (first == "--version" || first == "-V") {
+    std::cout << "zc " << zc::version() << " (build " << zc::build_id().substr(0, 12) << ")\n";
+    return 0;
+  }
+  if (first == "--help" || first == "-h") return cmd_help(args.subspan(1));
+  const Command* c = find_command(first);
+  if (!c) throw UsageError{"zc: unknown command '" + std::string(first) + "'"};
+  Args rest = args.subspan(1);
+  if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h")) {
+    std::string_view name = c->name;
+    return cmd_help(Args(&name, 1));
+  }
+  return c->run(rest);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  try {
+    return run(args);
+  } catch (const UsageError& e) {
+    std::cerr << e.message << "\nRun 'zc help' for the list of commands.\n";
+    return kExitUsage;
+  } catch (const zc::Error& e) {
+    std::cerr << "zc: error: " << e.what() << "\n";
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::cerr << "zc: internal error: " << e.what() << "\n";
+    return kExitError;
+  }
+}
