@@ -11,7 +11,7 @@ packages=(
   cmake
   ninja-build
   pkg-config
-  libopenblas-dev
+  libopenblas-openmp-dev
   libssl-dev
   libgtest-dev
   libgmock-dev

@@ -20,7 +20,9 @@ namespace zc::codegen {
 
 struct ScheduleOptions {
   // Matmuls with at most this many multiply-adds are generated inline; larger ones call BLAS.
-  int64_t inline_matmul_max_flops = 48 * 48 * 48;
+  // Measured (bench/codegen BM_MatmulInlineVsBlas, docs/codegen.md): inline wins at 8^3,
+  // BLAS from 16^3; the threshold sits between them.
+  int64_t inline_matmul_max_flops = 12 * 12 * 12;
   // Ops to run through their eager kernel even though the backend could generate them
   // (debugging a miscompile, and testing the extern path).
   std::vector<ops::OpId> force_extern;
