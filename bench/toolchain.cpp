@@ -1,6 +1,12 @@
 // The floor of cold compile time: the system compiler turning generated source into a shared
 // object, and loading it. Each compile case runs under several flag sets so the choice made in
 // make_target stays backed by numbers: the label names the variant, "default" is make_target's.
+//
+// Figures (gcc 13.3, 16-core Xeon, idle, median of 7, compile + dlopen):
+//   tiny source:       52 ms (with libstdc++'s C++ <math.h>: 143 ms)
+//   200-line source:  276 ms; plain -O2 223 ms, -O3 298 ms, -O1 160 ms
+//   200-line run:     4.2 ms; plain -O2 12.4 ms, -O3 3.9 ms, -O1 10.4 ms
+//   from_bytes load of its 21 KB object: 88 us; uncached compiler discovery: 1.4 ms
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 

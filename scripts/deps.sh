@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # Build: compiler, CMake + Ninja, pkg-config (finds OpenBLAS). Library: OpenBLAS (large
-# matmuls), OpenSSL's libcrypto (SHA-256). Tests and benchmarks: GoogleTest/GoogleMock,
-# Google Benchmark.
+# matmuls), OpenSSL's libcrypto (SHA-256, HMAC), zstd (cache bundles). Tests and benchmarks: GoogleTest/GoogleMock,
+# Google Benchmark. Fuzz tests: clang with its sanitizer and libFuzzer runtime (only
+# recommended by clang, so named here for --no-install-recommends).
 packages=(
   g++
   cmake
@@ -13,9 +14,12 @@ packages=(
   pkg-config
   libopenblas-openmp-dev
   libssl-dev
+  libzstd-dev
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
+  clang
+  libclang-rt-dev
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

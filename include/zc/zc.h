@@ -1,6 +1,7 @@
 // The umbrella header: everything a zc user needs.
 #pragma once
 
+#include "zc/cache.h"
 #include "zc/compile.h"
 #include "zc/device.h"
 #include "zc/dtype.h"

@@ -21,7 +21,7 @@ std::string describe(const Schedule& s) {
 }
 }  // namespace
 
-CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx) {
+CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx, bool emit_source) {
   CodegenResult r;
   // The passes, in order:
   Timer t;
@@ -33,6 +33,10 @@ CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx) {
   r.plan = plan_buffers(r.schedule);  // place intermediates in one arena by liveness
   ZC_LOG(timing) << "codegen pass plan_buffers: " << t.ms() << " ms, arena " << r.plan.arena_bytes
                  << " bytes";
+  if (!emit_source) {
+    r.module.steps = cpp::launch_steps(r.schedule);
+    return r;
+  }
   t = Timer();
   r.module = cpp::emit(r.schedule, r.plan, ctx.emit);  // write C++ for each kernel
   ZC_LOG(timing) << "codegen pass emit: " << t.ms() << " ms, " << r.module.source.size()

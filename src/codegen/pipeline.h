@@ -20,6 +20,8 @@ struct CodegenResult {
 
 // Input: a verified graph of primitive ops. Output: the schedule, the buffer plan and the
 // generated module; generated source is self-contained (math.h, stdint.h, string.h).
-CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx);
+// Without `emit_source`, only the launch plan is made (for a binary loaded from a cache).
+CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx,
+                          bool emit_source = true);
 
 }  // namespace zc::codegen

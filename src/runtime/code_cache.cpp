@@ -5,6 +5,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cache/cache.h"
 #include "runtime/stats.h"
 #include "zc/compile.h"
 

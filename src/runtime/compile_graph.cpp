@@ -4,12 +4,15 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cache/cache.h"
+#include "cache/fingerprint.h"
 #include "codegen/pipeline.h"
 #include "ir/canonical.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/pipeline.h"
 #include "runtime/code_cache.h"
+#include "runtime/cpp_artifact.h"
 #include "runtime/cpp_executable.h"
 #include "runtime/interpreter.h"
 #include "runtime/stats.h"
@@ -40,11 +43,61 @@ bool have_compiler() {
 
 std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
                                                     const codegen::CodegenContext& ctx) {
-  std::string short_hash = hex(ir::graph_hash(g)).substr(0, 16);
+  return compile_cpp_graph(g, ctx, nullptr);
+}
+
+std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
+                                                    const codegen::CodegenContext& ctx,
+                                                    cache::Cache* store) {
+  Digest graph_digest = ir::graph_hash(g);
+  std::string graph_hex = hex(graph_digest), short_hash = graph_hex.substr(0, 16);
+  auto found = toolchain::find_cxx();
+  if (!found) throw Error("no C++ compiler found to build generated code; set ZC_CXX");
+  const cache::Fingerprint& fp = cache::process_fingerprint();
+  Timer total;
+
+  // Graph level: a hit skips lowering, code generation and the compiler.
+  cache::Key graph_key(cache::Level::graph);
+  graph_key.add("graph", graph_hex)
+      .add("backend", "cpp")
+      .add("codegen", describe(ctx))
+      .add("build", fp.build_id)
+      .add("target", fp.target)
+      .add("toolchain", fp.toolchain);
+  if (store) {
+    if (auto e = store->get(graph_key)) {
+      try {
+        Timer t;
+        auto exec = load_artifact(decode_artifact(e->payload));
+        stats::add_time(stats::Stage::load, t.ms());
+        ZC_LOG(timing) << "graph " << short_hash << ": loaded from the cache in " << t.ms()
+                       << " ms";
+        return exec;
+      } catch (const Error& err) {
+        // A verified entry that still does not load (another format): compile afresh.
+        ZC_LOG(cache) << "graph " << short_hash << ": cached artifact unusable (" << err.what()
+                      << "); compiling";
+      }
+    }
+  }
+
+  // Lowering level.
   Timer t;
-  ir::Graph lowered = lower::lower(g, lower::LowerContext{});
+  cache::Key lower_key(cache::Level::lowering);
+  lower_key.add("graph", graph_hex).add("lower", "v1").add("build", fp.build_id);
+  std::vector<uint8_t> lowered_bytes;
+  if (store) {
+    if (auto e = store->get(lower_key)) lowered_bytes = std::move(e->payload);
+  }
+  if (lowered_bytes.empty()) {
+    lowered_bytes = ir::canonical_bytes(lower::lower(g, lower::LowerContext{}));
+    if (store) store->put(lower_key, lowered_bytes, t.ms());
+  }
+  // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
+  ir::Graph lowered = ir::read_canonical(lowered_bytes);
   double lower_ms = t.ms();
   stats::add_time(stats::Stage::lower, lower_ms);
+
   t = Timer();
   codegen::CodegenResult code = codegen::codegen_cpp(lowered, ctx);
   double codegen_ms = t.ms();
@@ -55,22 +108,39 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
     ZC_LOG(output_code) << code.module.extern_ops << " op(s) of graph " << short_hash
                         << " run as extern calls to their eager kernels";
   }
+
+  // Kernel level: the binary for this exact source, compiler and target.
   t = Timer();
-  auto found = toolchain::find_cxx();
-  if (!found) throw Error("no C++ compiler found to build generated code; set ZC_CXX");
-  const auto& cxx = *found;
-  toolchain::CompileResult built =
-      toolchain::compile_shared_object(cxx, toolchain::cpu_target(), code.module.source, "");
-  double cxx_ms = t.ms();
-  stats::add(stats::Counter::compiler_invocations);
-  stats::add_time(stats::Stage::cxx, cxx_ms);
+  const toolchain::Target& target = toolchain::cpu_target();
+  cache::Key kernel_key(cache::Level::kernel);
+  kernel_key.add("source", hex(sha256(code.module.source)))
+      .add("toolchain", fp.toolchain)
+      .add("target", fp.target);
+  std::vector<uint8_t> binary;
+  if (store) {
+    if (auto e = store->get(kernel_key)) binary = std::move(e->payload);
+  }
+  double cxx_ms = 0;
+  if (binary.empty()) {
+    toolchain::CompileResult built =
+        toolchain::compile_shared_object(*found, target, code.module.source, "");
+    binary = toolchain::read_file_bytes(built.so_path);
+    std::error_code ec;
+    std::filesystem::remove(built.so_path, ec);
+    cxx_ms = t.ms();
+    stats::add(stats::Counter::compiler_invocations);
+    stats::add_time(stats::Stage::cxx, cxx_ms);
+    if (store) store->put(kernel_key, binary, cxx_ms);
+  }
+
   t = Timer();
-  auto lib = toolchain::SharedLibrary::open(built.so_path);
-  std::error_code ec;
-  std::filesystem::remove(built.so_path, ec);  // loaded: the mapping outlives the file
-  auto exec = make_cpp_executable(std::move(code), std::move(lib));
+  auto exec = make_cpp_executable(std::move(code), toolchain::SharedLibrary::from_bytes(binary));
   double load_ms = t.ms();
   stats::add_time(stats::Stage::load, load_ms);
+  if (store) {
+    CppArtifact artifact{std::move(lowered_bytes), ctx, std::move(binary)};
+    store->put(graph_key, encode_artifact(artifact), total.ms());
+  }
   ZC_LOG(timing) << "graph " << short_hash << ": lower " << lower_ms << " ms, codegen "
                  << codegen_ms << " ms, c++ " << cxx_ms << " ms, load " << load_ms << " ms";
   return exec;
@@ -97,9 +167,10 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::s
     Timer t;
     ir::verify(g);
     ZC_LOG(graph) << "captured graph " << short_hash << ":\n" << ir::print(g);
-    std::shared_ptr<const Executable> exec = effective == "cpp"
-                                                 ? compile_cpp_graph(g, codegen::CodegenContext{})
-                                                 : make_interpreter_executable(g);
+    std::shared_ptr<const Executable> exec =
+        effective == "cpp"
+            ? compile_cpp_graph(g, codegen::CodegenContext{}, &cache::process_cache())
+            : make_interpreter_executable(g);
     stats::add_time(stats::Stage::compile, t.ms());
     ZC_LOG(timing) << "compile " << short_hash << " (" << effective << "): " << t.ms() << " ms";
     return exec;

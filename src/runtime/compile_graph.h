@@ -10,6 +10,10 @@
 #include "runtime/executable.h"
 #include "zc/compile.h"
 
+namespace zc::cache {
+class Cache;
+}  // namespace zc::cache
+
 namespace zc::runtime {
 
 // The backend a CompileOptions::backend string resolves to on this build and device; raises
@@ -24,5 +28,9 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::s
 // the kept source) or when there is no compiler.
 std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
                                                     const codegen::CodegenContext& ctx);
+// The same through the cache levels of `store` (graph, lowering, kernel); null: no cache.
+std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
+                                                    const codegen::CodegenContext& ctx,
+                                                    cache::Cache* store);
 
 }  // namespace zc::runtime

@@ -4,10 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <optional>
-#include <sstream>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -15,7 +12,6 @@
 #endif
 
 #include "toolchain/compiler.h"
-#include "util/hash.h"
 #include "zc/error.h"
 
 namespace zc::toolchain {
@@ -101,53 +97,13 @@ std::string cpuid_description(const CpuId& id) {
   return "cpu=" + (id.brand.empty() ? std::string("unknown") : id.brand) + ";cpuid=" + words;
 }
 
-std::string short_hash(std::string_view s) {
-  return hex(sha256(s)).substr(0, 16);
-}
-
-// What -march=native means to this compiler on this CPU: gcc reports its effective target
-// options with -Q --help=target (the whole report is hashed: any option native turns on or off
-// changes it); clang reports its target cpu and features in the -### command line. Empty when
-// the compiler answers neither way.
-std::string compiler_native(const CompilerInfo& cxx) {
-  ProcessResult r = run_process({cxx.path, "-march=native", "-Q", "--help=target"});
-  if (r.exit_code == 0) {
-    std::istringstream lines(r.output);
-    std::string line;
-    while (std::getline(lines, line)) {
-      std::istringstream words(line);
-      std::string option, value;
-      words >> option >> value;
-      if (option == "-march=" && !value.empty()) {
-        return "march=" + value + ";target_options=" + short_hash(r.output);
-      }
-    }
-  }
-  r = run_process(
-      {cxx.path, "-march=native", "-###", "-x", "c++", "-c", "/dev/null", "-o", "/dev/null"});
-  if (r.exit_code != 0) return "";
-  std::istringstream tokens(r.output);
-  std::string token, cpu, features;
-  while (tokens >> token) {
-    if (token == "\"-target-cpu\"") {
-      tokens >> cpu;
-    } else if (token == "\"-target-feature\"" && tokens >> token) {
-      features += token;
-    }
-  }
-  if (cpu.empty()) return "";
-  return "march=" + cpu + ";target_features=" + short_hash(features);
-}
-
+// What native resolves to is a function of the compiler and the CPU. The compiler's identity
+// is already part of every key that holds a binary, so the CPU's cpuid words complete the
+// fingerprint. Asking the compiler what -march=native means (-Q --help=target, ~20 ms) would
+// put a process start on the warm path, which must take milliseconds.
 std::string resolve_native(const CompilerInfo* cxx) {
-  std::string desc = cpuid_description(host_cpuid());
-  if (cxx == nullptr) return desc;
-  static std::mutex mu;
-  static std::map<std::string, std::string> by_compiler;
-  std::lock_guard lock(mu);
-  auto [it, inserted] = by_compiler.try_emplace(cxx->identity());
-  if (inserted) it->second = compiler_native(*cxx);
-  return it->second.empty() ? desc : it->second + ";" + desc;
+  (void)cxx;
+  return cpuid_description(host_cpuid());
 }
 
 std::string valid_list() {
@@ -199,7 +155,7 @@ Target make_target(std::string isa, const CompilerInfo* cxx) {
   return t;
 }
 
-Target cpu_target() {
+const Target& cpu_target() {
   static const EnvTarget cached = [] {
     EnvTarget r;
     const char* env = std::getenv("ZC_CPU_ISA");

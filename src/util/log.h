@@ -3,6 +3,7 @@
 // costs one predictable branch and builds no message.
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <string_view>
 

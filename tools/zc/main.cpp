@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli.h"
 #include "zc/error.h"
 #include "zc/version.h"
 
@@ -22,16 +23,11 @@ extern char** environ;
 
 namespace {
 
-using Args = std::span<const std::string_view>;
-
-// Exit codes: 0 success, 1 a zc::Error or failure at run time, 2 a usage mistake.
-constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
-
-// A usage mistake (unknown command or option): reported with a hint and exit code 2.
-struct UsageError {
-  std::string message;
-};
+using zc_cli::Args;
+using zc_cli::cmd_cache;
+using zc_cli::kExitError;
+using zc_cli::kExitUsage;
+using zc_cli::UsageError;
 
 struct Command {
   std::string_view name;
@@ -45,6 +41,8 @@ int cmd_help(Args args);
 
 const Command kCommands[] = {
     {"env", "print version, build id, compiler, CPU features and BLAS", "zc env [--json]", cmd_env},
+    {"cache", "inspect and manage the compile cache",
+     "zc cache stats|ls|clear [--yes]|gc|verify|export FILE|import FILE [--json]", cmd_cache},
     {"help", "list commands, or describe one", "zc help [COMMAND]", cmd_help},
 };
 

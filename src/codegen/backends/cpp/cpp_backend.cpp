@@ -6,6 +6,19 @@
 
 namespace zc::codegen::cpp {
 
+std::vector<LaunchStep> launch_steps(const Schedule& s) {
+  std::vector<LaunchStep> steps;
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    const Kernel& K = s.kernels[k];
+    LaunchStep step{K.kind, "", K.anchor};
+    if (K.kind != KernelKind::extern_op) {
+      step.symbol = "zc_k" + std::to_string(k) + "_" + kernel_kind_name(K.kind);
+    }
+    steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
 CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& options) {
   CppModule m;
   CodeWriter w;
@@ -15,18 +28,16 @@ CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& opt
   w.blank();
   w.blank();
   KernelEmitter emitter(s, plan, options, w);
+  m.steps = launch_steps(s);
   for (size_t k = 0; k < s.kernels.size(); ++k) {
-    const Kernel& K = s.kernels[k];
-    LaunchStep step{K.kind, "", K.anchor};
-    if (K.kind == KernelKind::extern_op) {
+    const LaunchStep& step = m.steps[k];
+    if (step.kind == KernelKind::extern_op) {
       ++m.extern_ops;
-    } else {
-      step.symbol = "zc_k" + std::to_string(k) + "_" + kernel_kind_name(K.kind);
-      w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(K.kind));
-      emitter.emit(static_cast<int32_t>(k), step.symbol);
-      ++m.generated_kernels;
+      continue;
     }
-    m.steps.push_back(std::move(step));
+    w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(step.kind));
+    emitter.emit(static_cast<int32_t>(k), step.symbol);
+    ++m.generated_kernels;
   }
   m.source = w.str();
   return m;

@@ -30,4 +30,7 @@ struct CppModule {
 
 CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& options);
 
+// The launch plan alone: the same steps emit() returns, without writing any source.
+std::vector<LaunchStep> launch_steps(const Schedule& s);
+
 }  // namespace zc::codegen::cpp

@@ -1,0 +1,127 @@
+// Per-lookup overhead of the cache tiers: what a hit, a miss and a put cost in the disk tier
+// (open, read, verify the checksums; temp file and rename), for a small (1 KB) and a
+// kernel-sized (100 KB) payload, next to a hit in the memory tier. The store lives in
+// $ZC_BENCH_DIR when set (measure on the file system that holds the real cache), else in the
+// system temp directory.
+//
+// Figures (2-core VM, ext4, loaded by other builds; wall time per operation):
+//   disk get hit:   1 KB 6.5 us, 100 KB 64 us (SHA-256 of the payload is most of it)
+//   disk get miss:  1.6 us (one failed open)
+//   disk put:       1 KB 72 us, 100 KB 136 us on a quiet file system; up to ~1 ms when
+//                   ext4's inode allocator is busy skipping recently deleted inodes
+//   disk put over an existing entry: 1 KB 150 us, 100 KB 300 us
+//   memory get hit: 1 KB 31 ns, 100 KB 1.2 us (the copy)
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "cache/disk_tier.h"
+#include "cache/entry.h"
+#include "cache/tier.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace zc::cache;
+
+struct Store {
+  std::string root;
+  Store() {
+    const char* env = std::getenv("ZC_BENCH_DIR");
+    fs::path base = env && *env ? fs::path(env) : fs::temp_directory_path();
+    root = (base / ("zc_bench_cache_store." + std::to_string(::getpid()))).string();
+    fs::remove_all(root);
+  }
+  ~Store() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+};
+
+Store& store() {
+  static Store s;
+  return s;
+}
+
+Entry make_entry(int i, size_t size) {
+  Entry e;
+  e.level = Level::kernel;
+  e.key = zc::sha256("bench " + std::to_string(i) + " " + std::to_string(size));
+  e.compile_ms = 50;
+  e.created_unix = 1'700'000'000;
+  e.payload.assign(size, static_cast<uint8_t>(i));
+  return e;
+}
+
+void BM_DiskGetHit(benchmark::State& state) {
+  auto size = static_cast<size_t>(state.range(0));
+  auto t = open_disk_tier({store().root + "/hit"});
+  Entry e = make_entry(1, size);
+  if (!t->put(e).ok) state.SkipWithError("put failed");
+  for (auto _ : state) {
+    GetResult r = t->get(Level::kernel, e.key);
+    if (r.outcome != Outcome::hit) state.SkipWithError("not a hit");
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+}
+BENCHMARK(BM_DiskGetHit)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecond);
+
+void BM_DiskGetMiss(benchmark::State& state) {
+  auto t = open_disk_tier({store().root + "/miss"});
+  if (!t->put(make_entry(1, 1024)).ok) state.SkipWithError("put failed");  // the tree exists
+  Entry absent = make_entry(2, 1024);
+  for (auto _ : state) {
+    GetResult r = t->get(Level::kernel, absent.key);
+    if (r.outcome != Outcome::miss) state.SkipWithError("not a miss");
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_DiskGetMiss)->Unit(benchmark::kMicrosecond);
+
+// A new key each time, as after a miss: temp file, write, rename (no eviction cap).
+void BM_DiskPut(benchmark::State& state) {
+  auto size = static_cast<size_t>(state.range(0));
+  auto t = open_disk_tier({store().root + "/put" + std::to_string(size)});
+  Entry e = make_entry(3, size);
+  uint64_t n = 0;
+  for (auto _ : state) {
+    std::memcpy(e.key.data(), &++n, sizeof(n));
+    if (!t->put(e).ok) state.SkipWithError("put failed");
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+}
+BENCHMARK(BM_DiskPut)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecond);
+
+// The same key again: the rename replaces an existing file (ext4 then flushes the new data
+// before the rename commits, which costs more than a new name).
+void BM_DiskPutReplace(benchmark::State& state) {
+  auto size = static_cast<size_t>(state.range(0));
+  auto t = open_disk_tier({store().root + "/replace"});
+  Entry e = make_entry(3, size);
+  for (auto _ : state) {
+    if (!t->put(e).ok) state.SkipWithError("put failed");
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+}
+BENCHMARK(BM_DiskPutReplace)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecond);
+
+void BM_MemoryGetHit(benchmark::State& state) {
+  auto size = static_cast<size_t>(state.range(0));
+  auto t = make_memory_tier(0);
+  Entry e = make_entry(4, size);
+  t->put(e);
+  for (auto _ : state) {
+    GetResult r = t->get(Level::kernel, e.key);
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_MemoryGetHit)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,102 @@
+// The tiered compile cache of this process: memory, then local disk (then, later, a remote
+// tier). A read checks the tiers in order and copies a hit into the faster ones; a new entry
+// is written through to every enabled tier. Every lookup is counted per level and tier and,
+// with ZC_LOGS=cache, logged with its key's components.
+//
+// Configuration (read once, from the environment):
+//   ZC_CACHE_DIR              local store; default $XDG_CACHE_HOME/zerocompile, else
+//                             ~/.cache/zerocompile (never /tmp, which is lost on reboot)
+//   ZC_CACHE_MAX_BYTES        size cap of the local store, least recently used evicted
+//   ZC_FORCE_DISABLE_CACHES=1 no persistent tier at all (the in-process code cache stays)
+//   ZC_CACHE_HMAC_KEY_FILE    key for signing and verifying bundles
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/bundle.h"
+#include "cache/keys.h"
+#include "cache/tier.h"
+
+namespace zc::cache {
+
+class DiskTier;
+
+struct CacheConfig {
+  bool persistent = true;  // false: ZC_FORCE_DISABLE_CACHES
+  std::string dir;
+  uint64_t max_bytes = 0;  // 0: no cap
+  uint64_t memory_max_bytes = 256ull << 20;
+  std::string hmac_key_file;
+
+  static CacheConfig from_env();
+};
+
+// Counters of one level in one tier.
+struct TierCounters {
+  int64_t hits = 0, misses = 0, errors = 0, puts = 0, put_failures = 0;
+  double saved_ms = 0;  // compile time the hits saved
+};
+
+class Cache {
+ public:
+  explicit Cache(CacheConfig config);
+  ~Cache();
+
+  // The entry stored under `key` in the fastest tier that has it, or nullopt.
+  std::optional<Entry> get(const Key& key);
+  // Stores `payload` under `key` in every tier. A failing tier (read-only, full) is warned
+  // about once and skipped; the compile that produced the payload is never affected.
+  void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
+
+  // Whether a tier already holds (level, key); and an entry from elsewhere (a bundle) written
+  // into every tier.
+  bool contains(Level level, const Digest& key);
+  void insert(Entry entry);
+
+  void clear_memory() { memory_->clear(); }
+
+  const CacheConfig& config() const { return config_; }
+  DiskTier* disk() const { return disk_.get(); }  // null when persistence is off
+  TierCounters counters(Level level, const std::string& tier) const;
+  // Every entry this process stored or hit, for bundles.
+  std::vector<BundleItem> touched_items();
+  // The provenance of entries of `level` made by this process.
+  Provenance provenance(Level level) const;
+  // Writes this process's counters into the store's lifetime statistics (also at exit).
+  void flush_lifetime_stats();
+
+ private:
+  void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
+  void note_touched(Level level, const Digest& key);
+
+  CacheConfig config_;
+  std::unique_ptr<Tier> memory_;
+  std::unique_ptr<DiskTier> disk_;
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::string, TierCounters>> counters_;  // "<level>/<tier>"
+  std::vector<std::pair<Level, Digest>> touched_;
+  bool warned_put_failure_ = false;
+  struct Flushed;
+  std::unique_ptr<Flushed> flushed_;
+};
+
+// The process-wide cache, created from the environment on first use.
+Cache& process_cache();
+
+// Stored payloads begin with the provenance of the process that made them, so an entry can be
+// exported and judged (wrong build, wrong target) long after it was written.
+std::vector<uint8_t> wrap_payload(const Provenance& p, std::span<const uint8_t> payload);
+// Splits a stored payload; nullopt when it does not start with a provenance.
+std::optional<std::pair<Provenance, std::vector<uint8_t>>> unwrap_payload(
+    std::span<const uint8_t> stored);
+
+// Every entry of the local store with its provenance (what `zc cache export` bundles).
+std::vector<BundleItem> store_items(Cache& c);
+
+}  // namespace zc::cache

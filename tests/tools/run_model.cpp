@@ -1,0 +1,74 @@
+// Compiles and runs a model in a fresh process and reports what happened, for tests of
+// behaviour that spans processes (compiler discovery, persistent caches, bundles).
+//
+//   run_model [--model seed|gpt] [--layers N] [--weights-seed S] [--load BUNDLE]
+//             [--save BUNDLE]
+//
+// Prints "output <sha256 of the output bytes>", "max_diff <|compiled - eager|>",
+// "first_call_ms <ms>", "compiler <json>", "cache <json>" (and "load <json>" with --load), one
+// per line; or "error: <message>" and exits with 3.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "util/hash.h"
+#include "zc/zc.h"
+
+int main(int argc, char** argv) {
+  std::string model = "seed", load, save;
+  int64_t layers = 4;
+  uint64_t weights_seed = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--model") model = value;
+    if (flag == "--layers") layers = std::stoll(value);
+    if (flag == "--weights-seed") weights_seed = std::stoull(value);
+    if (flag == "--load") load = value;
+    if (flag == "--save") save = value;
+  }
+  try {
+    if (!load.empty()) {
+      std::ifstream f(load, std::ios::binary);
+      std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
+                                 std::istreambuf_iterator<char>());
+      std::printf("load %s\n", zc::cache::load_artifacts(bytes).json().c_str());
+    }
+    zc::manual_seed(weights_seed);
+    std::shared_ptr<zc::nn::Module> m;
+    zc::Tensor x;
+    if (model == "gpt") {
+      m = zc::models::gpt(
+          {.vocab_size = 1024, .block_size = 128, .n_layer = layers, .n_head = 4, .d_model = 256});
+      x = zc::randint(0, 1024, {4, 128});
+    } else {
+      m = zc::models::seed_model(layers);
+      x = zc::randn({10, 10});
+    }
+    m->eval();
+    auto fast = zc::compile(m);
+    auto t0 = std::chrono::steady_clock::now();
+    zc::Tensor y = fast(x);
+    double first_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    zc::Tensor ref = (*m)(x);
+    std::printf("output %s\n",
+                zc::hex(zc::sha256(std::span<const uint8_t>(
+                            static_cast<const uint8_t*>(y.raw_data()), y.numel() * 4)))
+                    .c_str());
+    std::printf("max_diff %.3g\n", zc::max(zc::abs(y - ref)).item<double>());
+    std::printf("first_call_ms %.3f\n", first_ms);
+    std::printf("compiler %s\n", zc::compiler::stats().json().c_str());
+    std::printf("cache %s\n", zc::cache::stats().json().c_str());
+    if (!save.empty()) {
+      std::vector<uint8_t> bytes = zc::cache::save_artifacts();
+      std::ofstream(save, std::ios::binary)
+          .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+    return 0;
+  } catch (const zc::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+}
