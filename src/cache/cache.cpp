@@ -179,6 +179,7 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
       if (!c) c = &counters_.emplace_back(name, TierCounters{}).second;
       if (r.ok) {
         ++c->puts;
+        c->bytes_written += static_cast<int64_t>(e.payload.size() + kEntryHeaderSize);
       } else {
         ++c->put_failures;
         warn = !warned_put_failure_;
@@ -258,7 +259,8 @@ void Cache::flush_lifetime_stats() {
         if (n == name) before = v;
       }
       delta.add(*level, now.hits - before.hits, now.misses - before.misses,
-                now.errors - before.errors, now.puts - before.puts, now.saved_ms - before.saved_ms);
+                now.errors - before.errors, now.puts - before.puts, now.saved_ms - before.saved_ms,
+                now.bytes_written - before.bytes_written);
       any = any || now.hits != before.hits || now.misses != before.misses ||
             now.errors != before.errors || now.puts != before.puts;
     }

@@ -39,7 +39,7 @@ struct CacheConfig {
 
 // Counters of one level in one tier.
 struct TierCounters {
-  int64_t hits = 0, misses = 0, errors = 0, puts = 0, put_failures = 0;
+  int64_t hits = 0, misses = 0, errors = 0, puts = 0, put_failures = 0, bytes_written = 0;
   double saved_ms = 0;  // compile time the hits saved
 };
 
