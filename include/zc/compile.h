@@ -45,6 +45,13 @@ class CompiledModule {
 // Raises zc::Error for an unknown backend or a null module.
 CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});
 
+// Regional compilation by hand: a module that runs `module` compiled, to sit inside an eager
+// model (layers->push_back(zc::compiled(std::make_shared<Layer>()))). Instances with the same
+// graph share one executable; their weights stay their own. Its type name is the wrapped
+// module's, so a compiled model around it still sees the repeated block.
+std::shared_ptr<nn::Module> compiled(std::shared_ptr<nn::Module> module,
+                                     CompileOptions options = {});
+
 namespace compiler {
 
 // Counters and per-stage times of this process (since start or the last reset_stats()).
@@ -57,14 +64,18 @@ struct Stats {
   int64_t guard_hits = 0;            // calls that ran without capturing
   int64_t compiler_invocations = 0;  // runs of the system C++ compiler
   int64_t kernels_generated = 0;
-  int64_t extern_ops = 0;   // ops run through their eager kernel inside compiled graphs
-  double capture_ms = 0;    // tracing forward() into graphs
-  double compile_ms = 0;    // everything after capture up to a loaded executable:
-  double lower_ms = 0;      //   decompositions and canonicalization
-  double codegen_ms = 0;    //   scheduling, buffer planning, emitting source
-  double cxx_ms = 0;        //   the system C++ compiler
-  double load_ms = 0;       //   loading the shared object
-  std::string str() const;  // a readable table
+  int64_t extern_ops = 0;      // ops run through their eager kernel inside compiled graphs
+  int64_t regions_found = 0;   // calls of repeated blocks found by Regions::Auto
+  int64_t region_graphs = 0;   // distinct repeated blocks among them
+  int64_t parts_compiled = 0;  // distinct graphs compiled (or loaded) for those compiles
+  int64_t parts_reused = 0;    // calls that reused one of them
+  double capture_ms = 0;       // tracing forward() into graphs
+  double compile_ms = 0;       // everything after capture up to a loaded executable:
+  double lower_ms = 0;         //   decompositions and canonicalization
+  double codegen_ms = 0;       //   scheduling, buffer planning, emitting source
+  double cxx_ms = 0;           //   the system C++ compiler
+  double load_ms = 0;          //   loading the shared object
+  std::string str() const;     // a readable table
   std::string json() const;
 };
 

@@ -6,6 +6,10 @@ namespace zc::ir {
 
 RegionGraph extract_region(const Graph& g, RegionId region) {
   const Region& reg = g.regions[region];
+  return extract_range(g, reg.begin, reg.end);
+}
+
+RegionGraph extract_range(const Graph& g, int32_t begin, int32_t end) {
   RegionGraph out;
   Graph& sub = out.graph;
   std::unordered_map<ValueId, ValueId> map;  // outer -> inner
@@ -32,7 +36,7 @@ RegionGraph extract_region(const Graph& g, RegionId region) {
   };
 
   std::vector<ValueId> defined;
-  for (int32_t i = reg.begin; i < reg.end; ++i) {
+  for (int32_t i = begin; i < end; ++i) {
     const Node& n = g.nodes[i];
     Node copy;
     copy.op = n.op;
@@ -47,30 +51,33 @@ RegionGraph extract_region(const Graph& g, RegionId region) {
     copy.region = kNoRegion;
     sub.nodes.push_back(std::move(copy));
   }
-  // Nested regions, re-based to the subgraph's node numbering.
+  // Regions lying entirely inside the range, re-based to the subgraph's node numbering; a
+  // region whose parent is not inside becomes a top-level region of the subgraph.
   std::unordered_map<RegionId, RegionId> region_map;
-  for (size_t r = region + 1; r < g.regions.size(); ++r) {
+  for (size_t r = 0; r < g.regions.size(); ++r) {
     const Region& child = g.regions[r];
-    if (child.begin < reg.begin || child.end > reg.end) break;
-    bool inside = child.parent == region || region_map.count(child.parent);
-    if (!inside) continue;
+    if (child.begin < begin || child.end > end ||
+        (child.begin == child.end && child.begin == end)) {
+      continue;
+    }
     Region copy = child;
-    copy.parent = child.parent == region ? kNoRegion : region_map[child.parent];
-    copy.begin -= reg.begin;
-    copy.end -= reg.begin;
+    auto parent = region_map.find(child.parent);
+    copy.parent = parent == region_map.end() ? kNoRegion : parent->second;
+    copy.begin -= begin;
+    copy.end -= begin;
     region_map[static_cast<RegionId>(r)] = static_cast<RegionId>(sub.regions.size());
     sub.regions.push_back(std::move(copy));
   }
-  for (int32_t i = reg.begin; i < reg.end; ++i) {
+  for (int32_t i = begin; i < end; ++i) {
     const Node& n = g.nodes[i];
-    if (n.region != kNoRegion && n.region != region) {
-      auto it = region_map.find(n.region);
-      if (it != region_map.end()) sub.nodes[i - reg.begin].region = it->second;
-    }
+    // The innermost region that came along (a node of a region cut by the range keeps none).
+    RegionId r = n.region;
+    while (r != kNoRegion && !region_map.count(r)) r = g.regions[r].parent;
+    sub.nodes[i - begin].region = r == kNoRegion ? kNoRegion : region_map[r];
   }
   // Outputs: values defined inside and read after the region or returned.
   std::vector<bool> used_after(g.values.size(), false);
-  for (size_t i = reg.end; i < g.nodes.size(); ++i) {
+  for (size_t i = end; i < g.nodes.size(); ++i) {
     for (ValueId v : g.nodes[i].inputs) used_after[v] = true;
   }
   for (ValueId v : g.outputs) used_after[v] = true;

@@ -8,6 +8,7 @@
 #include "nn/epoch.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_graph.h"
+#include "runtime/hierarchical.h"
 #include "runtime/stats.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -139,11 +140,17 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
 
   auto entry = std::make_shared<Entry>();
   entry->guard = capture::input_guard(x);
-  entry->exec = runtime::compile_graph(graph, s.backend);
+  // A whole trace is compiled hierarchically unless the user asked for one flat graph; graph
+  // break segments stay flat (they are re-traced on every call anyway).
+  entry->exec = s.options.regions == Regions::Auto && s.backend == "cpp" && breaks == 0
+                    ? runtime::compile_hierarchical(graph, s.backend)
+                    : runtime::compile_graph(graph, s.backend);
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
     if (bindings[i].kind == ir::InputKind::user) entry->user_slots.push_back(i);
   }
+  ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
+                  << ", " << graph.nodes.size() << " nodes";
   Tensor out = run_entry(*entry, x)[0];
   {
     std::lock_guard lock(s.mu);
@@ -154,6 +161,25 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
     }
   }
   return out;
+}
+
+namespace {
+class CompiledBlock final : public nn::Module {
+ public:
+  CompiledBlock(std::shared_ptr<nn::Module> inner, CompileOptions options)
+      : inner_(register_module("module", std::move(inner))), fast_(compile(inner_, options)) {}
+  Tensor forward(const Tensor& x) override { return fast_(x); }
+  std::string type_name() const override { return inner_->type_name(); }
+
+ private:
+  std::shared_ptr<nn::Module> inner_;
+  CompiledModule fast_;
+};
+}  // namespace
+
+std::shared_ptr<nn::Module> compiled(std::shared_ptr<nn::Module> module, CompileOptions options) {
+  if (!module) throw Error("compiled: the module is null");
+  return std::make_shared<CompiledBlock>(std::move(module), std::move(options));
 }
 
 const std::shared_ptr<nn::Module>& CompiledModule::module() const {

@@ -35,7 +35,7 @@ struct ArenaDeleter {
 };
 using Arena = std::unique_ptr<char, ArenaDeleter>;
 
-class CppExecutable final : public Executable {
+class CppExecutable final : public RawExecutable {
  public:
   CppExecutable(codegen::CodegenResult code, std::shared_ptr<toolchain::SharedLibrary> lib)
       : code_(std::move(code)), lib_(std::move(lib)) {
@@ -77,22 +77,28 @@ class CppExecutable final : public Executable {
       out.push_back(outputs.back().raw_data());
     }
     Arena arena = take_arena();
-    ZcArgs args{in.data(), out.data(), const_ptrs_.data(), arena.get(), &kServices};
     try {
-      for (const Step& step : steps_) {
-        if (step.fn) {
-          int rc = step.fn(&args);
-          if (rc != 0) report(rc, step);
-        } else {
-          run_extern(step.node, args);
-        }
-      }
+      run_raw(in.data(), out.data(), arena.get());
     } catch (...) {
       give_arena(std::move(arena));
       throw;
     }
     give_arena(std::move(arena));
     return outputs;
+  }
+
+  int64_t scratch_bytes() const override { return code_.plan.arena_bytes; }
+
+  void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
+    ZcArgs args{inputs, outputs, const_ptrs_.data(), scratch, &kServices};
+    for (const Step& step : steps_) {
+      if (step.fn) {
+        int rc = step.fn(&args);
+        if (rc != 0) report(rc, step);
+      } else {
+        run_extern(step.node, args);
+      }
+    }
   }
 
   std::string_view backend() const override { return "cpp"; }

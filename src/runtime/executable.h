@@ -18,4 +18,15 @@ class Executable {
   virtual std::string_view backend() const = 0;
 };
 
+// An executable that can also run on raw buffers the caller owns, without allocating: what a
+// hierarchical executable chains its calls through.
+class RawExecutable : public Executable {
+ public:
+  // Bytes of scratch memory run_raw needs (64-byte aligned by the caller).
+  virtual int64_t scratch_bytes() const = 0;
+  // `inputs[i]` holds graph input i densely (row-major, its dtype); `outputs[i]` receives graph
+  // output i densely; `scratch` has scratch_bytes() bytes. Raises zc::Error like run().
+  virtual void run_raw(void* const* inputs, void* const* outputs, char* scratch) const = 0;
+};
+
 }  // namespace zc::runtime

@@ -51,6 +51,10 @@ Stats stats() {
   out.compiler_invocations = c(Counter::compiler_invocations);
   out.kernels_generated = c(Counter::kernels_generated);
   out.extern_ops = c(Counter::extern_ops);
+  out.regions_found = c(Counter::regions_found);
+  out.region_graphs = c(Counter::region_graphs);
+  out.parts_compiled = c(Counter::parts_compiled);
+  out.parts_reused = c(Counter::parts_reused);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
   out.lower_ms = t(Stage::lower);
@@ -78,6 +82,10 @@ std::string Stats::str() const {
      << "compiler runs       " << compiler_invocations << "\n"
      << "kernels generated   " << kernels_generated << "\n"
      << "extern ops          " << extern_ops << "\n"
+     << "regions found       " << regions_found << "\n"
+     << "region graphs       " << region_graphs << "\n"
+     << "parts compiled      " << parts_compiled << "\n"
+     << "parts reused        " << parts_reused << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
      << "  lower ms          " << lower_ms << "\n"
@@ -94,6 +102,8 @@ std::string Stats::json() const {
      << ",\"code_cache_misses\":" << code_cache_misses << ",\"guard_hits\":" << guard_hits
      << ",\"compiler_invocations\":" << compiler_invocations
      << ",\"kernels_generated\":" << kernels_generated << ",\"extern_ops\":" << extern_ops
+     << ",\"regions_found\":" << regions_found << ",\"region_graphs\":" << region_graphs
+     << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
      << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
      << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
      << ",\"load_ms\":" << load_ms << "}";

@@ -15,6 +15,10 @@ enum class Counter : uint8_t {
   compiler_invocations,
   kernels_generated,
   extern_ops,
+  regions_found,   // outlined calls of repeated blocks
+  region_graphs,   // distinct repeated blocks
+  parts_compiled,  // distinct parts compiled (or loaded) for hierarchical graphs
+  parts_reused,    // parts that reused one of those
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts.

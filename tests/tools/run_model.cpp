@@ -2,7 +2,7 @@
 // behaviour that spans processes (compiler discovery, persistent caches, bundles).
 //
 //   run_model [--model seed|gpt] [--layers N] [--weights-seed S] [--load BUNDLE]
-//             [--save BUNDLE]
+//             [--save BUNDLE] [--regions auto|none|manual]
 //
 // Prints "output <sha256 of the output bytes>", "max_diff <|compiled - eager|>",
 // "first_call_ms <ms>", "compiler <json>", "cache <json>" (and "load <json>" with --load), one
@@ -11,13 +11,33 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "util/hash.h"
 #include "zc/zc.h"
 
+namespace {
+// seed64 with each layer compiled by hand (torch.compile's regional recipe).
+struct ManualSeed : zc::nn::Module {
+  std::shared_ptr<zc::nn::Linear> linear;
+  std::shared_ptr<zc::nn::ModuleList> layers;
+  explicit ManualSeed(int64_t n) {
+    linear = register_module("linear", std::make_shared<zc::nn::Linear>(10, 10));
+    layers = register_module("layers", std::make_shared<zc::nn::ModuleList>());
+    for (int64_t i = 0; i < n; ++i)
+      layers->push_back(zc::compiled(std::make_shared<zc::models::SeedLayer>(10)));
+  }
+  zc::Tensor forward(const zc::Tensor& x) override {
+    zc::Tensor h = (*linear)(x);
+    for (const auto& layer : *layers) h = (*layer)(h);
+    return h;
+  }
+};
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::string model = "seed", load, save;
+  std::string model = "seed", load, save, regions = "auto";
   int64_t layers = 4;
   uint64_t weights_seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -27,6 +47,7 @@ int main(int argc, char** argv) {
     if (flag == "--weights-seed") weights_seed = std::stoull(value);
     if (flag == "--load") load = value;
     if (flag == "--save") save = value;
+    if (flag == "--regions") regions = value;
   }
   try {
     if (!load.empty()) {
@@ -42,12 +63,25 @@ int main(int argc, char** argv) {
       m = zc::models::gpt(
           {.vocab_size = 1024, .block_size = 128, .n_layer = layers, .n_head = 4, .d_model = 256});
       x = zc::randint(0, 1024, {4, 128});
+    } else if (regions == "manual") {
+      m = std::make_shared<ManualSeed>(layers);
+      x = zc::randn({10, 10});
     } else {
       m = zc::models::seed_model(layers);
       x = zc::randn({10, 10});
     }
     m->eval();
-    auto fast = zc::compile(m);
+    zc::CompileOptions options;
+    options.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto;
+    std::function<zc::Tensor(const zc::Tensor&)> fast;
+    if (regions == "manual") {
+      fast = [m](const zc::Tensor& t) {
+        return (*m)(t);
+      };  // the model stays eager around its blocks
+    } else {
+      auto compiled = zc::compile(m, options);
+      fast = [compiled](const zc::Tensor& t) { return compiled(t); };
+    }
     auto t0 = std::chrono::steady_clock::now();
     zc::Tensor y = fast(x);
     double first_ms =

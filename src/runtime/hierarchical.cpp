@@ -1,0 +1,241 @@
+#include "runtime/hierarchical.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include "ops/eager.h"
+#include "runtime/compile_graph.h"
+#include "runtime/stats.h"
+#include "util/check.h"
+#include "util/log.h"
+
+namespace zc::runtime {
+
+namespace {
+
+// Where a part's input or output lives during a call.
+struct Slot {
+  enum Kind : uint8_t { graph_input, value } kind;
+  int32_t index;  // graph input number, or outer value id
+};
+
+// A slot resolved for the fast path: an input pointer, a graph output, or an arena offset.
+struct Place {
+  enum Kind : uint8_t { input, output, arena } kind;
+  int64_t index;  // input or output number, or byte offset
+};
+
+struct Part {
+  std::shared_ptr<const Executable> exec;
+  const RawExecutable* raw = nullptr;  // exec, when it runs on raw buffers
+  std::vector<Slot> inputs, outputs;
+  std::vector<Place> places;  // fast path: inputs then outputs
+};
+
+struct ArenaFree {
+  void operator()(char* p) const { std::free(p); }
+};
+using Arena = std::unique_ptr<char, ArenaFree>;
+
+class HierarchicalExecutable final : public Executable {
+ public:
+  HierarchicalExecutable(const ir::Graph& g, std::vector<Part> parts)
+      : parts_(std::move(parts)), num_inputs_(g.inputs.size()) {
+    std::map<ir::ValueId, int32_t> input_of;
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      input_of[g.inputs[i].value] = static_cast<int32_t>(i);
+    outputs_ = g.outputs;
+    for (ir::ValueId v : g.outputs) output_metas_.push_back(g.meta(v));
+    // Values passed between parts get fixed places in one arena (no reuse: they are few and
+    // small next to what the parts use inside); graph outputs go to fresh tensors instead.
+    fast_ = true;
+    int64_t top = 0;
+    for (const Part& p : parts_) {
+      fast_ = fast_ && p.raw != nullptr;
+      scratch_ = std::max<int64_t>(scratch_, p.raw ? p.raw->scratch_bytes() : 0);
+      for (const Slot& s : p.outputs) {
+        const ops::TensorMeta& m = g.meta(s.index);
+        offset_[s.index] = top;
+        meta_[s.index] = m;
+        top += (shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype)) + 63) / 64 * 64;
+      }
+    }
+    values_bytes_ = top;
+    // A graph output must come from a part for the fast path to write it in place.
+    for (ir::ValueId v : outputs_) fast_ = fast_ && offset_.count(v) && !input_of.count(v);
+    // Resolve every slot once, so a call only indexes arrays.
+    std::map<ir::ValueId, int64_t> output_of;
+    for (size_t i = 0; i < outputs_.size(); ++i)
+      output_of.emplace(outputs_[i], static_cast<int64_t>(i));
+    for (Part& p : parts_) {
+      auto place = [&](const Slot& s) {
+        if (s.kind == Slot::graph_input) return Place{Place::input, s.index};
+        auto o = output_of.find(s.index);
+        if (o != output_of.end()) return Place{Place::output, o->second};
+        auto off = offset_.find(s.index);
+        return Place{Place::arena, off == offset_.end() ? 0 : off->second};
+      };
+      for (const Slot& s : p.inputs) p.places.push_back(place(s));
+      for (const Slot& s : p.outputs) p.places.push_back(place(s));
+    }
+  }
+
+  std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
+    ZC_CHECK(inputs.size() == num_inputs_, "hierarchical executable got the wrong inputs");
+    return fast_ ? run_fast(inputs) : run_generic(inputs);
+  }
+
+  std::string_view backend() const override {
+    return parts_.empty() ? "eager" : parts_[0].exec->backend();
+  }
+
+ private:
+  // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
+  std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
+    std::vector<Tensor> dense;
+    std::vector<void*> in(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = *inputs[i];
+      if (t.is_contiguous()) {
+        in[i] = t.raw_data();
+      } else {
+        dense.push_back(ops::eager_contiguous(t));
+        in[i] = dense.back().raw_data();
+      }
+    }
+    std::vector<Tensor> outputs;
+    std::vector<void*> out(outputs_.size());
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      outputs.push_back(Tensor::empty(output_metas_[i].shape, output_metas_[i].dtype));
+      out[i] = outputs.back().raw_data();
+    }
+    Arena arena = take_arena();
+    char* values = arena.get();
+    char* scratch = values + values_bytes_;
+    std::vector<void*> ptrs;
+    try {
+      for (const Part& p : parts_) {
+        ptrs.resize(p.places.size());
+        for (size_t k = 0; k < p.places.size(); ++k) {
+          const Place& pl = p.places[k];
+          ptrs[k] = pl.kind == Place::input    ? in[pl.index]
+                    : pl.kind == Place::output ? out[pl.index]
+                                               : values + pl.index;
+        }
+        p.raw->run_raw(ptrs.data(), ptrs.data() + p.inputs.size(), scratch);
+      }
+    } catch (...) {
+      give_arena(std::move(arena));
+      throw;
+    }
+    give_arena(std::move(arena));
+    return outputs;
+  }
+
+  // Any executables: values passed as tensors.
+  std::vector<Tensor> run_generic(std::span<const Tensor* const> inputs) const {
+    std::map<ir::ValueId, Tensor> env;
+    std::vector<const Tensor*> args;
+    for (const Part& p : parts_) {
+      args.clear();
+      for (const Slot& s : p.inputs) {
+        args.push_back(s.kind == Slot::graph_input ? inputs[s.index] : &env.at(s.index));
+      }
+      std::vector<Tensor> outs = p.exec->run(args);
+      for (size_t i = 0; i < p.outputs.size(); ++i) env[p.outputs[i].index] = std::move(outs[i]);
+    }
+    std::vector<Tensor> result;
+    for (ir::ValueId v : outputs_) result.push_back(ops::eager_cast(env.at(v), env.at(v).dtype()));
+    return result;
+  }
+
+  Arena take_arena() const {
+    {
+      std::lock_guard lock(pool_mu_);
+      if (!pool_.empty()) {
+        Arena a = std::move(pool_.back());
+        pool_.pop_back();
+        return a;
+      }
+    }
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(values_bytes_ + scratch_, 64));
+    char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (!p) throw std::bad_alloc();
+    return Arena(p);
+  }
+  void give_arena(Arena a) const {
+    std::lock_guard lock(pool_mu_);
+    pool_.push_back(std::move(a));
+  }
+
+  std::vector<Part> parts_;
+  size_t num_inputs_;
+  std::vector<ir::ValueId> outputs_;
+  std::vector<ops::TensorMeta> output_metas_;
+  std::map<ir::ValueId, int64_t> offset_;
+  std::map<ir::ValueId, ops::TensorMeta> meta_;
+  int64_t values_bytes_ = 0, scratch_ = 0;
+  bool fast_ = false;
+  mutable std::mutex pool_mu_;
+  mutable std::vector<Arena> pool_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g,
+                                                       const std::string& backend,
+                                                       const RegionRule& rule) {
+  RegionPlan plan = plan_regions(g, rule);
+  if (plan.outlined_calls == 0) return compile_graph(g, backend);
+  std::map<ir::ValueId, int32_t> input_of;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    input_of[g.inputs[i].value] = static_cast<int32_t>(i);
+  // Distinct parts compile at the same time: each is its own process of the system compiler,
+  // so a block and its glue take as long as the slower of the two, not their sum.
+  std::map<Digest, std::shared_future<std::shared_ptr<const Executable>>> by_hash;
+  int compiled = 0, reused = 0;
+  for (const GraphPart& gp : plan.parts) {
+    if (by_hash.count(gp.hash)) {
+      ++reused;
+      continue;
+    }
+    ++compiled;
+    const ir::Graph* part_graph = &gp.sub.graph;
+    by_hash[gp.hash] = std::async(std::launch::async, [part_graph, &backend] {
+                         return compile_graph(*part_graph, backend);
+                       }).share();
+  }
+  std::vector<Part> parts;
+  for (const GraphPart& gp : plan.parts) {
+    Part p;
+    p.exec = by_hash.at(gp.hash).get();  // rethrows a part's compile error
+    p.raw = dynamic_cast<const RawExecutable*>(p.exec.get());
+    for (ir::ValueId v : gp.sub.inputs) {
+      auto in = input_of.find(v);
+      p.inputs.push_back(in != input_of.end() ? Slot{Slot::graph_input, in->second}
+                                              : Slot{Slot::value, v});
+    }
+    for (ir::ValueId v : gp.sub.outputs) p.outputs.push_back(Slot{Slot::value, v});
+    parts.push_back(std::move(p));
+  }
+  stats::add(stats::Counter::regions_found, plan.outlined_calls);
+  stats::add(stats::Counter::region_graphs, plan.distinct_blocks);
+  stats::add(stats::Counter::parts_compiled, compiled);
+  stats::add(stats::Counter::parts_reused, reused);
+  ZC_LOG(regions) << plan.parts.size() << " parts: " << plan.outlined_calls << " calls of "
+                  << plan.distinct_blocks << " repeated block(s), "
+                  << plan.parts.size() - plan.outlined_calls << " glue; " << compiled
+                  << " distinct graphs compiled, " << reused << " calls reuse them";
+  for (const GraphPart& gp : plan.parts) {
+    if (gp.outlined) {
+      ZC_LOG(regions) << "  call " << gp.type_name << " nodes [" << gp.begin << ", " << gp.end
+                      << ") graph " << hex(gp.hash).substr(0, 16);
+    }
+  }
+  return std::make_shared<HierarchicalExecutable>(g, std::move(parts));
+}
+
+}  // namespace zc::runtime

@@ -1,0 +1,22 @@
+// Hierarchical compilation: a captured graph run as a sequence of compiled parts, where every
+// call of a repeated block shares one executable (see regions.h). Compiling a 64-layer model
+// costs what one layer and the glue around it cost.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/graph.h"
+#include "runtime/executable.h"
+#include "runtime/regions.h"
+
+namespace zc::runtime {
+
+// Plans the regions of `g`, compiles each distinct part once (through compile_graph and its
+// caches) and returns an executable that runs the parts in order; the whole graph compiled
+// as one when no region repeats.
+std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g,
+                                                       const std::string& backend,
+                                                       const RegionRule& rule = {});
+
+}  // namespace zc::runtime
