@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # Build: compiler, CMake + Ninja, pkg-config (finds OpenBLAS). Library: OpenBLAS (large
-# matmuls), OpenSSL's libcrypto (SHA-256, HMAC), zstd (cache bundles). Tests and benchmarks: GoogleTest/GoogleMock,
+# matmuls), OpenSSL's libcrypto (SHA-256, HMAC), zstd (cache bundles), hiredis (the remote cache; redis-server for its tests). Tests and benchmarks: GoogleTest/GoogleMock,
 # Google Benchmark. Fuzz tests: clang with its sanitizer and libFuzzer runtime (only
 # recommended by clang, so named here for --no-install-recommends).
 packages=(
@@ -15,6 +15,8 @@ packages=(
   libopenblas-openmp-dev
   libssl-dev
   libzstd-dev
+  libhiredis-dev
+  redis-server
   libgtest-dev
   libgmock-dev
   libbenchmark-dev

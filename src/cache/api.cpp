@@ -42,7 +42,7 @@ Stats stats() {
   s.persistent = c.disk() != nullptr;
   s.dir = s.persistent ? c.config().dir : "";
   for (Level level : kLevels) {
-    for (const char* tier : {"memory", "disk"}) {
+    for (const char* tier : {"memory", "disk", "redis"}) {
       TierCounters t = c.counters(level, tier);
       s.levels.push_back(LevelStats{level_name(level), tier, t.hits, t.misses, t.errors, t.puts,
                                     t.put_failures, t.saved_ms});

@@ -1,5 +1,6 @@
 #include "cache/cache.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -7,6 +8,7 @@
 #include "cache/disk_tier.h"
 #include "cache/fingerprint.h"
 #include "cache/lifetime_stats.h"
+#include "cache/redis_tier.h"
 #include "util/bytes.h"
 #include "util/log.h"
 
@@ -28,6 +30,19 @@ std::string default_dir() {
   return home.empty() ? "" : home + "/.cache/zerocompile";
 }
 
+// An unsigned number from the environment, or `fallback` when unset.
+uint64_t env_uint(const char* name, uint64_t fallback, const char* example) {
+  std::string v = env_or(name, "");
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (end == v.c_str() || *end != '\0' || v[0] == '-') {
+    throw Error(std::string(name) + "=\"" + v + "\" is not a number; expected digits, e.g. " +
+                example);
+  }
+  return n;
+}
+
 }  // namespace
 
 CacheConfig CacheConfig::from_env() {
@@ -41,17 +56,20 @@ CacheConfig CacheConfig::from_env() {
                  "persisted; set ZC_CACHE_DIR to a directory\n");
     c.persistent = false;
   }
-  std::string cap = env_or("ZC_CACHE_MAX_BYTES", "");
-  if (!cap.empty()) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(cap.c_str(), &end, 10);
-    if (end == cap.c_str() || *end != '\0') {
-      throw Error("ZC_CACHE_MAX_BYTES=\"" + cap + "\" is not a byte count; expected digits, e.g. " +
-                  "ZC_CACHE_MAX_BYTES=1073741824");
-    }
-    c.max_bytes = v;
-  }
+  c.max_bytes = env_uint("ZC_CACHE_MAX_BYTES", 0, "ZC_CACHE_MAX_BYTES=1073741824");
   c.hmac_key_file = env_or("ZC_CACHE_HMAC_KEY_FILE", "");
+  c.remote_url = env_or("ZC_REMOTE_CACHE", "");
+  if (!c.remote_url.empty()) parse_redis_url(c.remote_url);  // a malformed URL fails here
+  c.remote_ttl_seconds = env_uint("ZC_REMOTE_CACHE_TTL", 0, "ZC_REMOTE_CACHE_TTL=604800");
+  std::string ro = env_or("ZC_REMOTE_CACHE_READONLY", "");
+  c.remote_read_only = !ro.empty() && ro != "0";
+  // Capped so a typo cannot turn the bound on a dead server's cost into minutes.
+  c.remote_connect_timeout_ms = static_cast<int>(
+      std::min<uint64_t>(env_uint("ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS", 200,
+                                  "ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS=200"),
+                         60000));
+  c.remote_timeout_ms = static_cast<int>(std::min<uint64_t>(
+      env_uint("ZC_REMOTE_CACHE_TIMEOUT_MS", 500, "ZC_REMOTE_CACHE_TIMEOUT_MS=500"), 60000));
   return c;
 }
 
@@ -64,6 +82,16 @@ Cache::Cache(CacheConfig config)
     : config_(std::move(config)), flushed_(std::make_unique<Flushed>()) {
   memory_ = make_memory_tier(config_.memory_max_bytes);
   if (config_.persistent) disk_ = open_disk_tier(DiskTierOptions{config_.dir, config_.max_bytes});
+  if (config_.persistent && !config_.remote_url.empty()) {
+    RedisOptions o = parse_redis_url(config_.remote_url);
+    o.ttl_seconds = config_.remote_ttl_seconds;
+    o.read_only = config_.remote_read_only;
+    o.connect_timeout_ms = config_.remote_connect_timeout_ms;
+    o.command_timeout_ms = config_.remote_timeout_ms;
+    // A configured key that cannot be read raises: it must not silently turn verification off.
+    if (!config_.hmac_key_file.empty()) o.hmac_key = read_hmac_key_file(config_.hmac_key_file);
+    remote_ = make_redis_tier(o);
+  }
 }
 
 Cache::~Cache() = default;
@@ -134,6 +162,7 @@ std::optional<Entry> Cache::get(const Key& key) {
   Level level = key.level();
   std::vector<Tier*> tiers{memory_.get()};
   if (disk_) tiers.push_back(disk_.get());
+  if (remote_) tiers.push_back(remote_.get());
   for (size_t i = 0; i < tiers.size(); ++i) {
     GetResult r = tiers[i]->get(level, d);
     count(level, tiers[i]->name(), r.outcome, r.entry ? r.entry->compile_ms : 0);
@@ -166,6 +195,8 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
   e.payload = wrap_payload(provenance(e.level), payload);
   std::vector<Tier*> tiers{memory_.get()};
   if (disk_) tiers.push_back(disk_.get());
+  // A read-only remote tier is left out rather than failing: that is not worth a warning.
+  if (remote_ && !config_.remote_read_only) tiers.push_back(remote_.get());
   for (Tier* t : tiers) {
     PutResult r = t->put(e);
     std::string name = std::string(level_name(e.level)) + "/" + t->name();

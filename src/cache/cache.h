@@ -1,5 +1,5 @@
-// The tiered compile cache of this process: memory, then local disk (then, later, a remote
-// tier). A read checks the tiers in order and copies a hit into the faster ones; a new entry
+// The tiered compile cache of this process: memory, then local disk, then a remote (Redis)
+// tier. A read checks the tiers in order and copies a hit into the faster ones; a new entry
 // is written through to every enabled tier. Every lookup is counted per level and tier and,
 // with ZC_LOGS=cache, logged with its key's components.
 //
@@ -8,7 +8,12 @@
 //                             ~/.cache/zerocompile (never /tmp, which is lost on reboot)
 //   ZC_CACHE_MAX_BYTES        size cap of the local store, least recently used evicted
 //   ZC_FORCE_DISABLE_CACHES=1 no persistent tier at all (the in-process code cache stays)
-//   ZC_CACHE_HMAC_KEY_FILE    key for signing and verifying bundles
+//   ZC_CACHE_HMAC_KEY_FILE    key for signing and verifying bundles and remote entries
+//   ZC_REMOTE_CACHE           redis://[user:password@]host[:port][/db]: the remote tier
+//   ZC_REMOTE_CACHE_TTL       seconds a remote entry lives; default 0, no expiry
+//   ZC_REMOTE_CACHE_READONLY=1  never write to the remote tier
+//   ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS  default 200
+//   ZC_REMOTE_CACHE_TIMEOUT_MS          per command, default 500
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,11 @@ struct CacheConfig {
   uint64_t max_bytes = 0;  // 0: no cap
   uint64_t memory_max_bytes = 256ull << 20;
   std::string hmac_key_file;
+  std::string remote_url;  // empty: no remote tier
+  uint64_t remote_ttl_seconds = 0;
+  bool remote_read_only = false;
+  int remote_connect_timeout_ms = 200;
+  int remote_timeout_ms = 500;
 
   static CacheConfig from_env();
 };
@@ -63,6 +73,7 @@ class Cache {
 
   const CacheConfig& config() const { return config_; }
   DiskTier* disk() const { return disk_.get(); }  // null when persistence is off
+  Tier* remote() const { return remote_.get(); }  // null without ZC_REMOTE_CACHE
   TierCounters counters(Level level, const std::string& tier) const;
   // Every entry this process stored or hit, for bundles.
   std::vector<BundleItem> touched_items();
@@ -78,6 +89,7 @@ class Cache {
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;
   std::unique_ptr<DiskTier> disk_;
+  std::unique_ptr<Tier> remote_;
   mutable std::mutex mu_;
   std::vector<std::pair<std::string, TierCounters>> counters_;  // "<level>/<tier>"
   std::vector<std::pair<Level, Digest>> touched_;

@@ -7,6 +7,7 @@
 #include "cache/bundle.h"
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
+#include "cache/redis_tier.h"
 #include "cli.h"
 #include "zc/cache.h"
 #include "zc/error.h"
@@ -66,8 +67,17 @@ int stats(zc::cache::Cache& c, const Options& o) {
     bytes[l] += static_cast<int64_t>(e.stored_bytes);
   }
   zc::cache::LifetimeStats life = disk.lifetime();
+  // The remote tier as configured, password hidden; its entries are shared, so not counted here.
+  std::string remote;
+  if (c.remote()) {
+    remote = zc::cache::redis_display_url(zc::cache::parse_redis_url(c.config().remote_url));
+    if (c.config().remote_read_only) remote += " (read-only)";
+    if (c.config().remote_ttl_seconds)
+      remote += " (ttl " + std::to_string(c.config().remote_ttl_seconds) + " s)";
+  }
   if (o.json) {
     std::cout << "{\"dir\":\"" << c.config().dir << "\",\"max_bytes\":" << c.config().max_bytes
+              << ",\"remote\":\"" << remote << "\""
               << ",\"levels\":{";
     bool first = true;
     for (Level l : zc::cache::kLevels) {
@@ -82,7 +92,9 @@ int stats(zc::cache::Cache& c, const Options& o) {
   std::cout << "cache directory  " << c.config().dir << "\n";
   std::cout << "size cap         "
             << (c.config().max_bytes ? std::to_string(c.config().max_bytes) + " bytes" : "none")
-            << "\n\n";
+            << "\n";
+  if (!remote.empty()) std::cout << "remote cache     " << remote << "\n";
+  std::cout << "\n";
   std::cout << "level       entries        bytes\n";
   for (Level l : zc::cache::kLevels) {
     int i = static_cast<int>(l);

@@ -19,5 +19,6 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 
 int cmd_cache(Args args);
+int cmd_bench(Args args);
 
 }  // namespace zc_cli

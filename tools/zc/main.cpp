@@ -24,6 +24,7 @@ extern char** environ;
 namespace {
 
 using zc_cli::Args;
+using zc_cli::cmd_bench;
 using zc_cli::cmd_cache;
 using zc_cli::kExitError;
 using zc_cli::kExitUsage;
@@ -41,6 +42,8 @@ int cmd_help(Args args);
 
 const Command kCommands[] = {
     {"env", "print version, build id, compiler, CPU features and BLAS", "zc env [--json]", cmd_env},
+    {"bench", "measure cold, warm, bundle and steady-state figures in fresh processes",
+     "zc bench [--repeats N] [--quick] [--json FILE] [--compare FILE]", cmd_bench},
     {"cache", "inspect and manage the compile cache",
      "zc cache stats|ls|clear [--yes]|gc|verify|export FILE|import FILE [--json]", cmd_cache},
     {"help", "list commands, or describe one", "zc help [COMMAND]", cmd_help},

@@ -1,0 +1,528 @@
+// The remote (Redis) tier against a real redis-server started on a free loopback port: URL
+// parsing, round trips, signing, a dead, killed or silent server, corrupt values, read-only
+// mode, and two processes with separate local caches sharing one server.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "cache/redis_tier.h"
+#include "zc/error.h"
+
+namespace zc::cache {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A port nothing listens on right now (the kernel's pick; closed again at once).
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool can_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string find_program(const std::string& name) {
+  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
+    std::string p = std::string(dir) + "/" + name;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
+
+std::string shell(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
+  if (p) pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+// redis-server on 127.0.0.1 only, no persistence, stopped when this goes out of scope.
+class RedisServer {
+ public:
+  explicit RedisServer(const std::string& password = "") : port_(free_port()) {
+    std::string exe = find_program("redis-server");
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::freopen("/dev/null", "w", stdout);
+      std::string port = std::to_string(port_);
+      std::vector<const char*> argv{exe.c_str(), "--port",      port.c_str(), "--bind",
+                                    "127.0.0.1", "--save",      "",           "--appendonly",
+                                    "no",        "--daemonize", "no"};
+      if (!password.empty()) {
+        argv.push_back("--requirepass");
+        argv.push_back(password.c_str());
+      }
+      argv.push_back(nullptr);
+      execv(exe.c_str(), const_cast<char* const*>(argv.data()));
+      _exit(127);
+    }
+    for (int i = 0; i < 500 && !can_connect(port_); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    password_ = password;
+  }
+  ~RedisServer() { stop(); }
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  // redis-cli against this server only.
+  std::string cli(const std::string& args) const {
+    return shell(find_program("redis-cli") + " -h 127.0.0.1 -p " + std::to_string(port_) +
+                 (password_.empty() ? "" : " --no-auth-warning -a " + password_) + " " + args);
+  }
+
+ private:
+  int port_;
+  pid_t pid_ = -1;
+  std::string password_;
+};
+
+#define SKIP_WITHOUT_REDIS()                                                     \
+  if (find_program("redis-server").empty() || find_program("redis-cli").empty()) \
+  GTEST_SKIP() << "redis-server is not installed (apt-get install redis-server)"
+
+Entry make_entry(Level level, const std::string& tag, size_t size = 1000) {
+  Entry e;
+  e.level = level;
+  e.key = sha256(tag);
+  e.compile_ms = 12.5;
+  e.created_unix = 1700000000;
+  e.payload.resize(size);
+  for (size_t i = 0; i < size; ++i) e.payload[i] = static_cast<uint8_t>(i * 7 + tag.size());
+  return e;
+}
+
+RedisOptions options_for(int port) {
+  RedisOptions o;
+  o.port = port;
+  return o;
+}
+
+TEST(CacheRedisUrl, ParsesEveryForm) {
+  RedisOptions a = parse_redis_url("redis://127.0.0.1:7000");
+  EXPECT_EQ(a.host, "127.0.0.1");
+  EXPECT_EQ(a.port, 7000);
+  EXPECT_EQ(a.db, 0);
+  EXPECT_TRUE(a.password.empty());
+  RedisOptions b = parse_redis_url("redis://alice:s%40cret:x@cache.example:6390/3");
+  EXPECT_EQ(b.user, "alice");
+  EXPECT_EQ(b.password, "s@cret:x");
+  EXPECT_EQ(b.host, "cache.example");
+  EXPECT_EQ(b.port, 6390);
+  EXPECT_EQ(b.db, 3);
+  RedisOptions c = parse_redis_url("redis://:pw@[::1]:6379/");
+  EXPECT_EQ(c.user, "");
+  EXPECT_EQ(c.password, "pw");
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(parse_redis_url("redis://h").port, 6379);
+  EXPECT_EQ(redis_display_url(b), "redis://alice:***@cache.example:6390/3");
+}
+
+TEST(CacheRedisUrl, MalformedUrlsNameTheVariableAndTheForm) {
+  for (const char* bad :
+       {"http://h:1", "redis://", "redis://h:", "redis://h:0", "redis://h:70000", "redis://h:x",
+        "redis://h:1/db", "redis://user@h:1", "redis://u:@h:1", "redis://::1:6379", "redis://[::1",
+        "redis://u:p%4@h:1", "127.0.0.1:6379"}) {
+    try {
+      parse_redis_url(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("ZC_REMOTE_CACHE"), std::string::npos) << m;
+      EXPECT_NE(m.find("redis://[user:password@]host[:port][/db]"), std::string::npos) << m;
+    }
+  }
+  // The password never appears in the message.
+  try {
+    parse_redis_url("redis://u:topsecret@h:99999");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("topsecret"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CacheRedis, PutGetRoundTripWithTtl) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  RedisOptions o = options_for(server.port());
+  o.ttl_seconds = 3600;
+  auto tier = make_redis_tier(o);
+  EXPECT_EQ(tier->name(), "redis");
+  Entry e = make_entry(Level::kernel, "round trip", 200000);
+  EXPECT_EQ(tier->get(e.level, e.key).outcome, Outcome::miss);
+  PutResult p = tier->put(e);
+  ASSERT_TRUE(p.ok) << p.reason;
+  GetResult r = tier->get(e.level, e.key);
+  ASSERT_EQ(r.outcome, Outcome::hit) << r.reason;
+  EXPECT_EQ(r.entry->payload, e.payload);
+  EXPECT_EQ(r.entry->compile_ms, e.compile_ms);
+  // Another level under the same key is another entry.
+  EXPECT_EQ(tier->get(Level::graph, e.key).outcome, Outcome::miss);
+  std::string name = "zc:v1:kernel:" + hex(e.key);
+  EXPECT_EQ(server.cli("EXISTS " + name), "1");
+  int ttl = std::stoi(server.cli("TTL " + name));
+  EXPECT_GT(ttl, 3500);
+  EXPECT_LE(ttl, 3600);
+  ASSERT_EQ(tier->list().size(), 1u);
+  EXPECT_EQ(tier->list()[0].info.key, e.key);
+  EXPECT_EQ(tier->clear(), 1u);
+  EXPECT_EQ(server.cli("DBSIZE"), "0");
+}
+
+TEST(CacheRedis, PasswordAndDatabase) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server("hunter2");
+  Entry e = make_entry(Level::graph, "auth");
+  RedisOptions good =
+      parse_redis_url("redis://:hunter2@127.0.0.1:" + std::to_string(server.port()) + "/2");
+  auto tier = make_redis_tier(good);
+  ASSERT_TRUE(tier->put(e).ok);
+  EXPECT_EQ(tier->get(e.level, e.key).outcome, Outcome::hit);
+  EXPECT_EQ(server.cli("-n 2 DBSIZE"), "1");
+  EXPECT_EQ(server.cli("-n 0 DBSIZE"), "0");
+  // No password: the server refuses, which is an error with a reason, not a miss.
+  auto anonymous = make_redis_tier(options_for(server.port()));
+  GetResult r = anonymous->get(e.level, e.key);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_NE(r.reason.find("NOAUTH"), std::string::npos) << r.reason;
+  RedisOptions wrong = good;
+  wrong.password = "wrong";
+  r = make_redis_tier(wrong)->get(e.level, e.key);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_EQ(r.reason.find("hunter2"), std::string::npos) << r.reason;
+}
+
+TEST(CacheRedis, SignedValuesAndUnsignedRefusedWhenAKeyIsConfigured) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  RedisOptions plain = options_for(server.port());
+  RedisOptions keyed = plain;
+  keyed.hmac_key = {'k', 'e', 'y', '1'};
+  RedisOptions other_key = plain;
+  other_key.hmac_key = {'k', 'e', 'y', '2'};
+
+  Entry unsigned_entry = make_entry(Level::graph, "unsigned");
+  ASSERT_TRUE(make_redis_tier(plain)->put(unsigned_entry).ok);
+  GetResult r = make_redis_tier(keyed)->get(Level::graph, unsigned_entry.key);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_NE(r.reason.find("unsigned"), std::string::npos) << r.reason;
+
+  Entry signed_entry = make_entry(Level::graph, "signed");
+  ASSERT_TRUE(make_redis_tier(keyed)->put(signed_entry).ok);
+  r = make_redis_tier(keyed)->get(Level::graph, signed_entry.key);
+  ASSERT_EQ(r.outcome, Outcome::hit) << r.reason;
+  EXPECT_EQ(r.entry->payload, signed_entry.payload);
+  r = make_redis_tier(other_key)->get(Level::graph, signed_entry.key);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_NE(r.reason.find("signature"), std::string::npos) << r.reason;
+  // Without a key a signed value is accepted unverified (its checksums still hold).
+  EXPECT_EQ(make_redis_tier(plain)->get(Level::graph, signed_entry.key).outcome, Outcome::hit);
+
+  // A signed value copied under another key does not verify there.
+  std::string from = "zc:v1:graph:" + hex(signed_entry.key);
+  std::string to = "zc:v1:graph:" + hex(unsigned_entry.key);
+  server.cli("COPY " + from + " " + to + " REPLACE");
+  r = make_redis_tier(keyed)->get(Level::graph, unsigned_entry.key);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_NE(r.reason.find("signature"), std::string::npos) << r.reason;
+}
+
+TEST(CacheRedis, CorruptOrMisplacedValuesAreErrors) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  auto tier = make_redis_tier(options_for(server.port()));
+  Entry e = make_entry(Level::lowering, "corrupt");
+  std::string name = "zc:v1:lowering:" + hex(e.key);
+  server.cli("SET " + name + " garbage");
+  GetResult r = tier->get(e.level, e.key);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_FALSE(r.reason.empty());
+  // A valid entry stored under another key name.
+  Entry other = make_entry(Level::lowering, "other");
+  ASSERT_TRUE(tier->put(other).ok);
+  server.cli("COPY zc:v1:lowering:" + hex(other.key) + " " + name + " REPLACE");
+  r = tier->get(e.level, e.key);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  // A value of the wrong Redis type.
+  server.cli("DEL " + name);
+  server.cli("LPUSH " + name + " x");
+  EXPECT_EQ(tier->get(e.level, e.key).outcome, Outcome::error);
+  // The tier still works afterwards.
+  EXPECT_EQ(tier->get(other.level, other.key).outcome, Outcome::hit);
+}
+
+TEST(CacheRedis, ReadOnlyNeverWrites) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  RedisOptions o = options_for(server.port());
+  o.read_only = true;
+  auto tier = make_redis_tier(o);
+  Entry e = make_entry(Level::graph, "read only");
+  EXPECT_FALSE(tier->put(e).ok);
+  EXPECT_EQ(tier->clear(), 0u);
+  EXPECT_EQ(tier->get(e.level, e.key).outcome, Outcome::miss);
+  EXPECT_EQ(server.cli("DBSIZE"), "0");
+}
+
+TEST(CacheRedis, DeadServerIsQuickAndTheBreakerSkipsIt) {
+  SKIP_WITHOUT_REDIS();
+  RedisOptions o = options_for(free_port());  // nothing listens there
+  o.breaker_open_ms = 300;
+  auto tier = make_redis_tier(o);
+  Entry e = make_entry(Level::graph, "dead");
+  auto t0 = Clock::now();
+  for (int i = 0; i < 3; ++i) {
+    GetResult r = tier->get(e.level, e.key);
+    EXPECT_EQ(r.outcome, Outcome::error);
+    EXPECT_NE(r.reason.find("cannot connect"), std::string::npos) << r.reason;
+  }
+  GetResult skipped = tier->get(e.level, e.key);
+  EXPECT_EQ(skipped.outcome, Outcome::error);
+  EXPECT_NE(skipped.reason.find("skipped"), std::string::npos) << skipped.reason;
+  EXPECT_FALSE(tier->put(e).ok);
+  EXPECT_LT(ms_since(t0), 1000);
+  // After the breaker's pause the server is tried again, and used once it is there.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  GetResult retried = tier->get(e.level, e.key);
+  EXPECT_NE(retried.reason.find("cannot connect"), std::string::npos) << retried.reason;
+  // One more failure right after a retry reopens the breaker at once.
+  EXPECT_NE(tier->get(e.level, e.key).reason.find("skipped"), std::string::npos);
+}
+
+TEST(CacheRedis, SilentServerIsBoundedByTheCommandTimeout) {
+  SKIP_WITHOUT_REDIS();
+  // A listening socket that is never accepted from: connecting succeeds (the kernel's
+  // backlog), but no reply ever comes, like a server stuck or far away.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  RedisOptions o = options_for(ntohs(a.sin_port));
+  o.command_timeout_ms = 200;
+  auto tier = make_redis_tier(o);
+  Entry e = make_entry(Level::graph, "silent");
+  auto t0 = Clock::now();
+  GetResult r = tier->get(e.level, e.key);
+  double first_ms = ms_since(t0);
+  EXPECT_EQ(r.outcome, Outcome::error);
+  EXPECT_NE(r.reason.find("200 ms"), std::string::npos) << r.reason;
+  EXPECT_GE(first_ms, 150);
+  EXPECT_LT(first_ms, 1000);
+  // Three timeouts open the breaker; everything after costs nothing.
+  tier->get(e.level, e.key);
+  tier->get(e.level, e.key);
+  t0 = Clock::now();
+  for (int i = 0; i < 100; ++i) tier->get(e.level, e.key);
+  EXPECT_LT(ms_since(t0), 100);
+  close(fd);
+}
+
+TEST(CacheRedis, ServerKilledMidRunGivesErrorsNotACrash) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  auto tier = make_redis_tier(options_for(server.port()));
+  Entry e = make_entry(Level::kernel, "killed", 1 << 20);
+  ASSERT_TRUE(tier->put(e).ok);
+  ASSERT_EQ(tier->get(e.level, e.key).outcome, Outcome::hit);
+  server.stop();
+  // Large writes to the dead connection would raise SIGPIPE without the tier's guard.
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(tier->put(e).ok);
+    EXPECT_EQ(tier->get(e.level, e.key).outcome, Outcome::error);
+  }
+}
+
+// The run_model tool in a fresh process, as in the cross-process cache tests.
+struct ProcessRun {
+  int rc = -1;
+  double ms = 0;
+  std::string out;
+  std::map<std::string, std::string> lines;
+  double num(const std::string& line, const std::string& name) const {
+    auto it = lines.find(line);
+    if (it == lines.end()) return -1;
+    size_t at = it->second.find("\"" + name + "\":");
+    return at == std::string::npos ? -1 : std::stod(it->second.substr(at + name.size() + 3));
+  }
+  double cache_count(const std::string& level, const std::string& tier,
+                     const std::string& what) const {
+    auto it = lines.find("cache");
+    if (it == lines.end()) return -1;
+    std::string probe = "\"level\":\"" + level + "\",\"tier\":\"" + tier + "\"";
+    size_t at = it->second.find(probe);
+    if (at == std::string::npos) return -1;
+    size_t v = it->second.find("\"" + what + "\":", at);
+    return std::stod(it->second.substr(v + what.size() + 3));
+  }
+};
+
+ProcessRun run_model(const std::string& env) {
+  std::string cmd = env + " " + ZC_TEST_TOOLS_DIR + "/run_model 2>&1";
+  ProcessRun r;
+  auto t0 = Clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 1 << 16> buf{};
+  while (p && fgets(buf.data(), buf.size(), p)) {
+    std::string line(buf.data());
+    r.out += line;
+    line.erase(line.find_last_not_of('\n') + 1);
+    size_t sp = line.find(' ');
+    if (sp != std::string::npos) r.lines.emplace(line.substr(0, sp), line.substr(sp + 1));
+  }
+  int status = p ? pclose(p) : -1;
+  r.ms = ms_since(t0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string fresh_dir(const std::string& name) {
+  std::string d = std::string(ZC_TEST_TMPDIR) + "/cache_redis/" + name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+double all_levels(const ProcessRun& r, const std::string& tier, const std::string& what) {
+  double sum = 0;
+  for (const char* level : {"graph", "lowering", "kernel", "autotune"})
+    sum += std::max(0.0, r.cache_count(level, tier, what));
+  return sum;
+}
+
+TEST(CacheRedisProcess, SecondMachineCompilesNothing) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  std::string env = " ZC_REMOTE_CACHE=" + server.url();
+  ProcessRun first = run_model("ZC_CACHE_DIR=" + fresh_dir("first") + env);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  EXPECT_GE(first.num("compiler", "compiler_invocations"), 1) << first.out;
+  EXPECT_GE(all_levels(first, "redis", "puts"), 1) << first.out;
+  EXPECT_NE(server.cli("DBSIZE"), "0");
+  std::string second_dir = fresh_dir("second");
+  ProcessRun second = run_model("ZC_CACHE_DIR=" + second_dir + env);
+  ASSERT_EQ(second.rc, 0) << second.out;
+  EXPECT_EQ(second.num("compiler", "compiler_invocations"), 0) << second.out;
+  EXPECT_GE(second.cache_count("graph", "redis", "hits"), 1) << second.out;
+  EXPECT_EQ(all_levels(second, "redis", "errors"), 0) << second.out;
+  EXPECT_EQ(second.lines["output"], first.lines["output"]);
+  // The remote hit was copied to the local disk: a third run needs no server at all.
+  ProcessRun third = run_model("ZC_CACHE_DIR=" + second_dir);
+  EXPECT_EQ(third.num("compiler", "compiler_invocations"), 0) << third.out;
+  EXPECT_GE(third.cache_count("graph", "disk", "hits"), 1) << third.out;
+}
+
+TEST(CacheRedisProcess, NoServerStillCompilesQuicklyAndCountsErrors) {
+  SKIP_WITHOUT_REDIS();
+  ProcessRun local = run_model("ZC_CACHE_DIR=" + fresh_dir("local"));
+  ASSERT_EQ(local.rc, 0) << local.out;
+  ProcessRun r = run_model("ZC_CACHE_DIR=" + fresh_dir("no_server") +
+                           " ZC_REMOTE_CACHE=redis://127.0.0.1:" + std::to_string(free_port()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_GE(r.num("compiler", "compiler_invocations"), 1) << r.out;
+  EXPECT_GE(all_levels(r, "redis", "errors"), 1) << r.out;
+  EXPECT_EQ(all_levels(r, "redis", "hits"), 0) << r.out;
+  EXPECT_EQ(r.lines["output"], local.lines["output"]);
+  // Refused connections cost microseconds; allow for a loaded machine, not for a stall.
+  EXPECT_LT(r.ms, local.ms + 3 * 200 + 2000) << "local " << local.ms << " ms";
+}
+
+TEST(CacheRedisProcess, CorruptValuesAreRefusedAndTheOutputIsRight) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  std::string env = " ZC_REMOTE_CACHE=" + server.url();
+  ProcessRun first = run_model("ZC_CACHE_DIR=" + fresh_dir("corrupt_a") + env);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  std::string keys = server.cli("--scan --pattern 'zc:v1:*'");
+  ASSERT_FALSE(keys.empty());
+  size_t start = 0;
+  while (start < keys.size()) {
+    size_t end = keys.find('\n', start);
+    if (end == std::string::npos) end = keys.size();
+    server.cli("SET " + keys.substr(start, end - start) + " garbage");
+    start = end + 1;
+  }
+  ProcessRun second = run_model("ZC_CACHE_DIR=" + fresh_dir("corrupt_b") + env);
+  ASSERT_EQ(second.rc, 0) << second.out;
+  EXPECT_GE(second.cache_count("graph", "redis", "errors"), 1) << second.out;
+  EXPECT_EQ(all_levels(second, "redis", "hits"), 0) << second.out;
+  EXPECT_GE(second.num("compiler", "compiler_invocations"), 1) << second.out;
+  EXPECT_EQ(second.lines["output"], first.lines["output"]);
+  // The recompile wrote good values over the garbage.
+  ProcessRun third = run_model("ZC_CACHE_DIR=" + fresh_dir("corrupt_c") + env);
+  EXPECT_EQ(third.num("compiler", "compiler_invocations"), 0) << third.out;
+}
+
+TEST(CacheRedisProcess, ReadOnlyAndSignedModes) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  std::string env = " ZC_REMOTE_CACHE=" + server.url();
+  ProcessRun ro =
+      run_model("ZC_CACHE_DIR=" + fresh_dir("ro") + env + " ZC_REMOTE_CACHE_READONLY=1");
+  ASSERT_EQ(ro.rc, 0) << ro.out;
+  EXPECT_EQ(server.cli("DBSIZE"), "0");
+  EXPECT_EQ(all_levels(ro, "redis", "put_failures"), 0) << ro.out;
+  // An unsigned writer, then a reader that requires signatures: nothing is used.
+  ASSERT_EQ(run_model("ZC_CACHE_DIR=" + fresh_dir("unsigned") + env).rc, 0);
+  std::string key_file = fresh_dir("key") + "/hmac.key";
+  std::ofstream(key_file) << "team secret\n";
+  ProcessRun keyed =
+      run_model("ZC_CACHE_DIR=" + fresh_dir("keyed") + env + " ZC_CACHE_HMAC_KEY_FILE=" + key_file);
+  ASSERT_EQ(keyed.rc, 0) << keyed.out;
+  EXPECT_EQ(all_levels(keyed, "redis", "hits"), 0) << keyed.out;
+  EXPECT_GE(keyed.cache_count("graph", "redis", "errors"), 1) << keyed.out;
+  EXPECT_GE(keyed.num("compiler", "compiler_invocations"), 1) << keyed.out;
+  EXPECT_NE(keyed.out.find("unsigned value refused"), std::string::npos) << keyed.out;
+  // Its signed entries serve the next keyed reader.
+  ProcessRun keyed2 = run_model("ZC_CACHE_DIR=" + fresh_dir("keyed2") + env +
+                                " ZC_CACHE_HMAC_KEY_FILE=" + key_file);
+  EXPECT_EQ(keyed2.num("compiler", "compiler_invocations"), 0) << keyed2.out;
+  EXPECT_EQ(all_levels(keyed2, "redis", "errors"), 0) << keyed2.out;
+}
+
+}  // namespace
+}  // namespace zc::cache
