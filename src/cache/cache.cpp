@@ -1,9 +1,14 @@
 #include "cache/cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <thread>
 
 #include "cache/disk_tier.h"
 #include "cache/fingerprint.h"
@@ -64,12 +69,13 @@ CacheConfig CacheConfig::from_env() {
   std::string ro = env_or("ZC_REMOTE_CACHE_READONLY", "");
   c.remote_read_only = !ro.empty() && ro != "0";
   // Capped so a typo cannot turn the bound on a dead server's cost into minutes.
-  c.remote_connect_timeout_ms = static_cast<int>(
-      std::min<uint64_t>(env_uint("ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS", 200,
-                                  "ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS=200"),
-                         60000));
+  c.remote_connect_timeout_ms = static_cast<int>(std::min<uint64_t>(
+      env_uint("ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS", 200, "ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS=200"),
+      60000));
   c.remote_timeout_ms = static_cast<int>(std::min<uint64_t>(
       env_uint("ZC_REMOTE_CACHE_TIMEOUT_MS", 500, "ZC_REMOTE_CACHE_TIMEOUT_MS=500"), 60000));
+  c.remote_lock_ms = static_cast<int>(std::min<uint64_t>(
+      env_uint("ZC_REMOTE_CACHE_LOCK_MS", 60000, "ZC_REMOTE_CACHE_LOCK_MS=60000"), 3600000));
   return c;
 }
 
@@ -228,6 +234,67 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
                   << " key=" << zc::hex(e.key).substr(0, 16) << " " << e.payload.size() << " bytes";
   }
   note_touched(e.level, e.key);
+}
+
+Cache::Flight Cache::begin_flight(const Key& key) {
+  Flight f;
+  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
+  if (!redis || config_.remote_read_only || config_.remote_lock_ms <= 0) return f;
+  const Level level = key.level();
+  const Digest d = key.digest();
+  static std::atomic<uint64_t> counter{0};
+  const auto now = std::chrono::steady_clock::now();
+  const std::string token = zc::hex(sha256(std::to_string(getpid()) + ":" +
+                                           std::to_string(now.time_since_epoch().count()) + ":" +
+                                           std::to_string(counter++)))
+                                .substr(0, 32);
+  const auto deadline = now + std::chrono::milliseconds(config_.remote_lock_ms);
+  bool check_first = false;
+  for (bool waited = false;; waited = true) {
+    RedisTier::LockState state = redis->try_lock(level, d, token, config_.remote_lock_ms);
+    if (state == RedisTier::LockState::unavailable) return f;
+    if (state == RedisTier::LockState::acquired) {
+      // The previous holder may have stored the entry and released the lock between this
+      // process's lookup and its lock: look once more rather than compile it again.
+      f.token = token;
+      check_first = true;
+    } else if (!waited) {
+      ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
+                    << " key=" << zc::hex(d).substr(0, 16);
+    }
+    if (!check_first) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ZC_LOG(cache) << "gave up waiting for " << level_name(level)
+                      << " key=" << zc::hex(d).substr(0, 16) << "; compiling";
+        return f;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    // Polls are not counted as misses: they would drown the lookups that matter.
+    GetResult r = redis->get(level, d);
+    if (r.outcome != Outcome::hit) {
+      if (check_first) return f;  // the lock is ours: the caller compiles
+      continue;
+    }
+    if (check_first) {
+      redis->unlock(level, d, token);
+      f.token.clear();
+    }
+    count(level, redis->name(), Outcome::hit, r.entry->compile_ms);
+    memory_->put(*r.entry);
+    if (disk_) disk_->put(*r.entry);
+    note_touched(level, d);
+    auto unwrapped = unwrap_payload(r.entry->payload);
+    if (!unwrapped) return f;
+    r.entry->payload = std::move(unwrapped->second);
+    f.entry = std::move(r.entry);
+    return f;
+  }
+}
+
+void Cache::end_flight(const Key& key, const std::string& token) {
+  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
+  if (redis && !token.empty()) redis->unlock(key.level(), key.digest(), token);
 }
 
 bool Cache::contains(Level level, const Digest& key) {

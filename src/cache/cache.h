@@ -14,6 +14,8 @@
 //   ZC_REMOTE_CACHE_READONLY=1  never write to the remote tier
 //   ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS  default 200
 //   ZC_REMOTE_CACHE_TIMEOUT_MS          per command, default 500
+//   ZC_REMOTE_CACHE_LOCK_MS   single flight: lifetime of a compile lock and longest wait for
+//                             another process's compile, default 60000; 0 turns it off
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,7 @@ struct CacheConfig {
   bool remote_read_only = false;
   int remote_connect_timeout_ms = 200;
   int remote_timeout_ms = 500;
+  int remote_lock_ms = 60000;
 
   static CacheConfig from_env();
 };
@@ -63,6 +66,18 @@ class Cache {
   // Stores `payload` under `key` in every tier. A failing tier (read-only, full) is warned
   // about once and skipped; the compile that produced the payload is never affected.
   void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
+
+  // Single flight across processes, for entries worth waiting for: with a remote tier, takes
+  // its lock on `key` before the caller compiles or, while another process holds the lock,
+  // waits for that process's entry (at most ZC_REMOTE_CACHE_LOCK_MS). Returns the entry when
+  // it appeared; otherwise the caller compiles, puts, then calls end_flight with the token
+  // (empty when no lock is held). Any remote failure means: compile without waiting.
+  struct Flight {
+    std::optional<Entry> entry;
+    std::string token;
+  };
+  Flight begin_flight(const Key& key);
+  void end_flight(const Key& key, const std::string& token);
 
   // Whether a tier already holds (level, key); and an entry from elsewhere (a bundle) written
   // into every tier.

@@ -128,6 +128,10 @@ std::string key_name(Level level, const Digest& key) {
   return std::string("zc:v1:") + level_name(level) + ":" + hex(key);
 }
 
+std::string lock_name(Level level, const Digest& key) {
+  return std::string("zc:v1:lock:") + level_name(level) + ":" + hex(key);
+}
+
 // The MAC covers the key name too, so a signed value cannot be replayed under another key.
 Digest value_mac(std::span<const uint8_t> hmac_key, std::string_view name,
                  std::span<const uint8_t> entry) {
@@ -144,10 +148,10 @@ Digest value_mac(std::span<const uint8_t> hmac_key, std::string_view name,
   return mac;
 }
 
-class RedisTier final : public Tier {
+class RedisTierImpl final : public RedisTier {
  public:
-  explicit RedisTier(RedisOptions o) : o_(std::move(o)), display_(redis_display_url(o_)) {}
-  ~RedisTier() override { drop(); }
+  explicit RedisTierImpl(RedisOptions o) : o_(std::move(o)), display_(redis_display_url(o_)) {}
+  ~RedisTierImpl() override { drop(); }
 
   std::string name() const override { return "redis"; }
 
@@ -203,6 +207,28 @@ class RedisTier final : public Tier {
                                  : command(&r.reason, {"SET", name, as_view(value)});
     r.ok = reply != nullptr;
     return r;
+  }
+
+  LockState try_lock(Level level, const Digest& key, const std::string& token,
+                     int lock_ms) override {
+    if (o_.read_only) return LockState::unavailable;
+    std::string why;
+    std::lock_guard lock(mu_);
+    Reply r =
+        command(&why, {"SET", lock_name(level, key), token, "NX", "PX", std::to_string(lock_ms)});
+    if (!r) return LockState::unavailable;
+    return r->type == REDIS_REPLY_NIL ? LockState::held : LockState::acquired;
+  }
+
+  void unlock(Level level, const Digest& key, const std::string& token) override {
+    if (o_.read_only) return;
+    // Compare and delete in one step on the server.
+    static constexpr const char* kScript =
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
+        "else return 0 end";
+    std::string why;
+    std::lock_guard lock(mu_);
+    command(&why, {"EVAL", kScript, "1", lock_name(level, key), token});
   }
 
   std::vector<TierListing> list() override {
@@ -309,9 +335,9 @@ class RedisTier final : public Tier {
     if (!warned_breaker_) {
       warned_breaker_ = true;
       std::fprintf(stderr,
-                   "[zc] warning: remote cache %s: %s; %d failures in a row, so it is not "
-                   "contacted for %d s; compiling goes on with the local caches\n",
-                   display_.c_str(), why.c_str(), failures_, o_.breaker_open_ms / 1000);
+                   "[zc] warning: remote cache: %s; %d failures in a row, so it is not "
+                   "contacted for %.1f s; compiling goes on with the local caches\n",
+                   why.c_str(), failures_, o_.breaker_open_ms / 1000.0);
     }
   }
 
@@ -470,7 +496,7 @@ std::string redis_display_url(const RedisOptions& o) {
 }
 
 std::unique_ptr<Tier> make_redis_tier(const RedisOptions& options) {
-  return std::make_unique<RedisTier>(options);
+  return std::make_unique<RedisTierImpl>(options);
 }
 
 }  // namespace zc::cache

@@ -64,22 +64,42 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
       .add("build", fp.build_id)
       .add("target", fp.target)
       .add("toolchain", fp.toolchain);
+  auto load_cached = [&](const std::vector<uint8_t>& payload) -> std::shared_ptr<const Executable> {
+    try {
+      Timer t;
+      auto exec = load_artifact(decode_artifact(payload));
+      stats::add_time(stats::Stage::load, t.ms());
+      ZC_LOG(timing) << "graph " << short_hash << ": loaded from the cache in " << t.ms() << " ms";
+      return exec;
+    } catch (const Error& err) {
+      // A verified entry that still does not load (another format): compile afresh.
+      ZC_LOG(cache) << "graph " << short_hash << ": cached artifact unusable (" << err.what()
+                    << "); compiling";
+      return nullptr;
+    }
+  };
   if (store) {
     if (auto e = store->get(graph_key)) {
-      try {
-        Timer t;
-        auto exec = load_artifact(decode_artifact(e->payload));
-        stats::add_time(stats::Stage::load, t.ms());
-        ZC_LOG(timing) << "graph " << short_hash << ": loaded from the cache in " << t.ms()
-                       << " ms";
-        return exec;
-      } catch (const Error& err) {
-        // A verified entry that still does not load (another format): compile afresh.
-        ZC_LOG(cache) << "graph " << short_hash << ": cached artifact unusable (" << err.what()
-                      << "); compiling";
-      }
+      if (auto exec = load_cached(e->payload)) return exec;
     }
   }
+  // Another process may be compiling this very graph: wait for its entry rather than repeat
+  // the work. The lock, if taken, is released once the entry is stored (or on an exception).
+  cache::Cache::Flight flight;
+  if (store) {
+    flight = store->begin_flight(graph_key);
+    if (flight.entry) {
+      if (auto exec = load_cached(flight.entry->payload)) return exec;
+    }
+  }
+  struct Release {
+    cache::Cache* store;
+    const cache::Key& key;
+    const std::string& token;
+    ~Release() {
+      if (store) store->end_flight(key, token);
+    }
+  } release{store, graph_key, flight.token};
 
   // Lowering level.
   Timer t;

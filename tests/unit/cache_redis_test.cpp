@@ -377,6 +377,33 @@ TEST(CacheRedis, ServerKilledMidRunGivesErrorsNotACrash) {
   }
 }
 
+TEST(CacheRedis, CompileLocks) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  auto tier = make_redis_tier(options_for(server.port()));
+  auto* locks = dynamic_cast<RedisTier*>(tier.get());
+  ASSERT_NE(locks, nullptr);
+  Digest key = sha256(std::string("lock"));
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "a", 5000), RedisTier::LockState::acquired);
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 5000), RedisTier::LockState::held);
+  locks->unlock(Level::graph, key, "b");  // not b's lock: stays
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 5000), RedisTier::LockState::held);
+  locks->unlock(Level::graph, key, "a");
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 100), RedisTier::LockState::acquired);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // expired by itself
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "c", 5000), RedisTier::LockState::acquired);
+  // Locks are not entries.
+  EXPECT_TRUE(tier->list().empty());
+  RedisOptions ro = options_for(server.port());
+  ro.read_only = true;
+  auto reader = make_redis_tier(ro);
+  EXPECT_EQ(dynamic_cast<RedisTier*>(reader.get())->try_lock(Level::graph, sha256("x"), "r", 100),
+            RedisTier::LockState::unavailable);
+  server.stop();
+  EXPECT_EQ(locks->try_lock(Level::graph, sha256("y"), "d", 100),
+            RedisTier::LockState::unavailable);
+}
+
 // The run_model tool in a fresh process, as in the cross-process cache tests.
 struct ProcessRun {
   int rc = -1;
@@ -522,6 +549,85 @@ TEST(CacheRedisProcess, ReadOnlyAndSignedModes) {
                                 " ZC_CACHE_HMAC_KEY_FILE=" + key_file);
   EXPECT_EQ(keyed2.num("compiler", "compiler_invocations"), 0) << keyed2.out;
   EXPECT_EQ(all_levels(keyed2, "redis", "errors"), 0) << keyed2.out;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+TEST(CacheRedisProcess, WaitsForTheProcessHoldingTheCompileLock) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  std::string env = " ZC_REMOTE_CACHE=" + server.url();
+  ProcessRun first = run_model("ZC_CACHE_DIR=" + fresh_dir("flight_a") + env);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  EXPECT_TRUE(server.cli("--scan --pattern 'zc:v1:lock:*'").empty()) << "locks left behind";
+  // Pretend another process is compiling every graph: its locks are held and the graph
+  // entries appear only 800 ms later.
+  std::vector<std::string> graphs = lines_of(server.cli("--scan --pattern 'zc:v1:graph:*'"));
+  ASSERT_FALSE(graphs.empty());
+  for (const std::string& g : graphs) {
+    server.cli("RENAME " + g + " hidden:" + g);
+    server.cli("SET zc:v1:lock:graph:" + g.substr(std::string("zc:v1:graph:").size()) +
+               " other PX 10000");
+  }
+  std::thread publisher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    for (const std::string& g : graphs) server.cli("RENAME hidden:" + g + " " + g);
+  });
+  ProcessRun waiter = run_model("ZC_CACHE_DIR=" + fresh_dir("flight_b") + env);
+  publisher.join();
+  ASSERT_EQ(waiter.rc, 0) << waiter.out;
+  EXPECT_GE(waiter.ms, 700);
+  EXPECT_LT(waiter.ms, 8000);  // it did not wait out the 10 s lock
+  EXPECT_GE(waiter.cache_count("graph", "redis", "hits"), 1) << waiter.out;
+  EXPECT_EQ(waiter.cache_count("graph", "redis", "puts"), 0) << waiter.out;
+  EXPECT_EQ(waiter.lines["output"], first.lines["output"]);
+
+  // A holder that died: its lock expires and the waiter compiles itself.
+  server.cli("FLUSHALL");
+  ProcessRun probe = run_model("ZC_CACHE_DIR=" + fresh_dir("flight_c") + env);
+  graphs = lines_of(server.cli("--scan --pattern 'zc:v1:graph:*'"));
+  ASSERT_FALSE(graphs.empty());
+  server.cli("FLUSHALL");
+  for (const std::string& g : graphs)
+    server.cli("SET zc:v1:lock:graph:" + g.substr(std::string("zc:v1:graph:").size()) +
+               " dead PX 600");
+  ProcessRun orphan = run_model("ZC_CACHE_DIR=" + fresh_dir("flight_d") + env);
+  ASSERT_EQ(orphan.rc, 0) << orphan.out;
+  EXPECT_GE(orphan.ms, 500);
+  EXPECT_GE(orphan.num("compiler", "compiler_invocations"), 1) << orphan.out;
+  EXPECT_GE(orphan.cache_count("graph", "redis", "puts"), 1) << orphan.out;
+  EXPECT_EQ(orphan.lines["output"], first.lines["output"]);
+  EXPECT_TRUE(server.cli("--scan --pattern 'zc:v1:lock:*'").empty());
+}
+
+TEST(CacheRedisProcess, ConcurrentProcessesCompileEachGraphOnce) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  std::string env = " ZC_REMOTE_CACHE=" + server.url();
+  ProcessRun alone = run_model("ZC_CACHE_DIR=" + fresh_dir("alone"));
+  ASSERT_EQ(alone.rc, 0) << alone.out;
+  ProcessRun a, b;
+  std::thread ta([&] { a = run_model("ZC_CACHE_DIR=" + fresh_dir("together_a") + env); });
+  std::thread tb([&] { b = run_model("ZC_CACHE_DIR=" + fresh_dir("together_b") + env); });
+  ta.join();
+  tb.join();
+  ASSERT_EQ(a.rc, 0) << a.out;
+  ASSERT_EQ(b.rc, 0) << b.out;
+  EXPECT_EQ(a.num("compiler", "compiler_invocations") + b.num("compiler", "compiler_invocations"),
+            alone.num("compiler", "compiler_invocations"))
+      << a.out << b.out;
+  EXPECT_EQ(a.lines["output"], alone.lines["output"]);
+  EXPECT_EQ(b.lines["output"], alone.lines["output"]);
 }
 
 }  // namespace
