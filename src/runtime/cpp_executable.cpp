@@ -8,6 +8,7 @@
 
 #include "codegen/backends/cpp/abi.h"
 #include "ops/eager.h"
+#include "runtime/call_buffers.h"
 #include "util/check.h"
 
 namespace zc::runtime {
@@ -30,15 +31,10 @@ void dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a, int
 }
 const ZcServices kServices{sgemm, dgemm};
 
-struct ArenaDeleter {
-  void operator()(char* p) const { std::free(p); }
-};
-using Arena = std::unique_ptr<char, ArenaDeleter>;
-
 class CppExecutable final : public RawExecutable {
  public:
   CppExecutable(codegen::CodegenResult code, std::shared_ptr<toolchain::SharedLibrary> lib)
-      : code_(std::move(code)), lib_(std::move(lib)) {
+      : code_(std::move(code)), lib_(std::move(lib)), arenas_(code_.plan.arena_bytes) {
     const codegen::Schedule& s = code_.schedule;
     for (const auto& step : code_.module.steps) {
       steps_.push_back(Step{
@@ -58,32 +54,11 @@ class CppExecutable final : public RawExecutable {
     const codegen::Schedule& s = code_.schedule;
     ZC_CHECK(inputs.size() == s.graph.inputs.size(),
              "compiled graph takes " << s.graph.inputs.size() << " inputs, got " << inputs.size());
-    // Generated code reads inputs densely; a strided input is copied once.
-    std::vector<Tensor> dense;
-    std::vector<void*> in(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& t = *inputs[i];
-      if (t.is_contiguous()) {
-        in[i] = t.raw_data();
-      } else {
-        dense.push_back(ops::eager_contiguous(t));
-        in[i] = dense.back().raw_data();
-      }
-    }
-    std::vector<Tensor> outputs;
-    std::vector<void*> out;
-    for (const ops::TensorMeta& m : output_metas_) {
-      outputs.push_back(Tensor::empty(m.shape, m.dtype));
-      out.push_back(outputs.back().raw_data());
-    }
-    Arena arena = take_arena();
-    try {
-      run_raw(in.data(), out.data(), arena.get());
-    } catch (...) {
-      give_arena(std::move(arena));
-      throw;
-    }
-    give_arena(std::move(arena));
+    std::vector<Tensor> keep;
+    std::vector<void*> in = dense_inputs(inputs, keep), out;
+    std::vector<Tensor> outputs = new_outputs(output_metas_, out);
+    ArenaPool::Lease arena = arenas_.take();
+    run_raw(in.data(), out.data(), arena.get());
     return outputs;
   }
 
@@ -160,34 +135,13 @@ class CppExecutable final : public RawExecutable {
     throw Error("compiled kernel failed with code " + std::to_string(rc));
   }
 
-  Arena take_arena() const {
-    {
-      std::lock_guard lock(pool_mu_);
-      if (!pool_.empty()) {
-        Arena a = std::move(pool_.back());
-        pool_.pop_back();
-        return a;
-      }
-    }
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(code_.plan.arena_bytes, 64));
-    char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-    if (!p) throw std::bad_alloc();
-    return Arena(p);
-  }
-
-  void give_arena(Arena a) const {
-    std::lock_guard lock(pool_mu_);
-    pool_.push_back(std::move(a));
-  }
-
   codegen::CodegenResult code_;
   std::shared_ptr<toolchain::SharedLibrary> lib_;
   std::vector<Step> steps_;
   std::vector<Tensor> constants_;
   std::vector<void*> const_ptrs_;
   std::vector<ops::TensorMeta> output_metas_;
-  mutable std::mutex pool_mu_;
-  mutable std::vector<Arena> pool_;
+  ArenaPool arenas_;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "ops/eager.h"
+#include "runtime/call_buffers.h"
 #include "runtime/compile_graph.h"
 #include "runtime/stats.h"
 #include "util/check.h"
@@ -35,11 +36,6 @@ struct Part {
   std::vector<Place> places;  // fast path: inputs then outputs
 };
 
-struct ArenaFree {
-  void operator()(char* p) const { std::free(p); }
-};
-using Arena = std::unique_ptr<char, ArenaFree>;
-
 class HierarchicalExecutable final : public Executable {
  public:
   HierarchicalExecutable(const ir::Graph& g, std::vector<Part> parts)
@@ -64,6 +60,7 @@ class HierarchicalExecutable final : public Executable {
       }
     }
     values_bytes_ = top;
+    arenas_ = std::make_unique<ArenaPool>(values_bytes_ + scratch_);
     // A graph output must come from a part for the fast path to write it in place.
     for (ir::ValueId v : outputs_) fast_ = fast_ && offset_.count(v) && !input_of.count(v);
     // Resolve every slot once, so a call only indexes arrays.
@@ -95,43 +92,23 @@ class HierarchicalExecutable final : public Executable {
  private:
   // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
   std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
-    std::vector<Tensor> dense;
-    std::vector<void*> in(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& t = *inputs[i];
-      if (t.is_contiguous()) {
-        in[i] = t.raw_data();
-      } else {
-        dense.push_back(ops::eager_contiguous(t));
-        in[i] = dense.back().raw_data();
-      }
-    }
-    std::vector<Tensor> outputs;
-    std::vector<void*> out(outputs_.size());
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      outputs.push_back(Tensor::empty(output_metas_[i].shape, output_metas_[i].dtype));
-      out[i] = outputs.back().raw_data();
-    }
-    Arena arena = take_arena();
+    std::vector<Tensor> keep;
+    std::vector<void*> in = dense_inputs(inputs, keep), out;
+    std::vector<Tensor> outputs = new_outputs(output_metas_, out);
+    ArenaPool::Lease arena = arenas_->take();
     char* values = arena.get();
     char* scratch = values + values_bytes_;
     std::vector<void*> ptrs;
-    try {
-      for (const Part& p : parts_) {
-        ptrs.resize(p.places.size());
-        for (size_t k = 0; k < p.places.size(); ++k) {
-          const Place& pl = p.places[k];
-          ptrs[k] = pl.kind == Place::input    ? in[pl.index]
-                    : pl.kind == Place::output ? out[pl.index]
-                                               : values + pl.index;
-        }
-        p.raw->run_raw(ptrs.data(), ptrs.data() + p.inputs.size(), scratch);
+    for (const Part& p : parts_) {
+      ptrs.resize(p.places.size());
+      for (size_t k = 0; k < p.places.size(); ++k) {
+        const Place& pl = p.places[k];
+        ptrs[k] = pl.kind == Place::input    ? in[pl.index]
+                  : pl.kind == Place::output ? out[pl.index]
+                                             : values + pl.index;
       }
-    } catch (...) {
-      give_arena(std::move(arena));
-      throw;
+      p.raw->run_raw(ptrs.data(), ptrs.data() + p.inputs.size(), scratch);
     }
-    give_arena(std::move(arena));
     return outputs;
   }
 
@@ -152,25 +129,6 @@ class HierarchicalExecutable final : public Executable {
     return result;
   }
 
-  Arena take_arena() const {
-    {
-      std::lock_guard lock(pool_mu_);
-      if (!pool_.empty()) {
-        Arena a = std::move(pool_.back());
-        pool_.pop_back();
-        return a;
-      }
-    }
-    size_t bytes = static_cast<size_t>(std::max<int64_t>(values_bytes_ + scratch_, 64));
-    char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-    if (!p) throw std::bad_alloc();
-    return Arena(p);
-  }
-  void give_arena(Arena a) const {
-    std::lock_guard lock(pool_mu_);
-    pool_.push_back(std::move(a));
-  }
-
   std::vector<Part> parts_;
   size_t num_inputs_;
   std::vector<ir::ValueId> outputs_;
@@ -179,8 +137,7 @@ class HierarchicalExecutable final : public Executable {
   std::map<ir::ValueId, ops::TensorMeta> meta_;
   int64_t values_bytes_ = 0, scratch_ = 0;
   bool fast_ = false;
-  mutable std::mutex pool_mu_;
-  mutable std::vector<Arena> pool_;
+  std::unique_ptr<ArenaPool> arenas_;  // sized once the layout is known
 };
 
 }  // namespace
