@@ -1,5 +1,7 @@
 #include "cache/cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,7 +9,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <thread>
 
 #include "cache/disk_tier.h"
@@ -76,6 +80,8 @@ CacheConfig CacheConfig::from_env() {
       env_uint("ZC_REMOTE_CACHE_TIMEOUT_MS", 500, "ZC_REMOTE_CACHE_TIMEOUT_MS=500"), 60000));
   c.remote_lock_ms = static_cast<int>(std::min<uint64_t>(
       env_uint("ZC_REMOTE_CACHE_LOCK_MS", 60000, "ZC_REMOTE_CACHE_LOCK_MS=60000"), 3600000));
+  c.local_lock_ms = static_cast<int>(
+      std::min<uint64_t>(env_uint("ZC_CACHE_LOCK_MS", 60000, "ZC_CACHE_LOCK_MS=60000"), 3600000));
   return c;
 }
 
@@ -171,6 +177,14 @@ std::optional<Entry> Cache::get(const Key& key) {
   if (remote_) tiers.push_back(remote_.get());
   for (size_t i = 0; i < tiers.size(); ++i) {
     GetResult r = tiers[i]->get(level, d);
+    std::optional<std::vector<uint8_t>> payload;
+    if (r.outcome == Outcome::hit) {
+      payload = usable_payload(level, *r.entry, &r.reason);
+      if (!payload) {
+        r.outcome = Outcome::error;
+        r.entry.reset();
+      }
+    }
     count(level, tiers[i]->name(), r.outcome, r.entry ? r.entry->compile_ms : 0);
     ZC_LOG(cache) << "lookup " << level_name(level) << " " << tiers[i]->name() << " "
                   << (r.outcome == Outcome::hit    ? "hit"
@@ -181,13 +195,31 @@ std::optional<Entry> Cache::get(const Key& key) {
     // A hit in a slower tier is copied into the faster ones.
     for (size_t j = 0; j < i; ++j) tiers[j]->put(*r.entry);
     note_touched(level, d);
-    auto unwrapped = unwrap_payload(r.entry->payload);
-    if (!unwrapped) {
-      ZC_LOG(cache) << "entry " << zc::hex(d).substr(0, 16) << " has no provenance; ignored";
-      return std::nullopt;
-    }
-    r.entry->payload = std::move(unwrapped->second);
+    r.entry->payload = std::move(*payload);
     return std::move(r.entry);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<uint8_t>> Cache::usable_payload(Level level, const Entry& e,
+                                                          std::string* why) const {
+  auto unwrapped = unwrap_payload(e.payload);
+  if (!unwrapped) {
+    *why = "no provenance";
+    return std::nullopt;
+  }
+  // The key already covers build, target and toolchain, so a mismatch here means a key that
+  // missed a component or a hand-edited server: machine code made by another build must not
+  // run, whatever key it sits under.
+  const Provenance want = provenance(level), got = unwrapped->first;
+  if (got.build_id != want.build_id) {
+    *why = "made by another zc build (" + got.build_id.substr(0, 12) + ")";
+  } else if (got.target != want.target) {
+    *why = "made for another target";
+  } else if (got.toolchain != want.toolchain) {
+    *why = "made by another toolchain";
+  } else {
+    return std::move(unwrapped->second);
   }
   return std::nullopt;
 }
@@ -236,65 +268,149 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
   note_touched(e.level, e.key);
 }
 
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string new_flight_token() {
+  static std::atomic<uint64_t> counter{0};
+  return zc::hex(sha256(std::to_string(getpid()) + ":" +
+                        std::to_string(SteadyClock::now().time_since_epoch().count()) + ":" +
+                        std::to_string(counter++)))
+      .substr(0, 32);
+}
+
+}  // namespace
+
+int Cache::lock_local(Level level, const Digest& d) {
+  std::error_code ec;
+  std::filesystem::create_directories(config_.dir + "/locks", ec);
+  const std::string path = config_.dir + "/locks/" + level_name(level) + "-" + zc::hex(d) + ".lock";
+  // Lock files are never removed: unlinking one while another process waits on it would let a
+  // third process lock a new file of the same name, and two would compile.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    ZC_LOG(cache) << "no local compile lock (" << path << ": " << std::strerror(errno)
+                  << "); compiling without waiting";
+    return -1;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  if (errno != EWOULDBLOCK) {
+    ::close(fd);
+    return -1;
+  }
+  ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
+                << " key=" << zc::hex(d).substr(0, 16) << " (local)";
+  // flock has no timeout, and one made of signals would disturb the host program: poll.
+  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(config_.local_lock_ms);
+  while (SteadyClock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  }
+  ZC_LOG(cache) << "gave up waiting for " << level_name(level)
+                << " key=" << zc::hex(d).substr(0, 16) << " (local); compiling";
+  ::close(fd);
+  return -1;
+}
+
+std::optional<Entry> Cache::adopt(Tier* tier, Level level, const Digest& d, GetResult r) {
+  if (r.outcome != Outcome::hit) return std::nullopt;
+  auto payload = usable_payload(level, *r.entry, &r.reason);
+  if (!payload) {
+    count(level, tier->name(), Outcome::error, 0);
+    ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier->name() << " error (" << r.reason
+                  << ") key=" << zc::hex(d).substr(0, 16);
+    return std::nullopt;
+  }
+  count(level, tier->name(), Outcome::hit, r.entry->compile_ms);
+  memory_->put(*r.entry);
+  if (disk_ && tier != disk_.get()) disk_->put(*r.entry);
+  note_touched(level, d);
+  r.entry->payload = std::move(*payload);
+  return std::move(r.entry);
+}
+
 Cache::Flight Cache::begin_flight(const Key& key) {
   Flight f;
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (!redis || config_.remote_read_only || config_.remote_lock_ms <= 0) return f;
   const Level level = key.level();
   const Digest d = key.digest();
-  static std::atomic<uint64_t> counter{0};
-  const auto now = std::chrono::steady_clock::now();
-  const std::string token = zc::hex(sha256(std::to_string(getpid()) + ":" +
-                                           std::to_string(now.time_since_epoch().count()) + ":" +
-                                           std::to_string(counter++)))
-                                .substr(0, 32);
-  const auto deadline = now + std::chrono::milliseconds(config_.remote_lock_ms);
-  bool check_first = false;
-  for (bool waited = false;; waited = true) {
-    RedisTier::LockState state = redis->try_lock(level, d, token, config_.remote_lock_ms);
-    if (state == RedisTier::LockState::unavailable) return f;
-    if (state == RedisTier::LockState::acquired) {
-      // The previous holder may have stored the entry and released the lock between this
-      // process's lookup and its lock: look once more rather than compile it again.
-      f.token = token;
-      check_first = true;
-    } else if (!waited) {
-      ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
-                    << " key=" << zc::hex(d).substr(0, 16);
-    }
-    if (!check_first) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        ZC_LOG(cache) << "gave up waiting for " << level_name(level)
-                      << " key=" << zc::hex(d).substr(0, 16) << "; compiling";
+  const std::string token = new_flight_token();
+  HeldLocks held;
+  // Local first: of the processes sharing this cache directory only the holder goes on to the
+  // remote lock and compiles; the others wait here, then find its entry on disk.
+  if (disk_ && config_.local_lock_ms > 0) {
+    held.fd = lock_local(level, d);
+    if (held.fd >= 0) {
+      // The previous holder may have stored the entry between this process's lookup and its
+      // lock (always so after a wait): look once more rather than compile it again.
+      if ((f.entry = adopt(disk_.get(), level, d, disk_->get(level, d)))) {
+        ::close(held.fd);
         return f;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    // Polls are not counted as misses: they would drown the lookups that matter.
-    GetResult r = redis->get(level, d);
-    if (r.outcome != Outcome::hit) {
-      if (check_first) return f;  // the lock is ours: the caller compiles
-      continue;
-    }
-    if (check_first) {
-      redis->unlock(level, d, token);
-      f.token.clear();
-    }
-    count(level, redis->name(), Outcome::hit, r.entry->compile_ms);
-    memory_->put(*r.entry);
-    if (disk_) disk_->put(*r.entry);
-    note_touched(level, d);
-    auto unwrapped = unwrap_payload(r.entry->payload);
-    if (!unwrapped) return f;
-    r.entry->payload = std::move(unwrapped->second);
-    f.entry = std::move(r.entry);
-    return f;
   }
+  auto release_local = [&] {
+    if (held.fd >= 0) ::close(held.fd);
+    held.fd = -1;
+  };
+  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
+  if (redis && !config_.remote_read_only && config_.remote_lock_ms > 0) {
+    const auto deadline = SteadyClock::now() + std::chrono::milliseconds(config_.remote_lock_ms);
+    for (bool waited = false;; waited = true) {
+      RedisTier::LockState state = redis->try_lock(level, d, token, config_.remote_lock_ms);
+      if (state == RedisTier::LockState::unavailable) break;
+      const bool ours = state == RedisTier::LockState::acquired;
+      if (!ours) {
+        if (!waited) {
+          ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
+                        << " key=" << zc::hex(d).substr(0, 16);
+        }
+        if (SteadyClock::now() >= deadline) {
+          ZC_LOG(cache) << "gave up waiting for " << level_name(level)
+                        << " key=" << zc::hex(d).substr(0, 16) << "; compiling";
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      // Polls are not counted as misses: they would drown the lookups that matter. With the
+      // lock ours, this is the look once more after the previous holder's release.
+      GetResult r = redis->get(level, d);
+      if (r.outcome == Outcome::hit) {
+        if (ours) redis->unlock(level, d, token);
+        release_local();
+        // An unusable value leaves f.entry empty: this process compiles, holding no lock.
+        f.entry = adopt(redis, level, d, std::move(r));
+        return f;
+      }
+      if (ours) {
+        held.redis = true;
+        break;
+      }
+    }
+  }
+  if (held.fd >= 0 || held.redis) {
+    std::lock_guard lock(mu_);
+    held_.emplace_back(token, held);
+    f.token = token;
+  }
+  return f;
 }
 
 void Cache::end_flight(const Key& key, const std::string& token) {
+  if (token.empty()) return;
+  HeldLocks held;
+  {
+    std::lock_guard lock(mu_);
+    auto it =
+        std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.first == token; });
+    if (it == held_.end()) return;
+    held = it->second;
+    held_.erase(it);
+  }
   auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (redis && !token.empty()) redis->unlock(key.level(), key.digest(), token);
+  if (redis && held.redis) redis->unlock(key.level(), key.digest(), token);
+  // Closing the file releases its lock; waiters then find the entry on disk.
+  if (held.fd >= 0) ::close(held.fd);
 }
 
 bool Cache::contains(Level level, const Digest& key) {
@@ -382,7 +498,10 @@ std::vector<BundleItem> store_items(Cache& c) {
 Cache& process_cache() {
   static Cache* cache = [] {
     auto* c = new Cache(CacheConfig::from_env());
-    // Lifetime statistics are merged into the store once, when the process ends.
+    // Lifetime statistics are merged into the store once, when the process ends. The flush
+    // hashes, and OpenSSL registers its own exit-time cleanup at its first use: using it first
+    // makes its cleanup run after ours (exit handlers run in reverse order).
+    (void)sha256(std::string_view{});
     std::atexit([] { process_cache().flush_lifetime_stats(); });
     return c;
   }();

@@ -16,6 +16,8 @@
 //   ZC_REMOTE_CACHE_TIMEOUT_MS          per command, default 500
 //   ZC_REMOTE_CACHE_LOCK_MS   single flight: lifetime of a compile lock and longest wait for
 //                             another process's compile, default 60000; 0 turns it off
+//   ZC_CACHE_LOCK_MS          single flight among processes sharing ZC_CACHE_DIR: longest wait
+//                             for another process's compile, default 60000; 0 turns it off
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,7 @@ struct CacheConfig {
   int remote_connect_timeout_ms = 200;
   int remote_timeout_ms = 500;
   int remote_lock_ms = 60000;
+  int local_lock_ms = 60000;
 
   static CacheConfig from_env();
 };
@@ -67,11 +70,14 @@ class Cache {
   // about once and skipped; the compile that produced the payload is never affected.
   void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
 
-  // Single flight across processes, for entries worth waiting for: with a remote tier, takes
-  // its lock on `key` before the caller compiles or, while another process holds the lock,
-  // waits for that process's entry (at most ZC_REMOTE_CACHE_LOCK_MS). Returns the entry when
-  // it appeared; otherwise the caller compiles, puts, then calls end_flight with the token
-  // (empty when no lock is held). Any remote failure means: compile without waiting.
+  // Single flight across processes, for entries worth waiting for. First a lock file in the
+  // cache directory (<dir>/locks/<level>-<key hex>.lock, flock): processes sharing the
+  // directory wait for its holder (at most ZC_CACHE_LOCK_MS), then look on disk again. Then,
+  // with a remote tier, its lock on `key`, or while another machine holds it, a wait for that
+  // machine's entry (at most ZC_REMOTE_CACHE_LOCK_MS). Returns the entry when it appeared;
+  // otherwise the caller compiles, puts, then calls end_flight with the token (empty when no
+  // lock is held). A lock that cannot be had (unwritable directory, remote failure) means:
+  // compile without waiting. A process that dies releases its lock file at once.
   struct Flight {
     std::optional<Entry> entry;
     std::string token;
@@ -99,6 +105,19 @@ class Cache {
 
  private:
   void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
+  // The payload of a stored entry without its provenance, or nullopt (and why) when it has
+  // none or names another build, target or toolchain than this process.
+  std::optional<std::vector<uint8_t>> usable_payload(Level level, const Entry& e,
+                                                     std::string* why) const;
+  // A hit found while waiting for a lock: checked, counted, copied into the faster tiers.
+  std::optional<Entry> adopt(Tier* tier, Level level, const Digest& d, GetResult r);
+  // The local compile lock's file descriptor, or -1 when it could not be had in time.
+  int lock_local(Level level, const Digest& d);
+  struct HeldLocks {
+    int fd = -1;         // the local lock file, locked
+    bool redis = false;  // the remote lock, under the flight's token
+  };
+  std::vector<std::pair<std::string, HeldLocks>> held_;  // by flight token, under mu_
   void note_touched(Level level, const Digest& key);
 
   CacheConfig config_;

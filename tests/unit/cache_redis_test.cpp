@@ -2,9 +2,11 @@
 // parsing, round trips, signing, a dead, killed or silent server, corrupt values, read-only
 // mode, and two processes with separate local caches sharing one server.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,7 +19,9 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "cache/cache.h"
 #include "cache/redis_tier.h"
 #include "zc/error.h"
 
@@ -628,6 +632,194 @@ TEST(CacheRedisProcess, ConcurrentProcessesCompileEachGraphOnce) {
       << a.out << b.out;
   EXPECT_EQ(a.lines["output"], alone.lines["output"]);
   EXPECT_EQ(b.lines["output"], alone.lines["output"]);
+}
+
+// The zc command line in a fresh process.
+struct CliRun {
+  int rc = -1;
+  std::string out;
+};
+
+CliRun zc_cli(const std::string& env, const std::string& args) {
+  CliRun r;
+  std::string cmd = env + " " + ZC_TEST_TOOLS_DIR + "/../../zc " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  int status = p ? pclose(p) : -1;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(CacheRedisCli, LsAndClearRemote) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  const std::string local = fresh_dir("cli_local");
+  const std::string env = "ZC_CACHE_DIR=" + local + " ZC_REMOTE_CACHE=" + server.url();
+  ASSERT_EQ(run_model(env).rc, 0);
+  const size_t stored = lines_of(server.cli("--scan --pattern 'zc:v1:*'")).size();
+  ASSERT_GE(stored, 2u);
+
+  CliRun json = zc_cli(env, "cache ls --remote --json");
+  ASSERT_EQ(json.rc, 0) << json.out;
+  EXPECT_EQ(count_of(json.out, "\"key\":"), stored) << json.out;
+  EXPECT_EQ(count_of(json.out, "\"level\":\"graph\""), 2u) << json.out;
+  CliRun text = zc_cli(env, "cache ls --remote");
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_EQ(lines_of(text.out).size(), stored) << text.out;
+
+  // Clearing a cache the whole fleet shares needs --yes; without it nothing is touched.
+  CliRun refused = zc_cli(env, "cache clear --remote");
+  EXPECT_EQ(refused.rc, 2) << refused.out;
+  EXPECT_NE(refused.out.find("--yes"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("shared by every machine"), std::string::npos) << refused.out;
+  EXPECT_EQ(server.cli("DBSIZE"), std::to_string(stored));
+  CliRun ro = zc_cli(env + " ZC_REMOTE_CACHE_READONLY=1", "cache clear --remote --yes");
+  EXPECT_EQ(ro.rc, 1) << ro.out;
+  EXPECT_NE(ro.out.find("read-only"), std::string::npos) << ro.out;
+  EXPECT_EQ(server.cli("DBSIZE"), std::to_string(stored));
+
+  CliRun cleared = zc_cli(env, "cache clear --remote --yes --json");
+  ASSERT_EQ(cleared.rc, 0) << cleared.out;
+  EXPECT_NE(cleared.out.find("\"removed\":" + std::to_string(stored)), std::string::npos)
+      << cleared.out;
+  EXPECT_EQ(server.cli("DBSIZE"), "0");
+  EXPECT_EQ(zc_cli(env, "cache ls --remote --json").out, "[]\n");
+  // The local store is another cache: untouched.
+  EXPECT_GE(lines_of(zc_cli("ZC_CACHE_DIR=" + local, "cache ls").out).size(), 2u);
+}
+
+TEST(CacheRedisCli, RemoteCommandsNeedAReachableServer) {
+  SKIP_WITHOUT_REDIS();
+  const std::string local = "ZC_CACHE_DIR=" + fresh_dir("cli_none");
+  CliRun none = zc_cli(local, "cache ls --remote");
+  EXPECT_EQ(none.rc, 1) << none.out;
+  EXPECT_NE(none.out.find("ZC_REMOTE_CACHE"), std::string::npos) << none.out;
+  // A dead server must not list as an empty cache, nor clear as a success.
+  const std::string dead =
+      local + " ZC_REMOTE_CACHE=redis://127.0.0.1:" + std::to_string(free_port());
+  for (const char* args : {"cache ls --remote", "cache clear --remote --yes"}) {
+    CliRun r = zc_cli(dead, args);
+    EXPECT_EQ(r.rc, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find("cannot use the remote cache"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(zc_cli(local, "cache gc --remote").rc, 2);
+}
+
+TEST(CacheRedisProcess, EightConcurrentProcessesCompileEachGraphOnce) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  ProcessRun alone = run_model("ZC_CACHE_DIR=" + fresh_dir("eight_alone"));
+  ASSERT_EQ(alone.rc, 0) << alone.out;
+  ASSERT_GE(alone.num("compiler", "compiler_invocations"), 1) << alone.out;
+  constexpr int kProcesses = 8;
+  std::vector<ProcessRun> runs(kProcesses);
+  std::vector<std::string> dirs;
+  for (int i = 0; i < kProcesses; ++i) dirs.push_back(fresh_dir("eight_" + std::to_string(i)));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kProcesses; ++i) {
+    threads.emplace_back([&, i] {
+      runs[i] = run_model("ZC_CACHE_DIR=" + dirs[i] + " ZC_REMOTE_CACHE=" + server.url());
+    });
+  }
+  for (auto& t : threads) t.join();
+  double sum = 0;
+  std::string all;
+  for (const ProcessRun& r : runs) {
+    ASSERT_EQ(r.rc, 0) << r.out;
+    sum += r.num("compiler", "compiler_invocations");
+    all += r.out;
+    EXPECT_EQ(r.lines.at("output"), alone.lines.at("output"));
+  }
+  EXPECT_EQ(sum, alone.num("compiler", "compiler_invocations")) << all;
+  EXPECT_TRUE(server.cli("--scan --pattern 'zc:v1:lock:*'").empty()) << "locks left behind";
+}
+
+// The key covers the zc build, so this build never even looks up another build's entry. That
+// leaves one way for another build's code to reach it: an entry under this build's key whose
+// payload says it was made elsewhere (a key that missed a component, or a hand-edited
+// server). Such entries are refused by their provenance, a check independent of the key.
+// Kernel entries name no build (a binary depends on its source, compiler and target only),
+// so they are rightly reused.
+TEST(CacheRedisProcess, AnotherBuildsEntryIsNeverUsed) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  const std::string env = " ZC_REMOTE_CACHE=" + server.url();
+  ProcessRun first = run_model("ZC_CACHE_DIR=" + fresh_dir("build_a") + env);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  auto tier = make_redis_tier(options_for(server.port()));
+  int rewritten = 0;
+  for (const TierListing& l : tier->list()) {
+    GetResult r = tier->get(l.info.level, l.info.key);
+    ASSERT_EQ(r.outcome, Outcome::hit) << r.reason;
+    auto unwrapped = unwrap_payload(r.entry->payload);
+    ASSERT_TRUE(unwrapped);
+    if (unwrapped->first.build_id.empty()) continue;
+    unwrapped->first.build_id = "another build";
+    r.entry->payload = wrap_payload(unwrapped->first, unwrapped->second);
+    ASSERT_TRUE(tier->put(*r.entry).ok);
+    ++rewritten;
+  }
+  ASSERT_GE(rewritten, 2);
+  ProcessRun second = run_model("ZC_CACHE_DIR=" + fresh_dir("build_b") + env);
+  ASSERT_EQ(second.rc, 0) << second.out;
+  EXPECT_EQ(second.cache_count("graph", "redis", "hits"), 0) << second.out;
+  EXPECT_GE(second.cache_count("graph", "redis", "errors"), 1) << second.out;
+  EXPECT_EQ(second.cache_count("lowering", "redis", "hits"), 0) << second.out;
+  EXPECT_GE(second.cache_count("kernel", "redis", "hits"), 1) << second.out;
+  EXPECT_EQ(second.lines["output"], first.lines["output"]);
+}
+
+TEST(CacheLocalFlight, ProcessesSharingADirectoryCompileEachGraphOnce) {
+  ProcessRun alone = run_model("ZC_CACHE_DIR=" + fresh_dir("local_alone"));
+  ASSERT_EQ(alone.rc, 0) << alone.out;
+  const std::string shared = fresh_dir("local_shared");
+  constexpr int kProcesses = 4;
+  std::vector<ProcessRun> runs(kProcesses);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kProcesses; ++i)
+    threads.emplace_back([&, i] { runs[i] = run_model("ZC_CACHE_DIR=" + shared); });
+  for (auto& t : threads) t.join();
+  double sum = 0;
+  std::string all;
+  for (const ProcessRun& r : runs) {
+    ASSERT_EQ(r.rc, 0) << r.out;
+    sum += r.num("compiler", "compiler_invocations");
+    all += r.out;
+    EXPECT_EQ(r.lines.at("output"), alone.lines.at("output"));
+  }
+  EXPECT_EQ(sum, alone.num("compiler", "compiler_invocations")) << all;
+  EXPECT_FALSE(fs::is_empty(shared + "/locks"));
+}
+
+TEST(CacheLocalFlight, AHeldLockIsWaitedForUntilItsDeadline) {
+  const std::string dir = fresh_dir("local_held");
+  ProcessRun first = run_model("ZC_CACHE_DIR=" + dir);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  // Another process compiling every graph: its locks are held and nothing is stored.
+  fs::remove_all(dir + "/v1");
+  std::vector<int> fds;
+  for (const auto& f : fs::directory_iterator(dir + "/locks")) {
+    int fd = open(f.path().c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(flock(fd, LOCK_EX), 0);
+    fds.push_back(fd);
+  }
+  ASSERT_FALSE(fds.empty());
+  ProcessRun waiter = run_model("ZC_CACHE_DIR=" + dir + " ZC_CACHE_LOCK_MS=300");
+  for (int fd : fds) close(fd);
+  ASSERT_EQ(waiter.rc, 0) << waiter.out;
+  EXPECT_GE(waiter.ms, 300);
+  EXPECT_EQ(waiter.num("compiler", "compiler_invocations"),
+            first.num("compiler", "compiler_invocations"))
+      << waiter.out;
+  EXPECT_EQ(waiter.lines["output"], first.lines["output"]);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ using zc::cache::Level;
 struct Options {
   bool json = false;
   bool yes = false;
+  bool remote = false;  // ls and clear: the remote tier instead of the local store
   std::vector<std::string> positional;
 };
 
@@ -31,6 +32,8 @@ Options parse(Args args, std::string_view sub) {
       o.json = true;
     } else if (a == "--yes") {
       o.yes = true;
+    } else if (a == "--remote" && (sub == "ls" || sub == "clear")) {
+      o.remote = true;
     } else if (!a.empty() && a[0] == '-') {
       throw UsageError{"zc cache " + std::string(sub) + ": unknown option '" + std::string(a) +
                        "'"};
@@ -48,6 +51,24 @@ zc::cache::DiskTier& store(zc::cache::Cache& c) {
         "no HOME and no ZC_CACHE_DIR)");
   }
   return *c.disk();
+}
+
+// The remote tier, reachable: an unreachable server would otherwise list as empty and clear
+// nothing, both reported as success.
+zc::cache::Tier& remote_store(zc::cache::Cache& c, std::string* url) {
+  if (!c.remote()) {
+    throw zc::Error(
+        c.config().remote_url.empty()
+            ? "no remote cache is configured; set ZC_REMOTE_CACHE=redis://host[:port][/db]"
+            : "the remote cache is off (ZC_FORCE_DISABLE_CACHES is set)");
+  }
+  *url = zc::cache::redis_display_url(zc::cache::parse_redis_url(c.config().remote_url));
+  zc::cache::GetResult probe =
+      c.remote()->get(Level::graph, zc::sha256(std::string_view("zc cache probe")));
+  if (probe.outcome == zc::cache::Outcome::error) {
+    throw zc::Error("cannot use the remote cache " + *url + ": " + probe.reason);
+  }
+  return *c.remote();
 }
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -108,7 +129,8 @@ int stats(zc::cache::Cache& c, const Options& o) {
 }
 
 int ls(zc::cache::Cache& c, const Options& o) {
-  auto entries = store(c).list();
+  std::string url;
+  auto entries = o.remote ? remote_store(c, &url).list() : store(c).list();
   if (o.json) std::cout << "[";
   bool first = true;
   for (const auto& e : entries) {
@@ -174,7 +196,30 @@ int gc(zc::cache::Cache& c, const Options& o) {
   return 0;
 }
 
+int clear_remote(zc::cache::Cache& c, const Options& o) {
+  std::string url;
+  zc::cache::Tier& remote = remote_store(c, &url);
+  if (!o.yes) {
+    std::cerr << "zc cache clear --remote: not cleared: " << url
+              << " is shared by every machine that uses it, and all of them would compile "
+                 "again; add --yes to clear it\n";
+    return kExitUsage;
+  }
+  if (c.config().remote_read_only) {
+    throw zc::Error("the remote cache " + url +
+                    " is read-only here (ZC_REMOTE_CACHE_READONLY): not cleared");
+  }
+  uint64_t n = remote.clear();
+  if (o.json) {
+    std::cout << "{\"removed\":" << n << ",\"remote\":\"" << url << "\"}\n";
+  } else {
+    std::cout << "removed " << n << " entries from " << url << "\n";
+  }
+  return 0;
+}
+
 int clear(zc::cache::Cache& c, const Options& o) {
+  if (o.remote) return clear_remote(c, o);
   uint64_t n = store(c).clear();
   if (o.json) {
     std::cout << "{\"removed\":" << n << "}\n";

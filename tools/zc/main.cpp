@@ -45,7 +45,9 @@ const Command kCommands[] = {
     {"bench", "measure cold, warm, bundle and steady-state figures in fresh processes",
      "zc bench [--repeats N] [--quick] [--json FILE] [--compare FILE]", cmd_bench},
     {"cache", "inspect and manage the compile cache",
-     "zc cache stats|ls|clear [--yes]|gc|verify|export FILE|import FILE [--json]", cmd_cache},
+     "zc cache stats|ls [--remote]|clear [--remote --yes]|gc|verify|export FILE|import FILE "
+     "[--json]",
+     cmd_cache},
     {"help", "list commands, or describe one", "zc help [COMMAND]", cmd_help},
 };
 
