@@ -314,7 +314,8 @@ TEST(CodegenRuntime, OneCompiledModuleFromManyThreads) {
 
 // Runs the run_model tool with extra environment; returns its output and exit code.
 std::pair<std::string, int> run_tool(const std::string& env) {
-  std::string cmd = env + " ZC_FORCE_DISABLE_CACHES=1 " + ZC_TEST_TOOLS_DIR + "/run_model --layers 2 2>&1";
+  std::string cmd =
+      env + " ZC_FORCE_DISABLE_CACHES=1 " + ZC_TEST_TOOLS_DIR + "/run_model --layers 2 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf{};
