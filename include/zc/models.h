@@ -1,6 +1,7 @@
 // Reference models used by examples, tests and benchmarks.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "zc/nn.h"
@@ -42,7 +43,10 @@ class SeedLayer : public nn::Module {
 
 class SeedModel : public nn::Module {
  public:
-  explicit SeedModel(int64_t n_layers = 64, int64_t d = 10);
+  // Wraps each layer as it is built: zc::compiled gives torch.compile's regional recipe (each
+  // layer compiled by hand); null keeps the layers plain.
+  using LayerWrapper = std::function<std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>)>;
+  explicit SeedModel(int64_t n_layers = 64, int64_t d = 10, const LayerWrapper& wrap = nullptr);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<nn::Linear> linear;
   std::shared_ptr<nn::ModuleList> layers;

@@ -75,14 +75,17 @@ Tensor SeedLayer::forward(const Tensor& x) {
   return (*relu2)((*linear2)(sigmoid((*relu1)((*linear1)(x)))));
 }
 
-SeedModel::SeedModel(int64_t n_layers, int64_t d) {
+SeedModel::SeedModel(int64_t n_layers, int64_t d, const LayerWrapper& wrap) {
   if (n_layers < 0) {
     throw Error("zc::models::SeedModel: n_layers must be non-negative, got " +
                 std::to_string(n_layers));
   }
   linear = register_module("linear", std::make_shared<nn::Linear>(d, d));
   layers = register_module("layers", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < n_layers; ++i) layers->push_back(std::make_shared<SeedLayer>(d));
+  for (int64_t i = 0; i < n_layers; ++i) {
+    std::shared_ptr<nn::Module> layer = std::make_shared<SeedLayer>(d);
+    layers->push_back(wrap ? wrap(std::move(layer)) : std::move(layer));
+  }
 }
 
 Tensor SeedModel::forward(const Tensor& x) {

@@ -17,25 +17,6 @@
 #include "util/hash.h"
 #include "zc/zc.h"
 
-namespace {
-// seed64 with each layer compiled by hand (torch.compile's regional recipe).
-struct ManualSeed : zc::nn::Module {
-  std::shared_ptr<zc::nn::Linear> linear;
-  std::shared_ptr<zc::nn::ModuleList> layers;
-  explicit ManualSeed(int64_t n) {
-    linear = register_module("linear", std::make_shared<zc::nn::Linear>(10, 10));
-    layers = register_module("layers", std::make_shared<zc::nn::ModuleList>());
-    for (int64_t i = 0; i < n; ++i)
-      layers->push_back(zc::compiled(std::make_shared<zc::models::SeedLayer>(10)));
-  }
-  zc::Tensor forward(const zc::Tensor& x) override {
-    zc::Tensor h = (*linear)(x);
-    for (const auto& layer : *layers) h = (*layer)(h);
-    return h;
-  }
-};
-}  // namespace
-
 int main(int argc, char** argv) {
   std::string model = "seed", load, save, regions = "auto";
   int64_t layers = 4;
@@ -64,7 +45,8 @@ int main(int argc, char** argv) {
           {.vocab_size = 1024, .block_size = 128, .n_layer = layers, .n_head = 4, .d_model = 256});
       x = zc::randint(0, 1024, {4, 128});
     } else if (regions == "manual") {
-      m = std::make_shared<ManualSeed>(layers);
+      m = std::make_shared<zc::models::SeedModel>(
+          layers, 10, [](std::shared_ptr<zc::nn::Module> l) { return zc::compiled(l); });
       x = zc::randn({10, 10});
     } else {
       m = zc::models::seed_model(layers);

@@ -4,12 +4,14 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "unit/run_model.h"
 
 #include <array>
 #include <chrono>
@@ -408,48 +410,8 @@ TEST(CacheRedis, CompileLocks) {
             RedisTier::LockState::unavailable);
 }
 
-// The run_model tool in a fresh process, as in the cross-process cache tests.
-struct ProcessRun {
-  int rc = -1;
-  double ms = 0;
-  std::string out;
-  std::map<std::string, std::string> lines;
-  double num(const std::string& line, const std::string& name) const {
-    auto it = lines.find(line);
-    if (it == lines.end()) return -1;
-    size_t at = it->second.find("\"" + name + "\":");
-    return at == std::string::npos ? -1 : std::stod(it->second.substr(at + name.size() + 3));
-  }
-  double cache_count(const std::string& level, const std::string& tier,
-                     const std::string& what) const {
-    auto it = lines.find("cache");
-    if (it == lines.end()) return -1;
-    std::string probe = "\"level\":\"" + level + "\",\"tier\":\"" + tier + "\"";
-    size_t at = it->second.find(probe);
-    if (at == std::string::npos) return -1;
-    size_t v = it->second.find("\"" + what + "\":", at);
-    return std::stod(it->second.substr(v + what.size() + 3));
-  }
-};
-
-ProcessRun run_model(const std::string& env) {
-  std::string cmd = env + " " + ZC_TEST_TOOLS_DIR + "/run_model 2>&1";
-  ProcessRun r;
-  auto t0 = Clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 1 << 16> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) {
-    std::string line(buf.data());
-    r.out += line;
-    line.erase(line.find_last_not_of('\n') + 1);
-    size_t sp = line.find(' ');
-    if (sp != std::string::npos) r.lines.emplace(line.substr(0, sp), line.substr(sp + 1));
-  }
-  int status = p ? pclose(p) : -1;
-  r.ms = ms_since(t0);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using test::ProcessRun;
+using test::run_model;
 
 std::string fresh_dir(const std::string& name) {
   std::string d = std::string(ZC_TEST_TMPDIR) + "/cache_redis/" + name;

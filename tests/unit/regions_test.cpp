@@ -36,21 +36,11 @@ struct Alternating : nn::Module {
   }
 };
 
-struct ManualSeed : nn::Module {
-  std::shared_ptr<nn::Linear> linear =
-      register_module("linear", std::make_shared<nn::Linear>(10, 10));
-  std::shared_ptr<nn::ModuleList> layers =
-      register_module("layers", std::make_shared<nn::ModuleList>());
-  explicit ManualSeed(int n) {
-    for (int i = 0; i < n; ++i)
-      layers->push_back(compiled(std::make_shared<models::SeedLayer>(10)));
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = (*linear)(x);
-    for (const auto& l : *layers) h = (*l)(h);
-    return h;
-  }
-};
+// seed_model with every layer compiled by hand.
+std::shared_ptr<models::SeedModel> manual_seed_model(int n) {
+  return std::make_shared<models::SeedModel>(
+      n, 10, [](std::shared_ptr<nn::Module> layer) { return compiled(layer); });
+}
 
 TEST(Regions, PlanOfSeed64IsOneGluePartAnd64Calls) {
   auto m = models::seed_model(64);
@@ -79,7 +69,7 @@ TEST(Regions, AutoNoneAndManualMatchEager) {
   EXPECT_TRUE(allclose(compile(seed, {.regions = Regions::Auto})(x), ref, 1e-5, 1e-6));
   EXPECT_TRUE(allclose(compile(seed, {.regions = Regions::None})(x), ref, 1e-5, 1e-6));
   manual_seed(21);
-  auto manual = std::make_shared<ManualSeed>(16);
+  auto manual = manual_seed_model(16);
   Tensor manual_ref = [&] {
     // The same computation eagerly: the wrapped layers hold the weights.
     Tensor h = (*manual->linear)(x);
@@ -125,7 +115,7 @@ TEST(Regions, AlternatingWidthsCompileExactlyTheDistinctShapes) {
 TEST(Regions, ManualRegionalSharesOneExecutable) {
   compiler::reset();
   compiler::reset_stats();
-  auto m = std::make_shared<ManualSeed>(64);
+  auto m = manual_seed_model(64);
   (*m)(randn({10, 10}));
   compiler::Stats s = compiler::stats();
   EXPECT_EQ(s.graphs_captured, 64);   // each instance captures (microseconds)...

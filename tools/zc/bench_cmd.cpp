@@ -32,23 +32,6 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// seed64 with each layer compiled by hand, as torch.compile's regional recipe does it.
-struct ManualSeed : zc::nn::Module {
-  std::shared_ptr<zc::nn::Linear> linear =
-      register_module("linear", std::make_shared<zc::nn::Linear>(10, 10));
-  std::shared_ptr<zc::nn::ModuleList> layers =
-      register_module("layers", std::make_shared<zc::nn::ModuleList>());
-  explicit ManualSeed(int64_t n) {
-    for (int64_t i = 0; i < n; ++i)
-      layers->push_back(zc::compiled(std::make_shared<zc::models::SeedLayer>(10)));
-  }
-  zc::Tensor forward(const zc::Tensor& x) override {
-    zc::Tensor h = (*linear)(x);
-    for (const auto& l : *layers) h = (*l)(h);
-    return h;
-  }
-};
-
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -79,7 +62,8 @@ int child(const std::map<std::string, std::string>& a) {
         {.vocab_size = 1024, .block_size = 128, .n_layer = layers, .n_head = 4, .d_model = 256});
     x = zc::randint(0, 1024, {4, 128});
   } else if (regions == "manual") {
-    m = std::make_shared<ManualSeed>(layers);
+    m = std::make_shared<zc::models::SeedModel>(
+        layers, 10, [](std::shared_ptr<zc::nn::Module> l) { return zc::compiled(l); });
     x = zc::randn({10, 10});
   } else {
     m = zc::models::seed_model(layers);
