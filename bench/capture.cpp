@@ -1,10 +1,12 @@
-// Capture-stage figures: tracing seed64 into a graph, the per-call guard check, and the
-// whole compiled-call overhead on the guard-hit path.
+// Capture-stage figures: tracing seed64 into a graph, the per-call guard check, the whole
+// compiled-call overhead on the guard-hit path, and region planning (which every start of an
+// Auto-compiled module pays, warm or cold).
 #include <benchmark/benchmark.h>
 
 #include "capture/capture.h"
 #include "capture/guards.h"
 #include "ir/canonical.h"
+#include "runtime/regions.h"
 #include "zc/zc.h"
 
 namespace {
@@ -28,6 +30,19 @@ void BM_CaptureAndHashSeed64(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_CaptureAndHashSeed64)->Unit(benchmark::kMillisecond);
+
+// Finding the repeated blocks of a captured seed model of range(0) layers: hashing every
+// region's subgraph and cutting the graph into calls and glue.
+void BM_PlanRegionsSeed(benchmark::State& state) {
+  auto m = zc::models::seed_model(state.range(0));
+  zc::Tensor x = zc::randn({10, 10});
+  auto cap = zc::capture::capture_module(*m, x, nullptr, true);
+  for (auto _ : state) {
+    auto plan = zc::runtime::plan_regions(cap.graph, {});
+    benchmark::DoNotOptimize(plan.parts.data());
+  }
+}
+BENCHMARK(BM_PlanRegionsSeed)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond);
 
 void BM_GuardCheck(benchmark::State& state) {
   zc::Tensor x = zc::randn({10, 10});

@@ -69,8 +69,13 @@ struct Stats {
   int64_t region_graphs = 0;   // distinct repeated blocks among them
   int64_t parts_compiled = 0;  // distinct graphs compiled (or loaded) for those compiles
   int64_t parts_reused = 0;    // calls that reused one of them
+  // Wall time that calls spent before running anything: capture, region planning, cache
+  // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
+  double ready_ms = 0;
   double capture_ms = 0;       // tracing forward() into graphs
-  double compile_ms = 0;       // everything after capture up to a loaded executable:
+  // Everything after capture up to a loaded executable, summed over the graphs (the parts of
+  // a hierarchical compile run in parallel, so this can exceed ready_ms):
+  double compile_ms = 0;
   double lower_ms = 0;         //   decompositions and canonicalization
   double codegen_ms = 0;       //   scheduling, buffer planning, emitting source
   double cxx_ms = 0;           //   the system C++ compiler

@@ -48,8 +48,9 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
 
 std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
                                                     const codegen::CodegenContext& ctx,
-                                                    cache::Cache* store) {
-  Digest graph_digest = ir::graph_hash(g);
+                                                    cache::Cache* store,
+                                                    std::optional<Digest> hash) {
+  Digest graph_digest = hash ? *hash : ir::graph_hash(g);
   std::string graph_hex = hex(graph_digest), short_hash = graph_hex.substr(0, 16);
   auto found = toolchain::find_cxx();
   if (!found) throw Error("no C++ compiler found to build generated code; set ZC_CXX");
@@ -178,8 +179,9 @@ std::string resolve_backend(const std::string& requested) {
               "\"; expected \"auto\", \"cpp\", \"cuda\" or \"eager\"");
 }
 
-std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend) {
-  Digest h = ir::graph_hash(g);
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend,
+                                                std::optional<Digest> hash) {
+  Digest h = hash ? *hash : ir::graph_hash(g);
   std::string effective = backend == "cpp" && !have_compiler() ? "eager" : backend;
   std::string key = hex(h) + ":" + effective;
   std::string short_hash = hex(h).substr(0, 16);
@@ -189,7 +191,7 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::s
     ZC_LOG(graph) << "captured graph " << short_hash << ":\n" << ir::print(g);
     std::shared_ptr<const Executable> exec =
         effective == "cpp"
-            ? compile_cpp_graph(g, codegen::CodegenContext{}, &cache::process_cache())
+            ? compile_cpp_graph(g, codegen::CodegenContext{}, &cache::process_cache(), h)
             : make_interpreter_executable(g);
     stats::add_time(stats::Stage::compile, t.ms());
     ZC_LOG(timing) << "compile " << short_hash << " (" << effective << "): " << t.ms() << " ms";

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "codegen/pipeline.h"
 #include "ir/graph.h"
 #include "runtime/executable.h"
+#include "util/hash.h"
 #include "zc/compile.h"
 
 namespace zc::cache {
@@ -21,7 +23,9 @@ namespace zc::runtime {
 std::string resolve_backend(const std::string& requested);
 
 // The executable for `g` on `backend`, from the in-process code cache or freshly compiled.
-std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend);
+// `hash`, when the caller already has it, must be ir::graph_hash(g): it saves hashing again.
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend,
+                                                std::optional<Digest> hash = std::nullopt);
 
 // Lowering, code generation, the system compiler and loading, without any cache. Raises
 // zc::Error when the compiler rejects the generated source (with its output and the path of
@@ -29,8 +33,10 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::s
 std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
                                                     const codegen::CodegenContext& ctx);
 // The same through the cache levels of `store` (graph, lowering, kernel); null: no cache.
+// `hash` as for compile_graph.
 std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
                                                     const codegen::CodegenContext& ctx,
-                                                    cache::Cache* store);
+                                                    cache::Cache* store,
+                                                    std::optional<Digest> hash = std::nullopt);
 
 }  // namespace zc::runtime

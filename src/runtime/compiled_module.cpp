@@ -116,7 +116,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   }
   if (hit) return run_entry(*hit, x)[0];
 
-  Timer capture_timer;
+  Timer ready_timer, capture_timer;
   auto runner = [&](const ir::Graph& g, std::span<const Tensor> inputs) {
     return run_segment(g, inputs, s.backend);
   };
@@ -151,6 +151,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   }
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
+  runtime::stats::add_time(runtime::stats::Stage::ready, ready_timer.ms());
   Tensor out = run_entry(*entry, x)[0];
   {
     std::lock_guard lock(s.mu);

@@ -161,8 +161,9 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g,
     }
     ++compiled;
     const ir::Graph* part_graph = &gp.sub.graph;
-    by_hash[gp.hash] = std::async(std::launch::async, [part_graph, &backend] {
-                         return compile_graph(*part_graph, backend);
+    const Digest hash = gp.hash;
+    by_hash[gp.hash] = std::async(std::launch::async, [part_graph, hash, &backend] {
+                         return compile_graph(*part_graph, backend, hash);
                        }).share();
   }
   std::vector<Part> parts;

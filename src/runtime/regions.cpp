@@ -9,12 +9,23 @@
 namespace zc::runtime {
 
 RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
-  // Subgraph hash of every region, and how often each occurs.
+  // Subgraph hash of every region, and how often each occurs. The subgraphs are kept: the
+  // outlined ones become parts.
+  const ir::RangeExtractor extract(g);
   std::vector<Digest> hash(g.regions.size());
+  std::vector<bool> hashed(g.regions.size(), false);
+  std::vector<ir::RegionGraph> sub(g.regions.size());
   std::map<Digest, int> count;
+  // Equal subgraphs have equal sizes, so a region whose size no other region shares cannot
+  // repeat: it is not hashed (the model's own region, the size of the whole graph, among them).
+  std::map<int32_t, int> same_size;
+  for (const ir::Region& reg : g.regions) ++same_size[reg.end - reg.begin];
   for (size_t r = 0; r < g.regions.size(); ++r) {
-    if (g.regions[r].end - g.regions[r].begin < rule.min_nodes) continue;
-    hash[r] = ir::graph_hash(ir::extract_region(g, static_cast<ir::RegionId>(r)).graph);
+    int32_t size = g.regions[r].end - g.regions[r].begin;
+    if (size < rule.min_nodes || same_size[size] < rule.min_repeats) continue;
+    sub[r] = extract.region(static_cast<ir::RegionId>(r));
+    hash[r] = ir::graph_hash(sub[r].graph);
+    hashed[r] = true;
     ++count[hash[r]];
   }
   std::vector<std::vector<ir::RegionId>> children(g.regions.size());
@@ -27,7 +38,7 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
   std::vector<ir::RegionId> outlined;
   std::function<void(ir::RegionId)> visit = [&](ir::RegionId r) {
     const ir::Region& reg = g.regions[r];
-    if (reg.end - reg.begin >= rule.min_nodes && count[hash[r]] >= rule.min_repeats) {
+    if (hashed[r] && count[hash[r]] >= rule.min_repeats) {
       outlined.push_back(r);
       return;
     }
@@ -41,7 +52,7 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
     GraphPart part;
     part.begin = begin;
     part.end = end;
-    part.sub = ir::extract_range(g, begin, end);
+    part.sub = extract.range(begin, end);
     part.hash = ir::graph_hash(part.sub.graph);
     plan.parts.push_back(std::move(part));
   };
@@ -55,7 +66,7 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
     part.begin = reg.begin;
     part.end = reg.end;
     part.type_name = reg.type_name;
-    part.sub = ir::extract_region(g, r);
+    part.sub = std::move(sub[r]);
     part.hash = hash[r];
     plan.parts.push_back(std::move(part));
     ++plan.outlined_calls;

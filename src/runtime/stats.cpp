@@ -55,6 +55,7 @@ Stats stats() {
   out.region_graphs = c(Counter::region_graphs);
   out.parts_compiled = c(Counter::parts_compiled);
   out.parts_reused = c(Counter::parts_reused);
+  out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
   out.lower_ms = t(Stage::lower);
@@ -86,6 +87,7 @@ std::string Stats::str() const {
      << "region graphs       " << region_graphs << "\n"
      << "parts compiled      " << parts_compiled << "\n"
      << "parts reused        " << parts_reused << "\n"
+     << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
      << "  lower ms          " << lower_ms << "\n"
@@ -104,7 +106,7 @@ std::string Stats::json() const {
      << ",\"kernels_generated\":" << kernels_generated << ",\"extern_ops\":" << extern_ops
      << ",\"regions_found\":" << regions_found << ",\"region_graphs\":" << region_graphs
      << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
-     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
+     << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
      << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
      << ",\"load_ms\":" << load_ms << "}";
   return os.str();

@@ -21,8 +21,9 @@ enum class Counter : uint8_t {
   parts_reused,    // parts that reused one of those
   count
 };
-// compile covers everything after capture; lower, codegen, cxx and load are its parts.
-enum class Stage : uint8_t { capture, compile, lower, codegen, cxx, load, count };
+// compile covers everything after capture; lower, codegen, cxx and load are its parts. ready
+// is wall time of whole guard misses (compile is summed over parts that may run in parallel).
+enum class Stage : uint8_t { capture, compile, lower, codegen, cxx, load, ready, count };
 
 void add(Counter c, int64_t n = 1);
 void add_time(Stage s, double ms);
