@@ -72,15 +72,15 @@ struct Stats {
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   double ready_ms = 0;
-  double capture_ms = 0;       // tracing forward() into graphs
+  double capture_ms = 0;  // tracing forward() into graphs
   // Everything after capture up to a loaded executable, summed over the graphs (the parts of
   // a hierarchical compile run in parallel, so this can exceed ready_ms):
   double compile_ms = 0;
-  double lower_ms = 0;         //   decompositions and canonicalization
-  double codegen_ms = 0;       //   scheduling, buffer planning, emitting source
-  double cxx_ms = 0;           //   the system C++ compiler
-  double load_ms = 0;          //   loading the shared object
-  std::string str() const;     // a readable table
+  double lower_ms = 0;      //   decompositions and canonicalization
+  double codegen_ms = 0;    //   scheduling, buffer planning, emitting source
+  double cxx_ms = 0;        //   the system C++ compiler
+  double load_ms = 0;       //   loading the shared object
+  std::string str() const;  // a readable table
   std::string json() const;
 };
 

@@ -1,9 +1,6 @@
 #include "cache/bundle.h"
 
 #include <fcntl.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -61,15 +58,6 @@ struct CCtxDeleter {
 struct DCtxDeleter {
   void operator()(ZSTD_DCtx* d) const { ZSTD_freeDCtx(d); }
 };
-
-Digest hmac_sha256(std::span<const uint8_t> key, std::span<const uint8_t> data) {
-  Digest mac{};
-  unsigned int len = 0;
-  const unsigned char* ok = HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-                                 data.data(), data.size(), mac.data(), &len);
-  ZC_CHECK(ok != nullptr && len == mac.size(), "HMAC-SHA256 failed");
-  return mac;
-}
 
 bool known_level(uint8_t v) {
   for (Level l : kLevels) {
@@ -352,7 +340,7 @@ BundleContents read_bundle(std::span<const uint8_t> bytes, const Provenance& exp
       refuse_all = {ItemStatus::bad_signature, "the bundle's signature is missing (truncated)"};
     } else {
       const Digest mac = hmac_sha256(hmac_key, bytes.first(bytes.size() - kMacSize));
-      if (CRYPTO_memcmp(mac.data(), bytes.data() + bytes.size() - kMacSize, kMacSize) != 0) {
+      if (!equal_constant_time(mac, bytes.last(kMacSize))) {
         refuse_all = {ItemStatus::bad_signature,
                       "the bundle's signature does not verify with the configured HMAC key"};
       } else {

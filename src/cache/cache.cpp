@@ -499,9 +499,8 @@ Cache& process_cache() {
   static Cache* cache = [] {
     auto* c = new Cache(CacheConfig::from_env());
     // Lifetime statistics are merged into the store once, when the process ends. The flush
-    // hashes, and OpenSSL registers its own exit-time cleanup at its first use: using it first
-    // makes its cleanup run after ours (exit handlers run in reverse order).
-    (void)sha256(std::string_view{});
+    // hashes with util/hash.h's SHA-256, which keeps no OpenSSL state, so it is safe even after
+    // OpenSSL's own exit-time cleanup has run.
     std::atexit([] { process_cache().flush_lifetime_stats(); });
     return c;
   }();

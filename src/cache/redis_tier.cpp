@@ -1,9 +1,6 @@
 #include "cache/redis_tier.h"
 
 #include <hiredis/hiredis.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -135,17 +132,10 @@ std::string lock_name(Level level, const Digest& key) {
 // The MAC covers the key name too, so a signed value cannot be replayed under another key.
 Digest value_mac(std::span<const uint8_t> hmac_key, std::string_view name,
                  std::span<const uint8_t> entry) {
-  std::vector<uint8_t> data(name.begin(), name.end());
-  data.push_back(0);
-  data.insert(data.end(), entry.begin(), entry.end());
-  Digest mac{};
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), hmac_key.data(), static_cast<int>(hmac_key.size()), data.data(),
-            data.size(), mac.data(), &len) ||
-      len != mac.size()) {
-    mac.fill(0);  // never verifies against a real MAC; signing such a value is refused later
-  }
-  return mac;
+  static const uint8_t kSeparator = 0;
+  return hmac_sha256(
+      hmac_key,
+      {{reinterpret_cast<const uint8_t*>(name.data()), name.size()}, {&kSeparator, 1}, entry});
 }
 
 class RedisTierImpl final : public RedisTier {
@@ -302,7 +292,7 @@ class RedisTierImpl final : public RedisTier {
     }
     std::span<const uint8_t> entry = bytes.subspan(kSignedPrefix);
     Digest mac = value_mac(o_.hmac_key, name, entry);
-    if (CRYPTO_memcmp(mac.data(), bytes.data() + sizeof kSignedMagic, kMacSize) != 0) {
+    if (!equal_constant_time(mac, bytes.subspan(sizeof kSignedMagic, kMacSize))) {
       *why = "bad signature: the value does not verify with the configured HMAC key";
       return std::nullopt;
     }

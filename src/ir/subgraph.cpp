@@ -21,9 +21,8 @@ RangeExtractor::RangeExtractor(const Graph& g)
   for (ValueId v : g.outputs) last_read_[v] = static_cast<int32_t>(g.nodes.size());
   by_begin_.resize(g.regions.size());
   for (size_t r = 0; r < g.regions.size(); ++r) by_begin_[r] = static_cast<RegionId>(r);
-  std::stable_sort(by_begin_.begin(), by_begin_.end(), [&](RegionId a, RegionId b) {
-    return g.regions[a].begin < g.regions[b].begin;
-  });
+  std::stable_sort(by_begin_.begin(), by_begin_.end(),
+                   [&](RegionId a, RegionId b) { return g.regions[a].begin < g.regions[b].begin; });
 }
 
 RegionGraph RangeExtractor::region(RegionId region) const {

@@ -37,7 +37,6 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
   // Outlined regions in node order, found top-down.
   std::vector<ir::RegionId> outlined;
   std::function<void(ir::RegionId)> visit = [&](ir::RegionId r) {
-    const ir::Region& reg = g.regions[r];
     if (hashed[r] && count[hash[r]] >= rule.min_repeats) {
       outlined.push_back(r);
       return;

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,6 +33,16 @@ class Sha256 {
 
 Digest sha256(std::span<const uint8_t> bytes);
 Digest sha256(std::string_view s);
+
+// HMAC-SHA256 (RFC 2104) of the concatenation of `parts`: the signature of bundles and remote
+// entries.
+Digest hmac_sha256(std::span<const uint8_t> key,
+                   std::initializer_list<std::span<const uint8_t>> parts);
+inline Digest hmac_sha256(std::span<const uint8_t> key, std::span<const uint8_t> data) {
+  return hmac_sha256(key, {data});
+}
+// Equality whose time does not depend on where the inputs differ, for comparing MACs.
+bool equal_constant_time(std::span<const uint8_t> a, std::span<const uint8_t> b);
 
 // 64-bit mixing (splitmix64 finalizer); combine with hash_combine.
 inline uint64_t mix64(uint64_t x) {
