@@ -9,102 +9,36 @@
 //   redis get miss: 17-19 us (one round trip, whatever the size asked for)
 //   redis put:      1 KB 21 us, 100 KB 183 us
 // About 3x the disk tier's hit for the same payload: cheap next to any compile it saves.
-#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cache/entry.h"
 #include "cache/redis_tier.h"
 #include "cache/tier.h"
+#include "support/local_redis.h"
 
 namespace {
 
 using namespace zc::cache;
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool can_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-std::string find_redis_server() {
-  for (const char* p :
-       {"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"}) {
-    if (access(p, X_OK) == 0) return p;
-  }
-  return "";
-}
-
-// redis-server on 127.0.0.1 only, for the whole run; port 0 when it could not be started.
-struct Server {
-  int port = 0;
-  pid_t pid = -1;
-  Server() {
-    std::string exe = find_redis_server();
-    if (exe.empty()) return;
-    int p = free_port();
-    pid = fork();
-    if (pid == 0) {
-      std::freopen("/dev/null", "w", stdout);
-      std::string port_arg = std::to_string(p);
-      execl(exe.c_str(), exe.c_str(), "--port", port_arg.c_str(), "--bind", "127.0.0.1", "--save",
-            "", "--appendonly", "no", "--daemonize", "no", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 500 && !can_connect(p); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (can_connect(p)) port = p;
-  }
-  ~Server() {
-    if (pid <= 0) return;
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
-};
-
-Server& server() {
-  static Server s;
+zc_support::LocalRedis& server() {
+  static zc_support::LocalRedis s;
   return s;
 }
 
 // The tier, or nullptr after skipping the benchmark with the reason.
 std::unique_ptr<Tier> tier_or_skip(benchmark::State& state) {
-  if (server().port == 0) {
-    state.SkipWithError(find_redis_server().empty()
+  if (!server().running()) {
+    state.SkipWithError(zc_support::find_program("redis-server").empty()
                             ? "redis-server is not installed (apt-get install redis-server)"
                             : "redis-server did not start");
     return nullptr;
   }
   RedisOptions o;
-  o.port = server().port;
+  o.port = server().port();
   return make_redis_tier(o);
 }
 

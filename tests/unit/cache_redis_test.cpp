@@ -14,17 +14,20 @@
 #include "unit/run_model.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cache/cache.h"
 #include "cache/redis_tier.h"
+#include "support/local_redis.h"
 #include "zc/error.h"
 
 namespace zc::cache {
@@ -37,37 +40,9 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// A port nothing listens on right now (the kernel's pick; closed again at once).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool can_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-std::string find_program(const std::string& name) {
-  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
-    std::string p = std::string(dir) + "/" + name;
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
+using zc_support::can_connect;
+using zc_support::find_program;
+using zc_support::free_port;
 
 std::string shell(const std::string& cmd) {
   std::string out;
@@ -79,49 +54,103 @@ std::string shell(const std::string& cmd) {
   return out;
 }
 
-// redis-server on 127.0.0.1 only, no persistence, stopped when this goes out of scope.
-class RedisServer {
+// redis-server on 127.0.0.1 only (tools/support/local_redis.h), with redis-cli against it.
+class RedisServer : public zc_support::LocalRedis {
  public:
-  explicit RedisServer(const std::string& password = "") : port_(free_port()) {
-    std::string exe = find_program("redis-server");
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::freopen("/dev/null", "w", stdout);
-      std::string port = std::to_string(port_);
-      std::vector<const char*> argv{exe.c_str(), "--port",      port.c_str(), "--bind",
-                                    "127.0.0.1", "--save",      "",           "--appendonly",
-                                    "no",        "--daemonize", "no"};
-      if (!password.empty()) {
-        argv.push_back("--requirepass");
-        argv.push_back(password.c_str());
-      }
-      argv.push_back(nullptr);
-      execv(exe.c_str(), const_cast<char* const*>(argv.data()));
-      _exit(127);
-    }
-    for (int i = 0; i < 500 && !can_connect(port_); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    password_ = password;
-  }
-  ~RedisServer() { stop(); }
-  void stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  int port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-  // redis-cli against this server only.
+  using LocalRedis::LocalRedis;
   std::string cli(const std::string& args) const {
-    return shell(find_program("redis-cli") + " -h 127.0.0.1 -p " + std::to_string(port_) +
-                 (password_.empty() ? "" : " --no-auth-warning -a " + password_) + " " + args);
+    return shell(find_program("redis-cli") + " -h 127.0.0.1 -p " + std::to_string(port()) +
+                 (password().empty() ? "" : " --no-auth-warning -a " + password()) + " " + args);
+  }
+};
+
+// A loopback TCP proxy in front of a server: every reply is held back `delay_ms` before it is
+// passed on (a slow or distant Redis), and with `cut_after_replies` set, the proxy drops every
+// connection and stops listening once that many replies went through (a server that dies in
+// the middle of a run). Requests pass at once.
+class DelayProxy {
+ public:
+  DelayProxy(int upstream_port, int delay_ms, int cut_after_replies = -1)
+      : upstream_(upstream_port), delay_ms_(delay_ms), cut_after_(cut_after_replies) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(listen_fd_, 64);
+    socklen_t len = sizeof a;
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  DelayProxy(const DelayProxy&) = delete;
+  DelayProxy& operator=(const DelayProxy&) = delete;
+  ~DelayProxy() {
+    cut();
+    acceptor_.join();
+    for (std::thread& t : relays_) t.join();
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  int replies() const { return replies_; }
+  // Drops every connection; new ones are refused from now on.
+  void cut() {
+    std::lock_guard lock(mu_);
+    if (cut_) return;
+    cut_ = true;
+    shutdown(listen_fd_, SHUT_RDWR);
+    for (int fd : open_fds_) shutdown(fd, SHUT_RDWR);
   }
 
  private:
-  int port_;
-  pid_t pid_ = -1;
-  std::string password_;
+  void accept_loop() {
+    for (;;) {
+      int client = accept(listen_fd_, nullptr, nullptr);
+      if (client < 0) break;
+      int server = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(upstream_));
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      std::lock_guard lock(mu_);
+      if (cut_ || connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        close(client);
+        close(server);
+        if (cut_) break;
+        continue;
+      }
+      open_fds_.insert(open_fds_.end(), {client, server});
+      relays_.emplace_back([this, client, server] {
+        std::thread up([=] { pump(client, server, false); });
+        pump(server, client, true);
+        up.join();
+        close(client);
+        close(server);
+      });
+    }
+    close(listen_fd_);
+  }
+  // Copies `from` to `to` until either end closes; replies are delayed and counted.
+  void pump(int from, int to, bool replies) {
+    std::array<char, 1 << 16> buf{};
+    for (;;) {
+      ssize_t n = read(from, buf.data(), buf.size());
+      if (n <= 0) break;
+      if (replies) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+      if (send(to, buf.data(), static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+      if (replies && ++replies_ == cut_after_) cut();
+    }
+    shutdown(to, SHUT_RDWR);
+    shutdown(from, SHUT_RDWR);
+  }
+
+  int upstream_, delay_ms_, cut_after_;
+  int listen_fd_ = -1, port_ = 0;
+  std::atomic<int> replies_{0};
+  std::mutex mu_;
+  bool cut_ = false;
+  std::vector<int> open_fds_;
+  std::thread acceptor_;
+  std::vector<std::thread> relays_;
 };
 
 #define SKIP_WITHOUT_REDIS()                                                     \
@@ -462,6 +491,59 @@ TEST(CacheRedisProcess, NoServerStillCompilesQuicklyAndCountsErrors) {
   EXPECT_EQ(r.lines["output"], local.lines["output"]);
   // Refused connections cost microseconds; allow for a loaded machine, not for a stall.
   EXPECT_LT(r.ms, local.ms + 3 * 200 + 2000) << "local " << local.ms << " ms";
+}
+
+TEST(CacheRedisProcess, SlowServerWithinTheTimeoutIsStillUsed) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  ProcessRun first =
+      run_model("ZC_CACHE_DIR=" + fresh_dir("slow_fill") + " ZC_REMOTE_CACHE=" + server.url());
+  ASSERT_EQ(first.rc, 0) << first.out;
+  // 40 ms per reply: slow, but inside the default 500 ms command timeout.
+  DelayProxy slow(server.port(), 40);
+  ProcessRun r =
+      run_model("ZC_CACHE_DIR=" + fresh_dir("slow_use") + " ZC_REMOTE_CACHE=" + slow.url());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.num("compiler", "compiler_invocations"), 0) << r.out;
+  EXPECT_GE(r.cache_count("graph", "redis", "hits"), 1) << r.out;
+  EXPECT_EQ(all_levels(r, "redis", "errors"), 0) << r.out;
+  EXPECT_EQ(r.lines["output"], first.lines["output"]);
+  EXPECT_GT(slow.replies(), 0);
+}
+
+TEST(CacheRedisProcess, SlowServerPastTheTimeoutCostsAtMostTheTimeouts) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  ProcessRun local = run_model("ZC_CACHE_DIR=" + fresh_dir("slow_local"));
+  ASSERT_EQ(local.rc, 0) << local.out;
+  // Every reply arrives after 400 ms; the command timeout is 100 ms.
+  DelayProxy slow(server.port(), 400);
+  ProcessRun r = run_model("ZC_LOGS=cache ZC_CACHE_DIR=" + fresh_dir("slow_cut") +
+                           " ZC_REMOTE_CACHE_TIMEOUT_MS=100 ZC_REMOTE_CACHE=" + slow.url());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_GE(r.num("compiler", "compiler_invocations"), 1) << r.out;
+  EXPECT_GE(all_levels(r, "redis", "errors"), 1) << r.out;
+  EXPECT_EQ(all_levels(r, "redis", "hits"), 0) << r.out;
+  EXPECT_NE(r.out.find("no reply within 100 ms"), std::string::npos) << r.out;
+  EXPECT_EQ(r.lines["output"], local.lines["output"]);
+  // Three timed-out commands open the breaker; everything after skips the server. The bound
+  // allows for a loaded machine, not for a stall per lookup.
+  EXPECT_LT(r.ms, local.ms + 3 * 100 + 2000) << "local " << local.ms << " ms";
+}
+
+TEST(CacheRedisProcess, ServerDyingMidRunStillGivesTheRightOutput) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  ProcessRun local = run_model("ZC_CACHE_DIR=" + fresh_dir("dying_local"));
+  ASSERT_EQ(local.rc, 0) << local.out;
+  // The server goes away after answering its second command (a lookup or a lock).
+  DelayProxy dying(server.port(), 0, 2);
+  ProcessRun r = run_model("ZC_LOGS=cache ZC_CACHE_DIR=" + fresh_dir("dying") +
+                           " ZC_REMOTE_CACHE=" + dying.url());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_GE(all_levels(r, "redis", "errors") + all_levels(r, "redis", "put_failures"), 1) << r.out;
+  EXPECT_EQ(r.lines["output"], local.lines["output"]);
+  EXPECT_LT(r.ms, local.ms + 3 * 500 + 2000) << "local " << local.ms << " ms";
 }
 
 TEST(CacheRedisProcess, CorruptValuesAreRefusedAndTheOutputIsRight) {

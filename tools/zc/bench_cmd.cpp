@@ -3,10 +3,16 @@
 // Scenarios (each measurement is a child process, `zc bench --child ...`):
 //   cold      seed at 8/64/256 layers with Regions Auto, manual regional and None; caches off
 //   cache     seed64 and gpt-small: cold (empty cache dir), warm (same dir again), bundle (an
-//             empty dir warmed from the cold run's bundle)
+//             empty dir warmed from the cold run's bundle), remote (an empty dir, and a Redis
+//             that the cold run filled)
+//   fleet     8 processes started at once, each with its own empty cache dir and one shared
+//             Redis, as 8 machines starting the same model: with single flight (one compiles,
+//             the rest wait for its entries) and without (ZC_REMOTE_CACHE_LOCK_MS=0)
 //   steady    seed64 and gpt-small per call: eager, compiled Auto, compiled None
-// `ready ms` is capture + cache lookup + load or compile (what a start costs before any
-// arithmetic); `first ms` adds the first forward pass.
+// `ready ms` is compiler::Stats::ready_ms: the wall time of the first call less its arithmetic
+// (capture, region planning, cache lookups, compile or load); `first ms` is the whole first
+// call. The Redis scenarios use --remote URL (a server whose zc keys may be cleared), or else a
+// private redis-server on 127.0.0.1 when one is installed; without either they are skipped.
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
@@ -21,6 +27,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "support/local_redis.h"
 #include "zc/zc.h"
 
 namespace zc_cli {
@@ -98,8 +105,8 @@ int child(const std::map<std::string, std::string>& a) {
     std::ofstream(get("save", ""), std::ios::binary)
         .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   }
-  std::printf("%.4f %.4f %.4f %.4f %lld\n", s.ready_ms, first, import_ms,
-              per_call_us, static_cast<long long>(s.compiler_invocations));
+  std::printf("%.4f %.4f %.4f %.4f %lld\n", s.ready_ms, first, import_ms, per_call_us,
+              static_cast<long long>(s.compiler_invocations));
   return 0;
 }
 
@@ -108,17 +115,32 @@ struct Sample {
   long long compiles = 0;
 };
 
-Sample spawn(const std::string& self, const std::string& env, const std::string& args) {
-  std::string cmd = env + " " + self + " bench --child " + args;
-  FILE* p = popen(cmd.c_str(), "r");
-  Sample s;
-  if (!p || std::fscanf(p, "%lf %lf %lf %lf %lld", &s.ready, &s.first, &s.import, &s.per_call,
-                        &s.compiles) != 5) {
-    if (p) pclose(p);
-    throw zc::Error("zc bench: a measurement process failed: " + cmd);
+// Runs the measurement processes of `envs` at the same time (one each) and returns their
+// samples in order, once all are done.
+std::vector<Sample> spawn_all(const std::string& self, const std::vector<std::string>& envs,
+                              const std::string& args) {
+  std::vector<std::pair<std::string, FILE*>> running;
+  for (const std::string& env : envs) {
+    std::string cmd = env + " " + self + " bench --child " + args;
+    running.emplace_back(cmd, popen(cmd.c_str(), "r"));
   }
-  pclose(p);
-  return s;
+  std::vector<Sample> out;
+  std::string failed;
+  for (auto& [cmd, p] : running) {
+    Sample s;
+    if (!p || std::fscanf(p, "%lf %lf %lf %lf %lld", &s.ready, &s.first, &s.import, &s.per_call,
+                          &s.compiles) != 5) {
+      if (failed.empty()) failed = cmd;
+    }
+    if (p) pclose(p);
+    out.push_back(s);
+  }
+  if (!failed.empty()) throw zc::Error("zc bench: a measurement process failed: " + failed);
+  return out;
+}
+
+Sample spawn(const std::string& self, const std::string& env, const std::string& args) {
+  return spawn_all(self, {env}, args)[0];
 }
 
 // One table row: a scenario's samples, summarized.
@@ -187,7 +209,7 @@ int cmd_bench(Args args) {
   }
   int repeats = 3;
   bool quick = false;
-  std::string json_path, compare_path;
+  std::string json_path, compare_path, remote_url;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
     auto value = [&]() -> std::string {
@@ -202,8 +224,12 @@ int cmd_bench(Args args) {
       compare_path = value();
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--remote") {
+      remote_url = value();
     } else {
-      throw UsageError{"zc bench: unknown option '" + std::string(a) + "'"};
+      throw UsageError{"zc bench: unknown option '" + std::string(a) +
+                       "'; expected --repeats N, --json FILE, --compare FILE, --quick or "
+                       "--remote redis://HOST[:PORT][/DB]"};
     }
   }
   std::map<std::string, double> baseline;
@@ -260,6 +286,68 @@ int cmd_bench(Args args) {
     }
     rows.insert(rows.end(), {cold, warm, bundle, import});
   }
+  // Starts with a Redis: from a warm remote into an empty local dir, and a fleet starting cold.
+  std::unique_ptr<zc_support::LocalRedis> own_redis;
+  if (remote_url.empty() && !zc_support::find_program("redis-server").empty()) {
+    own_redis = std::make_unique<zc_support::LocalRedis>();
+    if (own_redis->running()) remote_url = own_redis->url();
+  }
+  if (remote_url.empty()) {
+    std::fprintf(stderr,
+                 "\r\033[K  zc bench: no Redis (install redis-server or pass --remote URL): the "
+                 "remote and fleet scenarios are skipped\n");
+  } else {
+    const std::string redis = "ZC_REMOTE_CACHE=" + remote_url;
+    auto clear_remote = [&] {
+      if (std::system((redis + " " + self + " cache clear --remote --yes >/dev/null").c_str()) != 0)
+        throw zc::Error("zc bench: cannot clear the zc keys of " + remote_url);
+    };
+    for (std::string model : {"seed64", "gpt-small"}) {
+      std::string m =
+          model == "seed64" ? "--model seed --layers 64" : "--model gpt-small --layers 4";
+      Row remote{"cache", model, "auto", "remote", "ready_ms", 0, {}, 0};
+      for (int i = 0; i < repeats; ++i) {
+        progress(model + " from a warm remote cache");
+        clear_remote();
+        std::string filler = root + "/remote-fill-" + model + std::to_string(i);
+        std::string empty = root + "/remote-empty-" + model + std::to_string(i);
+        std::filesystem::create_directories(filler);
+        std::filesystem::create_directories(empty);
+        spawn(self, redis + " ZC_CACHE_DIR=" + filler, m);
+        Sample s = spawn(self, redis + " ZC_CACHE_DIR=" + empty, m);
+        remote.values.push_back(s.ready);
+        remote.compiles = s.compiles;
+      }
+      rows.push_back(remote);
+    }
+    // Time to the last of 8 first results: from starting the processes until all are done
+    // (process start, model construction and the first call); compiles summed over the 8.
+    for (bool single_flight : {true, false}) {
+      Row fleet{
+          "fleet",       "seed64", "auto", single_flight ? "single-flight" : "no-single-flight",
+          "all_done_ms", 64,       {},     0};
+      for (int i = 0; i < repeats; ++i) {
+        progress(std::string("8 cold processes at once, single flight ") +
+                 (single_flight ? "on" : "off"));
+        clear_remote();
+        std::vector<std::string> envs;
+        for (int k = 0; k < 8; ++k) {
+          std::string dir = root + "/fleet-" + std::to_string(i) + "-" +
+                            std::to_string(single_flight) + "-" + std::to_string(k);
+          std::filesystem::create_directories(dir);
+          envs.push_back(redis + " ZC_CACHE_DIR=" + dir +
+                         (single_flight ? "" : " ZC_REMOTE_CACHE_LOCK_MS=0"));
+        }
+        auto t = Clock::now();
+        std::vector<Sample> all = spawn_all(self, envs, "--model seed --layers 64");
+        fleet.values.push_back(ms_since(t));
+        fleet.compiles = 0;
+        for (const Sample& s : all) fleet.compiles += s.compiles;
+      }
+      rows.push_back(fleet);
+    }
+    clear_remote();
+  }
   // Steady state.
   for (std::string model : {"seed64", "gpt-small"}) {
     std::string m = model == "seed64" ? "--model seed --layers 64" : "--model gpt-small --layers 4";
@@ -277,13 +365,13 @@ int cmd_bench(Args args) {
 
   std::printf("zc bench: zc %s, build %s, %s; %s\n", zc::version().c_str(),
               zc::build_id().substr(0, 16).c_str(), zc::compiler_id().c_str(), machine().c_str());
-  std::printf("%-7s %-10s %6s %-7s %-7s %-12s %11s %11s %11s %8s%s\n", "what", "model", "layers",
+  std::printf("%-7s %-10s %6s %-7s %-16s %-12s %11s %11s %11s %8s%s\n", "what", "model", "layers",
               "regions", "cache", "metric", "median", "min", "max", "compiles",
               baseline.empty() ? "" : "  vs baseline");
   for (const Row& r : rows) {
     std::vector<double> v = r.values;
     std::sort(v.begin(), v.end());
-    std::printf("%-7s %-10s %6lld %-7s %-7s %-12s %11.2f %11.2f %11.2f %8lld", r.scenario.c_str(),
+    std::printf("%-7s %-10s %6lld %-7s %-16s %-12s %11.2f %11.2f %11.2f %8lld", r.scenario.c_str(),
                 r.model.c_str(), static_cast<long long>(r.layers), r.regions.c_str(),
                 r.cache.c_str(), r.metric.c_str(), median_of(v), v.front(), v.back(), r.compiles);
     auto b = baseline.find(r.key());

@@ -42,8 +42,12 @@ int cmd_help(Args args);
 
 const Command kCommands[] = {
     {"env", "print version, build id, compiler, CPU features and BLAS", "zc env [--json]", cmd_env},
-    {"bench", "measure cold, warm, bundle and steady-state figures in fresh processes",
-     "zc bench [--repeats N] [--quick] [--json FILE] [--compare FILE]", cmd_bench},
+    {"bench",
+     "measure cold, warm, bundle, remote, fleet and steady-state figures in fresh processes",
+     "zc bench [--repeats N] [--quick] [--json FILE] [--compare FILE] [--remote URL]\n"
+     "  --remote URL  the Redis for the remote and fleet scenarios; its zc keys are cleared.\n"
+     "                Default: a private redis-server on 127.0.0.1 when one is installed",
+     cmd_bench},
     {"cache", "inspect and manage the compile cache",
      "zc cache stats|ls [--remote]|clear [--remote --yes]|gc|verify|export FILE|import FILE "
      "[--json]",
