@@ -1,6 +1,7 @@
 #include "toolchain/compiler.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -9,10 +10,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -252,6 +255,30 @@ std::string unique_file_stem() {
   return "zc_" + std::to_string(pid) + "_" + std::to_string(n) + "_" + hex;
 }
 
+int sweep_work_dir(const std::string& dir, int keep_failed_days) {
+  int removed = 0;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // zc_<pid>_<counter>_<random>.<ext>
+    if (name.rfind("zc_", 0) != 0) continue;
+    char* after = nullptr;
+    long pid = std::strtol(name.c_str() + 3, &after, 10);
+    if (pid <= 0 || after == name.c_str() + 3 || *after != '_') continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // still running
+    // The age also protects a process of another PID namespace sharing this directory (a
+    // container), whose pid means nothing here: no compile takes an hour.
+    std::error_code e;
+    auto age = now - fs::last_write_time(it->path(), e);
+    auto keep = it->path().extension() == ".cpp" ? std::chrono::hours(24) * keep_failed_days
+                                                 : std::chrono::hours(1);
+    if (e || age < keep) continue;
+    if (fs::remove(it->path(), e)) ++removed;
+  }
+  return removed;
+}
+
 std::string default_work_dir() {
   std::string base = env_value("TMPDIR").value_or("/tmp");
   std::string dir = base + "/zc-" + std::to_string(::getuid());
@@ -265,6 +292,11 @@ std::string default_work_dir() {
                 " is not a directory owned by this user, so files compiled there could be "
                 "replaced by someone else; remove it or set TMPDIR to a private directory");
   }
+  static std::once_flag swept;
+  std::call_once(swept, [&] {
+    int n = sweep_work_dir(dir);
+    if (n) ZC_LOG(timing) << "toolchain: removed " << n << " files left in " << dir;
+  });
   return dir;
 }
 

@@ -92,8 +92,16 @@ CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& targe
 
 // A private directory for intermediate files: $TMPDIR/zc-<uid> (or /tmp/zc-<uid>), created
 // with mode 0700. Raises zc::Error when it exists but is not a directory owned by this user,
-// since another user could then swap the files zc is about to load.
+// since another user could then swap the files zc is about to load. The first call of a
+// process also sweeps it (sweep_work_dir).
 std::string default_work_dir();
+
+// Removes what earlier processes left in `dir`: files of processes that are gone (killed in
+// the middle of a compile) once they are an hour old, and the sources kept for a compiler
+// failure once they are `keep_failed_days` old (until then they can be reported). Files of a
+// live process, and anything not named by unique_file_stem(), are never touched. Returns how
+// many were removed.
+int sweep_work_dir(const std::string& dir, int keep_failed_days = 7);
 
 // A file name stem ("zc_<pid>_<counter>_<random>") unique across threads and processes.
 std::string unique_file_stem();

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -263,6 +267,37 @@ TEST(ToolchainCompile, SyntaxErrorReportsCompilerOutputAndKeepsSource) {
   ASSERT_EQ(files.size(), 1u) << "the source is kept and no partial object is left";
   EXPECT_EQ(files[0].extension(), ".cpp");
   EXPECT_TRUE(contains(msg, files[0].string())) << msg;
+}
+
+TEST(ToolchainCompile, SweepRemovesOnlyWhatGoneProcessesLeft) {
+  std::string dir = test_dir();
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string dead = "zc_" + std::to_string(gone), alive = "zc_" + std::to_string(getpid());
+  auto touch = [&](const std::string& name) {
+    std::ofstream(dir + "/" + name) << "x";
+    return dir + "/" + name;
+  };
+  auto age = [](const std::string& path, std::chrono::hours h) {
+    fs::last_write_time(path, fs::file_time_type::clock::now() - h);
+  };
+  age(touch(dead + "_0_0123456789abcdef.so"), std::chrono::hours(2));  // a killed compile's
+  touch(dead + "_3_0123456789abcdef.so");   // maybe another container's compile, running now
+  touch(dead + "_1_0123456789abcdef.cpp");  // a failure's source, fresh
+  age(touch(dead + "_2_0123456789abcdef.cpp"), std::chrono::hours(24 * 8));
+  touch(alive + "_0_0123456789abcdef.so");  // this process's, in use
+  touch("notes.txt");
+  touch("zc_notapid_0.so");
+  EXPECT_EQ(sweep_work_dir(dir), 2);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  std::vector<std::string> want{dead + "_1_0123456789abcdef.cpp", dead + "_3_0123456789abcdef.so",
+                                alive + "_0_0123456789abcdef.so", "notes.txt", "zc_notapid_0.so"};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(left, want);
+  EXPECT_EQ(sweep_work_dir(dir + "/missing"), 0);
 }
 
 TEST(ToolchainCompile, ConcurrentCompilesAllSucceed) {
