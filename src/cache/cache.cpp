@@ -19,6 +19,7 @@
 #include "cache/lifetime_stats.h"
 #include "cache/redis_tier.h"
 #include "util/bytes.h"
+#include "util/cache_dir.h"
 #include "util/log.h"
 
 namespace zc::cache {
@@ -30,13 +31,6 @@ constexpr uint32_t kProvenanceMagic = 0x31766f70;  // "pov1"
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
-}
-
-std::string default_dir() {
-  std::string xdg = env_or("XDG_CACHE_HOME", "");
-  if (!xdg.empty()) return xdg + "/zerocompile";
-  std::string home = env_or("HOME", "");
-  return home.empty() ? "" : home + "/.cache/zerocompile";
 }
 
 // An unsigned number from the environment, or `fallback` when unset.
@@ -56,9 +50,8 @@ uint64_t env_uint(const char* name, uint64_t fallback, const char* example) {
 
 CacheConfig CacheConfig::from_env() {
   CacheConfig c;
-  std::string off = env_or("ZC_FORCE_DISABLE_CACHES", "");
-  c.persistent = off.empty() || off == "0";
-  c.dir = env_or("ZC_CACHE_DIR", default_dir());
+  c.persistent = !caches_force_disabled();
+  c.dir = configured_cache_dir();
   if (c.dir.empty()) {
     std::fprintf(stderr,
                  "[zc] warning: no HOME and no ZC_CACHE_DIR: compiled graphs are not "

@@ -19,6 +19,7 @@
 #include <random>
 #include <sstream>
 
+#include "util/cache_dir.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -64,58 +65,6 @@ std::optional<std::string> locate(const std::string& name, const std::string& pa
   return std::nullopt;
 }
 
-// Probes the compiler at an absolute path. Returns the reason it is unusable on failure.
-std::optional<CompilerInfo> probe(const std::string& path, std::string* why) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    *why = path + " does not exist";
-    return std::nullopt;
-  }
-  if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
-    *why = path + " is not an executable file";
-    return std::nullopt;
-  }
-  ProcessResult r;
-  try {
-    r = run_process({path, "--version"});
-  } catch (const Error& e) {
-    *why = e.what();
-    return std::nullopt;
-  }
-  std::string first_line = r.output.substr(0, r.output.find('\n'));
-  if (r.exit_code != 0 || first_line.empty()) {
-    *why = "`" + path + " --version` failed (exit status " + std::to_string(r.exit_code) + ")";
-    return std::nullopt;
-  }
-  CompilerInfo info;
-  info.path = path;
-  std::error_code ec;
-  fs::path real = fs::canonical(path, ec);
-  info.real_path = ec ? path : real.string();
-  info.version = first_line;
-  info.size = static_cast<uint64_t>(st.st_size);
-  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  return info;
-}
-
-struct Discovery {
-  std::optional<CompilerInfo> info;
-  std::string error;  // non-empty: raise this instead
-};
-
-const Discovery& process_discovery() {
-  static const Discovery d = [] {
-    Discovery r;
-    try {
-      r.info = discover_cxx(CompilerSearch::from_env());
-    } catch (const Error& e) {
-      r.error = e.what();
-    }
-    return r;
-  }();
-  return d;
-}
-
 // Creates a new file holding `data`; never opens an existing one.
 void write_new_file(const std::string& path, std::string_view data) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -138,6 +87,154 @@ void write_new_file(const std::string& path, std::string_view data) {
   ::close(fd);
 }
 
+// The `--version` memo. A memo file holds kMemoHeader then the version line and a newline;
+// anything else (torn by a crash, truncated, edited) is not a memo and the compiler is probed.
+constexpr std::string_view kMemoHeader = "zc-cxx-probe v1\n";
+constexpr size_t kMaxMemoBytes = 4096;
+
+void append_stat(std::string* out, const struct stat& st) {
+  auto ns = [](const struct timespec& t) {
+    return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+  };
+  *out += std::to_string(static_cast<uint64_t>(st.st_dev)) + "," +
+          std::to_string(static_cast<uint64_t>(st.st_ino)) + "," +
+          std::to_string(static_cast<int64_t>(st.st_size)) + "," + std::to_string(ns(st.st_mtim)) +
+          "," + std::to_string(ns(st.st_ctim)) + ";";
+}
+
+// The memo's file name for the compiler found at `path`: a hash of the stat identity of the
+// path itself (the symlink, if it is one) and of the file it resolves to, and of both paths.
+// Empty when either cannot be stat'ed.
+std::string memo_name(const std::string& path, const std::string& real_path) {
+  struct stat found, file;
+  if (::lstat(path.c_str(), &found) != 0 || ::stat(real_path.c_str(), &file) != 0) return "";
+  std::string id(kMemoHeader);
+  for (const std::string* p : {&path, &real_path}) id += std::to_string(p->size()) + ":" + *p + ";";
+  append_stat(&id, found);
+  append_stat(&id, file);
+  return "cxx-" + hex(sha256(id)).substr(0, 32);
+}
+
+// The version line held in the memo file at `memo`, or nullopt when there is none or it is
+// malformed.
+std::optional<std::string> read_memo(const std::string& memo) {
+  int fd = ::open(memo.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) {
+      ZC_LOG(cache) << "toolchain: cannot read " << memo << ": " << std::strerror(errno);
+    }
+    return std::nullopt;
+  }
+  char buf[kMaxMemoBytes + 1];
+  size_t n = 0;
+  while (n < sizeof buf) {
+    ssize_t r = ::read(fd, buf + n, sizeof buf - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  std::string_view text(buf, n);
+  std::string_view version = text.substr(std::min(text.size(), kMemoHeader.size()));
+  if (n > kMaxMemoBytes || !text.starts_with(kMemoHeader) || version.size() < 2 ||
+      version.back() != '\n' || version.find('\n') != version.size() - 1) {
+    ZC_LOG(cache) << "toolchain: ignoring the malformed memo " << memo;
+    return std::nullopt;
+  }
+  version.remove_suffix(1);
+  return std::string(version);
+}
+
+// Writes the memo through a temp file and a rename, so a reader sees the old file or the
+// whole new one, and concurrent writers (who write the same text) simply replace each other.
+void write_memo(const std::string& dir, const std::string& memo, const std::string& version) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::string tmp = dir + "/tmp." + unique_file_stem();
+  try {
+    if (ec) throw Error("cannot create " + dir + ": " + ec.message());
+    write_new_file(tmp, std::string(kMemoHeader) + version + "\n");
+    if (::rename(tmp.c_str(), memo.c_str()) != 0) {
+      int err = errno;
+      ::unlink(tmp.c_str());
+      throw Error("cannot rename " + tmp + " to " + memo + ": " + std::strerror(err));
+    }
+  } catch (const Error& e) {
+    // Only an optimisation: the next process probes again.
+    ZC_LOG(cache) << "toolchain: compiler memo not written: " << e.what();
+  }
+}
+
+// Probes the compiler at an absolute path, through the memo in `memo_dir` unless it is empty.
+// Returns the reason it is unusable on failure.
+std::optional<CompilerInfo> probe(const std::string& path, const std::string& memo_dir,
+                                  std::string* why) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    *why = path + " does not exist";
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) {
+    *why = path + " is not an executable file";
+    return std::nullopt;
+  }
+  CompilerInfo info;
+  info.path = path;
+  std::error_code ec;
+  fs::path real = fs::canonical(path, ec);
+  info.real_path = ec ? path : real.string();
+  info.size = static_cast<uint64_t>(st.st_size);
+  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+
+  std::string name = memo_dir.empty() ? "" : memo_name(path, info.real_path);
+  std::string memo = name.empty() ? "" : memo_dir + "/" + name;
+  if (!memo.empty()) {
+    if (std::optional<std::string> version = read_memo(memo)) {
+      ZC_LOG(cache) << "toolchain: " << path << " version from " << memo;
+      info.version = std::move(*version);
+      return info;
+    }
+  }
+
+  ProcessResult r;
+  try {
+    r = run_process({path, "--version"});
+  } catch (const Error& e) {
+    *why = e.what();
+    return std::nullopt;
+  }
+  std::string first_line = r.output.substr(0, r.output.find('\n'));
+  if (r.exit_code != 0 || first_line.empty()) {
+    *why = "`" + path + " --version` failed (exit status " + std::to_string(r.exit_code) + ")";
+    return std::nullopt;
+  }
+  info.version = first_line;
+  // A compiler replaced while it ran may have answered for the new file: keep no memo then,
+  // since it would be filed under the old file's identity.
+  if (!memo.empty() && memo_name(path, info.real_path) == name) {
+    write_memo(memo_dir, memo, info.version);
+  }
+  return info;
+}
+
+struct Discovery {
+  std::optional<CompilerInfo> info;
+  std::string error;  // non-empty: raise this instead
+};
+
+const Discovery& process_discovery() {
+  static const Discovery d = [] {
+    Discovery r;
+    try {
+      r.info = discover_cxx(CompilerSearch::from_env());
+    } catch (const Error& e) {
+      r.error = e.what();
+    }
+    return r;
+  }();
+  return d;
+}
+
 std::string truncated(const std::string& text) {
   if (text.size() <= kMaxReportedOutput) return text;
   return text.substr(0, kMaxReportedOutput) + "\n... (" +
@@ -158,7 +255,9 @@ std::string CompilerInfo::identity() const {
 }
 
 CompilerSearch CompilerSearch::from_env() {
-  return {env_value("ZC_CXX"), env_value("CXX"), env_value("PATH").value_or("/usr/bin:/bin")};
+  std::optional<std::string> cache_dir = persistent_cache_dir();
+  return {env_value("ZC_CXX"), env_value("CXX"), env_value("PATH").value_or("/usr/bin:/bin"),
+          cache_dir ? *cache_dir + "/toolchain" : ""};
 }
 
 std::optional<CompilerInfo> discover_cxx(const CompilerSearch& search) {
@@ -171,7 +270,7 @@ std::optional<CompilerInfo> discover_cxx(const CompilerSearch& search) {
                   ": no such program on PATH; set ZC_CXX to the path of a C++ "
                   "compiler (or unset it to use CXX, then c++)");
     }
-    if (auto info = probe(*path, &why)) return info;
+    if (auto info = probe(*path, search.memo_dir, &why)) return info;
     throw Error("ZC_CXX=" + v + " cannot be used as the C++ compiler: " + why +
                 "; set ZC_CXX to the path of a working C++ compiler (or unset it to use CXX, "
                 "then c++)");
@@ -182,7 +281,7 @@ std::optional<CompilerInfo> discover_cxx(const CompilerSearch& search) {
   for (const auto& name : names) {
     std::optional<std::string> path = locate(name, search.path);
     if (!path) continue;
-    if (auto info = probe(*path, &why)) return info;
+    if (auto info = probe(*path, search.memo_dir, &why)) return info;
   }
   return std::nullopt;
 }

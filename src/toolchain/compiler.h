@@ -9,6 +9,16 @@
 //
 // The compiler runs as a child process (posix_spawn, no shell), so nothing in the source or
 // the paths is ever interpreted by a shell.
+//
+// Running `--version` costs a process spawn (about 2 ms on a small machine), which would be
+// most of a warm start that finds every graph in the cache. So its answer is memoized on disk,
+// as ccache's compiler_check=mtime does: keyed by the stat identity (device, inode, size,
+// mtime and ctime in ns) of both the path as found and the file it resolves to, plus both
+// paths. Replacing, rebuilding, upgrading or touching the compiler, or repointing a symlink,
+// changes the key and the compiler is probed again. The limit: a wrapper script whose
+// underlying compiler changes while the wrapper file itself stays the same is not noticed.
+// Touching the wrapper (or removing the memo directory) renews the memo;
+// ZC_FORCE_DISABLE_CACHES=1 neither reads nor writes it, so every process probes.
 #pragma once
 
 #include <cstdint>
@@ -43,11 +53,16 @@ struct CompilerSearch {
   std::optional<std::string> zc_cxx;  // ZC_CXX; unset or empty means not given
   std::optional<std::string> cxx;     // CXX; unset or empty means not given
   std::string path;                   // PATH
+  // Directory of the `--version` memo files (created when missing); empty: no memo, always
+  // probe. from_env() gives <persistent cache dir>/toolchain, or empty when caches are off.
+  std::string memo_dir;
 
   static CompilerSearch from_env();
 };
 
-// Finds and probes a compiler (stat and `--version`, a few milliseconds) without caching.
+// Finds and probes a compiler without the process-wide cache: a stat, then the memo in
+// search.memo_dir (tens of microseconds), else `--version` (milliseconds), whose answer is then
+// written to the memo. A memo that cannot be read or written only costs the probe.
 // Returns nullopt when no candidate is usable. Raises zc::Error naming ZC_CXX when ZC_CXX is
 // given but does not exist, is not executable, or fails `--version`.
 std::optional<CompilerInfo> discover_cxx(const CompilerSearch& search);

@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -67,11 +69,59 @@ constexpr std::string_view kAddSource = R"(
 extern "C" int zc_add(int a, int b) { return a + b; }
 )";
 
+// Without the memo, so that these tests run the real `--version` probe.
 CompilerSearch search_with(std::optional<std::string> zc_cxx, std::optional<std::string> cxx_var) {
   CompilerSearch s = CompilerSearch::from_env();
   s.zc_cxx = std::move(zc_cxx);
   s.cxx = std::move(cxx_var);
+  s.memo_dir.clear();
   return s;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_text(const std::string& path, std::string_view text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+// A shell script that answers `--version` like a compiler and counts how often it was asked.
+struct FakeCxx {
+  std::string dir;
+  std::string script = dir + "/fake-c++";
+  std::string counter = dir + "/probes";
+
+  void write(std::string_view version, const std::string& at = "") const {
+    std::string path = at.empty() ? script : at;
+    std::string text = "#!/bin/sh\nif [ \"$1\" = --version ]; then\n";
+    text += "  echo probe >> '" + counter + "'\n";
+    text += "  echo '" + std::string(version) + "'\n";
+    text += "  echo 'a second line that is not the version'\n  exit 0\nfi\nexit 1\n";
+    write_text(path, text);
+    fs::permissions(path, fs::perms::owner_all);
+  }
+  int probes() const {
+    std::string text = read_text(counter);
+    return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+  }
+  // ZC_CXX names the script (or `path`), with the given memo directory.
+  CompilerSearch search(const std::string& memo_dir, const std::string& path = "") const {
+    return CompilerSearch{path.empty() ? script : path, std::nullopt, "/usr/bin:/bin", memo_dir};
+  }
+  std::string version_of(const CompilerSearch& s) const {
+    auto info = discover_cxx(s);
+    return info ? info->version : "(not found)";
+  }
+};
+
+// Every file in `dir`: memos and any temp file left behind.
+std::vector<std::string> memo_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path().string());
+  return out;
 }
 
 TEST(ToolchainCompiler, FindsCxxWithStableIdentity) {
@@ -141,6 +191,103 @@ TEST(ToolchainCompiler, RunProcessCapturesOutputAndStatus) {
   EXPECT_TRUE(contains(r.output, "err")) << r.output;
   std::string msg = error_message([] { run_process({"/nonexistent/program"}); });
   EXPECT_TRUE(contains(msg, "/nonexistent/program")) << msg;
+}
+
+TEST(ToolchainCompilerMemo, SecondDiscoveryDoesNotRunTheCompiler) {
+  FakeCxx fake{test_dir()};
+  fake.write("fake-c++ (zc test) 1.0");
+  std::string memo_dir = fake.dir + "/memo";
+  auto a = discover_cxx(fake.search(memo_dir));
+  auto b = discover_cxx(fake.search(memo_dir));
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(fake.probes(), 1);
+  EXPECT_EQ(a->version, "fake-c++ (zc test) 1.0");
+  EXPECT_EQ(b->identity(), a->identity());
+  std::vector<std::string> files = memo_files(memo_dir);
+  ASSERT_EQ(files.size(), 1u);  // the memo, and no temp file left behind
+  EXPECT_TRUE(contains(files[0], "/cxx-")) << files[0];
+  EXPECT_EQ(read_text(files[0]), "zc-cxx-probe v1\nfake-c++ (zc test) 1.0\n");
+}
+
+TEST(ToolchainCompilerMemo, ChangedCompilerIsProbedAgain) {
+  FakeCxx fake{test_dir()};
+  std::string memo_dir = fake.dir + "/memo";
+  fake.write("fake-c++ 1.0");
+  EXPECT_EQ(fake.version_of(fake.search(memo_dir)), "fake-c++ 1.0");
+
+  fake.write("fake-c++ 2.0, rebuilt");  // another size
+  EXPECT_EQ(fake.version_of(fake.search(memo_dir)), "fake-c++ 2.0, rebuilt");
+  EXPECT_EQ(fake.probes(), 2);
+
+  // Same bytes, but touched: the mtime alone is enough.
+  fs::last_write_time(fake.script, fs::last_write_time(fake.script) + std::chrono::seconds(10));
+  EXPECT_EQ(fake.version_of(fake.search(memo_dir)), "fake-c++ 2.0, rebuilt");
+  EXPECT_EQ(fake.probes(), 3);
+  EXPECT_EQ(fake.version_of(fake.search(memo_dir)), "fake-c++ 2.0, rebuilt");
+  EXPECT_EQ(fake.probes(), 3);
+
+  // A symlink repointed at another compiler: the link's own file changes, and its target.
+  std::string link = fake.dir + "/c++";
+  std::string other = fake.dir + "/other-c++";
+  fake.write("other-c++ 3.0", other);
+  fs::create_symlink(fake.script, link);
+  EXPECT_EQ(fake.version_of(fake.search(memo_dir, link)), "fake-c++ 2.0, rebuilt");
+  fs::remove(link);
+  fs::create_symlink(other, link);
+  EXPECT_EQ(fake.version_of(fake.search(memo_dir, link)), "other-c++ 3.0");
+  EXPECT_EQ(fake.probes(), 5);
+}
+
+TEST(ToolchainCompilerMemo, MalformedMemoIsIgnoredAndReplaced) {
+  FakeCxx fake{test_dir()};
+  fake.write("fake-c++ 1.0");
+  std::string memo_dir = fake.dir + "/memo";
+  ASSERT_EQ(fake.version_of(fake.search(memo_dir)), "fake-c++ 1.0");
+  std::vector<std::string> files = memo_files(memo_dir);
+  ASSERT_EQ(files.size(), 1u);
+  const std::string memo = files[0];
+  const std::string good = read_text(memo);
+  int probes = fake.probes();
+  for (std::string_view bad :
+       {"", "garbage\n", "zc-cxx-probe v1\n", "zc-cxx-probe v1\nfake-c++", "zc-cxx-probe v1\n\n",
+        "zc-cxx-probe v2\nfake-c++ 9.0\n", "zc-cxx-probe v1\nfake-c++ 9.0\nmore\n", "zc-cxx-pro"}) {
+    write_text(memo, bad);
+    EXPECT_EQ(fake.version_of(fake.search(memo_dir)), "fake-c++ 1.0") << "memo: " << bad;
+    EXPECT_EQ(fake.probes(), ++probes) << "memo: " << bad;
+    EXPECT_EQ(read_text(memo), good) << "memo: " << bad;
+  }
+  // Over the size limit, even with a valid start.
+  write_text(memo, "zc-cxx-probe v1\n" + std::string(10000, 'x') + "\n");
+  EXPECT_EQ(fake.version_of(fake.search(memo_dir)), "fake-c++ 1.0");
+  EXPECT_EQ(fake.probes(), ++probes);
+  EXPECT_EQ(memo_files(memo_dir).size(), 1u);
+}
+
+TEST(ToolchainCompilerMemo, NoMemoDirProbesEveryTime) {
+  FakeCxx fake{test_dir()};
+  fake.write("fake-c++ 1.0");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(fake.version_of(fake.search("")), "fake-c++ 1.0");
+  EXPECT_EQ(fake.probes(), 3);
+}
+
+TEST(ToolchainCompilerMemo, UnwritableMemoDirStillProbes) {
+  FakeCxx fake{test_dir()};
+  fake.write("fake-c++ 1.0");
+  // A file where a directory should be: refused even to root.
+  std::string file = fake.dir + "/not-a-dir";
+  write_text(file, "x");
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(fake.version_of(fake.search(file + "/memo")), "fake-c++ 1.0");
+  EXPECT_EQ(fake.probes(), 2);
+  // A directory without write permission (which root writes anyway).
+  std::string ro = fake.dir + "/read-only";
+  fs::create_directories(ro);
+  fs::permissions(ro, fs::perms(0555));
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(fake.version_of(fake.search(ro)), "fake-c++ 1.0");
+  if (::geteuid() != 0) {
+    EXPECT_EQ(fake.probes(), 4);
+  }
+  fs::permissions(ro, fs::perms(0755));
 }
 
 TEST(ToolchainTarget, FlagsForEachIsaLevel) {
