@@ -542,6 +542,10 @@ TEST(CacheRedisProcess, ServerDyingMidRunStillGivesTheRightOutput) {
                            " ZC_REMOTE_CACHE=" + dying.url());
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_GE(all_levels(r, "redis", "errors") + all_levels(r, "redis", "put_failures"), 1) << r.out;
+  // Logged with the reason, as a failed lookup or a failed store.
+  EXPECT_TRUE(r.out.find(" redis error (") != std::string::npos ||
+              r.out.find(" redis failed (") != std::string::npos)
+      << r.out;
   EXPECT_EQ(r.lines["output"], local.lines["output"]);
   EXPECT_LT(r.ms, local.ms + 3 * 500 + 2000) << "local " << local.ms << " ms";
 }
