@@ -99,7 +99,53 @@ Cache::Cache(CacheConfig config)
   }
 }
 
-Cache::~Cache() = default;
+Cache::~Cache() {
+  stop_writer();
+}
+
+void Cache::write_behind(Entry e) {
+  {
+    std::unique_lock lock(write_mu_);
+    if (!writer_stopped_) {
+      pending_.push_back(std::move(e));
+      if (!writer_.joinable()) {
+        writer_ = std::thread([this] {
+          std::unique_lock lock(write_mu_);
+          for (;;) {
+            write_cv_.wait(lock, [&] { return writer_stopped_ || !pending_.empty(); });
+            if (pending_.empty()) return;  // stopped, nothing left
+            Entry next = std::move(pending_.front());
+            pending_.pop_front();
+            writing_ = true;
+            lock.unlock();
+            disk_->put(next);
+            lock.lock();
+            writing_ = false;
+            write_cv_.notify_all();
+          }
+        });
+      }
+      write_cv_.notify_all();
+      return;
+    }
+  }
+  disk_->put(e);
+}
+
+void Cache::drain_disk_writes() {
+  std::unique_lock lock(write_mu_);
+  write_cv_.wait(lock, [&] { return pending_.empty() && !writing_; });
+}
+
+void Cache::stop_writer() {
+  {
+    std::lock_guard lock(write_mu_);
+    writer_stopped_ = true;
+  }
+  write_cv_.notify_all();
+  // The writer empties the queue before it ends.
+  if (writer_.joinable()) writer_.join();
+}
 
 void Cache::count(Level level, const std::string& tier, Outcome outcome, double saved_ms) {
   std::string name = std::string(level_name(level)) + "/" + tier;
@@ -185,8 +231,15 @@ std::optional<Entry> Cache::get(const Key& key) {
                                                    : "error (" + r.reason + ")")
                   << " key=" << zc::hex(d).substr(0, 16) << " " << key.describe();
     if (r.outcome != Outcome::hit) continue;
-    // A hit in a slower tier is copied into the faster ones.
-    for (size_t j = 0; j < i; ++j) tiers[j]->put(*r.entry);
+    // A hit in a slower tier is copied into the faster ones; the disk copy of a remote hit is
+    // written behind (a disk write costs more than the rest of a warm lookup).
+    for (size_t j = 0; j < i; ++j) {
+      if (tiers[j] == disk_.get() && tiers[i] == remote_.get()) {
+        write_behind(*r.entry);
+      } else {
+        tiers[j]->put(*r.entry);
+      }
+    }
     note_touched(level, d);
     r.entry->payload = std::move(*payload);
     return std::move(r.entry);
@@ -317,7 +370,7 @@ std::optional<Entry> Cache::adopt(Tier* tier, Level level, const Digest& d, GetR
   }
   count(level, tier->name(), Outcome::hit, r.entry->compile_ms);
   memory_->put(*r.entry);
-  if (disk_ && tier != disk_.get()) disk_->put(*r.entry);
+  if (disk_ && tier != disk_.get()) write_behind(*r.entry);
   note_touched(level, d);
   r.entry->payload = std::move(*payload);
   return std::move(r.entry);
@@ -406,8 +459,13 @@ void Cache::end_flight(const Key& key, const std::string& token) {
   if (held.fd >= 0) ::close(held.fd);
 }
 
+void Cache::connect_remote() {
+  if (auto* redis = dynamic_cast<RedisTier*>(remote_.get())) redis->connect_now();
+}
+
 bool Cache::contains(Level level, const Digest& key) {
   if (memory_->get(level, key).outcome == Outcome::hit) return true;
+  drain_disk_writes();
   return disk_ && disk_->get(level, key).outcome == Outcome::hit;
 }
 
@@ -453,6 +511,7 @@ std::vector<BundleItem> Cache::touched_items() {
 
 void Cache::flush_lifetime_stats() {
   if (!disk_) return;
+  drain_disk_writes();
   LifetimeDelta delta;
   bool any = false;
   {
@@ -479,6 +538,7 @@ void Cache::flush_lifetime_stats() {
 std::vector<BundleItem> store_items(Cache& c) {
   std::vector<BundleItem> items;
   if (!c.disk()) return items;
+  c.drain_disk_writes();
   for (const TierListing& l : c.disk()->list()) {
     GetResult r = c.disk()->get(l.info.level, l.info.key);
     if (r.outcome != Outcome::hit) continue;
@@ -494,7 +554,12 @@ Cache& process_cache() {
     // Lifetime statistics are merged into the store once, when the process ends. The flush
     // hashes with util/hash.h's SHA-256, which keeps no OpenSSL state, so it is safe even after
     // OpenSSL's own exit-time cleanup has run.
-    std::atexit([] { process_cache().flush_lifetime_stats(); });
+    // The write-behind thread is ended first: a thread left running into static destruction
+    // could use what is being destroyed.
+    std::atexit([] {
+      process_cache().stop_writer();
+      process_cache().flush_lifetime_stats();
+    });
     return c;
   }();
   return *cache;

@@ -1,6 +1,9 @@
 // The tiered compile cache of this process: memory, then local disk, then a remote (Redis)
 // tier. A read checks the tiers in order and copies a hit into the faster ones; a new entry
-// is written through to every enabled tier. Every lookup is counted per level and tier and,
+// is written through to every enabled tier. A remote hit reaches the disk tier behind the
+// caller's back (one writer thread), so a start from a warm remote cache does not wait for
+// disk writes; whatever reads the disk tier as a whole (export, contains, the lifetime
+// statistics at exit) first waits for those writes. Every lookup is counted per level and tier and,
 // with ZC_LOGS=cache, logged with its key's components.
 //
 // Configuration (read once, from the environment):
@@ -20,12 +23,15 @@
 //                             for another process's compile, default 60000; 0 turns it off
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/bundle.h"
@@ -91,6 +97,8 @@ class Cache {
   void insert(Entry entry);
 
   void clear_memory() { memory_->clear(); }
+  // Connects to the remote tier, if there is one, ahead of its first lookup.
+  void connect_remote();
 
   const CacheConfig& config() const { return config_; }
   DiskTier* disk() const { return disk_.get(); }  // null when persistence is off
@@ -102,6 +110,10 @@ class Cache {
   Provenance provenance(Level level) const;
   // Writes this process's counters into the store's lifetime statistics (also at exit).
   void flush_lifetime_stats();
+  // Returns once every remote hit queued for the disk tier is written there.
+  void drain_disk_writes();
+  // Drains and ends the writer thread (at exit); later remote hits are written at once.
+  void stop_writer();
 
  private:
   void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
@@ -119,6 +131,16 @@ class Cache {
   };
   std::vector<std::pair<std::string, HeldLocks>> held_;  // by flight token, under mu_
   void note_touched(Level level, const Digest& key);
+  // Queues `e` for the disk tier (write-behind); written at once when the writer has stopped.
+  void write_behind(Entry e);
+
+  // Write-behind state, under write_mu_.
+  std::mutex write_mu_;
+  std::condition_variable write_cv_;
+  std::deque<Entry> pending_;
+  bool writing_ = false;  // the writer holds an entry taken off pending_
+  bool writer_stopped_ = false;
+  std::thread writer_;
 
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;

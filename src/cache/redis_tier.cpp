@@ -407,6 +407,12 @@ class RedisTierImpl final : public RedisTier {
     return true;
   }
 
+  void connect_now() override {
+    std::lock_guard lock(mu_);
+    std::string why;
+    connect(&why);
+  }
+
   Reply command(std::string* why, std::initializer_list<std::string_view> args) {
     if (!connect(why)) return nullptr;
     Reply r = send(why, args);

@@ -67,6 +67,9 @@ class RedisTier : public Tier {
                              int lock_ms) = 0;
   // Removes the lock only while `token` still holds it: once expired it may be another's.
   virtual void unlock(Level level, const Digest& key, const std::string& token) = 0;
+  // Connects now rather than at the first lookup, so a start can overlap the connection with
+  // other work. A failure counts like any other (it may open the breaker).
+  virtual void connect_now() = 0;
 };
 
 // Connects lazily, at the first lookup: making the tier never blocks. Returns a RedisTier.

@@ -167,6 +167,26 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   return exec;
 }
 
+StartPrefetch prefetch_start(const std::string& backend) {
+  StartPrefetch p;
+  if (backend != "cpp" || toolchain::cxx_known()) return p;  // not the first compile
+  p.key_components = std::async(std::launch::async, [] {
+    try {
+      (void)cache::process_fingerprint();
+    } catch (const Error&) {
+      // Raised again, with its message, where the compile needs the compiler.
+    }
+  });
+  p.remote_connection = std::async(std::launch::async, [] {
+    try {
+      cache::process_cache().connect_remote();
+    } catch (const Error&) {
+      // A bad cache configuration is raised again by the compile's first lookup.
+    }
+  });
+  return p;
+}
+
 std::string resolve_backend(const std::string& requested) {
   if (requested == "auto" || requested == "cpp") return "cpp";
   if (requested == "eager") return "eager";

@@ -2,6 +2,7 @@
 // capture in order and consults the caches.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,17 @@ namespace zc::runtime {
 // The backend a CompileOptions::backend string resolves to on this build and device; raises
 // zc::Error naming the known backends for an unknown one.
 std::string resolve_backend(const std::string& requested);
+
+// What a first compile of `backend` needs before its first cache lookup, started on other
+// threads so the caller can overlap it with capture: the compiler's identity and the CPU target
+// (every key names them; where the compiler's memo is missing, a new machine or an empty cache
+// directory, that is a process spawn of a few milliseconds) and the remote cache's connection.
+// Nothing is started for what is known already. Errors are left for the compile to raise.
+// Destroying the object waits for what it started.
+struct StartPrefetch {
+  std::future<void> key_components, remote_connection;
+};
+StartPrefetch prefetch_start(const std::string& backend);
 
 // The executable for `g` on `backend`, from the in-process code cache or freshly compiled.
 // `hash`, when the caller already has it, must be ir::graph_hash(g): it saves hashing again.

@@ -1,5 +1,6 @@
 // The call path of a compiled module: guard check, then one run of the executable; on a guard
 // miss, capture and compile first.
+#include <future>
 #include <mutex>
 
 #include "capture/capture.h"
@@ -117,6 +118,8 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   if (hit) return run_entry(*hit, x)[0];
 
   Timer ready_timer, capture_timer;
+  // Waited for when this call returns or throws.
+  runtime::StartPrefetch prefetch = runtime::prefetch_start(s.backend);
   auto runner = [&](const ir::Graph& g, std::span<const Tensor> inputs) {
     return run_segment(g, inputs, s.backend);
   };

@@ -106,9 +106,10 @@ std::string Stats::json() const {
      << ",\"kernels_generated\":" << kernels_generated << ",\"extern_ops\":" << extern_ops
      << ",\"regions_found\":" << regions_found << ",\"region_graphs\":" << region_graphs
      << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
-     << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
-     << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
-     << ",\"load_ms\":" << load_ms << "}";
+     << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
+     << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
+     << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms
+     << "}";
   return os.str();
 }
 

@@ -222,6 +222,8 @@ struct Discovery {
   std::string error;  // non-empty: raise this instead
 };
 
+std::atomic<bool> discovered{false};
+
 const Discovery& process_discovery() {
   static const Discovery d = [] {
     Discovery r;
@@ -230,6 +232,7 @@ const Discovery& process_discovery() {
     } catch (const Error& e) {
       r.error = e.what();
     }
+    discovered = true;
     return r;
   }();
   return d;
@@ -290,6 +293,10 @@ std::optional<CompilerInfo> find_cxx() {
   const Discovery& d = process_discovery();
   if (!d.error.empty()) throw Error(d.error);
   return d.info;
+}
+
+bool cxx_known() {
+  return discovered.load();
 }
 
 bool compiler_available() {

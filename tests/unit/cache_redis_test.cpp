@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cache/cache.h"
+#include "cache/disk_tier.h"
 #include "cache/redis_tier.h"
 #include "support/local_redis.h"
 #include "zc/error.h"
@@ -120,7 +121,7 @@ class DelayProxy {
       }
       open_fds_.insert(open_fds_.end(), {client, server});
       relays_.emplace_back([this, client, server] {
-        std::thread up([=] { pump(client, server, false); });
+        std::thread up([this, client, server] { pump(client, server, false); });
         pump(server, client, true);
         up.join();
         close(client);
@@ -454,6 +455,46 @@ double all_levels(const ProcessRun& r, const std::string& tier, const std::strin
   for (const char* level : {"graph", "lowering", "kernel", "autotune"})
     sum += std::max(0.0, r.cache_count(level, tier, what));
   return sum;
+}
+
+// The process cache's read path, in process: a remote hit is returned, copied into memory at
+// once and onto the disk behind the caller's back; contains() and the export wait for that write.
+TEST(CacheRedisTiers, RemoteHitIsWrittenBehindToDisk) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  CacheConfig writer_config;
+  writer_config.dir = fresh_dir("behind_writer");
+  writer_config.remote_url = server.url();
+  Key key(Level::graph);
+  key.add("graph", "write-behind test");
+  std::vector<uint8_t> payload(300000, 7);
+  {
+    Cache writer(writer_config);
+    writer.put(key, payload, 12.5);
+  }
+  CacheConfig reader_config = writer_config;
+  reader_config.dir = fresh_dir("behind_reader");
+  Cache reader(reader_config);
+  std::optional<Entry> hit = reader.get(key);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->payload, payload);
+  EXPECT_EQ(reader.counters(Level::graph, "redis").hits, 1);
+  EXPECT_TRUE(reader.contains(Level::graph, key.digest()));  // memory, at once
+  reader.drain_disk_writes();
+  EXPECT_EQ(reader.disk()->get(Level::graph, key.digest()).outcome, Outcome::hit);
+  std::vector<BundleItem> items = store_items(reader);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].entry.key, key.digest());
+  // Stopped (as at exit), later hits are written at once.
+  Key other(Level::kernel);
+  other.add("source", "write-behind test 2");
+  {
+    Cache writer(writer_config);
+    writer.put(other, payload, 1);
+  }
+  reader.stop_writer();
+  ASSERT_TRUE(reader.get(other));
+  EXPECT_EQ(reader.disk()->get(Level::kernel, other.digest()).outcome, Outcome::hit);
 }
 
 TEST(CacheRedisProcess, SecondMachineCompilesNothing) {
