@@ -10,7 +10,8 @@
 #
 # Dependencies travel as Debian packages unpacked with dpkg-deb into a prefix (no install, no
 # root needed, nothing of the host changed): OpenBLAS's OpenMP build (and libgfortran, which it
-# needs), the zstd, OpenSSL and hiredis headers and libraries. Debian 12's glibc is older than
+# needs), the zstd, OpenSSL and hiredis headers and libraries, and redis-server for the remote
+# and fleet scenarios (a private server on 127.0.0.1, as on the development machine). Debian 12's glibc is older than
 # the host's (Ubuntu 24.04), so its libraries run there. The host's g++ compiles zc and, at run
 # time, the generated code.
 set -euo pipefail
@@ -18,7 +19,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 deps="$root/.gpu-deps"
 packages=(libopenblas-openmp-dev libopenblas0-openmp libgfortran5 libzstd-dev libssl-dev libssl3
-          libhiredis-dev libhiredis0.14)
+          libhiredis-dev libhiredis0.14 redis-server redis-tools libjemalloc2 liblzf1)
 
 case "${1:-}" in
   prepare)
@@ -40,6 +41,7 @@ case "${1:-}" in
     find "$prefix" -name '*.pc' -exec sed -i "s|/usr|$prefix/usr|g" {} +
     export PKG_CONFIG_PATH="$lib/openblas-openmp/pkgconfig:$lib/pkgconfig"
     export LD_LIBRARY_PATH="$lib:$lib/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PATH="$prefix/usr/bin:$PATH"  # redis-server
     rm -rf build-gpu  # a fresh configure: pkg-config results are cached
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZC_BUILD_TESTS=OFF \
       -DZC_BUILD_BENCH=OFF -DZC_BUILD_EXAMPLES=OFF \

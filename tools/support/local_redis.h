@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,10 +45,17 @@ inline bool can_connect(int port) {
   return ok;
 }
 
-// The path of a Debian-installed program, or "" when it is not installed.
+// The path of a program on PATH or in the usual system directories, or "" when there is none.
 inline std::string find_program(const std::string& name) {
-  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/usr/sbin"}) {
-    std::string p = std::string(dir) + "/" + name;
+  const char* path = std::getenv("PATH");
+  std::string dirs = std::string(path ? path : "") + ":/usr/bin:/usr/local/bin:/usr/sbin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(at, end - at);
+    at = end + 1;
+    if (dir.empty() || dir[0] != '/') continue;  // relative entries are not searched
+    std::string p = dir + "/" + name;
     if (::access(p.c_str(), X_OK) == 0) return p;
   }
   return "";
