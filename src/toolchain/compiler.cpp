@@ -165,8 +165,36 @@ void write_memo(const std::string& dir, const std::string& memo, const std::stri
   }
 }
 
-// Probes the compiler at an absolute path, through the memo in `memo_dir` unless it is empty.
-// Returns the reason it is unusable on failure.
+// The family the name of the compiler's file gives, or nullopt when the file must be asked:
+// a script, a known wrapper, or a name without a family in it.
+std::optional<CompilerFamily> family_of_file(const std::string& real_path) {
+  std::string name = fs::path(real_path).filename().string();
+  for (const char* wrapper : {"ccache", "sccache", "distcc", "icecc", "buildcache"}) {
+    if (name.find(wrapper) != std::string::npos) return std::nullopt;
+  }
+  char magic[2] = {};
+  int fd = ::open(real_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  ssize_t n = ::read(fd, magic, sizeof magic);
+  ::close(fd);
+  if (n != 2 || (magic[0] == '#' && magic[1] == '!')) return std::nullopt;
+  if (name.find("clang") != std::string::npos) return CompilerFamily::clang;
+  if (name.find("icpx") != std::string::npos || name.find("icx") != std::string::npos)
+    return CompilerFamily::intel;
+  if (name.find("g++") != std::string::npos || name.find("gcc") != std::string::npos)
+    return CompilerFamily::gcc;
+  return std::nullopt;
+}
+
+CompilerFamily family_of_version(const std::string& version) {
+  if (version.find("clang") != std::string::npos) return CompilerFamily::clang;
+  if (version.find("Intel") != std::string::npos) return CompilerFamily::intel;
+  return CompilerFamily::gcc;
+}
+
+// Identifies the compiler at an absolute path: by its file when that says which compiler it
+// is, otherwise by asking it (`--version`, through the memo in `memo_dir` unless that is
+// empty). Returns the reason it is unusable on failure.
 std::optional<CompilerInfo> probe(const std::string& path, const std::string& memo_dir,
                                   std::string* why) {
   struct stat st;
@@ -185,6 +213,10 @@ std::optional<CompilerInfo> probe(const std::string& path, const std::string& me
   info.real_path = ec ? path : real.string();
   info.size = static_cast<uint64_t>(st.st_size);
   info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (std::optional<CompilerFamily> family = family_of_file(info.real_path)) {
+    info.family = *family;
+    return info;
+  }
 
   std::string name = memo_dir.empty() ? "" : memo_name(path, info.real_path);
   std::string memo = name.empty() ? "" : memo_dir + "/" + name;
@@ -192,6 +224,7 @@ std::optional<CompilerInfo> probe(const std::string& path, const std::string& me
     if (std::optional<std::string> version = read_memo(memo)) {
       ZC_LOG(cache) << "toolchain: " << path << " version from " << memo;
       info.version = std::move(*version);
+      info.family = family_of_version(info.version);
       return info;
     }
   }
@@ -209,6 +242,7 @@ std::optional<CompilerInfo> probe(const std::string& path, const std::string& me
     return std::nullopt;
   }
   info.version = first_line;
+  info.family = family_of_version(info.version);
   // A compiler replaced while it ran may have answered for the new file: keep no memo then,
   // since it would be filed under the old file's identity.
   if (!memo.empty() && memo_name(path, info.real_path) == name) {
@@ -252,9 +286,22 @@ std::string join(const std::vector<std::string>& argv) {
 
 }  // namespace
 
+const char* family_name(CompilerFamily f) {
+  switch (f) {
+    case CompilerFamily::gcc:
+      return "gcc";
+    case CompilerFamily::clang:
+      return "clang";
+    case CompilerFamily::intel:
+      return "intel";
+  }
+  return "?";
+}
+
 std::string CompilerInfo::identity() const {
-  return "cxx{path=" + path + ";real=" + real_path + ";version=" + version +
-         ";size=" + std::to_string(size) + ";mtime_ns=" + std::to_string(mtime_ns) + "}";
+  return "cxx{path=" + path + ";real=" + real_path + ";family=" + family_name(family) +
+         (version.empty() ? "" : ";version=" + version) + ";size=" + std::to_string(size) +
+         ";mtime_ns=" + std::to_string(mtime_ns) + "}";
 }
 
 CompilerSearch CompilerSearch::from_env() {

@@ -10,15 +10,24 @@
 // The compiler runs as a child process (posix_spawn, no shell), so nothing in the source or
 // the paths is ever interpreted by a shell.
 //
-// Running `--version` costs a process spawn (about 2 ms on a small machine), which would be
-// most of a warm start that finds every graph in the cache. So its answer is memoized on disk,
-// as ccache's compiler_check=mtime does: keyed by the stat identity (device, inode, size,
-// mtime and ctime in ns) of both the path as found and the file it resolves to, plus both
-// paths. Replacing, rebuilding, upgrading or touching the compiler, or repointing a symlink,
-// changes the key and the compiler is probed again. The limit: a wrapper script whose
-// underlying compiler changes while the wrapper file itself stays the same is not noticed.
-// Touching the wrapper (or removing the memo directory) renews the memo;
-// ZC_FORCE_DISABLE_CACHES=1 neither reads nor writes it, so every process probes.
+// A compiler is named in cache keys by its file, without running it: the path as found, the
+// file it resolves to, that file's size and mtime, and the family its name gives (g++-12,
+// x86_64-linux-gnu-g++-12: gcc; clang++-14: clang; icpx: Intel). Running it (`--version`) costs
+// a process spawn, 1.5 ms at best and 6 ms or more beside a busy first call, which was most of
+// a start on a new machine that finds every graph in a remote cache. The file identifies the
+// compiler as well as its answer would: an upgrade or a rebuild replaces the file; this is
+// ccache's default (compiler_check=mtime), and packaged compilers have equal size and mtime on
+// every machine, so their keys are shared across a fleet.
+//
+// A file that does not say which compiler it is gets asked, and its `--version` line joins the
+// identity: a script (#!), a wrapper (ccache, sccache, distcc, icecc), or a name with no family
+// in it (a file named c++). That answer is memoized on disk, keyed by the stat identity (device,
+// inode, size, mtime and ctime in ns) of both the path as found and the file it resolves to,
+// plus both paths. Replacing, rebuilding, upgrading or touching the wrapper, or repointing a
+// symlink, changes the key and it is asked again. The limit: a wrapper whose underlying
+// compiler changes while the wrapper file itself stays the same is not noticed. Touching the
+// wrapper (or removing the memo directory) renews the memo; ZC_FORCE_DISABLE_CACHES=1 neither
+// reads nor writes it, so every process asks.
 #pragma once
 
 #include <cstdint>
@@ -31,19 +40,25 @@
 
 namespace zc::toolchain {
 
+// Which options the compiler takes (target.h): gcc's, or clang's (which Intel's icpx shares).
+enum class CompilerFamily : uint8_t { gcc, clang, intel };
+const char* family_name(CompilerFamily f);
+
 struct CompilerInfo {
   // Absolute path of the compiler as found, symlinks kept: it is what gets executed, since
   // drivers such as clang++ or a ccache link decide what to be from the name they are run as.
   std::string path;
   // `path` with every symlink resolved: the file whose size and mtime are recorded.
   std::string real_path;
-  // First line of `<path> --version`.
+  CompilerFamily family = CompilerFamily::gcc;
+  // First line of `<path> --version` for a compiler that had to be asked (see above); empty
+  // for one known by its file.
   std::string version;
   uint64_t size = 0;
   int64_t mtime_ns = 0;
 
   // All of the above in one stable string, for cache keys: an upgrade or a rebuild of the
-  // compiler changes the version, size or mtime and so the identity.
+  // compiler changes its size or mtime (or its answer) and so the identity.
   std::string identity() const;
 };
 

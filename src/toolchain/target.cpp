@@ -21,8 +21,7 @@ namespace {
 // Intel icpx) reject the vectorizer cost-model option, and their -O2 already vectorizes with a
 // full cost model.
 bool is_gcc(const CompilerInfo& cxx) {
-  return cxx.version.find("clang") == std::string::npos &&
-         cxx.version.find("Intel") == std::string::npos;
+  return cxx.family == CompilerFamily::gcc;
 }
 
 std::vector<std::string> flags_for(const std::string& isa, bool gcc) {
