@@ -459,8 +459,10 @@ void Cache::end_flight(const Key& key, const std::string& token) {
   if (held.fd >= 0) ::close(held.fd);
 }
 
-void Cache::connect_remote() {
-  if (auto* redis = dynamic_cast<RedisTier*>(remote_.get())) redis->connect_now();
+std::future<void> Cache::connect_remote_async() {
+  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
+  if (!redis || remote_connect_started_.exchange(true)) return {};
+  return std::async(std::launch::async, [redis] { redis->connect_now(); });
 }
 
 bool Cache::contains(Level level, const Digest& key) {

@@ -23,9 +23,11 @@
 //                             for another process's compile, default 60000; 0 turns it off
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -97,8 +99,9 @@ class Cache {
   void insert(Entry entry);
 
   void clear_memory() { memory_->clear(); }
-  // Connects to the remote tier, if there is one, ahead of its first lookup.
-  void connect_remote();
+  // Connects to the remote tier on another thread, ahead of its first lookup: the first call
+  // only, and only with a remote tier (otherwise the future is empty).
+  std::future<void> connect_remote_async();
 
   const CacheConfig& config() const { return config_; }
   DiskTier* disk() const { return disk_.get(); }  // null when persistence is off
@@ -146,6 +149,7 @@ class Cache {
   std::unique_ptr<Tier> memory_;
   std::unique_ptr<DiskTier> disk_;
   std::unique_ptr<Tier> remote_;
+  std::atomic<bool> remote_connect_started_{false};
   mutable std::mutex mu_;
   std::vector<std::pair<std::string, TierCounters>> counters_;  // "<level>/<tier>"
   std::vector<std::pair<Level, Digest>> touched_;

@@ -56,7 +56,6 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   if (!found) throw Error("no C++ compiler found to build generated code; set ZC_CXX");
   const cache::Fingerprint& fp = cache::process_fingerprint();
   Timer total;
-
   // Graph level: a hit skips lowering, code generation and the compiler.
   cache::Key graph_key(cache::Level::graph);
   graph_key.add("graph", graph_hex)
@@ -167,24 +166,9 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   return exec;
 }
 
-StartPrefetch prefetch_start(const std::string& backend) {
-  StartPrefetch p;
-  if (backend != "cpp" || toolchain::cxx_known()) return p;  // not the first compile
-  p.key_components = std::async(std::launch::async, [] {
-    try {
-      (void)cache::process_fingerprint();
-    } catch (const Error&) {
-      // Raised again, with its message, where the compile needs the compiler.
-    }
-  });
-  p.remote_connection = std::async(std::launch::async, [] {
-    try {
-      cache::process_cache().connect_remote();
-    } catch (const Error&) {
-      // A bad cache configuration is raised again by the compile's first lookup.
-    }
-  });
-  return p;
+std::future<void> prefetch_remote(const std::string& backend) {
+  if (backend != "cpp") return {};
+  return cache::process_cache().connect_remote_async();
 }
 
 std::string resolve_backend(const std::string& requested) {

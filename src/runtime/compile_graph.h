@@ -23,16 +23,11 @@ namespace zc::runtime {
 // zc::Error naming the known backends for an unknown one.
 std::string resolve_backend(const std::string& requested);
 
-// What a first compile of `backend` needs before its first cache lookup, started on other
-// threads so the caller can overlap it with capture: the compiler's identity and the CPU target
-// (every key names them; where the compiler's memo is missing, a new machine or an empty cache
-// directory, that is a process spawn of a few milliseconds) and the remote cache's connection.
-// Nothing is started for what is known already. Errors are left for the compile to raise.
-// Destroying the object waits for what it started.
-struct StartPrefetch {
-  std::future<void> key_components, remote_connection;
-};
-StartPrefetch prefetch_start(const std::string& backend);
+// Connects to the remote cache on another thread, so the connection overlaps the caller's
+// capture; only for the first compile of a process with a remote cache (otherwise the future
+// is empty). Its destructor waits for the connection. A broken cache configuration raises here,
+// as the compile's first lookup would.
+std::future<void> prefetch_remote(const std::string& backend);
 
 // The executable for `g` on `backend`, from the in-process code cache or freshly compiled.
 // `hash`, when the caller already has it, must be ir::graph_hash(g): it saves hashing again.

@@ -119,7 +119,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
 
   Timer ready_timer, capture_timer;
   // Waited for when this call returns or throws.
-  runtime::StartPrefetch prefetch = runtime::prefetch_start(s.backend);
+  std::future<void> connection = runtime::prefetch_remote(s.backend);
   auto runner = [&](const ir::Graph& g, std::span<const Tensor> inputs) {
     return run_segment(g, inputs, s.backend);
   };

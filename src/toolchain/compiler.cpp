@@ -256,8 +256,6 @@ struct Discovery {
   std::string error;  // non-empty: raise this instead
 };
 
-std::atomic<bool> discovered{false};
-
 const Discovery& process_discovery() {
   static const Discovery d = [] {
     Discovery r;
@@ -266,7 +264,6 @@ const Discovery& process_discovery() {
     } catch (const Error& e) {
       r.error = e.what();
     }
-    discovered = true;
     return r;
   }();
   return d;
@@ -340,10 +337,6 @@ std::optional<CompilerInfo> find_cxx() {
   const Discovery& d = process_discovery();
   if (!d.error.empty()) throw Error(d.error);
   return d.info;
-}
-
-bool cxx_known() {
-  return discovered.load();
 }
 
 bool compiler_available() {

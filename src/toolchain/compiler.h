@@ -86,9 +86,6 @@ std::optional<CompilerInfo> discover_cxx(const CompilerSearch& search);
 // is remembered too and raised again on every call.
 std::optional<CompilerInfo> find_cxx();
 
-// True once find_cxx() has its result, so calling it costs nothing.
-bool cxx_known();
-
 // True when find_cxx() finds a compiler, false when none is installed. Raises find_cxx()'s
 // error for a bad ZC_CXX, so a misconfiguration is never mistaken for "no compiler".
 bool compiler_available();
