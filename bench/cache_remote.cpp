@@ -6,8 +6,10 @@
 //
 // Figures (2-core VM, redis-server 127.0.0.1, median of 3; wall time per operation). The VM's
 // loopback round trip varies from day to day, so it is given too (redis-benchmark -t get -c 1):
-//   2026-11-21, round trip ~15 us: hit 1 KB 21 us, 100 KB 217 us; miss 17-19 us; put 21/183 us
-//   2026-11-22, round trip 71 us:  hit 1 KB 97 us, 100 KB 309 us; miss 82-90 us; put 108/260 us
+//   2026-11-21 (round trip not recorded; under the miss): hit 1 KB 21 us, 100 KB 217 us;
+//     miss 17-19 us; put 21/183 us
+//   2026-11-22 (round trip 71 us): hit 1 KB 97 us, 100 KB 309 us; miss 82-90 us;
+//     put 108/260 us
 // The tier adds 10-20 us to a round trip, plus the copy and SHA-256 of the payload (about
 // 0.6 ns a byte): cheap next to any compile it saves.
 #include <benchmark/benchmark.h>
