@@ -1,6 +1,7 @@
 #include "cache/cache.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -103,28 +104,40 @@ Cache::~Cache() {
   stop_writer();
 }
 
+void Cache::writer_loop() {
+  std::unique_lock lock(write_mu_);
+  for (;;) {
+    write_cv_.wait(lock, [&] { return writer_stopped_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stopped, nothing left
+    Entry next = std::move(pending_.front());
+    pending_.pop_front();
+    writing_ = true;
+    lock.unlock();
+    disk_->put(next);
+    lock.lock();
+    writing_ = false;
+    write_cv_.notify_all();
+  }
+}
+
+void Cache::ensure_writer_locked() {
+  if (writer_ && writer_pid_ == ::getpid()) return;
+  if (writer_) {
+    // Forked: the thread is the parent's. Its handle is dropped, not joined (the thread does
+    // not exist here); an entry it was writing at the fork is the parent's to finish.
+    (void)writer_.release();
+    writing_ = false;
+  }
+  writer_pid_ = ::getpid();
+  writer_ = std::make_unique<std::thread>([this] { writer_loop(); });
+}
+
 void Cache::write_behind(Entry e) {
   {
-    std::unique_lock lock(write_mu_);
+    std::lock_guard lock(write_mu_);
     if (!writer_stopped_) {
       pending_.push_back(std::move(e));
-      if (!writer_.joinable()) {
-        writer_ = std::thread([this] {
-          std::unique_lock lock(write_mu_);
-          for (;;) {
-            write_cv_.wait(lock, [&] { return writer_stopped_ || !pending_.empty(); });
-            if (pending_.empty()) return;  // stopped, nothing left
-            Entry next = std::move(pending_.front());
-            pending_.pop_front();
-            writing_ = true;
-            lock.unlock();
-            disk_->put(next);
-            lock.lock();
-            writing_ = false;
-            write_cv_.notify_all();
-          }
-        });
-      }
+      ensure_writer_locked();
       write_cv_.notify_all();
       return;
     }
@@ -134,17 +147,26 @@ void Cache::write_behind(Entry e) {
 
 void Cache::drain_disk_writes() {
   std::unique_lock lock(write_mu_);
+  if (pending_.empty() && !writing_) return;
+  if (!writer_stopped_) ensure_writer_locked();
   write_cv_.wait(lock, [&] { return pending_.empty() && !writing_; });
 }
 
 void Cache::stop_writer() {
+  std::deque<Entry> orphans;
   {
     std::lock_guard lock(write_mu_);
     writer_stopped_ = true;
+    if (writer_ && writer_pid_ != ::getpid()) {
+      (void)writer_.release();  // the parent's thread, see ensure_writer_locked
+      writing_ = false;
+      orphans.swap(pending_);
+    }
   }
   write_cv_.notify_all();
+  for (const Entry& e : orphans) disk_->put(e);
   // The writer empties the queue before it ends.
-  if (writer_.joinable()) writer_.join();
+  if (writer_ && writer_->joinable()) writer_->join();
 }
 
 void Cache::count(Level level, const std::string& tier, Outcome outcome, double saved_ms) {
@@ -562,6 +584,8 @@ Cache& process_cache() {
       process_cache().stop_writer();
       process_cache().flush_lifetime_stats();
     });
+    ::pthread_atfork([] { process_cache().before_fork(); }, [] { process_cache().after_fork(); },
+                     [] { process_cache().after_fork(); });
     return c;
   }();
   return *cache;

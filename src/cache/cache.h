@@ -23,6 +23,7 @@
 //                             for another process's compile, default 60000; 0 turns it off
 #pragma once
 
+#include <sys/types.h>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -117,6 +118,9 @@ class Cache {
   void drain_disk_writes();
   // Drains and ends the writer thread (at exit); later remote hits are written at once.
   void stop_writer();
+  // Around fork(): no other thread may hold the write-behind lock while the process is copied.
+  void before_fork() { write_mu_.lock(); }
+  void after_fork() { write_mu_.unlock(); }
 
  private:
   void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
@@ -137,13 +141,18 @@ class Cache {
   // Queues `e` for the disk tier (write-behind); written at once when the writer has stopped.
   void write_behind(Entry e);
 
-  // Write-behind state, under write_mu_.
+  // Write-behind state, under write_mu_. A forked child inherits the queue but not the thread:
+  // writer_pid_ tells, and the child starts its own writer (or writes at once when stopped).
+  void writer_loop();
+  // With write_mu_ held: a writer thread of this process exists (started when missing).
+  void ensure_writer_locked();
   std::mutex write_mu_;
   std::condition_variable write_cv_;
   std::deque<Entry> pending_;
   bool writing_ = false;  // the writer holds an entry taken off pending_
   bool writer_stopped_ = false;
-  std::thread writer_;
+  std::unique_ptr<std::thread> writer_;
+  pid_t writer_pid_ = 0;
 
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;

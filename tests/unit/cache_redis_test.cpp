@@ -497,6 +497,45 @@ TEST(CacheRedisTiers, RemoteHitIsWrittenBehindToDisk) {
   EXPECT_EQ(reader.disk()->get(Level::kernel, other.digest()).outcome, Outcome::hit);
 }
 
+// A process that forks after its writer thread started (worker processes, say): the child
+// has the queue but not the thread, and must neither hang nor lose its writes.
+TEST(CacheRedisTiers, ForkedChildWritesBehindWithoutItsParentsThread) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  CacheConfig config;
+  config.dir = fresh_dir("fork_writer");
+  config.remote_url = server.url();
+  std::vector<Key> keys;
+  for (int i = 0; i < 3; ++i) {
+    keys.emplace_back(Level::graph);
+    keys.back().add("graph", "fork test " + std::to_string(i));
+  }
+  {
+    Cache writer(config);
+    for (const Key& k : keys) writer.put(k, std::vector<uint8_t>(1000, 1), 1);
+  }
+  config.dir = fresh_dir("fork_reader");
+  Cache reader(config);
+  ASSERT_TRUE(reader.get(keys[0]));  // starts the writer thread
+  pid_t child = fork();
+  if (child == 0) {
+    // In the child: a hit queues a write (a new writer), then one while stopped is at once.
+    bool ok = reader.get(keys[1]).has_value();
+    reader.drain_disk_writes();
+    ok = ok && reader.disk()->get(Level::graph, keys[1].digest()).outcome == Outcome::hit;
+    reader.stop_writer();
+    ok = ok && reader.get(keys[2]).has_value() &&
+         reader.disk()->get(Level::graph, keys[2].digest()).outcome == Outcome::hit;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  reader.drain_disk_writes();
+  EXPECT_EQ(reader.disk()->get(Level::graph, keys[0].digest()).outcome, Outcome::hit);
+}
+
 TEST(CacheRedisProcess, SecondMachineCompilesNothing) {
   SKIP_WITHOUT_REDIS();
   RedisServer server;
