@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -237,7 +238,9 @@ std::optional<Entry> Cache::get(const Key& key) {
   if (disk_) tiers.push_back(disk_.get());
   if (remote_) tiers.push_back(remote_.get());
   for (size_t i = 0; i < tiers.size(); ++i) {
-    GetResult r = tiers[i]->get(level, d);
+    std::optional<GetResult> staged;
+    if (tiers[i] == remote_.get()) staged = take_staged(level, d);
+    GetResult r = staged ? std::move(*staged) : tiers[i]->get(level, d);
     std::optional<std::vector<uint8_t>> payload;
     if (r.outcome == Outcome::hit) {
       payload = usable_payload(level, *r.entry, &r.reason);
@@ -267,6 +270,42 @@ std::optional<Entry> Cache::get(const Key& key) {
     return std::move(r.entry);
   }
   return std::nullopt;
+}
+
+std::optional<GetResult> Cache::take_staged(Level level, const Digest& key) {
+  std::lock_guard lock(mu_);
+  for (auto it = staged_.begin(); it != staged_.end(); ++it) {
+    if (it->first.first == level && it->first.second == key) {
+      GetResult r = std::move(it->second);
+      staged_.erase(it);
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+void Cache::prefetch(std::span<const Key> keys) {
+  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
+  if (!redis || keys.empty()) return;
+  const Level level = keys[0].level();
+  std::vector<Digest> wanted;
+  for (const Key& k : keys) {
+    if (k.level() != level) throw Error("Cache::prefetch: keys of more than one level");
+    const Digest d = k.digest();
+    if (memory_->get(level, d).outcome == Outcome::hit) continue;
+    // A stat, not a read: the get() that follows reads and checks it.
+    struct stat st;
+    if (disk_ && ::stat(disk_->entry_path(level, d).c_str(), &st) == 0) continue;
+    wanted.push_back(d);
+  }
+  if (wanted.empty()) return;
+  std::vector<GetResult> got = redis->get_many(level, wanted);
+  std::lock_guard lock(mu_);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    // Errors are not kept: get() asks again, and its failure counts toward the breaker.
+    if (got[i].outcome == Outcome::error) continue;
+    staged_.emplace_back(std::make_pair(level, wanted[i]), std::move(got[i]));
+  }
 }
 
 std::optional<std::vector<uint8_t>> Cache::usable_payload(Level level, const Entry& e,

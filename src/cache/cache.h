@@ -79,6 +79,13 @@ class Cache {
   // about once and skipped; the compile that produced the payload is never affected.
   void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
 
+  // Asks the remote tier, in one round trip, for those of `keys` (one level) that neither memory
+  // nor disk holds, and keeps the answers for get(): a start that needs several entries at once
+  // (the parts of a hierarchical compile) pays one round trip instead of one per entry, and the
+  // lookups themselves stay as they were (get() counts and logs each). Without a remote tier,
+  // or when every key is local, it does nothing.
+  void prefetch(std::span<const Key> keys);
+
   // Single flight across processes, for entries worth waiting for. First a lock file in the
   // cache directory (<dir>/locks/<level>-<key hex>.lock, flock): processes sharing the
   // directory wait for its holder (at most ZC_CACHE_LOCK_MS), then look on disk again. Then,
@@ -162,6 +169,9 @@ class Cache {
   mutable std::mutex mu_;
   std::vector<std::pair<std::string, TierCounters>> counters_;  // "<level>/<tier>"
   std::vector<std::pair<Level, Digest>> touched_;
+  // prefetch()'s remote answers (hits and misses), each taken by the first get() of its key.
+  std::vector<std::pair<std::pair<Level, Digest>, GetResult>> staged_;  // under mu_
+  std::optional<GetResult> take_staged(Level level, const Digest& key);
   bool warned_put_failure_ = false;
   struct Flushed;
   std::unique_ptr<Flushed> flushed_;

@@ -154,26 +154,41 @@ class RedisTierImpl final : public RedisTier {
       std::lock_guard lock(mu_);
       Reply reply = command(&r.reason, {"GET", name});
       if (!reply) return r;
-      if (reply->type == REDIS_REPLY_NIL) {
-        r.outcome = Outcome::miss;
-        return r;
-      }
-      if (reply->type != REDIS_REPLY_STRING) {
-        r.reason = "unexpected reply type " + std::to_string(reply->type) + " to GET";
-        return r;
-      }
-      value.assign(reply->str, reply->len);
+      if (!take_value(reply.get(), &value, &r)) return r;
     }
-    std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(value.data()), value.size());
-    std::optional<std::span<const uint8_t>> entry = unsign(name, bytes, &r.reason);
-    if (!entry) {
-      warn_refused(r.reason);
-      return r;
+    return decode_value(level, key, name, value);
+  }
+
+  std::vector<GetResult> get_many(Level level, std::span<const Digest> keys) override {
+    std::vector<GetResult> out(keys.size());
+    if (keys.empty()) return out;
+    std::vector<std::string> names;
+    for (const Digest& k : keys) names.push_back(key_name(level, k));
+    std::vector<std::string_view> args{"MGET"};
+    args.insert(args.end(), names.begin(), names.end());
+    std::vector<std::string> values(keys.size());
+    {
+      std::lock_guard lock(mu_);
+      std::string why;
+      Reply reply = command(&why, args);
+      if (reply && (reply->type != REDIS_REPLY_ARRAY || reply->elements != keys.size())) {
+        why = "unexpected reply to MGET";
+        reply.reset();
+      }
+      for (size_t i = 0; i < keys.size(); ++i) {
+        out[i].outcome = Outcome::error;
+        if (!reply) {
+          out[i].reason = why;
+        } else if (take_value(reply->element[i], &values[i], &out[i])) {
+          out[i].outcome = Outcome::hit;  // decoded below, outside the lock
+        }
+      }
     }
-    // A corrupt value is not deleted here: the recompile it causes writes a good one over it.
-    r.entry = decode_entry(*entry, level, &key, &r.reason);
-    if (r.entry) r.outcome = Outcome::hit;
-    return r;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (out[i].outcome == Outcome::hit)
+        out[i] = decode_value(level, keys[i], names[i], values[i]);
+    }
+    return out;
   }
 
   PutResult put(const Entry& e) override {
@@ -274,6 +289,38 @@ class RedisTierImpl final : public RedisTier {
     } while (cursor != "0");
   }
 
+  // A GET reply's value into *value; false with *r set to a miss (nil) or an error otherwise.
+  static bool take_value(const redisReply* reply, std::string* value, GetResult* r) {
+    if (reply->type == REDIS_REPLY_NIL) {
+      r->outcome = Outcome::miss;
+      return false;
+    }
+    if (reply->type != REDIS_REPLY_STRING) {
+      r->outcome = Outcome::error;
+      r->reason = "unexpected reply type " + std::to_string(reply->type) + " to GET";
+      return false;
+    }
+    value->assign(reply->str, reply->len);
+    return true;
+  }
+
+  // A stored value, unsigned and decoded: a hit, or an error saying why it must not be used.
+  GetResult decode_value(Level level, const Digest& key, std::string_view name,
+                         const std::string& value) {
+    GetResult r;
+    r.outcome = Outcome::error;
+    std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(value.data()), value.size());
+    std::optional<std::span<const uint8_t>> entry = unsign(name, bytes, &r.reason);
+    if (!entry) {
+      warn_refused(r.reason);
+      return r;
+    }
+    // A corrupt value is not deleted here: the recompile it causes writes a good one over it.
+    r.entry = decode_entry(*entry, level, &key, &r.reason);
+    if (r.entry) r.outcome = Outcome::hit;
+    return r;
+  }
+
   // The entry inside a stored value, checked against the HMAC key; nullopt with *why set when
   // the value must not be used.
   std::optional<std::span<const uint8_t>> unsign(std::string_view name,
@@ -333,6 +380,9 @@ class RedisTierImpl final : public RedisTier {
 
   // Sends one command on the current connection; null with *why set on failure. Holds mu_.
   Reply send(std::string* why, std::initializer_list<std::string_view> args) {
+    return send(why, std::span<const std::string_view>(args.begin(), args.size()));
+  }
+  Reply send(std::string* why, std::span<const std::string_view> args) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
     for (std::string_view a : args) {
@@ -413,11 +463,14 @@ class RedisTierImpl final : public RedisTier {
     connect(&why);
   }
 
-  Reply command(std::string* why, std::initializer_list<std::string_view> args) {
+  Reply command(std::string* why, std::span<const std::string_view> args) {
     if (!connect(why)) return nullptr;
     Reply r = send(why, args);
     if (r) failures_ = 0;
     return r;
+  }
+  Reply command(std::string* why, std::initializer_list<std::string_view> args) {
+    return command(why, std::span<const std::string_view>(args.begin(), args.size()));
   }
 
   const RedisOptions o_;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,9 @@ class RedisTier : public Tier {
                              int lock_ms) = 0;
   // Removes the lock only while `token` still holds it: once expired it may be another's.
   virtual void unlock(Level level, const Digest& key, const std::string& token) = 0;
+  // The entries of `keys` of one level in one round trip (MGET), each checked as get() checks
+  // it; results in the order of `keys`. A failure makes every result an error.
+  virtual std::vector<GetResult> get_many(Level level, std::span<const Digest> keys) = 0;
   // Connects now rather than at the first lookup, so a start can overlap the connection with
   // other work. A failure counts like any other (it may open the breaker).
   virtual void connect_now() = 0;

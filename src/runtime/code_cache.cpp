@@ -57,6 +57,12 @@ std::shared_ptr<const Executable> code_cache_get(const std::string& key, const C
   return future.get();
 }
 
+bool code_cache_contains(const std::string& key) {
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  return c.entries.count(key) != 0;
+}
+
 void code_cache_clear() {
   Cache& c = cache();
   std::lock_guard lock(c.mu);

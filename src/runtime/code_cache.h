@@ -14,6 +14,8 @@ namespace zc::runtime {
 using CompileFn = std::function<std::shared_ptr<const Executable>()>;
 
 std::shared_ptr<const Executable> code_cache_get(const std::string& key, const CompileFn& compile);
+// Whether `key` is loaded or being compiled in this process.
+bool code_cache_contains(const std::string& key);
 // Drops every entry and starts a new generation (compiled modules notice and re-capture).
 void code_cache_clear();
 uint64_t code_cache_generation();

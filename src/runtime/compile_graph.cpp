@@ -39,6 +39,19 @@ bool have_compiler() {
   return available;
 }
 
+// The graph level's key: a hit skips lowering, code generation and the compiler.
+cache::Key graph_key_of(const std::string& graph_hex, const codegen::CodegenContext& ctx,
+                        const cache::Fingerprint& fp) {
+  cache::Key key(cache::Level::graph);
+  key.add("graph", graph_hex)
+      .add("backend", "cpp")
+      .add("codegen", describe(ctx))
+      .add("build", fp.build_id)
+      .add("target", fp.target)
+      .add("toolchain", fp.toolchain);
+  return key;
+}
+
 }  // namespace
 
 std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
@@ -56,14 +69,7 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   if (!found) throw Error("no C++ compiler found to build generated code; set ZC_CXX");
   const cache::Fingerprint& fp = cache::process_fingerprint();
   Timer total;
-  // Graph level: a hit skips lowering, code generation and the compiler.
-  cache::Key graph_key(cache::Level::graph);
-  graph_key.add("graph", graph_hex)
-      .add("backend", "cpp")
-      .add("codegen", describe(ctx))
-      .add("build", fp.build_id)
-      .add("target", fp.target)
-      .add("toolchain", fp.toolchain);
+  const cache::Key graph_key = graph_key_of(graph_hex, ctx, fp);
   auto load_cached = [&](const std::vector<uint8_t>& payload) -> std::shared_ptr<const Executable> {
     try {
       Timer t;
@@ -164,6 +170,20 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   ZC_LOG(timing) << "graph " << short_hash << ": lower " << lower_ms << " ms, codegen "
                  << codegen_ms << " ms, c++ " << cxx_ms << " ms, load " << load_ms << " ms";
   return exec;
+}
+
+void prefetch_graph_entries(std::span<const Digest> hashes, const std::string& backend) {
+  if (backend != "cpp" || !have_compiler()) return;
+  cache::Cache& store = cache::process_cache();
+  if (!store.remote()) return;
+  const cache::Fingerprint& fp = cache::process_fingerprint();
+  std::vector<cache::Key> keys;
+  for (const Digest& h : hashes) {
+    // Graphs this process has loaded already are not looked up again.
+    if (code_cache_contains(hex(h) + ":cpp")) continue;
+    keys.push_back(graph_key_of(hex(h), codegen::CodegenContext{}, fp));
+  }
+  store.prefetch(keys);
 }
 
 std::future<void> prefetch_remote(const std::string& backend) {

@@ -5,6 +5,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "codegen/pipeline.h"
@@ -22,6 +23,11 @@ namespace zc::runtime {
 // The backend a CompileOptions::backend string resolves to on this build and device; raises
 // zc::Error naming the known backends for an unknown one.
 std::string resolve_backend(const std::string& requested);
+
+// Before compiling the graphs with these hashes at once (the parts of a hierarchical compile):
+// asks the remote cache for all of their graph-level entries in one round trip, so their
+// lookups do not each wait for one (cache::Cache::prefetch).
+void prefetch_graph_entries(std::span<const Digest> hashes, const std::string& backend);
 
 // Connects to the remote cache on another thread, so the connection overlaps the caller's
 // capture; only for the first compile of a process with a remote cache (otherwise the future

@@ -1,5 +1,6 @@
 #include "runtime/hierarchical.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -154,6 +155,12 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g,
   // so a block and its glue take as long as the slower of the two, not their sum.
   std::map<Digest, std::shared_future<std::shared_ptr<const Executable>>> by_hash;
   int compiled = 0, reused = 0;
+  std::vector<Digest> distinct;
+  for (const GraphPart& gp : plan.parts) {
+    if (std::find(distinct.begin(), distinct.end(), gp.hash) == distinct.end())
+      distinct.push_back(gp.hash);
+  }
+  prefetch_graph_entries(distinct, backend);
   for (const GraphPart& gp : plan.parts) {
     if (by_hash.count(gp.hash)) {
       ++reused;

@@ -497,6 +497,44 @@ TEST(CacheRedisTiers, RemoteHitIsWrittenBehindToDisk) {
   EXPECT_EQ(reader.disk()->get(Level::kernel, other.digest()).outcome, Outcome::hit);
 }
 
+// prefetch(): one MGET for what is not local, then each get() takes its answer without asking
+// the server again; the counters are those of plain lookups.
+TEST(CacheRedisTiers, PrefetchAsksOnceForManyKeys) {
+  SKIP_WITHOUT_REDIS();
+  RedisServer server;
+  CacheConfig config;
+  config.dir = fresh_dir("prefetch_writer");
+  config.remote_url = server.url();
+  std::vector<Key> keys;
+  for (int i = 0; i < 4; ++i) {
+    keys.emplace_back(Level::graph);
+    keys.back().add("graph", "prefetch test " + std::to_string(i));
+  }
+  {
+    Cache writer(config);
+    for (int i = 0; i < 3; ++i) writer.put(keys[i], std::vector<uint8_t>(5000, i), 1);
+  }
+  config.dir = fresh_dir("prefetch_reader");
+  Cache reader(config);
+  ASSERT_TRUE(reader.get(keys[0]));  // now local: not asked for again
+  server.cli("CONFIG RESETSTAT");
+  reader.prefetch(keys);
+  for (int i = 0; i < 3; ++i) {
+    std::optional<Entry> e = reader.get(keys[i]);
+    ASSERT_TRUE(e) << i;
+    EXPECT_EQ(e->payload, std::vector<uint8_t>(5000, i));
+  }
+  EXPECT_FALSE(reader.get(keys[3]));  // the staged miss
+  std::string stats = server.cli("INFO commandstats");
+  EXPECT_NE(stats.find("cmdstat_mget:calls=1,"), std::string::npos) << stats;
+  EXPECT_EQ(stats.find("cmdstat_get:"), std::string::npos) << stats;
+  EXPECT_EQ(reader.counters(Level::graph, "redis").hits, 3);
+  EXPECT_EQ(reader.counters(Level::graph, "redis").misses, 1);
+  // A staged answer is used once: the next lookup asks the server.
+  EXPECT_FALSE(reader.get(keys[3]));
+  EXPECT_NE(server.cli("INFO commandstats").find("cmdstat_get:calls=1,"), std::string::npos);
+}
+
 // A process that forks after its writer thread started (worker processes, say): the child
 // has the queue but not the thread, and must neither hang nor lose its writes.
 TEST(CacheRedisTiers, ForkedChildWritesBehindWithoutItsParentsThread) {
