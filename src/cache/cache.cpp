@@ -85,6 +85,37 @@ struct Cache::Flushed {
   std::vector<std::pair<std::string, TierCounters>> counters;
 };
 
+// The live caches, for the fork handlers: each one's write-behind lock is taken before fork()
+// and released after it, in parent and child alike.
+struct Cache::ForkGuard {
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<Cache*>& live() {
+    static std::vector<Cache*> caches;
+    return caches;
+  }
+  static void add(Cache* c) {
+    static std::once_flag registered;
+    std::call_once(registered, [] { ::pthread_atfork(&before, &after, &after); });
+    std::lock_guard lock(mu());
+    live().push_back(c);
+  }
+  static void remove(Cache* c) {
+    std::lock_guard lock(mu());
+    std::erase(live(), c);
+  }
+  static void before() {
+    mu().lock();
+    for (Cache* c : live()) c->write_mu_.lock();
+  }
+  static void after() {
+    for (Cache* c : live()) c->write_mu_.unlock();
+    mu().unlock();
+  }
+};
+
 Cache::Cache(CacheConfig config)
     : config_(std::move(config)), flushed_(std::make_unique<Flushed>()) {
   memory_ = make_memory_tier(config_.memory_max_bytes);
@@ -99,10 +130,12 @@ Cache::Cache(CacheConfig config)
     if (!config_.hmac_key_file.empty()) o.hmac_key = read_hmac_key_file(config_.hmac_key_file);
     remote_ = make_redis_tier(o);
   }
+  ForkGuard::add(this);
 }
 
 Cache::~Cache() {
   stop_writer();
+  ForkGuard::remove(this);
 }
 
 void Cache::writer_loop() {
@@ -623,8 +656,6 @@ Cache& process_cache() {
       process_cache().stop_writer();
       process_cache().flush_lifetime_stats();
     });
-    ::pthread_atfork([] { process_cache().before_fork(); }, [] { process_cache().after_fork(); },
-                     [] { process_cache().after_fork(); });
     return c;
   }();
   return *cache;

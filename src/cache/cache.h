@@ -125,9 +125,6 @@ class Cache {
   void drain_disk_writes();
   // Drains and ends the writer thread (at exit); later remote hits are written at once.
   void stop_writer();
-  // Around fork(): no other thread may hold the write-behind lock while the process is copied.
-  void before_fork() { write_mu_.lock(); }
-  void after_fork() { write_mu_.unlock(); }
 
  private:
   void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
@@ -150,6 +147,10 @@ class Cache {
 
   // Write-behind state, under write_mu_. A forked child inherits the queue but not the thread:
   // writer_pid_ tells, and the child starts its own writer (or writes at once when stopped).
+  // Every Cache is registered for fork(): write_mu_ is held across it, so the child never
+  // inherits it locked by a thread it does not have.
+  struct ForkGuard;
+  friend struct ForkGuard;
   void writer_loop();
   // With write_mu_ held: a writer thread of this process exists (started when missing).
   void ensure_writer_locked();
