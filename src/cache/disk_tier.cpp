@@ -269,19 +269,22 @@ class DiskTierImpl final : public DiskTier {
     GcReport rep;
     std::lock_guard lock(evict_mu_);
     std::vector<ScannedFile> files = scan(true);
-    // Temp files of statistics updates live in the root.
+    // Temp files of statistics updates live in the root, those of the compiler memo in
+    // toolchain/ (toolchain/compiler.h).
     if (broken_.empty()) {
-      for_each_in_dir(root_, [&](std::string_view name) {
-        struct stat st;
-        std::string path = root_ + "/" + std::string(name);
-        if (!name.starts_with(kTempPrefix) || ::lstat(path.c_str(), &st) != 0) return;
-        ScannedFile f;
-        f.path = std::move(path);
-        f.size = static_cast<uint64_t>(st.st_size);
-        f.mtime = st.st_mtim;
-        f.temp = true;
-        files.push_back(std::move(f));
-      });
+      for (const std::string& dir : {root_, root_ + "/toolchain"}) {
+        for_each_in_dir(dir, [&](std::string_view name) {
+          struct stat st;
+          std::string path = dir + "/" + std::string(name);
+          if (!name.starts_with(kTempPrefix) || ::lstat(path.c_str(), &st) != 0) return;
+          ScannedFile f;
+          f.path = std::move(path);
+          f.size = static_cast<uint64_t>(st.st_size);
+          f.mtime = st.st_mtim;
+          f.temp = true;
+          files.push_back(std::move(f));
+        });
+      }
     }
     uint64_t now = now_unix();
     std::vector<ScannedFile> entries;

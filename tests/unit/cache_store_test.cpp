@@ -414,10 +414,18 @@ TEST(CacheDisk, GcEvictsToCapAndRemovesStaleTemps) {
   write_bytes(shard + "/tmp.222.1.0", std::vector<uint8_t>(300, 7));  // a live writer's
   write_bytes(root + "/tmp.stats.333.1", std::vector<uint8_t>(10, 7));
   set_mtime(root + "/tmp.stats.333.1", 3600);
+  // A compiler memo write cut short (toolchain/compiler.h), and a memo, which stays.
+  fs::create_directories(root + "/toolchain");
+  write_bytes(root + "/toolchain/tmp.zc_1_0_0123456789abcdef", std::vector<uint8_t>(10, 7));
+  set_mtime(root + "/toolchain/tmp.zc_1_0_0123456789abcdef", 3600);
+  write_bytes(root + "/toolchain/cxx-0123", std::vector<uint8_t>(10, 7));
+  set_mtime(root + "/toolchain/cxx-0123", 3600);
 
   auto t = open_disk_tier({root, 5 * stored});
   GcReport rep = t->gc();
-  EXPECT_EQ(rep.temp_files_removed, 2u);
+  EXPECT_EQ(rep.temp_files_removed, 3u);
+  EXPECT_FALSE(fs::exists(root + "/toolchain/tmp.zc_1_0_0123456789abcdef"));
+  EXPECT_TRUE(fs::exists(root + "/toolchain/cxx-0123"));
   EXPECT_EQ(rep.bytes_before, 10 * stored);
   EXPECT_LE(rep.bytes_after, 5 * stored * 9 / 10);
   EXPECT_EQ(rep.entries_evicted, 6u);
