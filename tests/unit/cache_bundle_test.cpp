@@ -11,28 +11,18 @@
 #include <vector>
 
 #include "cache/bundle.h"
+#include "unit/test_support.h"
 #include "util/bytes.h"
 #include "util/hash.h"
 #include "zc/version.h"
 
 namespace {
 
+using zc::test::contains;
+using zc::test::error_message;
+
 namespace fs = std::filesystem;
 using namespace zc::cache;
-
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const zc::Error& e) {
-    return e.what();
-  }
-  return "(no zc::Error was thrown)";
-}
-
-bool contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
-}
 
 std::span<const uint8_t> as_bytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};

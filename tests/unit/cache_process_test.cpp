@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "unit/run_model.h"
+#include "unit/test_support.h"
 
 #include <array>
 #include <cstdio>
@@ -26,10 +27,7 @@ using test::ProcessRun;
 using test::run_model;
 
 std::string fresh_dir(const std::string& name) {
-  std::string d = std::string(ZC_TEST_TMPDIR) + "/cache_process/" + name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return zc::test::fresh_dir("cache_process", name);
 }
 
 std::string env_for(const std::string& dir) {

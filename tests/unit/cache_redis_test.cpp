@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "unit/run_model.h"
+#include "unit/test_support.h"
 
 #include <array>
 #include <atomic>
@@ -444,10 +445,7 @@ using test::ProcessRun;
 using test::run_model;
 
 std::string fresh_dir(const std::string& name) {
-  std::string d = std::string(ZC_TEST_TMPDIR) + "/cache_redis/" + name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
+  return zc::test::fresh_dir("cache_redis", name);
 }
 
 double all_levels(const ProcessRun& r, const std::string& tier, const std::string& what) {

@@ -23,20 +23,18 @@
 #include "cache/entry.h"
 #include "cache/lifetime_stats.h"
 #include "cache/tier.h"
+#include "unit/test_support.h"
 
 namespace {
+
+using zc::test::contains;
 
 namespace fs = std::filesystem;
 using namespace zc::cache;
 using zc::Digest;
 
 std::string test_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(ZC_TEST_TMPDIR) / "cache_store" /
-                 (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
+  return zc::test::test_dir("cache_store");
 }
 
 Digest key_of(int i) {
@@ -74,10 +72,6 @@ void set_mtime(const std::string& path, int64_t seconds_ago) {
 bool same_entry(const Entry& a, const Entry& b) {
   return a.level == b.level && a.key == b.key && a.compile_ms == b.compile_ms &&
          a.created_unix == b.created_unix && a.payload == b.payload;
-}
-
-bool contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
 }
 
 std::vector<std::string> temp_files(const std::string& root) {

@@ -5,23 +5,13 @@
 #include <string_view>
 #include <vector>
 
+#include "unit/test_support.h"
 #include "zc/zc.h"
 
 namespace {
 
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const zc::Error& e) {
-    return e.what();
-  }
-  return "(no zc::Error was thrown)";
-}
-
-bool contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
-}
+using zc::test::contains;
+using zc::test::error_message;
 
 zc::models::GPTConfig small_config() {
   zc::models::GPTConfig c;

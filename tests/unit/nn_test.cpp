@@ -8,23 +8,13 @@
 
 #include "nn/epoch.h"
 #include "ops/dispatch.h"
+#include "unit/test_support.h"
 #include "zc/zc.h"
 
 namespace {
 
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const zc::Error& e) {
-    return e.what();
-  }
-  return "(no zc::Error was thrown)";
-}
-
-bool contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
-}
+using zc::test::contains;
+using zc::test::error_message;
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, zc::Tensor>>& named) {
   std::vector<std::string> names;

@@ -27,9 +27,7 @@ using zc::ref::Arr;
 using zc::ref::Layout;
 using zc::ref::Tol;
 
-std::string name_of(DType t) {
-  return std::string(zc::dtype_name(t));
-}
+using zc::ref::name_of;
 
 Tol line_tol(DType dt, int64_t n, double scale = 1) {
   const double t = 4 * zc::ref::unit_roundoff(dt) * (2 + std::sqrt(static_cast<double>(n)));

@@ -23,9 +23,7 @@ using zc::ref::Arr;
 using zc::ref::Layout;
 using zc::ref::Tol;
 
-std::string name_of(DType t) {
-  return std::string(zc::dtype_name(t));
-}
+using zc::ref::name_of;
 
 // By name, so that a failing EXPECT_EQ prints "f64" rather than a byte.
 std::string_view dtype_of(const Tensor& t) {

@@ -26,9 +26,7 @@ using zc::Tensor;
 using zc::ref::Arr;
 using zc::ref::Layout;
 
-std::string name_of(DType t) {
-  return std::string(zc::dtype_name(t));
-}
+using zc::ref::name_of;
 
 int64_t reduced_count(const Shape& shape, std::vector<int64_t> dims) {
   int64_t n = 1;

@@ -28,6 +28,11 @@
 
 namespace zc::ref {
 
+// A dtype by name, for SCOPED_TRACE lines.
+inline std::string name_of(DType t) {
+  return std::string(zc::dtype_name(t));
+}
+
 // ---------------------------------------------------------------------------------------------
 // 16-bit float formats, decoded and encoded from first principles (IEEE layout, round to
 // nearest even), so that the library's Half/BFloat16 can be checked against them.

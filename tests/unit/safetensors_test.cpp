@@ -11,25 +11,15 @@
 #include <vector>
 
 #include "nn/epoch.h"
+#include "unit/test_support.h"
 #include "zc/zc.h"
 
 namespace {
 
+using zc::test::contains;
+using zc::test::error_message;
+
 namespace fs = std::filesystem;
-
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const zc::Error& e) {
-    return e.what();
-  }
-  return "(no zc::Error was thrown)";
-}
-
-bool contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
-}
 
 // A file name unique to the running test.
 std::string temp_path(const std::string& suffix = "") {

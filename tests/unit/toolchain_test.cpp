@@ -18,35 +18,19 @@
 #include "toolchain/compiler.h"
 #include "toolchain/shared_library.h"
 #include "toolchain/target.h"
+#include "unit/test_support.h"
 #include "zc/error.h"
 
 namespace {
 
+using zc::test::contains;
+using zc::test::error_message;
+
 namespace fs = std::filesystem;
 using namespace zc::toolchain;
 
-template <class F>
-std::string error_message(F&& f) {
-  try {
-    f();
-  } catch (const zc::Error& e) {
-    return e.what();
-  }
-  return "(no zc::Error was thrown)";
-}
-
-bool contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
-}
-
-// A fresh directory for the running test.
 std::string test_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(ZC_TEST_TMPDIR) / "toolchain" /
-                 (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
+  return zc::test::test_dir("toolchain");
 }
 
 const CompilerInfo& cxx() {
