@@ -13,10 +13,6 @@
 
 namespace {
 
-zc::models::GPTConfig gpt_small() {
-  return {.vocab_size = 1024, .block_size = 128, .n_layer = 4, .n_head = 4, .d_model = 256};
-}
-
 void BM_Seed64_Eager(benchmark::State& state) {
   zc::manual_seed(0);
   auto m = zc::models::seed_model(64);
@@ -37,19 +33,19 @@ BENCHMARK(BM_Seed64_Compiled)->Unit(benchmark::kMicrosecond);
 
 void BM_GptSmall_Eager(benchmark::State& state) {
   zc::manual_seed(0);
-  auto m = zc::models::gpt(gpt_small());
+  auto m = zc::models::gpt(zc::models::gpt_small_config());
   m->eval();
-  zc::Tensor tokens = zc::randint(0, 1024, {4, 128});
+  zc::Tensor tokens = zc::models::gpt_small_tokens();
   for (auto _ : state) benchmark::DoNotOptimize((*m)(tokens));
 }
 BENCHMARK(BM_GptSmall_Eager)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_GptSmall_Compiled(benchmark::State& state) {
   zc::manual_seed(0);
-  auto m = zc::models::gpt(gpt_small());
+  auto m = zc::models::gpt(zc::models::gpt_small_config());
   m->eval();
   auto fast = zc::compile(m, {.regions = zc::Regions::None});
-  zc::Tensor tokens = zc::randint(0, 1024, {4, 128});
+  zc::Tensor tokens = zc::models::gpt_small_tokens();
   fast(tokens);
   for (auto _ : state) benchmark::DoNotOptimize(fast(tokens));
 }

@@ -84,22 +84,15 @@ BENCHMARK(BM_seed64_forward)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // A small GPT: 4 layers, d=256, 4 heads, T=128, batch 4, vocab 1024. Items are tokens.
 void BM_gpt_forward(benchmark::State& state) {
-  zc::models::GPTConfig config;
-  config.vocab_size = 1024;
-  config.block_size = 128;
-  config.n_layer = 4;
-  config.n_head = 4;
-  config.d_model = 256;
-  const int64_t batch = 4, seq = 128;
   zc::manual_seed(0);
-  auto model = zc::models::gpt(config);
+  auto model = zc::models::gpt(zc::models::gpt_small_config());
   model->eval();
-  zc::Tensor tokens = zc::randint(0, config.vocab_size, {batch, seq});
+  zc::Tensor tokens = zc::models::gpt_small_tokens();
   for (auto _ : state) {
     zc::Tensor logits = (*model)(tokens);
     benchmark::DoNotOptimize(logits.raw_data());
   }
-  state.SetItemsProcessed(state.iterations() * batch * seq);
+  state.SetItemsProcessed(state.iterations() * tokens.numel());
 }
 BENCHMARK(BM_gpt_forward)->UseRealTime()->Unit(benchmark::kMillisecond);
 

@@ -31,6 +31,12 @@ class GPT : public nn::Module {
 
 std::shared_ptr<GPT> gpt(const GPTConfig& config);
 
+// The benchmarks' small GPT ("gpt-small"): vocabulary 1024, context 128, 4 heads, d_model 256
+// and `n_layer` blocks (4 in every published figure). gpt_small_tokens() is its input: a batch
+// of 4 random sequences of 128 tokens.
+GPTConfig gpt_small_config(int64_t n_layer = 4);
+Tensor gpt_small_tokens();
+
 // The regional-compilation recipe's model: one Linear(d, d), then n_layers x
 // [Linear(d, d), ReLU, sigmoid, Linear(d, d), ReLU].
 class SeedLayer : public nn::Module {

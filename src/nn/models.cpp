@@ -64,6 +64,14 @@ std::shared_ptr<GPT> gpt(const GPTConfig& config) {
   return std::make_shared<GPT>(config);
 }
 
+GPTConfig gpt_small_config(int64_t n_layer) {
+  return {.vocab_size = 1024, .block_size = 128, .n_layer = n_layer, .n_head = 4, .d_model = 256};
+}
+
+Tensor gpt_small_tokens() {
+  return randint(0, 1024, {4, 128});
+}
+
 SeedLayer::SeedLayer(int64_t d) {
   linear1 = register_module("linear1", std::make_shared<nn::Linear>(d, d));
   relu1 = register_module("relu1", std::make_shared<nn::ReLU>());

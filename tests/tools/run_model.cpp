@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "support/bench_model.h"
 #include "util/hash.h"
 #include "zc/zc.h"
 
@@ -38,21 +39,9 @@ int main(int argc, char** argv) {
       std::printf("load %s\n", zc::cache::load_artifacts(bytes).json().c_str());
     }
     zc::manual_seed(weights_seed);
-    std::shared_ptr<zc::nn::Module> m;
-    zc::Tensor x;
-    if (model == "gpt") {
-      m = zc::models::gpt(
-          {.vocab_size = 1024, .block_size = 128, .n_layer = layers, .n_head = 4, .d_model = 256});
-      x = zc::randint(0, 1024, {4, 128});
-    } else if (regions == "manual") {
-      m = std::make_shared<zc::models::SeedModel>(
-          layers, 10, [](std::shared_ptr<zc::nn::Module> l) { return zc::compiled(l); });
-      x = zc::randn({10, 10});
-    } else {
-      m = zc::models::seed_model(layers);
-      x = zc::randn({10, 10});
-    }
-    m->eval();
+    zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual");
+    std::shared_ptr<zc::nn::Module> m = bench.module;
+    zc::Tensor x = bench.input;
     zc::CompileOptions options;
     options.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto;
     std::function<zc::Tensor(const zc::Tensor&)> fast;

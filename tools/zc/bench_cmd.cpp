@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "cli.h"
+#include "support/bench_model.h"
 #include "support/local_redis.h"
 #include "zc/zc.h"
 
@@ -62,21 +63,9 @@ int child(const std::map<std::string, std::string>& a) {
     import_ms = ms_since(t);
   }
   zc::manual_seed(0);
-  std::shared_ptr<zc::nn::Module> m;
-  zc::Tensor x;
-  if (model == "gpt-small") {
-    m = zc::models::gpt(
-        {.vocab_size = 1024, .block_size = 128, .n_layer = layers, .n_head = 4, .d_model = 256});
-    x = zc::randint(0, 1024, {4, 128});
-  } else if (regions == "manual") {
-    m = std::make_shared<zc::models::SeedModel>(
-        layers, 10, [](std::shared_ptr<zc::nn::Module> l) { return zc::compiled(l); });
-    x = zc::randn({10, 10});
-  } else {
-    m = zc::models::seed_model(layers);
-    x = zc::randn({10, 10});
-  }
-  m->eval();
+  zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual");
+  std::shared_ptr<zc::nn::Module> m = bench.module;
+  zc::Tensor x = bench.input;
   std::function<zc::Tensor()> call;
   if (regions == "manual" || regions == "eager") {
     call = [&] { return (*m)(x); };
