@@ -46,12 +46,9 @@ using zc_support::can_connect;
 using zc_support::find_program;
 using zc_support::free_port;
 
+// Output of a shell command, without its trailing newlines.
 std::string shell(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
-  if (p) pclose(p);
+  std::string out = test::run_shell(cmd).out;
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
 }
@@ -443,6 +440,7 @@ TEST(CacheRedis, CompileLocks) {
 
 using test::ProcessRun;
 using test::run_model;
+using test::zc_cli;
 
 std::string fresh_dir(const std::string& name) {
   return zc::test::fresh_dir("cache_redis", name);
@@ -798,23 +796,6 @@ TEST(CacheRedisProcess, ConcurrentProcessesCompileEachGraphOnce) {
   EXPECT_EQ(b.lines["output"], alone.lines["output"]);
 }
 
-// The zc command line in a fresh process.
-struct CliRun {
-  int rc = -1;
-  std::string out;
-};
-
-CliRun zc_cli(const std::string& env, const std::string& args) {
-  CliRun r;
-  std::string cmd = env + " " + ZC_TEST_TOOLS_DIR + "/../../zc " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  int status = p ? pclose(p) : -1;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 size_t count_of(const std::string& s, const std::string& what) {
   size_t n = 0;
   for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
@@ -830,26 +811,26 @@ TEST(CacheRedisCli, LsAndClearRemote) {
   const size_t stored = lines_of(server.cli("--scan --pattern 'zc:v1:*'")).size();
   ASSERT_GE(stored, 2u);
 
-  CliRun json = zc_cli(env, "cache ls --remote --json");
+  ProcessRun json = zc_cli(env, "cache ls --remote --json");
   ASSERT_EQ(json.rc, 0) << json.out;
   EXPECT_EQ(count_of(json.out, "\"key\":"), stored) << json.out;
   EXPECT_EQ(count_of(json.out, "\"level\":\"graph\""), 2u) << json.out;
-  CliRun text = zc_cli(env, "cache ls --remote");
+  ProcessRun text = zc_cli(env, "cache ls --remote");
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_EQ(lines_of(text.out).size(), stored) << text.out;
 
   // Clearing a cache the whole fleet shares needs --yes; without it nothing is touched.
-  CliRun refused = zc_cli(env, "cache clear --remote");
+  ProcessRun refused = zc_cli(env, "cache clear --remote");
   EXPECT_EQ(refused.rc, 2) << refused.out;
   EXPECT_NE(refused.out.find("--yes"), std::string::npos) << refused.out;
   EXPECT_NE(refused.out.find("shared by every machine"), std::string::npos) << refused.out;
   EXPECT_EQ(server.cli("DBSIZE"), std::to_string(stored));
-  CliRun ro = zc_cli(env + " ZC_REMOTE_CACHE_READONLY=1", "cache clear --remote --yes");
+  ProcessRun ro = zc_cli(env + " ZC_REMOTE_CACHE_READONLY=1", "cache clear --remote --yes");
   EXPECT_EQ(ro.rc, 1) << ro.out;
   EXPECT_NE(ro.out.find("read-only"), std::string::npos) << ro.out;
   EXPECT_EQ(server.cli("DBSIZE"), std::to_string(stored));
 
-  CliRun cleared = zc_cli(env, "cache clear --remote --yes --json");
+  ProcessRun cleared = zc_cli(env, "cache clear --remote --yes --json");
   ASSERT_EQ(cleared.rc, 0) << cleared.out;
   EXPECT_NE(cleared.out.find("\"removed\":" + std::to_string(stored)), std::string::npos)
       << cleared.out;
@@ -862,14 +843,14 @@ TEST(CacheRedisCli, LsAndClearRemote) {
 TEST(CacheRedisCli, RemoteCommandsNeedAReachableServer) {
   SKIP_WITHOUT_REDIS();
   const std::string local = "ZC_CACHE_DIR=" + fresh_dir("cli_none");
-  CliRun none = zc_cli(local, "cache ls --remote");
+  ProcessRun none = zc_cli(local, "cache ls --remote");
   EXPECT_EQ(none.rc, 1) << none.out;
   EXPECT_NE(none.out.find("ZC_REMOTE_CACHE"), std::string::npos) << none.out;
   // A dead server must not list as an empty cache, nor clear as a success.
   const std::string dead =
       local + " ZC_REMOTE_CACHE=redis://127.0.0.1:" + std::to_string(free_port());
   for (const char* args : {"cache ls --remote", "cache clear --remote --yes"}) {
-    CliRun r = zc_cli(dead, args);
+    ProcessRun r = zc_cli(dead, args);
     EXPECT_EQ(r.rc, 1) << args << ": " << r.out;
     EXPECT_NE(r.out.find("cannot use the remote cache"), std::string::npos) << r.out;
   }

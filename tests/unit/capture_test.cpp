@@ -10,6 +10,7 @@
 #include "capture/capture.h"
 #include "ir/canonical.h"
 #include "ir/subgraph.h"
+#include "unit/run_model.h"
 #include "zc/zc.h"
 
 namespace zc {
@@ -46,14 +47,10 @@ TEST(CaptureHash, SameAcrossProcesses) {
   manual_seed(0);
   std::string here = hash_of(*m, randn({10, 10}));
   for (int run = 0; run < 2; ++run) {
-    std::string cmd =
-        std::string(ZC_TEST_TOOLS_DIR) + "/graph_hash seed64 " + std::to_string(7 + run);
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::array<char, 128> buf{};
-    ASSERT_NE(fgets(buf.data(), buf.size(), p), nullptr);
-    EXPECT_EQ(pclose(p), 0);
-    std::string theirs(buf.data());
+    test::ProcessRun r = test::run_shell(std::string(ZC_TEST_TOOLS_DIR) + "/graph_hash seed64 " +
+                                         std::to_string(7 + run));
+    EXPECT_EQ(r.rc, 0) << r.out;
+    std::string theirs = r.out;
     theirs.erase(theirs.find_last_not_of("\n") + 1);
     EXPECT_EQ(theirs, here) << "run " << run;
   }

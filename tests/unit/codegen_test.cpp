@@ -15,6 +15,7 @@
 #include "lower/pipeline.h"
 #include "runtime/compile_graph.h"
 #include "runtime/interpreter.h"
+#include "unit/run_model.h"
 #include "zc/zc.h"
 
 namespace zc {
@@ -314,14 +315,8 @@ TEST(CodegenRuntime, OneCompiledModuleFromManyThreads) {
 
 // Runs the run_model tool with extra environment; returns its output and exit code.
 std::pair<std::string, int> run_tool(const std::string& env) {
-  std::string cmd =
-      env + " ZC_FORCE_DISABLE_CACHES=1 " + ZC_TEST_TOOLS_DIR + "/run_model --layers 2 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
-  int rc = p ? pclose(p) : -1;
-  return {out, WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
+  test::ProcessRun r = test::run_model(env + " ZC_FORCE_DISABLE_CACHES=1", "--layers 2");
+  return {r.out, r.rc};
 }
 
 TEST(CodegenFailures, NoCompilerFallsBackToTheInterpreterWithOneWarning) {

@@ -7,6 +7,7 @@
 
 #include "capture/capture.h"
 #include "runtime/regions.h"
+#include "unit/run_model.h"
 #include "zc/zc.h"
 
 namespace zc {
@@ -123,28 +124,12 @@ TEST(Regions, ManualRegionalSharesOneExecutable) {
   EXPECT_EQ(s.code_cache_hits, 63);
 }
 
-struct ToolRun {
-  std::string out;
-  double compiles = -1;
-};
-
-ToolRun run_cold(const std::string& args) {
-  std::string cmd = std::string("ZC_FORCE_DISABLE_CACHES=1 ") + ZC_TEST_TOOLS_DIR + "/run_model " +
-                    args + " 2>&1";
-  ToolRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 1 << 16> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  if (p) pclose(p);
-  size_t at = r.out.find("\"compiler_invocations\":");
-  if (at != std::string::npos) r.compiles = std::stod(r.out.substr(at + 23));
-  return r;
-}
-
 TEST(Regions, CompilerRunsStayConstantWithDepth) {
   for (int layers : {8, 64, 256}) {
-    ToolRun r = run_cold("--layers " + std::to_string(layers));
-    EXPECT_EQ(r.compiles, 2) << layers << " layers:\n" << r.out;  // the layer and the outer Linear
+    test::ProcessRun r =
+        test::run_model("ZC_FORCE_DISABLE_CACHES=1", "--layers " + std::to_string(layers));
+    // The layer and the outer Linear.
+    EXPECT_EQ(r.num("compiler", "compiler_invocations"), 2) << layers << " layers:\n" << r.out;
     size_t at = r.out.find("max_diff ");
     ASSERT_NE(at, std::string::npos) << r.out;
     EXPECT_LT(std::stod(r.out.substr(at + 9)), 1e-5) << r.out;

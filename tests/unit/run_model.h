@@ -1,5 +1,6 @@
-// Runs the run_model tool (tests/tools) as a fresh process and parses what it prints, for the
-// tests of behaviour that spans processes (persistent caches, the remote tier, single flight).
+// Runs programs as fresh processes for the tests of behaviour that spans processes (persistent
+// caches, the remote tier, single flight, the command line): any shell command, the zc command
+// line, and the run_model tool (tests/tools), whose output it parses.
 #pragma once
 
 #include <sys/wait.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <sstream>
 #include <string>
 
 namespace zc::test {
@@ -36,23 +38,34 @@ struct ProcessRun {
   }
 };
 
-// `env` prefixes the command (VAR=value ...); `args` are run_model's flags.
-inline ProcessRun run_model(const std::string& env, const std::string& args = "") {
-  std::string cmd = env + " " + ZC_TEST_TOOLS_DIR + "/run_model " + args + " 2>&1";
+// Runs `cmd` through the shell with stderr joined to stdout: exit code, output and wall time
+// (`lines` left empty).
+inline ProcessRun run_shell(const std::string& cmd) {
   ProcessRun r;
   auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   std::array<char, 1 << 16> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) {
-    std::string line(buf.data());
-    r.out += line;
-    line.erase(line.find_last_not_of('\n') + 1);
-    size_t sp = line.find(' ');
-    if (sp != std::string::npos) r.lines.emplace(line.substr(0, sp), line.substr(sp + 1));
-  }
+  while (p && fgets(buf.data(), buf.size(), p)) r.out += buf.data();
   int status = p ? pclose(p) : -1;
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// The zc command line of this build; `env` prefixes it (VAR=value ...).
+inline ProcessRun zc_cli(const std::string& env, const std::string& args) {
+  return run_shell(env + " " + ZC_TEST_TOOLS_DIR + "/../../zc " + args);
+}
+
+// The run_model tool; `env` prefixes the command, `args` are its flags. `lines` maps the first
+// word of each output line to the rest of it.
+inline ProcessRun run_model(const std::string& env, const std::string& args = "") {
+  ProcessRun r = run_shell(env + " " + ZC_TEST_TOOLS_DIR + "/run_model " + args);
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t sp = line.find(' ');
+    if (sp != std::string::npos) r.lines.emplace(line.substr(0, sp), line.substr(sp + 1));
+  }
   return r;
 }
 
