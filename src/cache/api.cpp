@@ -4,6 +4,7 @@
 #include "cache/bundle.h"
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
+#include "util/json_quote.h"
 #include "zc/cache.h"
 
 namespace zc::cache {
@@ -12,20 +13,6 @@ namespace {
 std::vector<uint8_t> hmac_key(const Cache& c) {
   return c.config().hmac_key_file.empty() ? std::vector<uint8_t>{}
                                           : read_hmac_key_file(c.config().hmac_key_file);
-}
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      out += ' ';
-    } else {
-      out += ch;
-    }
-  }
-  return out;
 }
 }  // namespace
 
@@ -68,7 +55,7 @@ std::string Stats::str() const {
 
 std::string Stats::json() const {
   std::ostringstream os;
-  os << "{\"dir\":\"" << json_escape(dir) << "\",\"persistent\":" << (persistent ? "true" : "false")
+  os << "{\"dir\":" << json::quote(dir) << ",\"persistent\":" << (persistent ? "true" : "false")
      << ",\"levels\":[";
   for (size_t i = 0; i < levels.size(); ++i) {
     const LevelStats& l = levels[i];
@@ -127,7 +114,7 @@ std::string LoadReport::json() const {
   for (size_t k = 0; k < items.size(); ++k) {
     const Item& i = items[k];
     os << (k ? "," : "") << "{\"level\":\"" << i.level << "\",\"key\":\"" << i.key
-       << "\",\"status\":\"" << i.status << "\",\"reason\":\"" << json_escape(i.reason) << "\"}";
+       << "\",\"status\":\"" << i.status << "\",\"reason\":" << json::quote(i.reason) << "}";
   }
   os << "]}";
   return os.str();

@@ -1,4 +1,4 @@
-// A small, strict JSON reader and string escaper, enough for safetensors headers: objects,
+// A small, strict JSON reader, enough for safetensors headers: objects,
 // arrays, strings and integers. Floating-point numbers, true, false and null are rejected, as
 // are duplicate keys, trailing commas and anything after the top-level value but whitespace.
 #pragma once
@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/json_quote.h"  // json::quote, the writer's half
 #include "zc/error.h"
 
 namespace zc::json {
@@ -36,8 +37,5 @@ class ParseError : public Error {
 };
 
 Value parse(std::string_view text);
-
-// `s` as a JSON string literal, quotes included.
-std::string quote(std::string_view s);
 
 }  // namespace zc::json

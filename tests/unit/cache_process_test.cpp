@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cache/keys.h"
+#include "nn/json.h"
 #include "runtime/cpp_artifact.h"
 #include "zc/zc.h"
 
@@ -175,13 +176,26 @@ TEST(CacheProcess, EightProcessesAtOnceIntoOneEmptyDirectory) {
     EXPECT_EQ(runs[i].lines["output"], runs[0].lines["output"]) << i;
   }
   // The store verifies clean: every entry any of them wrote is intact.
-  std::string cmd = env_for(dir) + " " + ZC_TEST_TOOLS_DIR + "/../../zc cache verify --json 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (p && fgets(buf.data(), buf.size(), p)) out += buf.data();
-  EXPECT_EQ(p ? pclose(p) : -1, 0) << out;
-  EXPECT_NE(out.find("\"removed\":0"), std::string::npos) << out;
+  ProcessRun verify = test::zc_cli(env_for(dir), "cache verify --json");
+  EXPECT_EQ(verify.rc, 0) << verify.out;
+  EXPECT_NE(verify.out.find("\"removed\":0"), std::string::npos) << verify.out;
+}
+
+// --json output quotes paths as JSON strings, whatever bytes the names hold.
+TEST(CacheProcess, CliJsonEscapesPaths) {
+  const std::string base = fresh_dir("json"), dir = base + "/we\"ird\\dir";
+  const std::string env = "ZC_CACHE_DIR='" + dir + "'";
+  ProcessRun r = run_model(env);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  ProcessRun stats = test::zc_cli(env, "cache stats --json");
+  ASSERT_EQ(stats.rc, 0) << stats.out;
+  EXPECT_TRUE(test::contains(stats.out, "{\"dir\":" + json::quote(dir) + ",")) << stats.out;
+  EXPECT_TRUE(test::contains(json::quote(dir), "we\\\"ird\\\\dir")) << json::quote(dir);
+  const std::string bundle = base + "/a \"quoted\" name.zcb";
+  ProcessRun exported = test::zc_cli(env, "cache export '" + bundle + "' --json");
+  ASSERT_EQ(exported.rc, 0) << exported.out;
+  EXPECT_TRUE(test::contains(exported.out, "{\"file\":" + json::quote(bundle) + ","))
+      << exported.out;
 }
 
 TEST(CacheProcess, UnwritableCacheStillCompilesWithOneWarning) {

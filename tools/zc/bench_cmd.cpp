@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "support/bench_model.h"
 #include "support/local_redis.h"
+#include "util/json_quote.h"
 #include "zc/zc.h"
 
 namespace zc_cli {
@@ -369,9 +370,11 @@ int cmd_bench(Args args) {
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);
-    f << "{\"zc_version\":\"" << zc::version() << "\",\"build_id\":\"" << zc::build_id()
-      << "\",\"compiler\":\"" << zc::compiler_id() << "\",\"machine\":\"" << machine()
-      << "\",\"repeats\":" << repeats << ",\"rows\":[";
+    f << "{\"zc_version\":" << zc::json::quote(zc::version())
+      << ",\"build_id\":" << zc::json::quote(zc::build_id())
+      << ",\"compiler\":" << zc::json::quote(zc::compiler_id())
+      << ",\"machine\":" << zc::json::quote(machine()) << ",\"repeats\":" << repeats
+      << ",\"rows\":[";
     for (size_t i = 0; i < rows.size(); ++i) f << (i ? "," : "") << row_json(rows[i]);
     f << "]}\n";
   }

@@ -9,6 +9,7 @@
 #include "cache/disk_tier.h"
 #include "cache/redis_tier.h"
 #include "cli.h"
+#include "util/json_quote.h"
 #include "zc/cache.h"
 #include "zc/error.h"
 
@@ -97,9 +98,9 @@ int stats(zc::cache::Cache& c, const Options& o) {
       remote += " (ttl " + std::to_string(c.config().remote_ttl_seconds) + " s)";
   }
   if (o.json) {
-    std::cout << "{\"dir\":\"" << c.config().dir << "\",\"max_bytes\":" << c.config().max_bytes
-              << ",\"remote\":\"" << remote << "\""
-              << ",\"levels\":{";
+    std::cout << "{\"dir\":" << zc::json::quote(c.config().dir)
+              << ",\"max_bytes\":" << c.config().max_bytes
+              << ",\"remote\":" << zc::json::quote(remote) << ",\"levels\":{";
     bool first = true;
     for (Level l : zc::cache::kLevels) {
       int i = static_cast<int>(l);
@@ -156,8 +157,9 @@ std::string removed_json(const std::vector<zc::cache::RemovedFile>& removed) {
   std::ostringstream os;
   os << "[";
   for (size_t i = 0; i < removed.size(); ++i) {
-    os << (i ? "," : "") << "{\"path\":\"" << removed[i].path << "\",\"reason\":\""
-       << removed[i].reason << "\",\"bytes\":" << removed[i].bytes << "}";
+    os << (i ? "," : "") << "{\"path\":" << zc::json::quote(removed[i].path)
+       << ",\"reason\":" << zc::json::quote(removed[i].reason) << ",\"bytes\":" << removed[i].bytes
+       << "}";
   }
   os << "]";
   return os.str();
@@ -211,7 +213,7 @@ int clear_remote(zc::cache::Cache& c, const Options& o) {
   }
   uint64_t n = remote.clear();
   if (o.json) {
-    std::cout << "{\"removed\":" << n << ",\"remote\":\"" << url << "\"}\n";
+    std::cout << "{\"removed\":" << n << ",\"remote\":" << zc::json::quote(url) << "}\n";
   } else {
     std::cout << "removed " << n << " entries from " << url << "\n";
   }
@@ -243,7 +245,7 @@ int export_bundle(zc::cache::Cache& c, const Options& o) {
     throw zc::Error("cannot write " + o.positional[0]);
   }
   if (o.json) {
-    std::cout << "{\"file\":\"" << o.positional[0] << "\",\"entries\":" << items.size()
+    std::cout << "{\"file\":" << zc::json::quote(o.positional[0]) << ",\"entries\":" << items.size()
               << ",\"bytes\":" << bytes.size() << ",\"signed\":" << (key.empty() ? "false" : "true")
               << "}\n";
   } else {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "util/json_quote.h"
 #include "zc/error.h"
 #include "zc/version.h"
 
@@ -60,39 +61,6 @@ const Command* find_command(std::string_view name) {
     if (c.name == name) return &c;
   }
   return nullptr;
-}
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::vector<std::string> split_words(const std::string& s) {
@@ -165,23 +133,23 @@ int cmd_env(Args args) {
 
   if (json) {
     std::string out = "{";
-    out += "\"version\":" + json_string(zc::version());
-    out += ",\"build_id\":" + json_string(zc::build_id());
-    out += ",\"compiler\":" + json_string(zc::compiler_id());
-    out += ",\"os\":" + json_string(os_description());
+    out += "\"version\":" + zc::json::quote(zc::version());
+    out += ",\"build_id\":" + zc::json::quote(zc::build_id());
+    out += ",\"compiler\":" + zc::json::quote(zc::compiler_id());
+    out += ",\"os\":" + zc::json::quote(os_description());
     out += ",\"cpu_features\":[";
     for (size_t i = 0; i < features.size(); ++i) {
       if (i) out += ",";
-      out += json_string(features[i]);
+      out += zc::json::quote(features[i]);
     }
     out += "]";
-    if (!isa.empty()) out += ",\"cpu_isa_level\":" + json_string(isa);
+    if (!isa.empty()) out += ",\"cpu_isa_level\":" + zc::json::quote(isa);
     out += ",\"cores\":" + std::to_string(cores);
-    out += ",\"blas\":" + json_string(zc::blas_info());
+    out += ",\"blas\":" + zc::json::quote(zc::blas_info());
     out += ",\"variables\":{";
     for (size_t i = 0; i < vars.size(); ++i) {
       if (i) out += ",";
-      out += json_string(vars[i].first) + ":" + json_string(vars[i].second);
+      out += zc::json::quote(vars[i].first) + ":" + zc::json::quote(vars[i].second);
     }
     out += "}}";
     std::cout << out << "\n";
