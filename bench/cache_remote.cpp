@@ -22,6 +22,7 @@
 #include "cache/redis_tier.h"
 #include "cache/tier.h"
 #include "support/local_redis.h"
+#include "tier_bench.h"
 
 namespace {
 
@@ -45,40 +46,17 @@ std::unique_ptr<Tier> tier_or_skip(benchmark::State& state) {
   return make_redis_tier(o);
 }
 
-Entry make_entry(int i, size_t size) {
-  Entry e;
-  e.level = Level::kernel;
-  e.key = zc::sha256("bench " + std::to_string(i) + " " + std::to_string(size));
-  e.compile_ms = 50;
-  e.created_unix = 1'700'000'000;
-  e.payload.assign(size, static_cast<uint8_t>(i));
-  return e;
-}
-
 void BM_RedisGetHit(benchmark::State& state) {
   auto t = tier_or_skip(state);
   if (!t) return;
-  auto size = static_cast<size_t>(state.range(0));
-  Entry e = make_entry(1, size);
-  if (!t->put(e).ok) state.SkipWithError("put failed");
-  for (auto _ : state) {
-    GetResult r = t->get(Level::kernel, e.key);
-    if (r.outcome != Outcome::hit) state.SkipWithError("not a hit");
-    benchmark::DoNotOptimize(r);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+  zc_bench::time_hits(state, *t, zc_bench::bench_entry(1, static_cast<size_t>(state.range(0))));
 }
 BENCHMARK(BM_RedisGetHit)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecond);
 
 void BM_RedisGetMiss(benchmark::State& state) {
   auto t = tier_or_skip(state);
   if (!t) return;
-  Entry e = make_entry(2, static_cast<size_t>(state.range(0)));
-  for (auto _ : state) {
-    GetResult r = t->get(Level::kernel, e.key);
-    if (r.outcome != Outcome::miss) state.SkipWithError("not a miss");
-    benchmark::DoNotOptimize(r);
-  }
+  zc_bench::time_misses(state, *t, zc_bench::bench_entry(2, static_cast<size_t>(state.range(0))));
 }
 // The size of an entry that is not there cannot matter; both sizes are run to show it.
 BENCHMARK(BM_RedisGetMiss)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecond);
@@ -87,7 +65,7 @@ void BM_RedisPut(benchmark::State& state) {
   auto t = tier_or_skip(state);
   if (!t) return;
   auto size = static_cast<size_t>(state.range(0));
-  Entry e = make_entry(3, size);
+  Entry e = zc_bench::bench_entry(3, size);
   for (auto _ : state) {
     PutResult r = t->put(e);
     if (!r.ok) state.SkipWithError("put failed");

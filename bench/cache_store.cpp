@@ -22,6 +22,7 @@
 #include "cache/disk_tier.h"
 #include "cache/entry.h"
 #include "cache/tier.h"
+#include "tier_bench.h"
 
 namespace {
 
@@ -47,39 +48,18 @@ Store& store() {
   return s;
 }
 
-Entry make_entry(int i, size_t size) {
-  Entry e;
-  e.level = Level::kernel;
-  e.key = zc::sha256("bench " + std::to_string(i) + " " + std::to_string(size));
-  e.compile_ms = 50;
-  e.created_unix = 1'700'000'000;
-  e.payload.assign(size, static_cast<uint8_t>(i));
-  return e;
-}
-
 void BM_DiskGetHit(benchmark::State& state) {
   auto size = static_cast<size_t>(state.range(0));
   auto t = open_disk_tier({store().root + "/hit"});
-  Entry e = make_entry(1, size);
-  if (!t->put(e).ok) state.SkipWithError("put failed");
-  for (auto _ : state) {
-    GetResult r = t->get(Level::kernel, e.key);
-    if (r.outcome != Outcome::hit) state.SkipWithError("not a hit");
-    benchmark::DoNotOptimize(r);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * size));
+  zc_bench::time_hits(state, *t, zc_bench::bench_entry(1, size));
 }
 BENCHMARK(BM_DiskGetHit)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecond);
 
 void BM_DiskGetMiss(benchmark::State& state) {
   auto t = open_disk_tier({store().root + "/miss"});
-  if (!t->put(make_entry(1, 1024)).ok) state.SkipWithError("put failed");  // the tree exists
-  Entry absent = make_entry(2, 1024);
-  for (auto _ : state) {
-    GetResult r = t->get(Level::kernel, absent.key);
-    if (r.outcome != Outcome::miss) state.SkipWithError("not a miss");
-    benchmark::DoNotOptimize(r);
-  }
+  if (!t->put(zc_bench::bench_entry(1, 1024)).ok)
+    state.SkipWithError("put failed");  // the tree exists
+  zc_bench::time_misses(state, *t, zc_bench::bench_entry(2, 1024));
 }
 BENCHMARK(BM_DiskGetMiss)->Unit(benchmark::kMicrosecond);
 
@@ -87,7 +67,7 @@ BENCHMARK(BM_DiskGetMiss)->Unit(benchmark::kMicrosecond);
 void BM_DiskPut(benchmark::State& state) {
   auto size = static_cast<size_t>(state.range(0));
   auto t = open_disk_tier({store().root + "/put" + std::to_string(size)});
-  Entry e = make_entry(3, size);
+  Entry e = zc_bench::bench_entry(3, size);
   uint64_t n = 0;
   for (auto _ : state) {
     std::memcpy(e.key.data(), &++n, sizeof(n));
@@ -102,7 +82,7 @@ BENCHMARK(BM_DiskPut)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMicrosecon
 void BM_DiskPutReplace(benchmark::State& state) {
   auto size = static_cast<size_t>(state.range(0));
   auto t = open_disk_tier({store().root + "/replace"});
-  Entry e = make_entry(3, size);
+  Entry e = zc_bench::bench_entry(3, size);
   for (auto _ : state) {
     if (!t->put(e).ok) state.SkipWithError("put failed");
   }
@@ -113,7 +93,7 @@ BENCHMARK(BM_DiskPutReplace)->Arg(1 << 10)->Arg(100 << 10)->Unit(benchmark::kMic
 void BM_MemoryGetHit(benchmark::State& state) {
   auto size = static_cast<size_t>(state.range(0));
   auto t = make_memory_tier(0);
-  Entry e = make_entry(4, size);
+  Entry e = zc_bench::bench_entry(4, size);
   t->put(e);
   for (auto _ : state) {
     GetResult r = t->get(Level::kernel, e.key);
