@@ -10,6 +10,7 @@
 #include "capture/capture.h"
 #include "ir/canonical.h"
 #include "ir/subgraph.h"
+#include "unit/op_programs.h"
 #include "unit/run_model.h"
 #include "zc/zc.h"
 
@@ -188,53 +189,12 @@ TEST(CaptureBreaks, FullgraphNamesTheOp) {
 
 // One module per op family: compiled through the interpreter it must equal eager, and
 // together the cases must exercise every registered op.
-struct Fn : nn::Module {
-  std::function<Tensor(const Tensor&)> f;
-  explicit Fn(std::function<Tensor(const Tensor&)> f) : f(std::move(f)) {}
-  Tensor forward(const Tensor& x) override { return f(x); }
-};
+using test::Fn;
 
 TEST(CaptureInterpreter, EveryOpMatchesEager) {
   manual_seed(11);
   Tensor w = randn({5, 4}), b = randn({5}), table = randn({7, 4});
-  std::vector<std::function<Tensor(const Tensor&)>> cases = {
-      [](const Tensor& x) { return -abs(x) + exp(x) * log(abs(x) + 1.0); },
-      [](const Tensor& x) { return sqrt(abs(x)) - rsqrt(abs(x) + 1.0) / tanh(x); },
-      [](const Tensor& x) { return sigmoid(x) + relu(x) + gelu(x) + gelu(x, GeluApprox::tanh); },
-      [](const Tensor& x) {
-        return erf(x) + clamp(x, -0.5, 0.5) + cast(x, DType::f64).to(DType::f32);
-      },
-      [](const Tensor& x) { return pow(abs(x), 1.5) + maximum(x, x * 0.5) - minimum(x, 0.1 + x); },
-      [](const Tensor& x) {
-        return where(gt(x, 0.0), x, zeros({})) + cast(eq(x, x), DType::f32) +
-               cast(ne(x, 0.0), DType::f32) + cast(lt(x, 0.0), DType::f32) +
-               cast(le(x, 0.0), DType::f32) + cast(ge(x, 0.0), DType::f32);
-      },
-      [](const Tensor& x) {
-        return sum(x, {1}, true) + mean(x, {0}) + amax(x, {1}, true) + amin(x) +
-               var(x, {1}, 1, true) + cast(argmax(x, 1, true), DType::f32);
-      },
-      [](const Tensor& x) {
-        return sum(x.reshape({4, 3})
-                       .t()
-                       .permute({1, 0})
-                       .reshape({3, 4})
-                       .slice(1, 0, 4, 2)
-                       .expand({2, 3, 2})
-                       .contiguous(),
-                   {0});
-      },
-      [&](const Tensor& x) { return matmul(linear(x, w, b), w) + matmul(linear(x, w), w); },
-      [](const Tensor& x) { return softmax(x, 1) + log_softmax(x, 0) + layer_norm(x, {4}); },
-      [&](const Tensor& x) {
-        Tensor idx = cast(clamp(abs(x) * 2.0, 0.0, 6.0), DType::i64);
-        return sum(embedding(table, idx), {2}) + cat({x, x}, 1).slice(1, 2, 6);
-      },
-      [](const Tensor& x) {
-        Tensor q = x.reshape({1, 3, 4});
-        return scaled_dot_product_attention(q, q, q, true).reshape({3, 4});
-      },
-  };
+  std::vector<test::Program> cases = test::every_op_programs(w, b, table);
   std::set<ops::OpId> seen;
   for (size_t i = 0; i < cases.size(); ++i) {
     auto m = std::make_shared<Fn>(cases[i]);

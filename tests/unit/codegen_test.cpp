@@ -15,17 +15,14 @@
 #include "lower/pipeline.h"
 #include "runtime/compile_graph.h"
 #include "runtime/interpreter.h"
+#include "unit/op_programs.h"
 #include "unit/run_model.h"
 #include "zc/zc.h"
 
 namespace zc {
 namespace {
 
-struct Fn : nn::Module {
-  std::function<Tensor(const Tensor&)> f;
-  explicit Fn(std::function<Tensor(const Tensor&)> f) : f(std::move(f)) {}
-  Tensor forward(const Tensor& x) override { return f(x); }
-};
+using test::Fn;
 
 ir::Graph lowered_graph(nn::Module& m, const Tensor& x) {
   auto cap = capture::capture_module(m, x, nullptr, true);

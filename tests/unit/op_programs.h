@@ -1,0 +1,64 @@
+// Small programs of one [3, 4] f32 input that together use every registered op (capture's
+// coverage test asserts it), for the tests that push every op through a stage, and the module
+// that runs one of them.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "zc/zc.h"
+
+namespace zc::test {
+
+using Program = std::function<Tensor(const Tensor&)>;
+
+struct Fn : nn::Module {
+  Program f;
+  explicit Fn(Program f) : f(std::move(f)) {}
+  Tensor forward(const Tensor& x) override { return f(x); }
+};
+
+// `w` [5, 4] and `b` [5] for the linear layers, `table` [7, 4] for the embedding.
+inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
+                                              const Tensor& table) {
+  return {
+      [](const Tensor& x) { return -abs(x) + exp(x) * log(abs(x) + 1.0); },
+      [](const Tensor& x) { return sqrt(abs(x)) - rsqrt(abs(x) + 1.0) / tanh(x); },
+      [](const Tensor& x) { return sigmoid(x) + relu(x) + gelu(x) + gelu(x, GeluApprox::tanh); },
+      [](const Tensor& x) {
+        return erf(x) + clamp(x, -0.5, 0.5) + cast(x, DType::f64).to(DType::f32);
+      },
+      [](const Tensor& x) { return pow(abs(x), 1.5) + maximum(x, x * 0.5) - minimum(x, 0.1 + x); },
+      [](const Tensor& x) {
+        return where(gt(x, 0.0), x, zeros({})) + cast(eq(x, x), DType::f32) +
+               cast(ne(x, 0.0), DType::f32) + cast(lt(x, 0.0), DType::f32) +
+               cast(le(x, 0.0), DType::f32) + cast(ge(x, 0.0), DType::f32);
+      },
+      [](const Tensor& x) {
+        return sum(x, {1}, true) + mean(x, {0}) + amax(x, {1}, true) + amin(x) +
+               var(x, {1}, 1, true) + cast(argmax(x, 1, true), DType::f32);
+      },
+      [](const Tensor& x) {
+        return sum(x.reshape({4, 3})
+                       .t()
+                       .permute({1, 0})
+                       .reshape({3, 4})
+                       .slice(1, 0, 4, 2)
+                       .expand({2, 3, 2})
+                       .contiguous(),
+                   {0});
+      },
+      [=](const Tensor& x) { return matmul(linear(x, w, b), w) + matmul(linear(x, w), w); },
+      [](const Tensor& x) { return softmax(x, 1) + log_softmax(x, 0) + layer_norm(x, {4}); },
+      [=](const Tensor& x) {
+        Tensor idx = cast(clamp(abs(x) * 2.0, 0.0, 6.0), DType::i64);
+        return sum(embedding(table, idx), {2}) + cat({x, x}, 1).slice(1, 2, 6);
+      },
+      [](const Tensor& x) {
+        Tensor q = x.reshape({1, 3, 4});
+        return scaled_dot_product_attention(q, q, q, true).reshape({3, 4});
+      },
+  };
+}
+
+}  // namespace zc::test
