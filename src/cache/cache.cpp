@@ -325,7 +325,7 @@ void Cache::prefetch(std::span<const Key> keys) {
   for (const Key& k : keys) {
     if (k.level() != level) throw Error("Cache::prefetch: keys of more than one level");
     const Digest d = k.digest();
-    if (memory_->get(level, d).outcome == Outcome::hit) continue;
+    if (memory_->contains(level, d)) continue;
     // A stat, not a read: the get() that follows reads and checks it.
     struct stat st;
     if (disk_ && ::stat(disk_->entry_path(level, d).c_str(), &st) == 0) continue;
@@ -560,9 +560,9 @@ std::future<void> Cache::connect_remote_async() {
 }
 
 bool Cache::contains(Level level, const Digest& key) {
-  if (memory_->get(level, key).outcome == Outcome::hit) return true;
+  if (memory_->contains(level, key)) return true;
   drain_disk_writes();
-  return disk_ && disk_->get(level, key).outcome == Outcome::hit;
+  return disk_ && disk_->contains(level, key);
 }
 
 void Cache::insert(Entry entry) {

@@ -32,6 +32,11 @@ class MemoryTier final : public Tier {
 
   std::string name() const override { return "memory"; }
 
+  bool contains(Level level, const Digest& key) override {
+    std::lock_guard lock(mu_);
+    return index_.count(MapKey{level, key}) != 0;
+  }
+
   GetResult get(Level level, const Digest& key) override {
     std::shared_ptr<const Entry> found;
     {

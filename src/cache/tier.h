@@ -38,6 +38,11 @@ class Tier {
   virtual std::string name() const = 0;  // "memory", "disk", "redis"
   virtual GetResult get(Level level, const Digest& key) = 0;
   virtual PutResult put(const Entry& entry) = 0;
+  // Whether (level, key) holds a usable entry. The default reads and checks it; a tier that can
+  // tell without copying the payload out says so faster.
+  virtual bool contains(Level level, const Digest& key) {
+    return get(level, key).outcome == Outcome::hit;
+  }
   virtual std::vector<TierListing> list() = 0;
   // Removes every entry; returns how many.
   virtual uint64_t clear() = 0;
