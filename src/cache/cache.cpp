@@ -203,14 +203,17 @@ void Cache::stop_writer() {
   if (writer_ && writer_->joinable()) writer_->join();
 }
 
+TierCounters& Cache::counters_locked(const std::string& name) {
+  for (auto& [n, v] : counters_) {
+    if (n == name) return v;
+  }
+  return counters_.emplace_back(name, TierCounters{}).second;
+}
+
 void Cache::count(Level level, const std::string& tier, Outcome outcome, double saved_ms) {
   std::string name = std::string(level_name(level)) + "/" + tier;
   std::lock_guard lock(mu_);
-  TierCounters* c = nullptr;
-  for (auto& [n, v] : counters_) {
-    if (n == name) c = &v;
-  }
-  if (!c) c = &counters_.emplace_back(name, TierCounters{}).second;
+  TierCounters* c = &counters_locked(name);
   if (outcome == Outcome::hit) {
     ++c->hits;
     c->saved_ms += saved_ms;
@@ -381,11 +384,7 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
     bool warn = false;
     {
       std::lock_guard lock(mu_);
-      TierCounters* c = nullptr;
-      for (auto& [n, v] : counters_) {
-        if (n == name) c = &v;
-      }
-      if (!c) c = &counters_.emplace_back(name, TierCounters{}).second;
+      TierCounters* c = &counters_locked(name);
       if (r.ok) {
         ++c->puts;
         c->bytes_written += static_cast<int64_t>(e.payload.size() + kEntryHeaderSize);

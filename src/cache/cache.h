@@ -128,6 +128,7 @@ class Cache {
 
  private:
   void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
+  TierCounters& counters_locked(const std::string& name);  // "<level>/<tier>", under mu_
   // The payload of a stored entry without its provenance, or nullopt (and why) when it has
   // none or names another build, target or toolchain than this process.
   std::optional<std::vector<uint8_t>> usable_payload(Level level, const Entry& e,
