@@ -7,7 +7,7 @@
 #include <climits>
 
 #include "capture/capture.h"
-#include "codegen/pipeline.h"
+#include "codegen/backends/cpp/cpp_backend.h"
 #include "runtime/compile_graph.h"
 #include "zc/zc.h"
 
@@ -87,9 +87,9 @@ void BM_MatmulInlineVsBlas(benchmark::State& state) {
   auto lin = std::make_shared<zc::nn::Linear>(n, n);
   zc::Tensor x = zc::randn({n, n});
   auto cap = zc::capture::capture_module(*lin, x, nullptr, true);
-  zc::codegen::CodegenContext ctx;
-  ctx.schedule.inline_matmul_max_flops = blas ? 0 : INT64_MAX;
-  auto exec = zc::runtime::compile_cpp_graph(cap.graph, ctx);
+  auto backend =
+      zc::codegen::cpp::make_cpp_backend({.inline_matmul_max_flops = blas ? 0 : INT64_MAX});
+  auto exec = zc::runtime::build_executable(cap.graph, *backend);
   std::vector<const zc::Tensor*> args;
   for (const auto& b : cap.bindings)
     args.push_back(b.kind == zc::ir::InputKind::user ? &x : &b.tensor);

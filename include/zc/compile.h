@@ -17,16 +17,21 @@
 
 namespace zc {
 
-enum class Mode : uint8_t { default_mode, max_autotune };
+// Default: compile fast; MaxAutotune (later): also search kernel configurations, cached.
+enum class Mode : uint8_t { Default, MaxAutotune };
 // Auto: compile a block repeated across the model once and call it (hierarchical
 // compilation); None: compile the whole graph inline.
 enum class Regions : uint8_t { Auto, None };
 
 struct CompileOptions {
-  Mode mode = Mode::default_mode;
+  Mode mode = Mode::Default;
   bool fullgraph = false;  // a graph break becomes a zc::Error instead
   Regions regions = Regions::Auto;
-  std::string backend = "auto";  // "auto", "cpp", "cuda", "eager"
+  // "auto": the code-generating backend of the inputs' device ("cpp" for CPU tensors), or the
+  // interpreter, with one warning, when this process cannot use it (no C++ compiler). A name
+  // ("cpp", "eager") must be a backend of this build that can run here: compile() raises
+  // otherwise, naming the reason.
+  std::string backend = "auto";
 };
 
 class CompiledModule {
@@ -42,7 +47,8 @@ class CompiledModule {
   std::shared_ptr<State> state_;
 };
 
-// Raises zc::Error for an unknown backend or a null module.
+// Raises zc::Error for an unknown backend, a named backend that cannot run in this process, or
+// a null module.
 CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options = {});
 
 // Regional compilation by hand: a module that runs `module` compiled, to sit inside an eager

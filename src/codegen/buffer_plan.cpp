@@ -10,9 +10,9 @@ namespace zc::codegen {
 std::vector<ir::ValueId> kernel_reads(const Schedule& s, const Kernel& k) {
   std::vector<ir::ValueId> out;
   auto add = [&](ir::ValueId u) {
-    ir::ValueId base = s.state[u] == ValueState::alias ? s.view[u].base : u;
-    if (s.state[base] == ValueState::fused) return;  // a register of this kernel
-    if (s.kernel_of[base] >= 0 && &s.kernels[s.kernel_of[base]] == &k) return;
+    ir::ValueId base = s.base_of(u);
+    if (s.at(base).state == ValueState::fused) return;  // a register of this kernel
+    if (s.at(base).kernel >= 0 && &s.kernels[s.at(base).kernel] == &k) return;
     out.push_back(base);
   };
   for (int32_t idx : k.nodes) {
@@ -86,7 +86,8 @@ BufferPlan plan_buffers(const Schedule& s) {
   for (size_t k = 0; k < nk; ++k) {
     for (ir::ValueId v : s.kernels[k].stores) {
       if (is_output[v]) continue;
-      ZC_CHECK(s.state[v] == ValueState::stored, "stored value %" << v << " has the wrong state");
+      ZC_CHECK(s.at(v).state == ValueState::stored,
+               "stored value %" << v << " has the wrong state");
       const ops::TensorMeta& m = g.meta(v);
       size_of[v] = round_up(std::max<int64_t>(shape_numel(m.shape), 1) *
                             static_cast<int64_t>(dtype_size(m.dtype)));

@@ -3,9 +3,11 @@
 // A Schedule is an ordered list of kernels over a lowered (primitive-only) graph. Every graph
 // value is either `fused` (it exists only inside the kernel that computes it), `stored` (its
 // kernel writes it to a buffer, densely in row-major order), an `alias` (a strided view of a
-// stored value, an input or a constant: what layout ops become), or an input/constant itself.
-// A kernel reads the values it does not compute through their strided views and writes the
-// values listed in `stores`.
+// stored value, an input or a constant: what view ops become), or an input/constant itself.
+// A value is *materialized* when it is in memory: stored, an alias, an input or a constant;
+// only materialized values can be read by a kernel other than the one computing them. A kernel
+// reads the values it does not compute through their strided views and writes the values
+// listed in `stores`.
 //
 // Kernel kinds:
 //   pointwise   elementwise nodes over one iteration space (the output shape), broadcasting
@@ -17,8 +19,8 @@
 //   matmul      one matmul node (`anchor`) and an elementwise epilogue over its output space.
 //   concat      one cat node: a copy of each input into its slice of the output.
 //   gather      one embedding node.
-//   copy        materializes a value densely (a non-viewable reshape, or a graph output that
-//               is an alias, an input or a constant).
+//   copy        writes a value densely into a buffer of its own (a non-viewable reshape, or a
+//               graph output that is an alias, an input or a constant).
 //   extern_op   one node the backend cannot generate: the runtime runs its eager kernel.
 #pragma once
 
@@ -53,18 +55,29 @@ struct Kernel {
   bool closed = false;  // scheduling: no more members once another kernel reads from it
 };
 
+// What the schedule says about one graph value.
+struct ValueSchedule {
+  ValueState state = ValueState::unset;
+  ValueView view;          // where it lives, for materialized values
+  int32_t kernel = -1;     // the kernel that computes it; -1 for inputs, constants and aliases
+  bool row_level = false;  // a row value of a row_reduce kernel
+};
+
 struct Schedule {
   // The scheduled graph: the input graph plus one extra value (without a producing node) per
   // output copy.
   ir::Graph graph;
-  std::vector<Kernel> kernels;     // in execution order
-  std::vector<ValueState> state;   // per graph value
-  std::vector<ValueView> view;     // per graph value, for materialized values
-  std::vector<int32_t> kernel_of;  // per graph value: the kernel that computes it, or -1
-  std::vector<bool> row_level;     // per graph value: a row value of a row_reduce kernel
+  std::vector<Kernel> kernels;        // in execution order
+  std::vector<ValueSchedule> values;  // per graph value
   // Graph outputs in order: the value whose buffer is returned. Usually the graph output
   // itself; a fresh copy when the output is an alias, an input or a constant.
   std::vector<ir::ValueId> outputs;
+
+  const ValueSchedule& at(ir::ValueId v) const { return values[v]; }
+  // The value whose buffer holds v: its view's base when v is an alias, else v.
+  ir::ValueId base_of(ir::ValueId v) const {
+    return values[v].state == ValueState::alias ? values[v].view.base : v;
+  }
 };
 
 // Buffers a compiled graph uses, and where each stored value lives.

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "codegen/buffer_plan.h"
+#include "codegen/verify_schedule.h"
 #include "util/log.h"
 #include "util/timer.h"
 
@@ -21,11 +21,12 @@ std::string describe(const Schedule& s) {
 }
 }  // namespace
 
-CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx, bool emit_source) {
+CodegenResult codegen(const ir::Graph& lowered, const Backend& backend, bool emit_source) {
   CodegenResult r;
   // The passes, in order:
   Timer t;
-  r.schedule = schedule(lowered, ctx.schedule);  // group nodes into kernels (fusion)
+  r.schedule = schedule(lowered, backend.policy());  // group nodes into kernels (fusion)
+  verify_schedule(r.schedule);                       // the scheduler's promises hold
   ZC_LOG(timing) << "codegen pass schedule: " << t.ms() << " ms";
   ZC_LOG(graph) << "schedule (" << r.schedule.kernels.size() << " kernels):\n"
                 << describe(r.schedule);
@@ -33,15 +34,12 @@ CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx, b
   r.plan = plan_buffers(r.schedule);  // place intermediates in one arena by liveness
   ZC_LOG(timing) << "codegen pass plan_buffers: " << t.ms() << " ms, arena " << r.plan.arena_bytes
                  << " bytes";
-  if (!emit_source) {
-    r.module.steps = cpp::launch_steps(r.schedule);
-    return r;
-  }
+  if (!emit_source) return r;
   t = Timer();
-  r.module = cpp::emit(r.schedule, r.plan, ctx.emit);  // write C++ for each kernel
-  ZC_LOG(timing) << "codegen pass emit: " << t.ms() << " ms, " << r.module.source.size()
-                 << " bytes of source";
-  ZC_LOG(output_code) << r.module.source;
+  r.source = backend.emit(r.schedule, r.plan);  // the backend's source for every kernel
+  ZC_LOG(timing) << "codegen pass emit (" << backend.name() << "): " << t.ms() << " ms, "
+                 << r.source.text.size() << " bytes of source";
+  ZC_LOG(output_code) << r.source.text;
   return r;
 }
 

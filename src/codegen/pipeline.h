@@ -1,27 +1,20 @@
-// Stage 3 for the CPU: from a lowered graph to C++ source and its launch plan.
+// Stage 3: from a lowered graph to a backend's source, with the schedule and buffer plan that
+// source was written for (what the backend loads its binary against).
 #pragma once
 
-#include "codegen/backends/cpp/cpp_backend.h"
-#include "codegen/kernel_ir.h"
-#include "codegen/schedule.h"
+#include "codegen/backend.h"
 
 namespace zc::codegen {
-
-struct CodegenContext {
-  ScheduleOptions schedule;
-  cpp::EmitOptions emit;
-};
 
 struct CodegenResult {
   Schedule schedule;
   BufferPlan plan;
-  cpp::CppModule module;
+  GeneratedSource source;  // empty when not asked for
 };
 
-// Input: a verified graph of primitive ops. Output: the schedule, the buffer plan and the
-// generated module; generated source is self-contained (math.h, stdint.h, string.h).
-// Without `emit_source`, only the launch plan is made (for a binary loaded from a cache).
-CodegenResult codegen_cpp(const ir::Graph& lowered, const CodegenContext& ctx,
-                          bool emit_source = true);
+// Input: a verified graph of primitive ops; `backend` generates code. Output: a schedule that
+// verify_schedule() accepts, its buffer plan and, with `emit_source`, the backend's source.
+// Without it only the schedule and plan are made: what loading a cached binary needs.
+CodegenResult codegen(const ir::Graph& lowered, const Backend& backend, bool emit_source = true);
 
 }  // namespace zc::codegen

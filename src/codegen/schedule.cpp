@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <functional>
 
-#include "ops/shape_rules.h"
 #include "util/check.h"
+#include "util/log.h"
 
 namespace zc::codegen {
 
@@ -31,19 +31,8 @@ const char* kernel_kind_name(KernelKind k) {
 namespace {
 
 using ir::ValueId;
-using ops::OpClass;
 using ops::OpId;
-
-bool is_elementwise(OpId op) {
-  OpClass c = ops::op_def(op).cls;
-  return c == OpClass::unary || c == OpClass::binary || c == OpClass::ternary;
-}
-bool is_layout(OpId op) {
-  return op == OpId::reshape || op == OpId::permute || op == OpId::expand || op == OpId::slice;
-}
-bool is_reduction(OpId op) {
-  return op == OpId::sum || op == OpId::amax || op == OpId::amin || op == OpId::argmax;
-}
+using MatmulPath = SchedulePolicy::MatmulPath;
 
 // The shape of a row value: `space` with the reduced dims set to 1 or removed.
 Shape row_shape(const Shape& space, const std::vector<int64_t>& dims, bool keepdim) {
@@ -61,13 +50,9 @@ Shape row_shape(const Shape& space, const std::vector<int64_t>& dims, bool keepd
 
 class Scheduler {
  public:
-  Scheduler(const ir::Graph& g, const ScheduleOptions& options) : opt_(options) {
+  Scheduler(const ir::Graph& g, const SchedulePolicy& policy) : policy_(policy) {
     s_.graph = g;
-    size_t n = g.values.size();
-    s_.state.assign(n, ValueState::unset);
-    s_.view.assign(n, ValueView{});
-    s_.kernel_of.assign(n, -1);
-    row_level_.assign(n, false);
+    s_.values.assign(g.values.size(), ValueSchedule{});
     for (const ir::Input& in : g.inputs) set_base(in.value, ValueState::input);
     for (const ir::Constant& c : g.constants) set_base(c.value, ValueState::constant);
   }
@@ -77,15 +62,13 @@ class Scheduler {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
       int32_t idx = static_cast<int32_t>(i);
-      bool forced = std::find(opt_.force_extern.begin(), opt_.force_extern.end(), n.op) !=
-                    opt_.force_extern.end();
-      if (forced) {
+      if (!policy_.supports(n.op, meta(n.outputs[0]).dtype)) {
         place_single(idx, KernelKind::extern_op);
-      } else if (is_layout(n.op)) {
-        place_layout(idx);
-      } else if (is_elementwise(n.op)) {
+      } else if (ops::is_view(n.op)) {
+        place_view(idx);
+      } else if (ops::is_elementwise(n.op)) {
         place_elementwise(idx);
-      } else if (is_reduction(n.op)) {
+      } else if (ops::is_primitive_reduction(n.op)) {
         place_reduction(idx);
       } else if (n.op == OpId::matmul) {
         place_matmul(idx);
@@ -99,16 +82,16 @@ class Scheduler {
     }
     place_outputs();
     order_kernels();
-    s_.row_level = row_level_;
     return std::move(s_);
   }
 
  private:
   const ops::TensorMeta& meta(ValueId v) const { return s_.graph.meta(v); }
+  ValueSchedule& at(ValueId v) { return s_.values[v]; }
 
   void set_base(ValueId v, ValueState st) {
-    s_.state[v] = st;
-    s_.view[v] = ValueView{v, 0, contiguous_strides(meta(v).shape)};
+    at(v).state = st;
+    at(v).view = ValueView{v, 0, contiguous_strides(meta(v).shape)};
   }
 
   int32_t add_kernel(Kernel k) {
@@ -121,12 +104,13 @@ class Scheduler {
     if (std::find(st.begin(), st.end(), v) == st.end()) st.push_back(v);
   }
 
-  // Makes v readable from another kernel: stored densely if it was fused, and the kernel that
-  // computes it closes (a later member could otherwise depend on the reader).
+  // v is about to be read by another kernel: it is materialized (stored densely if it was
+  // fused), and the kernel that computes it closes (a later member could otherwise depend on
+  // the reader).
   void materialize(ValueId v) {
-    ValueId base = s_.state[v] == ValueState::alias ? s_.view[v].base : v;
-    int32_t k = s_.kernel_of[base];
-    if (s_.state[base] == ValueState::fused) {
+    ValueId base = s_.base_of(v);
+    int32_t k = at(base).kernel;
+    if (at(base).state == ValueState::fused) {
       add_store(k, base);
       set_base(base, ValueState::stored);
     }
@@ -135,20 +119,29 @@ class Scheduler {
 
   // Defines v as computed by kernel k.
   void define(ValueId v, int32_t k, ValueState st) {
-    s_.kernel_of[v] = k;
+    at(v).kernel = k;
     if (st == ValueState::stored) {
       set_base(v, ValueState::stored);
       add_store(k, v);
     } else {
-      s_.state[v] = st;
+      at(v).state = st;
     }
   }
 
-  void place_layout(int32_t idx) {
+  // With ZC_LOGS=fusion: why node idx did not join kernel k.
+  void refused(int32_t idx, int32_t k, const std::string& why) const {
+    const ir::Node& n = s_.graph.nodes[idx];
+    ZC_LOG(fusion) << "node " << idx << " (" << ops::op_def(n.op).name << " "
+                   << shape_str(meta(n.outputs[0]).shape) << ") not fused into kernel " << k << " ("
+                   << kernel_kind_name(s_.kernels[k].kind) << " " << shape_str(s_.kernels[k].space)
+                   << "): " << why;
+  }
+
+  void place_view(int32_t idx) {
     const ir::Node& n = s_.graph.nodes[idx];
     ValueId in = n.inputs[0], out = n.outputs[0];
     materialize(in);
-    const ValueView& src = s_.view[in];
+    const ValueView& src = at(in).view;
     const Shape& in_shape = meta(in).shape;
     ValueView v{src.base, src.offset, {}};
     bool ok = true;
@@ -178,8 +171,8 @@ class Scheduler {
                                   &v.strides);
     }
     if (ok) {
-      s_.state[out] = ValueState::alias;
-      s_.view[out] = v;
+      at(out).state = ValueState::alias;
+      at(out).view = v;
       return;
     }
     Kernel k;
@@ -192,27 +185,43 @@ class Scheduler {
   }
 
   // Whether input u, computed in kernel k, can be read inside k by an elementwise node whose
-  // output has shape `out` (and whether that node would be row level).
-  bool fusable_input(int32_t k, ValueId u, const Shape& out, bool* row_level) const {
+  // output has shape `out` (and whether that node would be row level); `why` says why not.
+  bool fusable_input(int32_t k, ValueId u, const Shape& out, bool* row_level,
+                     std::string* why) const {
     const Kernel& K = s_.kernels[k];
     switch (K.kind) {
       case KernelKind::pointwise:
-        *row_level = false;
-        return out == K.space && meta(u).shape == K.space;
       case KernelKind::matmul:
         *row_level = false;
-        return out == K.space && meta(u).shape == K.space;
+        if (out != K.space) {
+          *why = "its iteration space " + shape_str(out) + " is not the kernel's";
+          return false;
+        }
+        if (meta(u).shape != K.space) {
+          *why = "input %" + std::to_string(u) + " " + shape_str(meta(u).shape) +
+                 " would need a broadcast inside the kernel";
+          return false;
+        }
+        return true;
       case KernelKind::row_reduce: {
         Shape keep = row_shape(K.space, K.reduce_dims, true);
         if (out == K.space) {
           *row_level = false;
-          return row_level_[u] ? meta(u).shape == keep : true;
+          if (!s_.values[u].row_level || meta(u).shape == keep) return true;
+          *why = "row value %" + std::to_string(u) + " " + shape_str(meta(u).shape) +
+                 " does not broadcast over the row";
+          return false;
         }
         Shape squeezed = row_shape(K.space, K.reduce_dims, false);
         *row_level = true;
-        return (out == keep || out == squeezed) && row_level_[u] && meta(u).shape == out;
+        if ((out == keep || out == squeezed) && s_.values[u].row_level && meta(u).shape == out)
+          return true;
+        *why = "a row-level node of shape " + shape_str(out) +
+               " reads only row values of its own shape, not %" + std::to_string(u);
+        return false;
       }
       default:
+        *why = std::string(kernel_kind_name(K.kind)) + " kernels take no fused consumers";
         return false;
     }
   }
@@ -224,16 +233,22 @@ class Scheduler {
     // The latest open kernel computing one of the inputs is the candidate.
     int32_t cand = -1;
     for (ValueId u : n.inputs) {
-      int32_t k = s_.kernel_of[u];
-      if (k >= 0 && !s_.kernels[k].closed && s_.state[u] != ValueState::alias)
-        cand = std::max(cand, k);
+      int32_t k = at(u).kernel;
+      if (k < 0 || at(u).state == ValueState::alias) continue;
+      if (s_.kernels[k].closed) {
+        refused(idx, k, "the kernel is closed: a later kernel already reads its values");
+        continue;
+      }
+      cand = std::max(cand, k);
     }
     bool row = false;
     if (cand >= 0) {
       for (ValueId u : n.inputs) {
-        if (s_.kernel_of[u] != cand) continue;
+        if (at(u).kernel != cand) continue;
         bool r = false;
-        if (!fusable_input(cand, u, shape, &r)) {
+        std::string why;
+        if (!fusable_input(cand, u, shape, &r, &why)) {
+          refused(idx, cand, why);
           cand = -1;
           break;
         }
@@ -255,10 +270,10 @@ class Scheduler {
       return;
     }
     for (ValueId u : n.inputs) {
-      if (s_.kernel_of[u] != cand || s_.state[u] == ValueState::alias) materialize(u);
+      if (at(u).kernel != cand || at(u).state == ValueState::alias) materialize(u);
     }
     s_.kernels[cand].nodes.push_back(idx);
-    row_level_[out] = row;
+    at(out).row_level = row;
     define(out, cand, ValueState::fused);
   }
 
@@ -267,16 +282,24 @@ class Scheduler {
     ValueId in = n.inputs[0], out = n.outputs[0];
     const auto& a = std::get<ops::ReduceAttrs>(n.attrs);
     const Shape& space = meta(in).shape;
-    int32_t k = s_.kernel_of[in];
+    int32_t k = at(in).kernel;
     bool joined = false;
-    if (k >= 0 && !s_.kernels[k].closed && s_.state[in] != ValueState::alias && !row_level_[in]) {
+    if (k >= 0 && at(in).state != ValueState::alias) {
       Kernel& K = s_.kernels[k];
-      if (K.kind == KernelKind::row_reduce && K.space == space && K.reduce_dims == a.dims) {
+      if (K.closed) {
+        refused(idx, k, "the kernel is closed: a later kernel already reads its values");
+      } else if (at(in).row_level) {
+        refused(idx, k, "its input is a row value: a reduction of a reduction starts a kernel");
+      } else if (K.kind == KernelKind::row_reduce && K.space == space && K.reduce_dims == a.dims) {
         joined = true;
       } else if (K.kind == KernelKind::pointwise && K.space == space) {
         K.kind = KernelKind::row_reduce;
         K.reduce_dims = a.dims;
         joined = true;
+      } else {
+        refused(idx, k,
+                K.space != space ? "it reduces over another iteration space"
+                                 : "it reduces other dims than the kernel's reduction");
       }
     }
     if (!joined) {
@@ -288,33 +311,28 @@ class Scheduler {
       k = add_kernel(std::move(nk));
     }
     s_.kernels[k].nodes.push_back(idx);
-    row_level_[out] = true;
+    at(out).row_level = true;
     define(out, k, ValueState::fused);
   }
 
   void place_matmul(int32_t idx) {
     const ir::Node& n = s_.graph.nodes[idx];
+    ops::MatmulShapes dims = ops::matmul_shapes(meta(n.inputs[0]).shape, meta(n.inputs[1]).shape);
+    MatmulPath path = policy_.matmul_path(dims, meta(n.outputs[0]).dtype);
+    if (path == MatmulPath::extern_call) {
+      place_single(idx, KernelKind::extern_op);
+      return;
+    }
     for (ValueId u : n.inputs) materialize(u);
     Kernel k;
     k.kind = KernelKind::matmul;
     k.anchor = idx;
     k.nodes = {idx};
-    k.space = meta(n.outputs[0]).shape;
-    const Shape& as = meta(n.inputs[0]).shape;
-    const Shape& bs = meta(n.inputs[1]).shape;
-    int64_t M = as.size() == 1 ? 1 : as[as.size() - 2];
-    int64_t K = as.back();
-    int64_t N = bs.size() == 1 ? 1 : bs.back();
-    int64_t batches = std::max<int64_t>(shape_numel(k.space) / std::max<int64_t>(M * N, 1), 1);
-    DType dt = meta(n.outputs[0]).dtype;
-    bool large = batches * M * N * K > opt_.inline_matmul_max_flops;
-    if (large && dt != DType::f32 && dt != DType::f64) {
-      // BLAS covers f32 and f64; anything else this large runs the eager kernel.
-      place_single(idx, KernelKind::extern_op);
-      return;
-    }
-    // A large product lands in a buffer (BLAS writes memory); its epilogue reads it back.
-    define(n.outputs[0], add_kernel(std::move(k)), large ? ValueState::stored : ValueState::fused);
+    k.space = dims.out;
+    // A library product lands in a buffer (the library writes memory); its epilogue reads it
+    // back.
+    define(n.outputs[0], add_kernel(std::move(k)),
+           path == MatmulPath::library ? ValueState::stored : ValueState::fused);
   }
 
   void place_single(int32_t idx, KernelKind kind) {
@@ -333,7 +351,7 @@ class Scheduler {
   void place_outputs() {
     std::vector<bool> used(s_.graph.values.size(), false);
     for (ValueId o : s_.graph.outputs) {
-      ValueState st = s_.state[o];
+      ValueState st = at(o).state;
       bool own = (st == ValueState::fused || st == ValueState::stored) && !used[o];
       if (own) {
         materialize(o);
@@ -344,10 +362,7 @@ class Scheduler {
       // An alias, input or constant (or a repeated output) is returned as a fresh copy.
       materialize(o);
       ValueId copy = s_.graph.add_value(meta(o));
-      s_.state.push_back(ValueState::unset);
-      s_.view.push_back(ValueView{});
-      s_.kernel_of.push_back(-1);
-      row_level_.push_back(false);
+      s_.values.emplace_back();
       used.push_back(true);
       Kernel k;
       k.kind = KernelKind::copy;
@@ -364,12 +379,9 @@ class Scheduler {
   std::vector<ValueId> reads(const Kernel& k) const {
     std::vector<ValueId> out;
     for (int32_t idx : k.nodes) {
-      for (ValueId u : s_.graph.nodes[idx].inputs) out.push_back(u);
+      for (ValueId u : s_.graph.nodes[idx].inputs) out.push_back(s_.base_of(u));
     }
-    if (k.copy_from >= 0) out.push_back(k.copy_from);
-    for (ValueId& u : out) {
-      if (s_.state[u] == ValueState::alias) u = s_.view[u].base;
-    }
+    if (k.copy_from >= 0) out.push_back(s_.base_of(k.copy_from));
     return out;
   }
 
@@ -380,7 +392,7 @@ class Scheduler {
     std::vector<std::vector<int32_t>> deps(n);
     for (size_t i = 0; i < n; ++i) {
       for (ValueId u : reads(s_.kernels[i])) {
-        int32_t k = s_.kernel_of[u];
+        int32_t k = at(u).kernel;
         if (k >= 0 && k != static_cast<int32_t>(i)) deps[i].push_back(k);
       }
     }
@@ -402,20 +414,19 @@ class Scheduler {
       sorted.push_back(std::move(s_.kernels[order[i]]));
     }
     s_.kernels = std::move(sorted);
-    for (int32_t& k : s_.kernel_of) {
-      if (k >= 0) k = new_index[k];
+    for (ValueSchedule& v : s_.values) {
+      if (v.kernel >= 0) v.kernel = new_index[v.kernel];
     }
   }
 
   Schedule s_;
-  const ScheduleOptions& opt_;
-  std::vector<bool> row_level_;  // per value: a row value of a row_reduce kernel
+  const SchedulePolicy& policy_;
 };
 
 }  // namespace
 
-Schedule schedule(const ir::Graph& g, const ScheduleOptions& options) {
-  return Scheduler(g, options).run();
+Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy) {
+  return Scheduler(g, policy).run();
 }
 
 }  // namespace zc::codegen

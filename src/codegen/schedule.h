@@ -1,33 +1,42 @@
 // schedule(): groups the nodes of a lowered graph into kernels (see kernel_ir.h).
 //
-// Input: a verified graph of primitive ops only. Output: every node belongs to exactly one
-// kernel or is a layout op whose output is an alias; kernels are in an order where each reads
-// only values written by earlier kernels, inputs or constants; every value read across a
-// kernel boundary is materialized; every graph output is a stored value of its own.
+// Input: a verified graph of primitive ops only. Output: a schedule that verify_schedule()
+// accepts: every node belongs to exactly one kernel or is a view whose output is an alias;
+// kernels are in an order where each reads only values written by earlier kernels, inputs or
+// constants; every value read across a kernel boundary is materialized; every graph output is
+// a stored value of its own.
 //
-// Fusion rules: an elementwise node joins the open kernel that computes one of its inputs
-// when the iteration spaces agree (pointwise: same shape; matmul epilogue: the matmul's output
-// shape; row_reduce: the input shape, or the row shape for row-level values). A reduction
-// turns the pointwise kernel of its input into a row_reduce kernel. A kernel closes as soon as
-// a later kernel reads one of its values, which keeps the kernel order acyclic.
+// Fusion rules (the scheduler's own; targets differ only in the policy below): an elementwise
+// node joins the open kernel that computes one of its inputs when the iteration spaces agree
+// (pointwise: same shape; matmul epilogue: the matmul's output shape; row_reduce: the input
+// shape, or the row shape for row-level values). A reduction turns the pointwise kernel of its
+// input into a row_reduce kernel. A kernel closes as soon as a later kernel reads one of its
+// values, which keeps the kernel order acyclic. With ZC_LOGS=fusion, every node that could have
+// joined a kernel and did not is logged with the reason.
 #pragma once
 
 #include <vector>
 
 #include "codegen/kernel_ir.h"
+#include "ops/shape_rules.h"
 
 namespace zc::codegen {
 
-struct ScheduleOptions {
-  // Matmuls with at most this many multiply-adds are generated inline; larger ones call BLAS.
-  // Measured (bench/codegen BM_MatmulInlineVsBlas, docs/codegen.md): inline wins at 8^3,
-  // BLAS from 16^3; the threshold sits between them.
-  int64_t inline_matmul_max_flops = 12 * 12 * 12;
-  // Ops to run through their eager kernel even though the backend could generate them
-  // (debugging a miscompile, and testing the extern path).
-  std::vector<ops::OpId> force_extern;
+// The target-dependent decisions the scheduler asks of a backend.
+class SchedulePolicy {
+ public:
+  virtual ~SchedulePolicy() = default;
+
+  // Whether generated code computes `op` producing `dtype`; a node it does not runs as an
+  // extern call to the op's eager kernel.
+  virtual bool supports(ops::OpId op, DType dtype) const = 0;
+
+  // Where a matmul runs: a loop generated inline (fusing its epilogue in registers), a library
+  // call (BLAS, cuBLAS) writing memory that its epilogue then reads, or the eager kernel.
+  enum class MatmulPath : uint8_t { inline_loop, library, extern_call };
+  virtual MatmulPath matmul_path(const ops::MatmulShapes& dims, DType dtype) const = 0;
 };
 
-Schedule schedule(const ir::Graph& g, const ScheduleOptions& options);
+Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy);
 
 }  // namespace zc::codegen

@@ -13,6 +13,17 @@ namespace {
 
 enum class Result { same, floating, boolean };
 
+constexpr ComputeRule rule_of(Result r) {
+  return r == Result::same       ? ComputeRule::promoted
+         : r == Result::floating ? ComputeRule::promoted_floating
+                                 : ComputeRule::comparison;
+}
+
+// An infix C expression "(a op b)".
+std::string infix(const CExpr& e, const char* op) {
+  return "(" + e.in[0] + " " + op + " " + e.in[1] + ")";
+}
+
 struct Add {
   static constexpr const char* name = "add";
   static constexpr Result result = Result::same;
@@ -20,6 +31,7 @@ struct Add {
   T operator()(T a, T b) const {
     return static_cast<T>(a + b);
   }
+  static std::string c(const CExpr& e) { return infix(e, "+"); }
 };
 struct Sub {
   static constexpr const char* name = "sub";
@@ -28,6 +40,7 @@ struct Sub {
   T operator()(T a, T b) const {
     return static_cast<T>(a - b);
   }
+  static std::string c(const CExpr& e) { return infix(e, "-"); }
 };
 struct Mul {
   static constexpr const char* name = "mul";
@@ -36,6 +49,7 @@ struct Mul {
   T operator()(T a, T b) const {
     return static_cast<T>(a * b);
   }
+  static std::string c(const CExpr& e) { return infix(e, "*"); }
 };
 struct Div {
   static constexpr const char* name = "div";
@@ -44,6 +58,7 @@ struct Div {
   T operator()(T a, T b) const {
     return a / b;
   }
+  static std::string c(const CExpr& e) { return infix(e, "/"); }
 };
 struct Pow {
   static constexpr const char* name = "pow";
@@ -56,6 +71,10 @@ struct Pow {
       return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
     }
   }
+  static std::string c(const CExpr& e) {
+    if (e.floating()) return "zc_pow(" + e.in[0] + ", " + e.in[1] + ")";
+    return e.cast("zc_pow((double)" + e.in[0] + ", (double)" + e.in[1] + ")");
+  }
 };
 // maximum/minimum propagate NaN, as torch does.
 struct Maximum {
@@ -67,6 +86,7 @@ struct Maximum {
     if (b != b) return b;
     return a > b ? a : b;
   }
+  static std::string c(const CExpr& e) { return "zc_max(" + e.in[0] + ", " + e.in[1] + ")"; }
 };
 struct Minimum {
   static constexpr const char* name = "minimum";
@@ -77,22 +97,25 @@ struct Minimum {
     if (b != b) return b;
     return a < b ? a : b;
   }
+  static std::string c(const CExpr& e) { return "zc_min(" + e.in[0] + ", " + e.in[1] + ")"; }
 };
-#define ZC_COMPARISON(Name, expr)                     \
-  struct Name {                                       \
-    static constexpr const char* name = #Name;        \
-    static constexpr Result result = Result::boolean; \
-    template <class T>                                \
-    bool operator()(T a, T b) const {                 \
-      return expr;                                    \
-    }                                                 \
+// The C++ operator and the generated expression are the same token.
+#define ZC_COMPARISON(Name, op)                                    \
+  struct Name {                                                    \
+    static constexpr const char* name = #Name;                     \
+    static constexpr Result result = Result::boolean;              \
+    template <class T>                                             \
+    bool operator()(T a, T b) const {                              \
+      return a op b;                                               \
+    }                                                              \
+    static std::string c(const CExpr& e) { return infix(e, #op); } \
   };
-ZC_COMPARISON(eq, a == b)
-ZC_COMPARISON(ne, a != b)
-ZC_COMPARISON(lt, a < b)
-ZC_COMPARISON(le, a <= b)
-ZC_COMPARISON(gt, a > b)
-ZC_COMPARISON(ge, a >= b)
+ZC_COMPARISON(eq, ==)
+ZC_COMPARISON(ne, !=)
+ZC_COMPARISON(lt, <)
+ZC_COMPARISON(le, <=)
+ZC_COMPARISON(gt, >)
+ZC_COMPARISON(ge, >=)
 #undef ZC_COMPARISON
 
 template <class F>
@@ -118,10 +141,7 @@ std::vector<Tensor> binary_eager(std::span<const Tensor> in, const Attrs&,
                                  std::span<const TensorMeta> outs) {
   // Inputs convert to the compute type of their promoted dtype; comparisons compare in it.
   std::vector<TensorMeta> metas{meta_of(in[0]), meta_of(in[1])};
-  DType operand = result_dtype(metas);
-  if constexpr (F::result == Result::floating) operand = floating_dtype(operand);
-  DType ct = compute_dtype(operand);
-  if (ct == DType::boolean && F::result != Result::boolean) ct = DType::i32;
+  DType ct = elementwise_compute_dtype(rule_of(F::result), metas, outs[0].dtype);
   Tensor a = as_dtype(in[0], ct), b = as_dtype(in[1], ct);
   DType out_ct = F::result == Result::boolean ? DType::boolean : ct;
   Tensor out = Tensor::empty(outs[0].shape, out_ct);
@@ -161,7 +181,9 @@ OpDef binary_def(OpId id) {
                .max_inputs = 2,
                .attrs_index = attrs_index_of<NoAttrs>(),
                .infer = binary_infer<F>,
-               .eager = binary_eager<F>};
+               .eager = binary_eager<F>,
+               .compute = rule_of(F::result),
+               .c_expr = F::c};
 }
 
 std::vector<TensorMeta> where_infer(std::span<const TensorMeta> in, const Attrs&) {
@@ -184,9 +206,14 @@ struct Select {
   }
 };
 
+std::string where_c(const CExpr& e) {
+  return "(" + e.in[0] + " ? " + e.in[1] + " : " + e.in[2] + ")";
+}
+
 std::vector<Tensor> where_eager(std::span<const Tensor> in, const Attrs&,
                                 std::span<const TensorMeta> outs) {
-  DType ct = compute_dtype(outs[0].dtype);
+  std::vector<TensorMeta> metas{meta_of(in[0]), meta_of(in[1]), meta_of(in[2])};
+  DType ct = elementwise_compute_dtype(ComputeRule::output, metas, outs[0].dtype);
   Tensor c = as_dtype(in[0], ct), a = as_dtype(in[1], ct), b = as_dtype(in[2], ct);
   Tensor out = Tensor::empty(outs[0].shape, ct);
   auto plan = make_loop_plan<4>(out.shape(), {&out, &c, &a, &b});
@@ -223,7 +250,9 @@ void define_binary_ops(OpTable& t) {
                  .max_inputs = 3,
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = where_infer,
-                 .eager = where_eager});
+                 .eager = where_eager,
+                 .compute = ComputeRule::output,
+                 .c_expr = where_c});
 }
 
 }  // namespace zc::ops

@@ -11,41 +11,8 @@ namespace zc::ops {
 
 namespace {
 
-struct MatmulShapes {
-  Shape out;    // final output shape
-  Shape batch;  // broadcast batch dims
-  int64_t M, N, K;
-  bool a_vec, b_vec;  // 1-D operands
-};
-
-MatmulShapes matmul_shapes(const TensorMeta& a, const TensorMeta& b) {
-  if (a.shape.empty() || b.shape.empty()) {
-    op_error("matmul", shape_str(a.shape) + " @ " + shape_str(b.shape) +
-                           ": both operands need at least 1 dimension");
-  }
-  MatmulShapes s;
-  s.a_vec = a.shape.size() == 1;
-  s.b_vec = b.shape.size() == 1;
-  Shape as = s.a_vec ? Shape{1, a.shape[0]} : a.shape;
-  Shape bs = s.b_vec ? Shape{b.shape[0], 1} : b.shape;
-  s.M = as[as.size() - 2];
-  s.K = as.back();
-  s.N = bs.back();
-  int64_t kb = bs[bs.size() - 2];
-  if (s.K != kb) {
-    op_error("matmul", shape_str(a.shape) + " @ " + shape_str(b.shape) + ": inner dimensions " +
-                           std::to_string(s.K) + " and " + std::to_string(kb) + " differ");
-  }
-  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
-  s.batch = broadcast_shapes("matmul", ab, bb);
-  s.out = s.batch;
-  if (!s.a_vec) s.out.push_back(s.M);
-  if (!s.b_vec) s.out.push_back(s.N);
-  return s;
-}
-
 std::vector<TensorMeta> matmul_infer(std::span<const TensorMeta> in, const Attrs&) {
-  MatmulShapes s = matmul_shapes(in[0], in[1]);
+  MatmulShapes s = matmul_shapes(in[0].shape, in[1].shape);
   return {TensorMeta{s.out, result_dtype(in), in[0].device}};
 }
 
@@ -125,7 +92,7 @@ DType gemm_dtype(DType t) {
 
 std::vector<Tensor> matmul_eager(std::span<const Tensor> in, const Attrs&,
                                  std::span<const TensorMeta> outs) {
-  MatmulShapes s = matmul_shapes(meta_of(in[0]), meta_of(in[1]));
+  MatmulShapes s = matmul_shapes(in[0].shape(), in[1].shape());
   DType ct = gemm_dtype(outs[0].dtype);
   Tensor a = as_dtype(in[0], ct), b = as_dtype(in[1], ct);
   Tensor out = Tensor::empty(outs[0].shape, ct);

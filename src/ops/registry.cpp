@@ -55,6 +55,12 @@ void OpTable::define(OpDef def) {
   ZC_CHECK(i >= 0 && i < kNumOps, "bad op id");
   ZC_CHECK(defs_[i].infer == nullptr, "op " << kOpNames[i].name << " defined twice");
   ZC_CHECK(def.infer && def.eager, "op " << kOpNames[i].name << " lacks infer or eager");
+  bool elementwise = kOpNames[i].cls == OpClass::unary || kOpNames[i].cls == OpClass::binary ||
+                     kOpNames[i].cls == OpClass::ternary;
+  ZC_CHECK(elementwise == (def.c_expr != nullptr),
+           "op " << kOpNames[i].name
+                 << (elementwise ? " is elementwise and lacks" : " is not elementwise but has")
+                 << " a C expression");
   def.name = kOpNames[i].name;
   def.cls = kOpNames[i].cls;
   defs_[i] = def;
@@ -69,6 +75,21 @@ const OpDef* find_op(std::string_view name) {
     if (kOpNames[i].name == name) return &op_def(static_cast<OpId>(i));
   }
   return nullptr;
+}
+
+bool is_elementwise(OpId id) {
+  OpClass c = op_def(id).cls;
+  return c == OpClass::unary || c == OpClass::binary || c == OpClass::ternary;
+}
+
+bool is_primitive_reduction(OpId id) {
+  const OpDef& d = op_def(id);
+  return d.cls == OpClass::reduction && d.decompose == nullptr;
+}
+
+bool is_view(OpId id) {
+  const OpDef& d = op_def(id);
+  return d.cls == OpClass::layout && d.decompose == nullptr;
 }
 
 std::vector<TensorMeta> infer_outputs(const OpDef& op, std::span<const TensorMeta> inputs,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/attrs.h"
+#include "ops/elementwise.h"
 #include "ops/op_list.h"
 #include "zc/tensor.h"
 
@@ -48,6 +49,10 @@ struct OpDef {
   EagerFn eager = nullptr;
   // Null for primitives, which the code generator handles directly.
   DecomposeFn decompose = nullptr;
+  // Elementwise ops (unary, binary, ternary classes): the type they compute in and their C
+  // expression in generated code (ops/elementwise.h). Null for every other op.
+  ComputeRule compute = ComputeRule::output;
+  CExprFn c_expr = nullptr;
 };
 
 const OpDef& op_def(OpId id);
@@ -57,6 +62,14 @@ const OpDef& op_def(OpId id);
 std::vector<TensorMeta> infer_outputs(const OpDef& op, std::span<const TensorMeta> inputs,
                                       const Attrs& attrs);
 const OpDef* find_op(std::string_view name);  // nullptr when unknown
+
+// The op classes the code generators handle, asked of the registry rather than listed again:
+// elementwise ops (one output element from the same position of each broadcast input);
+// primitive reductions (reduction ops without a decomposition: sum, amax, amin, argmax);
+// views (layout ops without a decomposition: reshape, permute, expand, slice).
+bool is_elementwise(OpId id);
+bool is_primitive_reduction(OpId id);
+bool is_view(OpId id);
 
 // Called once per op class by the registry to fill the table.
 class OpTable {

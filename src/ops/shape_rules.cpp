@@ -156,4 +156,30 @@ bool reshape_strides(const Shape& shape, const Shape& strides, const Shape& targ
   return true;
 }
 
+MatmulShapes matmul_shapes(const Shape& a_shape, const Shape& b_shape) {
+  if (a_shape.empty() || b_shape.empty()) {
+    op_error("matmul", shape_str(a_shape) + " @ " + shape_str(b_shape) +
+                           ": both operands need at least 1 dimension");
+  }
+  MatmulShapes s;
+  s.a_vec = a_shape.size() == 1;
+  s.b_vec = b_shape.size() == 1;
+  Shape as = s.a_vec ? Shape{1, a_shape[0]} : a_shape;
+  Shape bs = s.b_vec ? Shape{b_shape[0], 1} : b_shape;
+  s.M = as[as.size() - 2];
+  s.K = as.back();
+  s.N = bs.back();
+  int64_t kb = bs[bs.size() - 2];
+  if (s.K != kb) {
+    op_error("matmul", shape_str(a_shape) + " @ " + shape_str(b_shape) + ": inner dimensions " +
+                           std::to_string(s.K) + " and " + std::to_string(kb) + " differ");
+  }
+  Shape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  s.batch = broadcast_shapes("matmul", ab, bb);
+  s.out = s.batch;
+  if (!s.a_vec) s.out.push_back(s.M);
+  if (!s.b_vec) s.out.push_back(s.N);
+  return s;
+}
+
 }  // namespace zc::ops

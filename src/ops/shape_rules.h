@@ -34,6 +34,18 @@ inline DType floating_dtype(DType t) {
   return is_floating(t) ? t : DType::f32;
 }
 
+// matmul's dimensions under numpy semantics (a 1-D operand is a row or column vector, batch
+// dims broadcast): what the shape rule, the eager kernel and every code generator use. Raises
+// zc::Error naming both shapes when they do not multiply.
+struct MatmulShapes {
+  Shape out;          // the product's shape
+  Shape batch;        // the broadcast batch dims
+  int64_t M, N, K;    // one product is [M, K] @ [K, N] (M = 1 for a 1-D left operand, N = 1
+                      // for a 1-D right one)
+  bool a_vec, b_vec;  // 1-D operands
+};
+MatmulShapes matmul_shapes(const Shape& a, const Shape& b);
+
 // Whether reshaping (shape, strides) to `target` can share storage, and the strides if so.
 bool reshape_strides(const Shape& shape, const Shape& strides, const Shape& target,
                      Shape* out_strides);

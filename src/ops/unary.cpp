@@ -30,19 +30,25 @@ Tensor eager_contiguous(const Tensor& t) {
 
 namespace {
 
-// Each functor maps a compute-type value; `float_valued` ops promote integers to f32.
+// Each functor maps a compute-type value; `float_valued` ops promote integers to f32. `c` is
+// the same function as a C expression (ops/elementwise.h), for generated code.
 struct Neg {
   static constexpr bool float_valued = false;
   template <class T>
   T operator()(T x) const {
     return -x;
   }
+  static std::string c(const CExpr& e) { return "(-" + e.x() + ")"; }
 };
 struct Abs {
   static constexpr bool float_valued = false;
   template <class T>
   T operator()(T x) const {
     return x < T(0) ? T(-x) : x;
+  }
+  static std::string c(const CExpr& e) {
+    const std::string& x = e.x();
+    return e.floating() ? "zc_fabs(" + x + ")" : "(" + x + " < 0 ? -" + x + " : " + x + ")";
   }
 };
 struct Relu {
@@ -52,6 +58,9 @@ struct Relu {
   T operator()(T x) const {
     return x < T(0) ? T(0) : x;
   }
+  static std::string c(const CExpr& e) {
+    return "(" + e.x() + " < 0 ? " + e.lit(0) + " : " + e.x() + ")";
+  }
 };
 struct Exp {
   static constexpr bool float_valued = true;
@@ -59,6 +68,7 @@ struct Exp {
   T operator()(T x) const {
     return std::exp(x);
   }
+  static std::string c(const CExpr& e) { return "zc_exp(" + e.x() + ")"; }
 };
 struct Log {
   static constexpr bool float_valued = true;
@@ -66,6 +76,7 @@ struct Log {
   T operator()(T x) const {
     return std::log(x);
   }
+  static std::string c(const CExpr& e) { return "zc_log(" + e.x() + ")"; }
 };
 struct Sqrt {
   static constexpr bool float_valued = true;
@@ -73,6 +84,7 @@ struct Sqrt {
   T operator()(T x) const {
     return std::sqrt(x);
   }
+  static std::string c(const CExpr& e) { return "zc_sqrt(" + e.x() + ")"; }
 };
 struct Rsqrt {
   static constexpr bool float_valued = true;
@@ -80,6 +92,7 @@ struct Rsqrt {
   T operator()(T x) const {
     return T(1) / std::sqrt(x);
   }
+  static std::string c(const CExpr& e) { return "(" + e.lit(1) + " / zc_sqrt(" + e.x() + "))"; }
 };
 struct Tanh {
   static constexpr bool float_valued = true;
@@ -87,12 +100,16 @@ struct Tanh {
   T operator()(T x) const {
     return std::tanh(x);
   }
+  static std::string c(const CExpr& e) { return "zc_tanh(" + e.x() + ")"; }
 };
 struct Sigmoid {
   static constexpr bool float_valued = true;
   template <class T>
   T operator()(T x) const {
     return T(1) / (T(1) + std::exp(-x));
+  }
+  static std::string c(const CExpr& e) {
+    return "(" + e.lit(1) + " / (" + e.lit(1) + " + zc_exp(-" + e.x() + ")))";
   }
 };
 struct Erf {
@@ -101,6 +118,7 @@ struct Erf {
   T operator()(T x) const {
     return std::erf(x);
   }
+  static std::string c(const CExpr& e) { return "zc_erf(" + e.x() + ")"; }
 };
 struct Gelu {
   static constexpr bool float_valued = true;
@@ -113,6 +131,16 @@ struct Gelu {
     }
     return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
   }
+  static std::string c(const CExpr& e) {
+    const std::string& x = e.x();
+    if (std::get<GeluAttrs>(e.attrs).approximate == GeluApprox::tanh) {
+      return "(" + e.lit(0.5) + " * " + x + " * (" + e.lit(1) + " + zc_tanh(" +
+             e.lit(0.7978845608028654) + " * (" + x + " + " + e.lit(0.044715) + " * " + x + " * " +
+             x + " * " + x + "))))";
+    }
+    return "(" + e.lit(0.5) + " * " + x + " * (" + e.lit(1) + " + zc_erf(" + x + " * " +
+           e.lit(0.7071067811865476) + ")))";
+  }
 };
 struct Clamp {
   static constexpr bool float_valued = false;
@@ -124,6 +152,21 @@ struct Clamp {
     if (v < lo) return static_cast<T>(lo);
     if (v > hi) return static_cast<T>(hi);
     return x;
+  }
+  static std::string c(const CExpr& e) {
+    const auto& a = std::get<ClampAttrs>(e.attrs);
+    const std::string& x = e.x();
+    std::string out = x;
+    auto bound = [&](double b) { return c_literal(b, DType::f64); };
+    if (a.max) {
+      out = "((double)" + x + " > " + bound(*a.max) + " ? " + e.cast(bound(*a.max)) + " : " + out +
+            ")";
+    }
+    if (a.min) {
+      out = "((double)" + x + " < " + bound(*a.min) + " ? " + e.cast(bound(*a.min)) + " : " + out +
+            ")";
+    }
+    return out;
   }
 };
 
@@ -153,7 +196,8 @@ std::vector<TensorMeta> unary_infer(std::span<const TensorMeta> in, const Attrs&
 template <class F>
 std::vector<Tensor> unary_eager(std::span<const Tensor> in, const Attrs& attrs,
                                 std::span<const TensorMeta> outs) {
-  DType ct = compute_dtype(outs[0].dtype);
+  TensorMeta m = meta_of(in[0]);
+  DType ct = elementwise_compute_dtype(ComputeRule::output, {&m, 1}, outs[0].dtype);
   Tensor x = as_dtype(in[0], ct);
   Tensor out = Tensor::empty(outs[0].shape, ct);
   auto plan = make_loop_plan<2>(out.shape(), {&out, &x});
@@ -175,13 +219,6 @@ std::vector<Tensor> unary_eager(std::span<const Tensor> in, const Attrs& attrs,
     case DType::i32:
       run(int32_t{});
       break;
-    case DType::boolean: {
-      // Abs, relu and clamp of bool: compute on 0/1 as integers.
-      Tensor xi = eager_cast(in[0], DType::i32);
-      std::vector<TensorMeta> mi{TensorMeta{outs[0].shape, DType::i32, outs[0].device}};
-      return {eager_cast(unary_eager<F>(std::span<const Tensor>(&xi, 1), attrs, mi)[0],
-                         DType::boolean)};
-    }
     default:
       ZC_CHECK(false, "no compute type");
   }
@@ -199,12 +236,19 @@ std::vector<Tensor> cast_eager(std::span<const Tensor> in, const Attrs& attrs,
   return {eager_cast(in[0], std::get<CastAttrs>(attrs).dtype)};
 }
 
+// Conversion as convert_element does it: nonzero is true, float to integer truncates.
+std::string cast_c(const CExpr& e) {
+  return e.type == DType::boolean ? "(" + e.x() + " != 0)" : e.cast(e.x());
+}
+
 template <class F, class A = NoAttrs>
 OpDef unary_def(OpId id) {
   return OpDef{.id = id,
                .attrs_index = attrs_index_of<A>(),
                .infer = unary_infer<F>,
-               .eager = unary_eager<F>};
+               .eager = unary_eager<F>,
+               .compute = ComputeRule::output,
+               .c_expr = F::c};
 }
 
 }  // namespace
@@ -225,7 +269,9 @@ void define_unary_ops(OpTable& t) {
   t.define(OpDef{.id = OpId::cast,
                  .attrs_index = attrs_index_of<CastAttrs>(),
                  .infer = cast_infer,
-                 .eager = cast_eager});
+                 .eager = cast_eager,
+                 .compute = ComputeRule::cast,
+                 .c_expr = cast_c});
 }
 
 }  // namespace zc::ops

@@ -7,9 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "runtime/executable.h"
+#include "codegen/executable.h"
 
 namespace zc::runtime {
+
+using codegen::Executable;
 
 using CompileFn = std::function<std::shared_ptr<const Executable>()>;
 

@@ -1,23 +1,19 @@
 #include "runtime/compile_graph.h"
 
-#include <atomic>
 #include <cstdio>
-#include <filesystem>
+#include <mutex>
+#include <set>
 
 #include "cache/cache.h"
-#include "cache/fingerprint.h"
 #include "codegen/pipeline.h"
 #include "ir/canonical.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/pipeline.h"
+#include "runtime/artifact.h"
 #include "runtime/code_cache.h"
-#include "runtime/cpp_artifact.h"
-#include "runtime/cpp_executable.h"
-#include "runtime/interpreter.h"
+#include "runtime/compile_keys.h"
 #include "runtime/stats.h"
-#include "toolchain/compiler.h"
-#include "toolchain/target.h"
 #include "util/log.h"
 #include "util/timer.h"
 
@@ -25,68 +21,77 @@ namespace zc::runtime {
 
 namespace {
 
-// Without a compiler the graph still runs, through the interpreter; the user hears once.
-bool have_compiler() {
-  static const bool available = [] {
-    bool ok = toolchain::compiler_available();
-    if (!ok) {
-      std::fprintf(stderr,
-                   "[zc] warning: no C++ compiler found (set ZC_CXX to one); compiled modules "
-                   "run through the graph interpreter instead of generated code\n");
-    }
-    return ok;
-  }();
-  return available;
+// One compile of one graph on one backend, and the cache levels it goes through.
+struct Compile {
+  const ir::Graph& graph;
+  const Backend& backend;
+  cache::Cache* store;  // null: no cache
+  CompileKeys keys;
+  std::string short_hash;
+};
+
+// Graph level: an executable from a stored artifact, or null when the artifact, though it
+// verified, does not load (another format): then the graph is compiled afresh.
+std::shared_ptr<const Executable> load_graph_entry(const Compile& c,
+                                                   const std::vector<uint8_t>& payload) {
+  try {
+    Timer t;
+    auto exec = load_artifact(decode_artifact(payload), c.backend);
+    stats::add_time(stats::Stage::load, t.ms());
+    ZC_LOG(timing) << "graph " << c.short_hash << ": loaded from the cache in " << t.ms() << " ms";
+    return exec;
+  } catch (const Error& err) {
+    ZC_LOG(cache) << "graph " << c.short_hash << ": cached artifact unusable (" << err.what()
+                  << "); compiling";
+    return nullptr;
+  }
 }
 
-// The graph level's key: a hit skips lowering, code generation and the compiler.
-cache::Key graph_key_of(const std::string& graph_hex, const codegen::CodegenContext& ctx,
-                        const cache::Fingerprint& fp) {
-  cache::Key key(cache::Level::graph);
-  key.add("graph", graph_hex)
-      .add("backend", "cpp")
-      .add("codegen", describe(ctx))
-      .add("build", fp.build_id)
-      .add("target", fp.target)
-      .add("toolchain", fp.toolchain);
-  return key;
+// Lowering level: the canonical bytes of the lowered graph.
+std::vector<uint8_t> lowered_bytes(const Compile& c) {
+  Timer t;
+  const cache::Key key = c.keys.lowering_key();
+  if (c.store) {
+    if (auto e = c.store->get(key)) return std::move(e->payload);
+  }
+  std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(c.graph, lower::LowerContext{}));
+  if (c.store) c.store->put(key, bytes, t.ms());
+  return bytes;
+}
+
+// Kernel level: the binary of `source` for the backend's target and toolchain.
+std::vector<uint8_t> binary_for(const Compile& c, const codegen::GeneratedSource& source,
+                                double* build_ms) {
+  Timer t;
+  const cache::Key key = c.keys.kernel_key(hex(sha256(source.text)));
+  if (c.store) {
+    if (auto e = c.store->get(key)) return std::move(e->payload);
+  }
+  std::vector<uint8_t> binary = c.backend.build(source);
+  *build_ms = t.ms();
+  stats::add(stats::Counter::compiler_invocations);
+  stats::add_time(stats::Stage::cxx, *build_ms);
+  if (c.store) c.store->put(key, binary, *build_ms);
+  return binary;
 }
 
 }  // namespace
 
-std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
-                                                    const codegen::CodegenContext& ctx) {
-  return compile_cpp_graph(g, ctx, nullptr);
-}
-
-std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
-                                                    const codegen::CodegenContext& ctx,
-                                                    cache::Cache* store,
-                                                    std::optional<Digest> hash) {
-  Digest graph_digest = hash ? *hash : ir::graph_hash(g);
-  std::string graph_hex = hex(graph_digest), short_hash = graph_hex.substr(0, 16);
-  auto found = toolchain::find_cxx();
-  if (!found) throw Error("no C++ compiler found to build generated code; set ZC_CXX");
-  const cache::Fingerprint& fp = cache::process_fingerprint();
+std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
+                                                   cache::Cache* store,
+                                                   std::optional<Digest> hash) {
+  std::string why = backend.unavailable_reason();
+  if (!why.empty()) throw Error(why);
+  const std::string graph_hex = hex(hash ? *hash : ir::graph_hash(g));
+  Compile c{g, backend, store, compile_keys(graph_hex, backend), graph_hex.substr(0, 16)};
   Timer total;
-  const cache::Key graph_key = graph_key_of(graph_hex, ctx, fp);
-  auto load_cached = [&](const std::vector<uint8_t>& payload) -> std::shared_ptr<const Executable> {
-    try {
-      Timer t;
-      auto exec = load_artifact(decode_artifact(payload));
-      stats::add_time(stats::Stage::load, t.ms());
-      ZC_LOG(timing) << "graph " << short_hash << ": loaded from the cache in " << t.ms() << " ms";
-      return exec;
-    } catch (const Error& err) {
-      // A verified entry that still does not load (another format): compile afresh.
-      ZC_LOG(cache) << "graph " << short_hash << ": cached artifact unusable (" << err.what()
-                    << "); compiling";
-      return nullptr;
-    }
-  };
+  const cache::Key graph_key = c.keys.graph_key();
   if (store) {
     if (auto e = store->get(graph_key)) {
-      if (auto exec = load_cached(e->payload)) return exec;
+      if (auto exec = load_graph_entry(c, e->payload)) return exec;
+    } else {
+      ZC_LOG(cache) << "graph " << c.short_hash << ": not cached; its key's parts:\n"
+                    << c.keys.details();
     }
   }
   // Another process may be compiling this very graph: wait for its entry rather than repeat
@@ -95,7 +100,7 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   if (store) {
     flight = store->begin_flight(graph_key);
     if (flight.entry) {
-      if (auto exec = load_cached(flight.entry->payload)) return exec;
+      if (auto exec = load_graph_entry(c, flight.entry->payload)) return exec;
     }
   }
   struct Release {
@@ -107,118 +112,126 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
     }
   } release{store, graph_key, flight.token};
 
-  // Lowering level.
   Timer t;
-  cache::Key lower_key(cache::Level::lowering);
-  lower_key.add("graph", graph_hex).add("lower", "v1").add("build", fp.build_id);
-  std::vector<uint8_t> lowered_bytes;
-  if (store) {
-    if (auto e = store->get(lower_key)) lowered_bytes = std::move(e->payload);
-  }
-  if (lowered_bytes.empty()) {
-    lowered_bytes = ir::canonical_bytes(lower::lower(g, lower::LowerContext{}));
-    if (store) store->put(lower_key, lowered_bytes, t.ms());
-  }
+  std::vector<uint8_t> lowered = lowered_bytes(c);
   // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
-  ir::Graph lowered = ir::read_canonical(lowered_bytes);
+  ir::Graph lowered_graph = ir::read_canonical(lowered);
   double lower_ms = t.ms();
   stats::add_time(stats::Stage::lower, lower_ms);
 
   t = Timer();
-  codegen::CodegenResult code = codegen::codegen_cpp(lowered, ctx);
+  codegen::CodegenResult code = codegen::codegen(lowered_graph, backend);
   double codegen_ms = t.ms();
   stats::add_time(stats::Stage::codegen, codegen_ms);
-  stats::add(stats::Counter::kernels_generated, code.module.generated_kernels);
-  stats::add(stats::Counter::extern_ops, code.module.extern_ops);
-  if (code.module.extern_ops) {
-    ZC_LOG(output_code) << code.module.extern_ops << " op(s) of graph " << short_hash
+  stats::add(stats::Counter::kernels_generated, code.source.generated_kernels);
+  stats::add(stats::Counter::extern_ops, code.source.extern_ops);
+  if (code.source.extern_ops) {
+    ZC_LOG(output_code) << code.source.extern_ops << " op(s) of graph " << c.short_hash
                         << " run as extern calls to their eager kernels";
   }
 
-  // Kernel level: the binary for this exact source, compiler and target.
-  t = Timer();
-  const toolchain::Target& target = toolchain::cpu_target();
-  cache::Key kernel_key(cache::Level::kernel);
-  kernel_key.add("source", hex(sha256(code.module.source)))
-      .add("toolchain", fp.toolchain)
-      .add("target", fp.target);
-  std::vector<uint8_t> binary;
-  if (store) {
-    if (auto e = store->get(kernel_key)) binary = std::move(e->payload);
-  }
-  double cxx_ms = 0;
-  if (binary.empty()) {
-    toolchain::CompileResult built =
-        toolchain::compile_shared_object(*found, target, code.module.source, "");
-    binary = toolchain::read_file_bytes(built.so_path);
-    std::error_code ec;
-    std::filesystem::remove(built.so_path, ec);
-    cxx_ms = t.ms();
-    stats::add(stats::Counter::compiler_invocations);
-    stats::add_time(stats::Stage::cxx, cxx_ms);
-    if (store) store->put(kernel_key, binary, cxx_ms);
-  }
+  double build_ms = 0;
+  std::vector<uint8_t> binary = binary_for(c, code.source, &build_ms);
 
   t = Timer();
-  auto exec = make_cpp_executable(std::move(code), toolchain::SharedLibrary::from_bytes(binary));
+  auto exec = backend.load(std::move(code.schedule), std::move(code.plan), binary);
   double load_ms = t.ms();
   stats::add_time(stats::Stage::load, load_ms);
   if (store) {
-    CppArtifact artifact{std::move(lowered_bytes), ctx, std::move(binary)};
+    Artifact artifact{std::string(backend.name()), std::move(lowered), std::move(binary)};
     store->put(graph_key, encode_artifact(artifact), total.ms());
   }
-  ZC_LOG(timing) << "graph " << short_hash << ": lower " << lower_ms << " ms, codegen "
-                 << codegen_ms << " ms, c++ " << cxx_ms << " ms, load " << load_ms << " ms";
+  ZC_LOG(timing) << "graph " << c.short_hash << ": lower " << lower_ms << " ms, codegen "
+                 << codegen_ms << " ms, build " << build_ms << " ms, load " << load_ms << " ms";
   return exec;
 }
 
-void prefetch_graph_entries(std::span<const Digest> hashes, const std::string& backend) {
-  if (backend != "cpp" || !have_compiler()) return;
+void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend) {
+  if (backend.interprets() || !backend.unavailable_reason().empty()) return;
   cache::Cache& store = cache::process_cache();
   if (!store.remote()) return;
-  const cache::Fingerprint& fp = cache::process_fingerprint();
   std::vector<cache::Key> keys;
   for (const Digest& h : hashes) {
     // Graphs this process has loaded already are not looked up again.
-    if (code_cache_contains(hex(h) + ":cpp")) continue;
-    keys.push_back(graph_key_of(hex(h), codegen::CodegenContext{}, fp));
+    if (code_cache_contains(hex(h) + ":" + std::string(backend.name()))) continue;
+    keys.push_back(compile_keys(hex(h), backend).graph_key());
   }
   store.prefetch(keys);
 }
 
-std::future<void> prefetch_remote(const std::string& backend) {
-  if (backend != "cpp") return {};
+std::future<void> prefetch_remote(const Backend& backend) {
+  if (backend.interprets()) return {};
   return cache::process_cache().connect_remote_async();
 }
 
-std::string resolve_backend(const std::string& requested) {
-  if (requested == "auto" || requested == "cpp") return "cpp";
-  if (requested == "eager") return "eager";
-  if (requested == "cuda") {
-    throw Error(
-        "backend \"cuda\" is not available in this build (no CUDA backend yet); use "
-        "\"auto\", \"cpp\" or \"eager\"");
-  }
-  throw Error("unknown backend \"" + requested +
-              "\"; expected \"auto\", \"cpp\", \"cuda\" or \"eager\"");
+namespace {
+
+std::string known_backends() {
+  std::string s = "\"auto\"";
+  for (const Backend* b : codegen::all_backends()) s += ", \"" + std::string(b->name()) + "\"";
+  return s;
 }
 
-std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend,
+const Backend& named_backend(const std::string& requested) {
+  const Backend* b = codegen::find_backend(requested);
+  if (!b) {
+    throw Error("unknown backend \"" + requested + "\"; this build has " + known_backends());
+  }
+  std::string why = b->unavailable_reason();
+  if (!why.empty()) {
+    throw Error("backend \"" + requested + "\" cannot run in this process: " + why +
+                "; or compile with backend \"auto\"");
+  }
+  return *b;
+}
+
+}  // namespace
+
+void check_backend(const std::string& requested) {
+  if (requested != "auto") named_backend(requested);
+}
+
+const Backend& resolve_backend(const std::string& requested, Device device) {
+  if (requested != "auto") {
+    const Backend& b = named_backend(requested);
+    if (!b.interprets() && b.device() != device.type) {
+      throw Error("backend \"" + requested + "\" does not compute on " + device.str() +
+                  " tensors; move the input with .to(...) or compile with backend \"auto\"");
+    }
+    return b;
+  }
+  const Backend* b = codegen::backend_for(device.type);
+  if (!b) throw Error("no backend of this build computes on " + device.str() + " tensors");
+  std::string why = b->unavailable_reason();
+  if (why.empty()) return *b;
+  // Without its toolchain the graph still runs, through the interpreter; the user hears once.
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mu);
+  if (warned.insert(std::string(b->name())).second) {
+    std::fprintf(stderr,
+                 "[zc] warning: backend \"%s\" cannot run here: %s; compiled modules run "
+                 "through the graph interpreter instead of generated code\n",
+                 std::string(b->name()).c_str(), why.c_str());
+  }
+  return *codegen::find_backend("eager");
+}
+
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
                                                 std::optional<Digest> hash) {
   Digest h = hash ? *hash : ir::graph_hash(g);
-  std::string effective = backend == "cpp" && !have_compiler() ? "eager" : backend;
-  std::string key = hex(h) + ":" + effective;
+  std::string key = hex(h) + ":" + std::string(backend.name());
   std::string short_hash = hex(h).substr(0, 16);
   return code_cache_get(key, [&]() -> std::shared_ptr<const Executable> {
     Timer t;
     ir::verify(g);
     ZC_LOG(graph) << "captured graph " << short_hash << ":\n" << ir::print(g);
     std::shared_ptr<const Executable> exec =
-        effective == "cpp"
-            ? compile_cpp_graph(g, codegen::CodegenContext{}, &cache::process_cache(), h)
-            : make_interpreter_executable(g);
+        backend.interprets() ? backend.interpret(g)
+                             : build_executable(g, backend, &cache::process_cache(), h);
     stats::add_time(stats::Stage::compile, t.ms());
-    ZC_LOG(timing) << "compile " << short_hash << " (" << effective << "): " << t.ms() << " ms";
+    ZC_LOG(timing) << "compile " << short_hash << " (" << backend.name() << "): " << t.ms()
+                   << " ms";
     return exec;
   });
 }

@@ -1,5 +1,5 @@
 // From a captured graph to a loaded Executable: the one place that runs the stages after
-// capture in order and consults the caches.
+// capture in order, over a Backend, and consults the caches between them.
 #pragma once
 
 #include <future>
@@ -8,11 +8,10 @@
 #include <span>
 #include <string>
 
-#include "codegen/pipeline.h"
+#include "codegen/backend.h"
 #include "ir/graph.h"
-#include "runtime/executable.h"
 #include "util/hash.h"
-#include "zc/compile.h"
+#include "zc/device.h"
 
 namespace zc::cache {
 class Cache;
@@ -20,36 +19,43 @@ class Cache;
 
 namespace zc::runtime {
 
-// The backend a CompileOptions::backend string resolves to on this build and device; raises
-// zc::Error naming the known backends for an unknown one.
-std::string resolve_backend(const std::string& requested);
+using codegen::Backend;
+using codegen::Executable;
+
+// Checks a CompileOptions::backend value before any input is seen: "auto", or the name of a
+// backend of this build that can run in this process. Raises zc::Error naming the known
+// backends for an unknown name, and the reason for one that cannot run here.
+void check_backend(const std::string& requested);
+
+// The backend that CompileOptions::backend selects for inputs on `device`. "auto" is the
+// device's code-generating backend or, when this process cannot use it (no compiler), the
+// eager backend, with one warning per process. A named backend is returned as check_backend
+// accepted it; raises zc::Error when it computes on another device than the inputs'.
+const Backend& resolve_backend(const std::string& requested, Device device);
 
 // Before compiling the graphs with these hashes at once (the parts of a hierarchical compile):
 // asks the remote cache for all of their graph-level entries in one round trip, so their
 // lookups do not each wait for one (cache::Cache::prefetch).
-void prefetch_graph_entries(std::span<const Digest> hashes, const std::string& backend);
+void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend);
 
 // Connects to the remote cache on another thread, so the connection overlaps the caller's
 // capture; only for the first compile of a process with a remote cache (otherwise the future
 // is empty). Its destructor waits for the connection. A broken cache configuration raises here,
 // as the compile's first lookup would.
-std::future<void> prefetch_remote(const std::string& backend);
+std::future<void> prefetch_remote(const Backend& backend);
 
-// The executable for `g` on `backend`, from the in-process code cache or freshly compiled.
-// `hash`, when the caller already has it, must be ir::graph_hash(g): it saves hashing again.
-std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const std::string& backend,
+// The executable for `g` on `backend`, from the in-process code cache or made through
+// build_executable with the process cache. `hash`, when the caller already has it, must be
+// ir::graph_hash(g): it saves hashing again.
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
                                                 std::optional<Digest> hash = std::nullopt);
 
-// Lowering, code generation, the system compiler and loading, without any cache. Raises
-// zc::Error when the compiler rejects the generated source (with its output and the path of
-// the kept source) or when there is no compiler.
-std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
-                                                    const codegen::CodegenContext& ctx);
-// The same through the cache levels of `store` (graph, lowering, kernel); null: no cache.
-// `hash` as for compile_graph.
-std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
-                                                    const codegen::CodegenContext& ctx,
-                                                    cache::Cache* store,
-                                                    std::optional<Digest> hash = std::nullopt);
+// Lowering, code generation, building and loading for a code-generating backend, through the
+// cache levels of `store` (graph, lowering, kernel; null: no cache at all). Raises zc::Error
+// when the backend's toolchain rejects the generated source (with its diagnostics) or is
+// missing. `hash` as for compile_graph.
+std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
+                                                   cache::Cache* store = nullptr,
+                                                   std::optional<Digest> hash = std::nullopt);
 
 }  // namespace zc::runtime

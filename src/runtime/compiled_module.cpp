@@ -17,6 +17,7 @@
 
 namespace zc {
 
+using runtime::Backend;
 using runtime::Executable;
 
 namespace {
@@ -33,8 +34,7 @@ struct Entry {
 
 struct CompiledModule::State {
   std::shared_ptr<nn::Module> module;
-  CompileOptions options;
-  std::string backend;
+  CompileOptions options;  // options.backend as asked: resolved per input device at capture
 
   std::mutex mu;  // guards the fields below; never held while running user code or kernels
   std::vector<std::shared_ptr<const Entry>> entries;
@@ -55,7 +55,7 @@ std::vector<Tensor> run_entry(const Entry& e, const Tensor& x) {
 }
 
 std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inputs,
-                                const std::string& backend) {
+                                const Backend& backend) {
   auto exec = runtime::compile_graph(g, backend);
   std::vector<const Tensor*> args;
   for (const Tensor& t : inputs) args.push_back(&t);
@@ -118,10 +118,11 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   if (hit) return run_entry(*hit, x)[0];
 
   Timer ready_timer, capture_timer;
+  const Backend& backend = runtime::resolve_backend(s.options.backend, x.device());
   // Waited for when this call returns or throws.
-  std::future<void> connection = runtime::prefetch_remote(s.backend);
+  std::future<void> connection = runtime::prefetch_remote(backend);
   auto runner = [&](const ir::Graph& g, std::span<const Tensor> inputs) {
-    return run_segment(g, inputs, s.backend);
+    return run_segment(g, inputs, backend);
   };
   capture::Captured cap = capture::capture_module(*s.module, x, runner, s.options.fullgraph);
   ir::Graph& graph = cap.graph;
@@ -144,10 +145,11 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   auto entry = std::make_shared<Entry>();
   entry->guard = capture::input_guard(x);
   // A whole trace is compiled hierarchically unless the user asked for one flat graph; graph
-  // break segments stay flat (they are re-traced on every call anyway).
-  entry->exec = s.options.regions == Regions::Auto && s.backend == "cpp" && breaks == 0
-                    ? runtime::compile_hierarchical(graph, s.backend)
-                    : runtime::compile_graph(graph, s.backend);
+  // break segments stay flat (they are re-traced on every call anyway), and an interpreter has
+  // nothing to compile once.
+  entry->exec = s.options.regions == Regions::Auto && !backend.interprets() && breaks == 0
+                    ? runtime::compile_hierarchical(graph, backend)
+                    : runtime::compile_graph(graph, backend);
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
     if (bindings[i].kind == ir::InputKind::user) entry->user_slots.push_back(i);
@@ -195,8 +197,8 @@ const CompileOptions& CompiledModule::options() const {
 
 CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
   if (!module) throw Error("compile: the module is null");
+  runtime::check_backend(options.backend);
   auto state = std::make_shared<CompiledModule::State>();
-  state->backend = runtime::resolve_backend(options.backend);
   state->module = std::move(module);
   state->options = std::move(options);
   return CompiledModule(std::move(state));

@@ -7,8 +7,8 @@
 #include <map>
 #include <mutex>
 
+#include "codegen/call_buffers.h"
 #include "ops/eager.h"
-#include "runtime/call_buffers.h"
 #include "runtime/compile_graph.h"
 #include "runtime/stats.h"
 #include "util/check.h"
@@ -17,6 +17,11 @@
 namespace zc::runtime {
 
 namespace {
+
+using codegen::ArenaPool;
+using codegen::dense_inputs;
+using codegen::new_outputs;
+using codegen::RawExecutable;
 
 // Where a part's input or output lives during a call.
 struct Slot {
@@ -56,7 +61,6 @@ class HierarchicalExecutable final : public Executable {
       for (const Slot& s : p.outputs) {
         const ops::TensorMeta& m = g.meta(s.index);
         offset_[s.index] = top;
-        meta_[s.index] = m;
         top += (shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype)) + 63) / 64 * 64;
       }
     }
@@ -135,7 +139,6 @@ class HierarchicalExecutable final : public Executable {
   std::vector<ir::ValueId> outputs_;
   std::vector<ops::TensorMeta> output_metas_;
   std::map<ir::ValueId, int64_t> offset_;
-  std::map<ir::ValueId, ops::TensorMeta> meta_;
   int64_t values_bytes_ = 0, scratch_ = 0;
   bool fast_ = false;
   std::unique_ptr<ArenaPool> arenas_;  // sized once the layout is known
@@ -143,8 +146,7 @@ class HierarchicalExecutable final : public Executable {
 
 }  // namespace
 
-std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g,
-                                                       const std::string& backend,
+std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const Backend& backend,
                                                        const RegionRule& rule) {
   RegionPlan plan = plan_regions(g, rule);
   if (plan.outlined_calls == 0) return compile_graph(g, backend);

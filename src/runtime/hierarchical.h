@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "codegen/backend.h"
 #include "ir/graph.h"
-#include "runtime/executable.h"
 #include "runtime/regions.h"
 
 namespace zc::runtime {
@@ -15,8 +15,8 @@ namespace zc::runtime {
 // Plans the regions of `g`, compiles each distinct part once (through compile_graph and its
 // caches) and returns an executable that runs the parts in order; the whole graph compiled
 // as one when no region repeats.
-std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g,
-                                                       const std::string& backend,
-                                                       const RegionRule& rule = {});
+std::shared_ptr<const codegen::Executable> compile_hierarchical(const ir::Graph& g,
+                                                                const codegen::Backend& backend,
+                                                                const RegionRule& rule = {});
 
 }  // namespace zc::runtime

@@ -193,4 +193,15 @@ bool host_supports(std::string_view isa) {
   return false;
 }
 
+std::string host_isa_level() {
+#ifdef ZC_X86
+  for (const char* level : {"x86-64-v4", "x86-64-v3", "x86-64-v2"}) {
+    if (host_supports(level)) return level;
+  }
+  return "x86-64";
+#else
+  return "";
+#endif
+}
+
 }  // namespace zc::toolchain

@@ -63,6 +63,11 @@ const Target& cpu_target();
 // `native`; false for a name that is not an ISA level.
 bool host_supports(std::string_view isa);
 
+// The highest x86-64 level this CPU (and its operating system) runs: "x86-64-v4", "-v3",
+// "-v2", or "x86-64" below those; empty on another architecture. What `zc env` reports, by
+// the same test as host_supports.
+std::string host_isa_level();
+
 // The ISA names make_target accepts, in increasing order of capability after "native".
 const std::vector<std::string>& valid_isas();
 

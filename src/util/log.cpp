@@ -9,8 +9,8 @@
 namespace zc::logging {
 
 namespace {
-constexpr std::string_view kNames[] = {"cache",  "graph",      "output_code",
-                                       "timing", "recompiles", "regions"};
+constexpr std::string_view kNames[] = {"cache",      "graph",   "output_code", "timing",
+                                       "recompiles", "regions", "fusion"};
 static_assert(std::size(kNames) == static_cast<size_t>(Topic::count));
 
 struct Config {
@@ -35,7 +35,7 @@ struct Config {
       if (!matched && !item.empty()) {
         std::fprintf(stderr,
                      "[zc] ZC_LOGS: unknown topic '%.*s' (known: cache, graph, "
-                     "output_code, timing, recompiles, regions, all)\n",
+                     "output_code, timing, recompiles, regions, fusion, all)\n",
                      static_cast<int>(item.size()), item.data());
       }
       pos = end + 1;

@@ -1,4 +1,4 @@
-// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions: what to log to stderr, each
+// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion: what to log to stderr, each
 // line prefixed "[zc:<topic>]". Topics are read from the environment once; a disabled topic
 // costs one predictable branch and builds no message.
 #pragma once
@@ -9,7 +9,16 @@
 
 namespace zc::logging {
 
-enum class Topic : uint8_t { cache, graph, output_code, timing, recompiles, regions, count };
+enum class Topic : uint8_t {
+  cache,
+  graph,
+  output_code,
+  timing,
+  recompiles,
+  regions,
+  fusion,
+  count
+};
 
 bool enabled(Topic t);
 std::string_view topic_name(Topic t);
@@ -33,9 +42,16 @@ class Line {
   std::ostringstream os_;
 };
 
+// Turns `Voidify() & line << a << b` into a void expression: & binds looser than <<, so
+// the whole message is built first. What lets ZC_LOG be one expression, safe after an `if`.
+struct Voidify {
+  void operator&(const Line&) const {}
+};
+
 }  // namespace zc::logging
 
-#define ZC_LOG(topic)                                         \
-  if (!::zc::logging::enabled(::zc::logging::Topic::topic)) { \
-  } else                                                      \
-    ::zc::logging::Line(::zc::logging::Topic::topic)
+// An expression statement (no dangling else); a disabled topic builds no message.
+#define ZC_LOG(topic)                                  \
+  !::zc::logging::enabled(::zc::logging::Topic::topic) \
+      ? (void)0                                        \
+      : ::zc::logging::Voidify() & ::zc::logging::Line(::zc::logging::Topic::topic)

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "cache/keys.h"
+#include "codegen/backends/cpp/cpp_backend.h"
 #include "nn/json.h"
-#include "runtime/cpp_artifact.h"
 #include "zc/zc.h"
 
 namespace zc {
@@ -111,11 +111,9 @@ TEST(CacheKeys, EveryComponentChangesTheKey) {
   b.add("x", "a").add("y", "bc");
   EXPECT_NE(a.hex(), b.hex());
   EXPECT_NE(cache::Key(cache::Level::graph).hex(), cache::Key(cache::Level::kernel).hex());
-  EXPECT_NE(runtime::describe(codegen::CodegenContext{}), [] {
-    codegen::CodegenContext c;
-    c.schedule.inline_matmul_max_flops = 1;
-    return runtime::describe(c);
-  }());
+  // Backend options change the codegen part.
+  EXPECT_NE(codegen::cpp::make_cpp_backend()->key_parts().codegen,
+            codegen::cpp::make_cpp_backend({.inline_matmul_max_flops = 1})->key_parts().codegen);
 }
 
 // Every entry file of a level under a cache directory.

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "capture/capture.h"
+#include "codegen/backends/cpp/cpp_backend.h"
 #include "codegen/pipeline.h"
 #include "lower/pipeline.h"
 #include "runtime/compile_graph.h"
-#include "runtime/interpreter.h"
 #include "unit/op_programs.h"
 #include "unit/run_model.h"
 #include "zc/zc.h"
@@ -29,8 +29,10 @@ ir::Graph lowered_graph(nn::Module& m, const Tensor& x) {
   return lower::lower(cap.graph, lower::LowerContext{});
 }
 
-codegen::CodegenResult generate(nn::Module& m, const Tensor& x, codegen::CodegenContext ctx = {}) {
-  return codegen::codegen_cpp(lowered_graph(m, x), ctx);
+codegen::CodegenResult generate(nn::Module& m, const Tensor& x,
+                                codegen::cpp::CppOptions options = {}) {
+  auto backend = codegen::cpp::make_cpp_backend(std::move(options));
+  return codegen::codegen(lowered_graph(m, x), *backend);
 }
 
 // Compiled (generated C++) against the interpreter on the same captured graph.
@@ -243,20 +245,20 @@ TEST(CodegenFusion, GptBlockKernels) {
 
 TEST(CodegenSource, SmallMatmulIsInlineLargeCallsBlas) {
   auto small = models::seed_model(2);
-  std::string src = generate(*small, randn({10, 10})).module.source;
+  std::string src = generate(*small, randn({10, 10})).source.text;
   EXPECT_EQ(src.find("sgemm("), std::string::npos);
   EXPECT_NE(src.find("row[j] += av * bt["), std::string::npos);
 
   auto big = std::make_shared<nn::Linear>(256, 256);
-  std::string big_src = generate(*big, randn({256, 256})).module.source;
+  std::string big_src = generate(*big, randn({256, 256})).source.text;
   EXPECT_NE(big_src.find("a->svc->sgemm("), std::string::npos);
 }
 
 TEST(CodegenSource, OpenMPOnlyAboveTheThreshold) {
   Fn m([](const Tensor& x) { return relu(x) * 2.0; });
-  std::string small = generate(m, randn({10, 10})).module.source;
+  std::string small = generate(m, randn({10, 10})).source.text;
   EXPECT_EQ(small.find("#pragma omp parallel"), std::string::npos);
-  std::string large = generate(m, randn({512, 1024})).module.source;
+  std::string large = generate(m, randn({512, 1024})).source.text;
   EXPECT_NE(large.find("#pragma omp parallel for"), std::string::npos);
 }
 
@@ -264,10 +266,9 @@ TEST(CodegenExtern, ForcedExternOpRunsItsEagerKernel) {
   Fn m([](const Tensor& x) { return exp(x) * 2.0 + 1.0; });
   Tensor x = randn({5, 7});
   auto cap = capture::capture_module(m, x, nullptr, true);
-  codegen::CodegenContext ctx;
-  ctx.schedule.force_extern = {ops::OpId::exp};
+  auto backend = codegen::cpp::make_cpp_backend({.force_extern = {ops::OpId::exp}});
   compiler::reset_stats();
-  auto exec = runtime::compile_cpp_graph(cap.graph, ctx);
+  auto exec = runtime::build_executable(cap.graph, *backend);
   EXPECT_EQ(compiler::stats().extern_ops, 1);
   const Tensor* args[] = {&x};
   Tensor got = exec->run(args)[0];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "capture/capture.h"
+#include "codegen/backends/eager/interpreter.h"
 #include "ir/canonical.h"
 #include "ir/printer.h"
 #include "ir/subgraph.h"
@@ -24,7 +25,6 @@
 #include "lower/peephole.h"
 #include "lower/pipeline.h"
 #include "ops/registry.h"
-#include "runtime/interpreter.h"
 #include "unit/op_programs.h"
 #include "util/log.h"
 #include "zc/zc.h"
@@ -88,7 +88,7 @@ Captured capture(nn::Module& m, const Tensor& x) {
 Tensor interpret(const ir::Graph& g, const std::vector<Tensor>& inputs) {
   std::vector<const Tensor*> ptrs;
   for (const Tensor& t : inputs) ptrs.push_back(&t);
-  std::vector<Tensor> out = runtime::interpret(g, ptrs);
+  std::vector<Tensor> out = codegen::eager::interpret(g, ptrs);
   EXPECT_EQ(out.size(), 1u);
   return out.at(0);
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "toolchain/target.h"
 #include "util/json_quote.h"
 #include "zc/error.h"
 #include "zc/version.h"
@@ -70,28 +71,6 @@ std::vector<std::string> split_words(const std::string& s) {
   return words;
 }
 
-bool has(const std::vector<std::string>& words, std::string_view w) {
-  for (const auto& x : words) {
-    if (x == w) return true;
-  }
-  return false;
-}
-
-// The highest x86-64 micro-architecture level whose features are all present: the name
-// ZC_CPU_ISA uses for a portable target.
-std::string x86_isa_level(const std::vector<std::string>& f) {
-  auto all = [&](std::initializer_list<std::string_view> names) {
-    for (auto n : names) {
-      if (!has(f, n)) return false;
-    }
-    return true;
-  };
-  if (!all({"sse4.2", "popcnt"})) return "x86-64";
-  if (!all({"avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "lzcnt", "movbe"})) return "x86-64-v2";
-  if (!all({"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"})) return "x86-64-v3";
-  return "x86-64-v4";
-}
-
 // The ZC_* variables of this process, as NAME=value: they change what zc does, so a report of
 // the environment should carry them.
 std::vector<std::pair<std::string, std::string>> zc_variables() {
@@ -124,10 +103,7 @@ int cmd_env(Args args) {
   }
   const std::string features_str = zc::cpu_features();
   const std::vector<std::string> features = split_words(features_str);
-  std::string isa;
-#if defined(__x86_64__)
-  isa = x86_isa_level(features);
-#endif
+  const std::string isa = zc::toolchain::host_isa_level();
   const unsigned cores = std::thread::hardware_concurrency();
   const auto vars = zc_variables();
 

@@ -1,36 +1,28 @@
-// The C++ backend: turns a schedule and its buffer plan into one self-contained C++ source
-// with one extern "C" function per generated kernel, and the launch plan that calls them.
+// The C++ backend for the CPU: generated C++ with OpenMP, built into a shared object by the
+// system compiler (toolchain/) and loaded from memory. Small matmuls are generated inline with
+// their epilogue; large f32 and f64 ones call BLAS; anything else large runs its eager kernel.
 #pragma once
 
-#include <string>
+#include <memory>
 #include <vector>
 
-#include "codegen/kernel_ir.h"
+#include "codegen/backend.h"
+#include "codegen/backends/cpp/cpp_emit.h"
 
 namespace zc::codegen::cpp {
 
-struct EmitOptions {
-  // Loop nests over at least this many elements get an OpenMP pragma; smaller ones run on
-  // the calling thread, where waking a thread team would cost more than the work.
-  int64_t parallel_threshold = 32768;
+struct CppOptions {
+  // Matmuls with at most this many multiply-adds are generated inline; larger ones call BLAS.
+  // Measured (bench/codegen BM_MatmulInlineVsBlas, docs/codegen.md): inline wins at 8^3,
+  // BLAS from 16^3; the threshold sits between them.
+  int64_t inline_matmul_max_flops = 12 * 12 * 12;
+  EmitOptions emit;
+  // Ops to run through their eager kernel even though the backend could generate them
+  // (debugging a miscompile, and testing the extern path).
+  std::vector<ops::OpId> force_extern;
 };
 
-struct LaunchStep {
-  KernelKind kind;
-  std::string symbol;  // generated kernels: the function to call
-  int32_t node = -1;   // extern_op: the graph node the runtime runs eagerly
-};
-
-struct CppModule {
-  std::string source;
-  std::vector<LaunchStep> steps;  // in execution order
-  int generated_kernels = 0;
-  int extern_ops = 0;
-};
-
-CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& options);
-
-// The launch plan alone: the same steps emit() returns, without writing any source.
-std::vector<LaunchStep> launch_steps(const Schedule& s);
+// The registered "cpp" backend uses the default options; tests and benchmarks make their own.
+std::unique_ptr<Backend> make_cpp_backend(CppOptions options = {});
 
 }  // namespace zc::codegen::cpp

@@ -4,6 +4,7 @@
 
 #include "codegen/backends/cpp/abi.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
+#include "codegen/c_expr.h"
 #include "ops/eager.h"
 #include "util/check.h"
 
@@ -92,7 +93,8 @@ std::vector<int32_t> element_closure(const Schedule& s, int32_t kernel,
   while (!stack.empty()) {
     ValueId v = stack.back();
     stack.pop_back();
-    if (s.kernel_of[v] != kernel || s.row_level[v] || s.state[v] == ValueState::alias) continue;
+    const ValueSchedule& r = s.at(v);
+    if (r.kernel != kernel || r.row_level || r.state == ValueState::alias) continue;
     int32_t p = s.graph.values[v].producer;
     if (p < 0 || !need.insert(p).second) continue;
     for (ValueId u : s.graph.nodes[p].inputs) stack.push_back(u);
@@ -146,10 +148,8 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
   for (int32_t idx : k.nodes) {
     const ir::Node& n = s_.graph.nodes[idx];
     ValueId o = n.outputs[0];
-    if (!s_.row_level[o]) continue;  // element values are computed where they are used
-    bool reduction =
-        n.op == OpId::sum || n.op == OpId::amax || n.op == OpId::amin || n.op == OpId::argmax;
-    if (!reduction) {
+    if (!s_.at(o).row_level) continue;  // element values are computed where they are used
+    if (!ops::is_primitive_reduction(n.op)) {
       emit_node(idx, row_names(o));
       continue;
     }
@@ -187,7 +187,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
   }
   // Stores: element values in one more pass over the row, row values once per row.
   std::vector<ValueId> element_stores, row_stores;
-  for (ValueId v : k.stores) (s_.row_level[v] ? row_stores : element_stores).push_back(v);
+  for (ValueId v : k.stores) (s_.at(v).row_level ? row_stores : element_stores).push_back(v);
   if (!element_stores.empty()) {
     int opened = 0;
     Names full = open_inner(&opened);
@@ -211,11 +211,8 @@ void KernelEmitter::emit_copy(const Kernel& k) {
     if (names[d] != "0") lin += " + " + names[d] + " * " + std::to_string(dense[d]);
   }
   DType t = s_.graph.meta(k.copy_to).dtype;
-  std::string dst = buffer(s_.view[k.copy_to].base);
-  std::string v = load(k.copy_from, names);
-  if (t == DType::f16) v = "zc_f2h(" + v + ")";
-  if (t == DType::bf16) v = "zc_f2bf(" + v + ")";
-  w_.line(dst + "[" + lin + "] = " + v + ";");
+  std::string dst = buffer(s_.at(k.copy_to).view.base);
+  w_.line(dst + "[" + lin + "] = " + to_storage(t, load(k.copy_from, names)) + ";");
   close_loops(opened);
 }
 

@@ -4,32 +4,13 @@
 #include <algorithm>
 
 #include "codegen/backends/cpp/kernel_emitter.h"
+#include "codegen/c_expr.h"
+#include "ops/shape_rules.h"
 #include "util/check.h"
 
 namespace zc::codegen::cpp {
 
 using ir::ValueId;
-
-namespace {
-
-struct MatmulDims {
-  Shape batch;
-  int64_t M = 1, N = 1, K = 1;
-  bool a_vec = false, b_vec = false;
-};
-
-MatmulDims dims_of(const Shape& as, const Shape& bs, const Shape& cs) {
-  MatmulDims d;
-  d.a_vec = as.size() == 1;
-  d.b_vec = bs.size() == 1;
-  d.K = as.back();
-  d.M = d.a_vec ? 1 : as[as.size() - 2];
-  d.N = d.b_vec ? 1 : bs.back();
-  d.batch.assign(cs.begin(), cs.end() - (d.a_vec ? 0 : 1) - (d.b_vec ? 0 : 1));
-  return d;
-}
-
-}  // namespace
 
 void KernelEmitter::emit_matmul(const Kernel& k) {
   const ir::Node& n = s_.graph.nodes[k.anchor];
@@ -39,7 +20,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   const Shape& cs = k.space;
   DType ct_d = s_.graph.meta(C).dtype;
   std::string ct = compute_type(ct_d);
-  MatmulDims d = dims_of(as, bs, cs);
+  ops::MatmulShapes d = ops::matmul_shapes(as, bs);
   if (shape_numel(cs) == 0) return;
   size_t nb = d.batch.size();
   // Index names of C: batch dims, then i (rows) and j (columns) when present.
@@ -64,14 +45,14 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     if (!d.b_vec) out.push_back(j);
     return out;
   };
-  bool stored = s_.state[C] == ValueState::stored && s_.kernel_of[C] == kernel_ &&
+  bool stored = s_.at(C).state == ValueState::stored && s_.at(C).kernel == kernel_ &&
                 std::find(k.stores.begin(), k.stores.end(), C) != k.stores.end();
-  bool blas = stored && s_.state[C] == ValueState::stored && !d.a_vec && !d.b_vec &&
+  bool blas = stored && s_.at(C).state == ValueState::stored && !d.a_vec && !d.b_vec &&
               (ct_d == DType::f32 || ct_d == DType::f64) && shape_numel(cs) * d.K > 0;
   // BLAS needs each operand unit-stride along one of its two matrix dims.
   auto blas_layout = [&](ValueId v, int64_t rows, int64_t cols, std::string* trans,
                          std::string* ld) {
-    const Shape& st = s_.view[v].strides;
+    const Shape& st = s_.at(v).view.strides;
     int64_t rs = st[st.size() - 2], cs2 = st.back();
     if (cs2 == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
       *trans = "0";
@@ -96,11 +77,11 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     // larger BLAS calls, and the same call the eager kernel makes.
     int64_t rows = d.M;
     if (nb > 0 && ta == "0" && as.size() == nb + 2) {
-      const Shape& ast = s_.view[A].strides;
+      const Shape& ast = s_.at(A).view.strides;
       Shape bbs(bs.begin(), bs.end() - 2);
       bool b_shared = true;
       for (size_t x = 0; x < bbs.size(); ++x) {
-        b_shared = b_shared && (bbs[x] == 1 || s_.view[B].strides[x] == 0);
+        b_shared = b_shared && (bbs[x] == 1 || s_.at(B).view.strides[x] == 0);
       }
       bool even = ast[nb] == std::stoll(lda);
       for (size_t x = nb; x-- > 0 && even;) even = ast[x] == ast[x + 1] * as[x + 1];
@@ -213,8 +194,8 @@ void KernelEmitter::emit_epilogue(const Kernel& k, ir::ValueId C, const Names& n
   DType ct_d = s_.graph.meta(C).dtype;
   std::string reg = "v" + std::to_string(C);
   w_.line(compute_type(ct_d) + " " + reg + " = " + value + ";");
-  if (ct_d == DType::f16) w_.line(reg + " = zc_h2f(zc_f2h(" + reg + "));");
-  if (ct_d == DType::bf16) w_.line(reg + " = zc_bf2f(zc_f2bf(" + reg + "));");
+  std::string round = round_to_storage(ct_d, reg);
+  if (!round.empty()) w_.line(round);
   for (int32_t idx : k.nodes) {
     if (idx != k.anchor) emit_node(idx, names);
   }

@@ -5,13 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/cpp_emit.h"
+#include "codegen/buffer_plan.h"
+#include "codegen/c_expr.h"
 #include "codegen/code_writer.h"
 
 namespace zc::codegen::cpp {
-
-std::string storage_type(DType t);  // the C type in memory
-std::string compute_type(DType t);  // the C type in registers (f16/bf16 compute in float)
 
 class KernelEmitter {
  public:

@@ -82,6 +82,22 @@ static inline float zc_tanhf(float x) {
   big = x < 0 ? -big : big;
   return ax < 0.625f ? small : big;
 }
+// The helpers op expressions call (ops/elementwise.h), for float and double; exp and tanh in
+// float are the vectorizable ones above.
+static inline float zc_exp(float x) { return zc_expf(x); }
+static inline double zc_exp(double x) { return exp(x); }
+static inline float zc_log(float x) { return logf(x); }
+static inline double zc_log(double x) { return log(x); }
+static inline float zc_sqrt(float x) { return sqrtf(x); }
+static inline double zc_sqrt(double x) { return sqrt(x); }
+static inline float zc_tanh(float x) { return zc_tanhf(x); }
+static inline double zc_tanh(double x) { return tanh(x); }
+static inline float zc_erf(float x) { return erff(x); }
+static inline double zc_erf(double x) { return erf(x); }
+static inline float zc_fabs(float x) { return fabsf(x); }
+static inline double zc_fabs(double x) { return fabs(x); }
+static inline float zc_pow(float a, float b) { return powf(a, b); }
+static inline double zc_pow(double a, double b) { return pow(a, b); }
 template <class T> static inline T zc_max(T a, T b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
 template <class T> static inline T zc_min(T a, T b) { return a != a ? a : b != b ? b : (a < b ? a : b); }
 )PRELUDE";

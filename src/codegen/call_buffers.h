@@ -12,7 +12,7 @@
 #include "ops/registry.h"
 #include "zc/tensor.h"
 
-namespace zc::runtime {
+namespace zc::codegen {
 
 // Arenas of a fixed size, reused across calls. A lease returns its arena when it ends, also
 // when the call throws.
@@ -51,4 +51,4 @@ std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vect
 std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
                                 std::vector<void*>& ptrs);
 
-}  // namespace zc::runtime
+}  // namespace zc::codegen

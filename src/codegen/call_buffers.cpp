@@ -1,4 +1,4 @@
-#include "runtime/call_buffers.h"
+#include "codegen/call_buffers.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -6,7 +6,7 @@
 
 #include "ops/eager.h"
 
-namespace zc::runtime {
+namespace zc::codegen {
 
 ArenaPool::Lease ArenaPool::take() const {
   {
@@ -58,4 +58,4 @@ std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
   return out;
 }
 
-}  // namespace zc::runtime
+}  // namespace zc::codegen

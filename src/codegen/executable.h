@@ -8,7 +8,7 @@
 
 #include "zc/tensor.h"
 
-namespace zc::runtime {
+namespace zc::codegen {
 
 class Executable {
  public:
@@ -29,4 +29,4 @@ class RawExecutable : public Executable {
   virtual void run_raw(void* const* inputs, void* const* outputs, char* scratch) const = 0;
 };
 
-}  // namespace zc::runtime
+}  // namespace zc::codegen

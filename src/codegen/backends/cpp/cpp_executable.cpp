@@ -1,4 +1,4 @@
-#include "runtime/cpp_executable.h"
+#include "codegen/backends/cpp/cpp_executable.h"
 
 #include <cblas.h>
 
@@ -7,17 +7,14 @@
 #include <mutex>
 
 #include "codegen/backends/cpp/abi.h"
+#include "codegen/backends/cpp/cpp_emit.h"
+#include "codegen/call_buffers.h"
 #include "ops/eager.h"
-#include "runtime/call_buffers.h"
 #include "util/check.h"
 
-namespace zc::runtime {
+namespace zc::codegen::cpp {
 
 namespace {
-
-using codegen::BufferKind;
-using codegen::cpp::ZcArgs;
-using codegen::cpp::ZcServices;
 
 void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float* c, int64_t ldc) {
@@ -33,15 +30,18 @@ const ZcServices kServices{sgemm, dgemm};
 
 class CppExecutable final : public RawExecutable {
  public:
-  CppExecutable(codegen::CodegenResult code, std::shared_ptr<toolchain::SharedLibrary> lib)
-      : code_(std::move(code)), lib_(std::move(lib)), arenas_(code_.plan.arena_bytes) {
-    const codegen::Schedule& s = code_.schedule;
-    for (const auto& step : code_.module.steps) {
+  CppExecutable(Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> lib)
+      : schedule_(std::move(schedule)),
+        plan_(std::move(plan)),
+        lib_(std::move(lib)),
+        arenas_(plan_.arena_bytes) {
+    const Schedule& s = schedule_;
+    for (const LaunchStep& step : launch_steps(s)) {
       steps_.push_back(Step{
           step.symbol.empty() ? nullptr : lib_->function<int(const ZcArgs*)>(step.symbol.c_str()),
           step.node});
     }
-    for (ir::ValueId v : code_.plan.constants) {
+    for (ir::ValueId v : plan_.constants) {
       for (const ir::Constant& c : s.graph.constants) {
         if (c.value == v) constants_.push_back(ops::eager_contiguous(c.data));
       }
@@ -51,7 +51,7 @@ class CppExecutable final : public RawExecutable {
   }
 
   std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
-    const codegen::Schedule& s = code_.schedule;
+    const Schedule& s = schedule_;
     ZC_CHECK(inputs.size() == s.graph.inputs.size(),
              "compiled graph takes " << s.graph.inputs.size() << " inputs, got " << inputs.size());
     std::vector<Tensor> keep;
@@ -62,7 +62,7 @@ class CppExecutable final : public RawExecutable {
     return outputs;
   }
 
-  int64_t scratch_bytes() const override { return code_.plan.arena_bytes; }
+  int64_t scratch_bytes() const override { return plan_.arena_bytes; }
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
     ZcArgs args{inputs, outputs, const_ptrs_.data(), scratch, &kServices};
@@ -80,12 +80,12 @@ class CppExecutable final : public RawExecutable {
 
  private:
   struct Step {
-    codegen::cpp::KernelFn fn;  // null: an extern op
+    KernelFn fn;  // null: an extern op
     int32_t node;
   };
 
   void* address(ir::ValueId base, const ZcArgs& a) const {
-    const auto& slot = code_.plan.slot[base];
+    const auto& slot = plan_.slot[base];
     switch (slot.kind) {
       case BufferKind::input:
         return a.in[slot.index];
@@ -101,8 +101,8 @@ class CppExecutable final : public RawExecutable {
 
   // A tensor over the buffer of materialized value v (no copy).
   Tensor view(ir::ValueId v, const ZcArgs& a) const {
-    const codegen::Schedule& s = code_.schedule;
-    const codegen::ValueView& vv = s.view[v];
+    const Schedule& s = schedule_;
+    const ValueView& vv = s.at(v).view;
     const ops::TensorMeta& m = s.graph.meta(v);
     auto storage = Storage::borrow(address(vv.base, a), 0, Device::cpu());
     return Tensor::view_of(storage, m.shape, vv.strides, vv.offset, m.dtype);
@@ -111,7 +111,7 @@ class CppExecutable final : public RawExecutable {
   // Runs a node the backend does not generate with its eager kernel, then writes the results
   // into their planned buffers.
   void run_extern(int32_t node, const ZcArgs& a) const {
-    const codegen::Schedule& s = code_.schedule;
+    const Schedule& s = schedule_;
     const ir::Node& n = s.graph.nodes[node];
     std::vector<Tensor> args;
     for (ir::ValueId u : n.inputs) args.push_back(view(u, a));
@@ -127,7 +127,7 @@ class CppExecutable final : public RawExecutable {
 
   [[noreturn]] void report(int rc, const Step& step) const {
     (void)step;
-    if (rc == codegen::cpp::kErrIndexOutOfRange) {
+    if (rc == kErrIndexOutOfRange) {
       throw Error(
           "embedding: an index is out of range for its table (compiled graph); check "
           "the token ids against the embedding's num_embeddings");
@@ -135,7 +135,8 @@ class CppExecutable final : public RawExecutable {
     throw Error("compiled kernel failed with code " + std::to_string(rc));
   }
 
-  codegen::CodegenResult code_;
+  Schedule schedule_;
+  BufferPlan plan_;
   std::shared_ptr<toolchain::SharedLibrary> lib_;
   std::vector<Step> steps_;
   std::vector<Tensor> constants_;
@@ -147,8 +148,8 @@ class CppExecutable final : public RawExecutable {
 }  // namespace
 
 std::shared_ptr<const Executable> make_cpp_executable(
-    codegen::CodegenResult code, std::shared_ptr<toolchain::SharedLibrary> library) {
-  return std::make_shared<CppExecutable>(std::move(code), std::move(library));
+    Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> library) {
+  return std::make_shared<CppExecutable>(std::move(schedule), std::move(plan), std::move(library));
 }
 
-}  // namespace zc::runtime
+}  // namespace zc::codegen::cpp

@@ -1,8 +1,8 @@
-#include "runtime/interpreter.h"
+#include "codegen/backends/eager/interpreter.h"
 
 #include "util/check.h"
 
-namespace zc::runtime {
+namespace zc::codegen::eager {
 
 namespace {
 
@@ -68,4 +68,21 @@ std::shared_ptr<const Executable> make_interpreter_executable(ir::Graph g) {
   return std::make_shared<InterpreterExecutable>(std::move(g));
 }
 
-}  // namespace zc::runtime
+namespace {
+class EagerBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "eager"; }
+  Device::Type device() const override { return Device::Type::cpu; }
+  std::string unavailable_reason() const override { return ""; }
+  bool interprets() const override { return true; }
+  std::shared_ptr<const Executable> interpret(const ir::Graph& captured) const override {
+    return make_interpreter_executable(captured);
+  }
+};
+}  // namespace
+
+std::unique_ptr<Backend> make_eager_backend() {
+  return std::make_unique<EagerBackend>();
+}
+
+}  // namespace zc::codegen::eager

@@ -1,0 +1,87 @@
+#include "codegen/backend.h"
+
+#include <cstdlib>
+#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/eager/interpreter.h"
+
+#include "util/check.h"
+
+namespace zc::codegen {
+
+namespace {
+
+// Every backend of this build, in the order "auto" prefers them within a device.
+std::vector<std::unique_ptr<Backend>> make_backends() {
+  std::vector<std::unique_ptr<Backend>> list;
+  list.push_back(cpp::make_cpp_backend());
+  list.push_back(eager::make_eager_backend());
+  return list;
+}
+
+struct Registry {
+  std::vector<std::unique_ptr<Backend>> owned = make_backends();
+  std::vector<const Backend*> all;
+  Registry() {
+    for (const auto& b : owned) {
+      ZC_CHECK(!b->name().empty(), "a backend without a name");
+      for (const Backend* other : all) {
+        ZC_CHECK(other->name() != b->name(), "two backends named " << b->name());
+      }
+      all.push_back(b.get());
+    }
+  }
+};
+
+const Registry& registry() {
+  // Never destroyed: executables made by a backend may outlive static destruction's order.
+  static const Registry* r = new Registry();
+  return *r;
+}
+
+[[noreturn]] void not_generating(const Backend& b, const char* what) {
+  ZC_CHECK(false, "backend " << b.name() << " generates no code, yet was asked to " << what);
+  std::abort();
+}
+
+}  // namespace
+
+std::shared_ptr<const Executable> Backend::interpret(const ir::Graph&) const {
+  ZC_CHECK(false, "backend " << name() << " does not interpret graphs");
+  return nullptr;
+}
+const KeyParts& Backend::key_parts() const {
+  not_generating(*this, "name its key parts");
+}
+const SchedulePolicy& Backend::policy() const {
+  not_generating(*this, "schedule");
+}
+GeneratedSource Backend::emit(const Schedule&, const BufferPlan&) const {
+  not_generating(*this, "emit source");
+}
+std::vector<uint8_t> Backend::build(const GeneratedSource&) const {
+  not_generating(*this, "build");
+}
+std::shared_ptr<const Executable> Backend::load(Schedule, BufferPlan,
+                                                std::span<const uint8_t>) const {
+  not_generating(*this, "load a binary");
+}
+
+std::span<const Backend* const> all_backends() {
+  return registry().all;
+}
+
+const Backend* find_backend(std::string_view name) {
+  for (const Backend* b : registry().all) {
+    if (b->name() == name) return b;
+  }
+  return nullptr;
+}
+
+const Backend* backend_for(Device::Type device) {
+  for (const Backend* b : registry().all) {
+    if (b->device() == device && !b->interprets()) return b;
+  }
+  return nullptr;
+}
+
+}  // namespace zc::codegen

@@ -1,0 +1,57 @@
+#include "runtime/compile_keys.h"
+
+#include "util/hash.h"
+#include "zc/version.h"
+
+namespace zc::runtime {
+
+namespace {
+// Bumped when lowering changes what it makes of a graph in a way the build id would not show.
+constexpr const char* kLoweringVersion = "v1";
+}  // namespace
+
+CompileKeys compile_keys(const std::string& graph_hex, const codegen::Backend& backend) {
+  return CompileKeys{graph_hex, std::string(backend.name()), kLoweringVersion, zc::build_id(),
+                     backend.key_parts()};
+}
+
+cache::Key CompileKeys::graph_key() const {
+  cache::Key key(cache::Level::graph);
+  key.add("graph", graph)
+      .add("backend", backend)
+      .add("codegen", parts.codegen)
+      .add("build", build)
+      .add("target", parts.target)
+      .add("toolchain", parts.toolchain);
+  return key;
+}
+
+cache::Key CompileKeys::lowering_key() const {
+  cache::Key key(cache::Level::lowering);
+  key.add("graph", graph).add("lower", lowering).add("build", build);
+  return key;
+}
+
+cache::Key CompileKeys::kernel_key(const std::string& source_hex) const {
+  cache::Key key(cache::Level::kernel);
+  key.add("source", source_hex).add("toolchain", parts.toolchain).add("target", parts.target);
+  return key;
+}
+
+std::string CompileKeys::details() const {
+  const std::pair<const char*, const std::string*> rows[] = {{"graph", &graph},
+                                                             {"backend", &backend},
+                                                             {"lowering", &lowering},
+                                                             {"build", &build},
+                                                             {"codegen", &parts.codegen},
+                                                             {"target", &parts.target},
+                                                             {"toolchain", &parts.toolchain}};
+  std::string out;
+  for (const auto& [name, value] : rows) {
+    std::string shown = value->size() > 160 ? value->substr(0, 157) + "..." : *value;
+    out += "  " + std::string(name) + " " + hex(sha256(*value)).substr(0, 12) + " " + shown + "\n";
+  }
+  return out;
+}
+
+}  // namespace zc::runtime
