@@ -1,0 +1,181 @@
+// The scheduler's contract: the schedule verifier accepts what schedule() makes of every op
+// and rejects each broken invariant; ZC_LOGS=fusion says why a node did not join a kernel; and
+// the compile keys print every part, so that a changed part shows.
+#include <gtest/gtest.h>
+
+#include "capture/capture.h"
+#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/pipeline.h"
+#include "codegen/verify_schedule.h"
+#include "lower/pipeline.h"
+#include "runtime/compile_keys.h"
+#include "unit/op_programs.h"
+#include "unit/test_support.h"
+#include "util/log.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+using test::Fn;
+
+ir::Graph lowered(const test::Program& f, const Tensor& x) {
+  Fn m(f);
+  return lower::lower(capture::capture_module(m, x, nullptr, true).graph, lower::LowerContext{});
+}
+
+codegen::Schedule schedule_of(const test::Program& f, const Tensor& x) {
+  auto backend = codegen::cpp::make_cpp_backend();
+  return codegen::schedule(lowered(f, x), backend->policy());
+}
+
+// The verifier's complaint about `s`, or a text saying it had none.
+std::string verifier_error(const codegen::Schedule& s) {
+  return test::error_message([&] { codegen::verify_schedule(s); });
+}
+
+#ifdef NDEBUG
+#define SKIP_IN_DEBUG()
+#else
+// Internal errors abort in debug builds rather than throw.
+#define SKIP_IN_DEBUG() GTEST_SKIP() << "a failed internal check aborts in debug builds"
+#endif
+
+TEST(ScheduleVerifier, AcceptsTheScheduleOfEveryOp) {
+  manual_seed(3);
+  Tensor w = randn({5, 4}), b = randn({5}), table = randn({7, 4});
+  for (const test::Program& f : test::every_op_programs(w, b, table)) {
+    codegen::Schedule s = schedule_of(f, randn({3, 4}));
+    EXPECT_NO_THROW(codegen::verify_schedule(s));
+  }
+}
+
+// exp(x) is stored by kernel 0 for the matmul in kernel 1, whose output kernel 2 reads.
+codegen::Schedule three_kernels() {
+  manual_seed(4);
+  Tensor w = randn({16, 16});
+  codegen::Schedule s =
+      schedule_of([=](const Tensor& x) { return relu(matmul(exp(x), w) * 2.0); }, randn({16, 16}));
+  EXPECT_NO_THROW(codegen::verify_schedule(s));
+  return s;
+}
+
+TEST(ScheduleVerifier, RejectsAValueReadFromAnotherKernelsRegisters) {
+  SKIP_IN_DEBUG();
+  codegen::Schedule s = three_kernels();
+  ir::ValueId e = s.graph.nodes[s.kernels[0].nodes[0]].outputs[0];
+  ASSERT_EQ(s.at(e).state, codegen::ValueState::stored);
+  s.values[e].state = codegen::ValueState::fused;
+  s.kernels[0].stores.clear();
+  EXPECT_TRUE(test::contains(verifier_error(s), "keeps it in registers")) << verifier_error(s);
+}
+
+TEST(ScheduleVerifier, RejectsKernelsOutOfOrder) {
+  SKIP_IN_DEBUG();
+  codegen::Schedule s = three_kernels();
+  ASSERT_GE(s.kernels.size(), 2u);
+  std::swap(s.kernels[0], s.kernels[1]);
+  for (codegen::ValueSchedule& v : s.values) {
+    if (v.kernel == 0 || v.kernel == 1) v.kernel = 1 - v.kernel;
+  }
+  EXPECT_TRUE(test::contains(verifier_error(s), "before kernel")) << verifier_error(s);
+}
+
+TEST(ScheduleVerifier, RejectsANodeInTwoKernels) {
+  SKIP_IN_DEBUG();
+  codegen::Schedule s = three_kernels();
+  s.kernels.back().nodes.push_back(s.kernels[0].nodes[0]);
+  EXPECT_TRUE(test::contains(verifier_error(s), "is in kernels")) << verifier_error(s);
+}
+
+TEST(ScheduleVerifier, RejectsAnOutputThatIsNotStored) {
+  SKIP_IN_DEBUG();
+  codegen::Schedule s = three_kernels();
+  s.outputs.push_back(s.outputs[0]);
+  EXPECT_TRUE(test::contains(verifier_error(s), "outputs")) << verifier_error(s);
+  s.outputs.pop_back();
+  s.values[s.outputs[0]].state = codegen::ValueState::fused;
+  EXPECT_FALSE(test::contains(verifier_error(s), "no zc::Error")) << verifier_error(s);
+}
+
+TEST(ScheduleVerifier, RejectsAStoreItsKernelDoesNotMake) {
+  SKIP_IN_DEBUG();
+  codegen::Schedule s = three_kernels();
+  s.kernels[0].stores.push_back(s.outputs[0]);
+  EXPECT_TRUE(test::contains(verifier_error(s), "which it does not compute")) << verifier_error(s);
+}
+
+// What ZC_LOGS=fusion prints while `f` is scheduled.
+std::string fusion_log(const test::Program& f, const Tensor& x) {
+  ir::Graph g = lowered(f, x);
+  auto backend = codegen::cpp::make_cpp_backend();
+  logging::set_enabled(logging::Topic::fusion, true);
+  ::testing::internal::CaptureStderr();
+  codegen::schedule(g, backend->policy());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  logging::set_enabled(logging::Topic::fusion, false);
+  return err;
+}
+
+TEST(FusionLog, SaysWhyANodeDidNotJoinAKernel) {
+  manual_seed(5);
+  Tensor w = randn({16, 16});
+  // The matmul reads exp(x), which closes exp's kernel: the mul cannot join it any more.
+  std::string closed = fusion_log(
+      [=](const Tensor& x) {
+        Tensor e = exp(x);
+        Tensor m = matmul(e, w);
+        Tensor d = e * 2.0;
+        return m + d;
+      },
+      randn({16, 16}));
+  EXPECT_TRUE(test::contains(closed, "[zc:fusion]")) << closed;
+  EXPECT_TRUE(test::contains(closed, "(mul [16,16]) not fused into kernel")) << closed;
+  EXPECT_TRUE(test::contains(closed, "closed")) << closed;
+  // A [4,1] column broadcast over [4,8] is another iteration space.
+  std::string space = fusion_log(
+      [](const Tensor& x) {
+        Tensor col = exp(x.slice(1, 0, 1));
+        return col + x;
+      },
+      randn({4, 8}));
+  EXPECT_TRUE(test::contains(space, "iteration space [4,8] is not the kernel's")) << space;
+  // A chain that fuses completely refuses nothing.
+  EXPECT_EQ(fusion_log([](const Tensor& x) { return relu(exp(x) * 2.0 + 1.0); }, randn({4, 8})),
+            "");
+}
+
+TEST(CompileKeys, DetailsNameEveryPartAndShowWhichOneDiffers) {
+  auto plain = codegen::cpp::make_cpp_backend();
+  auto other = codegen::cpp::make_cpp_backend({.inline_matmul_max_flops = 1});
+  runtime::CompileKeys a = runtime::compile_keys(std::string(64, 'a'), *plain);
+  runtime::CompileKeys b = runtime::compile_keys(std::string(64, 'a'), *other);
+  std::string da = a.details(), db = b.details();
+  for (const char* part :
+       {"graph ", "backend ", "lowering ", "build ", "codegen ", "target ", "toolchain "}) {
+    EXPECT_TRUE(test::contains(da, std::string("  ") + part)) << part << "\n" << da;
+  }
+  EXPECT_TRUE(test::contains(da, "backend") && test::contains(da, " cpp\n")) << da;
+  // Exactly the codegen line differs, and so do the graph keys; the lowering keys do not.
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    for (size_t nl; (nl = s.find('\n', pos)) != std::string::npos; pos = nl + 1)
+      out.push_back(s.substr(pos, nl - pos));
+    return out;
+  };
+  std::vector<std::string> la = lines(da), lb = lines(db);
+  ASSERT_EQ(la.size(), lb.size());
+  std::vector<std::string> differing;
+  for (size_t i = 0; i < la.size(); ++i) {
+    if (la[i] != lb[i]) differing.push_back(la[i]);
+  }
+  ASSERT_EQ(differing.size(), 1u) << da << db;
+  EXPECT_TRUE(test::contains(differing[0], "codegen")) << differing[0];
+  EXPECT_NE(a.graph_key().hex(), b.graph_key().hex());
+  EXPECT_EQ(a.lowering_key().hex(), b.lowering_key().hex());
+  EXPECT_EQ(a.kernel_key("s").hex(), b.kernel_key("s").hex());
+}
+
+}  // namespace
+}  // namespace zc
