@@ -10,7 +10,7 @@ struct Tracer::Slot final : TraceSlot {
   ir::ValueId id = -1;  // -1: a marked parameter not yet used in this segment
   ir::InputKind kind = ir::InputKind::carried;
   Tensor real;  // the concrete value, once known
-  void materialize(TensorImpl& self) override { tracer->materialize(self); }
+  void force(TensorImpl& self) override { tracer->force(self); }
 };
 
 namespace {
@@ -151,7 +151,7 @@ void Tracer::exit_region() {
   open_regions_.pop_back();
 }
 
-void Tracer::materialize(TensorImpl& self) {
+void Tracer::force(TensorImpl& self) {
   auto* slot = static_cast<Slot*>(self.trace.get());
   if (slot->kind == ir::InputKind::user && slot->real.defined()) {
     if (fullgraph_) {

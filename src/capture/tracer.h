@@ -53,8 +53,9 @@ class Tracer final : public ops::OpInterceptor {
   void enter_region(std::string_view type_name, const void* module) override;
   void exit_region() override;
 
-  // Called through a traced tensor's TraceSlot when its value is needed.
-  void materialize(TensorImpl& self);
+  // Forces the values of traced `self` (a graph break); called through its TraceSlot when
+  // forward() reads them.
+  void force(TensorImpl& self);
 
  private:
   struct Slot;

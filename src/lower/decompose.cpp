@@ -18,7 +18,7 @@ class Recorder;
 struct Slot final : TraceSlot {
   Recorder* recorder = nullptr;
   ir::ValueId id = -1;
-  void materialize(TensorImpl&) override {
+  void force(TensorImpl&) override {
     ZC_CHECK(false,
              "a decomposition read the values of a traced tensor; decompositions must "
              "not depend on tensor values");

@@ -9,7 +9,7 @@ namespace zc {
 namespace {
 
 struct NeverForced : TraceSlot {
-  void materialize(TensorImpl&) override { ADD_FAILURE() << "a traced value was forced"; }
+  void force(TensorImpl&) override { ADD_FAILURE() << "a traced value was forced"; }
 };
 
 TEST(Tracing, TracedTensorHasItsValuesMetadataWrappedNumberIncluded) {
