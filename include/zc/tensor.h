@@ -45,15 +45,15 @@ class Storage {
 };
 
 // State the capture stage attaches to a traced tensor. The runtime only carries it: a traced
-// tensor has metadata but no storage until someone needs its values, and then materialize()
-// (a graph break) must fill in the storage of `self`.
+// tensor has metadata but no storage until someone needs its values, and then force() (a graph
+// break) must compute them and fill in the storage of `self`.
 struct TraceSlot {
   virtual ~TraceSlot() = default;
-  virtual void materialize(struct TensorImpl& self) = 0;
+  virtual void force(struct TensorImpl& self) = 0;
 };
 
 struct TensorImpl {
-  std::shared_ptr<Storage> storage;  // null for a traced tensor not yet materialized
+  std::shared_ptr<Storage> storage;  // null for a traced tensor not yet forced
   int64_t offset = 0;                // in elements
   Shape shape;
   Shape strides;  // in elements

@@ -10,7 +10,7 @@ struct Tracer::Slot final : TraceSlot {
   ir::ValueId id = -1;  // -1: a marked parameter not yet used in this segment
   ir::InputKind kind = ir::InputKind::carried;
   Tensor real;  // the concrete value, once known
-  void materialize(TensorImpl& self) override { tracer->materialize(self); }
+  void force(TensorImpl& self) override { tracer->force(self); }
 };
 
 namespace {
@@ -29,23 +29,19 @@ Tracer::~Tracer() {
 
 Tensor Tracer::add_user_input(const Tensor& real) {
   user_real_ = real;
-  ir::ValueId id = graph_.add_value(ops::meta_of(real));
+  ops::TensorMeta meta = ops::meta_of(real);
+  ir::ValueId id = graph_.add_value(meta);
   graph_.inputs.push_back(ir::Input{id, ir::InputKind::user});
   bindings_.push_back(InputBinding{ir::InputKind::user, Tensor()});
   produced_.resize(graph_.values.size());
-  auto impl = std::make_shared<TensorImpl>();
-  impl->shape = real.shape();
-  impl->strides = real.strides();
-  impl->dtype = real.dtype();
-  impl->device = real.device();
   auto slot = std::make_shared<Slot>();
   slot->tracer = this;
   slot->segment = segment_;
   slot->id = id;
   slot->kind = ir::InputKind::user;
   slot->real = real;
-  impl->trace = slot;
-  return Tensor(std::move(impl));
+  // The input's own strides, which its guard pins: forward() may look at its layout.
+  return ir::traced_tensor(meta, real.strides(), std::move(slot));
 }
 
 void Tracer::mark_parameter(const Tensor& param) {
@@ -68,7 +64,8 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
           "tensor escape an earlier forward()?)");
     }
     if (slot->segment == segment_ && slot->id >= 0) return slot->id;
-    // First use in this segment: the value comes in as an input.
+    // First use in this segment: the value comes in as an input, with the metadata its traced
+    // tensor carries (wrapped_number included, so it promotes here as it did before).
     ir::ValueId id = graph_.add_value(ops::meta_of(t));
     ir::InputKind kind = slot->kind == ir::InputKind::parameter ? ir::InputKind::parameter
                          : slot->kind == ir::InputKind::user    ? ir::InputKind::user
@@ -87,38 +84,31 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
     produced_.resize(graph_.values.size());
     return id;
   }
-  for (const auto& [impl, id] : constants_seen_) {
-    if (impl.get() == t.unsafe_impl()) return id;
-  }
-  ir::ValueId id = graph_.add_value(ops::meta_of(t));
-  if (t.numel() <= ir::kMaxEmbeddedConstant) {
-    Tensor data = t.clone();
-    data.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
-    graph_.constants.push_back(ir::Constant{id, data});
-  } else {
+  auto embed = [&](Tensor data) {
+    ir::ValueId id = graph_.add_value(ops::meta_of(data));
+    graph_.constants.push_back(ir::Constant{id, std::move(data)});
+    return id;
+  };
+  auto lift = [&](const Tensor& large) {
+    ir::ValueId id = graph_.add_value(ops::meta_of(large));
     graph_.inputs.push_back(ir::Input{id, ir::InputKind::lifted});
-    bindings_.push_back(InputBinding{ir::InputKind::lifted, t});
-  }
-  constants_seen_.emplace_back(t.impl_ptr(), id);
+    bindings_.push_back(InputBinding{ir::InputKind::lifted, large});
+    return id;
+  };
+  ir::ValueId id = constants_.value_of(t, embed, lift);
   produced_.resize(graph_.values.size());
   return id;
 }
 
 Tensor Tracer::make_traced(ir::ValueId id) {
-  const ops::TensorMeta& m = graph_.meta(id);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->shape = m.shape;
-  impl->strides = contiguous_strides(m.shape);
-  impl->dtype = m.dtype;
-  impl->device = m.device;
   auto slot = std::make_shared<Slot>();
   slot->tracer = this;
   slot->segment = segment_;
   slot->id = id;
-  impl->trace = slot;
+  Tensor t = ir::traced_tensor(graph_.meta(id), std::move(slot));
   produced_.resize(graph_.values.size());
-  produced_[id] = impl;
-  return Tensor(std::move(impl));
+  produced_[id] = t.impl_ptr();
+  return t;
 }
 
 std::vector<Tensor> Tracer::intercept(const ops::OpDef& op, std::span<const Tensor> inputs,
@@ -161,7 +151,7 @@ void Tracer::exit_region() {
   open_regions_.pop_back();
 }
 
-void Tracer::materialize(TensorImpl& self) {
+void Tracer::force(TensorImpl& self) {
   auto* slot = static_cast<Slot*>(self.trace.get());
   if (slot->kind == ir::InputKind::user && slot->real.defined()) {
     if (fullgraph_) {
@@ -225,7 +215,7 @@ void Tracer::start_segment() {
   graph_ = ir::Graph{};
   bindings_.clear();
   produced_.clear();
-  constants_seen_.clear();
+  constants_.clear();
   open_regions_.clear();
   for (const std::string& name : reopen) enter_region(name, nullptr);
 }

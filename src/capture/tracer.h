@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/tracing.h"
 #include "ops/dispatch.h"
 
 namespace zc::capture {
@@ -52,8 +53,9 @@ class Tracer final : public ops::OpInterceptor {
   void enter_region(std::string_view type_name, const void* module) override;
   void exit_region() override;
 
-  // Called through a traced tensor's TraceSlot when its value is needed.
-  void materialize(TensorImpl& self);
+  // Forces the values of traced `self` (a graph break); called through its TraceSlot when
+  // forward() reads them.
+  void force(TensorImpl& self);
 
  private:
   struct Slot;
@@ -70,8 +72,7 @@ class Tracer final : public ops::OpInterceptor {
   Tensor user_real_;
   std::vector<std::weak_ptr<TensorImpl>> produced_;  // by value id; node outputs only
   std::vector<std::shared_ptr<TensorImpl>> marked_;  // parameters to unmark
-  // Holding the impls keeps their addresses from being reused by later temporaries.
-  std::vector<std::pair<std::shared_ptr<TensorImpl>, ir::ValueId>> constants_seen_;
+  ir::ConstantTable constants_;
   std::vector<ir::RegionId> open_regions_;
 };
 

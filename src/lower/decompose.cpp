@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "ir/tracing.h"
 #include "lower/graph_builder.h"
 #include "ops/dispatch.h"
 #include "util/check.h"
@@ -17,7 +18,7 @@ class Recorder;
 struct Slot final : TraceSlot {
   Recorder* recorder = nullptr;
   ir::ValueId id = -1;
-  void materialize(TensorImpl&) override {
+  void force(TensorImpl&) override {
     ZC_CHECK(false,
              "a decomposition read the values of a traced tensor; decompositions must "
              "not depend on tensor values");
@@ -80,34 +81,22 @@ class Recorder final : public ops::OpInterceptor {
       ZC_CHECK(slot && slot->recorder == this, "a decomposition used a tensor traced elsewhere");
       return slot->id;
     }
-    for (const auto& [impl, id] : constants_) {
-      if (impl.get() == t.unsafe_impl()) return id;
-    }
-    Tensor data = t.clone();
-    data.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
-    ir::ValueId id = out_.add_constant(std::move(data));
-    constants_.emplace_back(t.impl_ptr(), id);
-    return id;
+    auto embed = [&](Tensor data) { return out_.add_constant(std::move(data)); };
+    // A lowered graph keeps the inputs it was given, so a large constant a decomposition
+    // computes (a causal mask) is embedded too.
+    auto large = [&](const Tensor& big) { return embed(ir::constant_data(big)); };
+    return constants_.value_of(t, embed, large);
   }
 
   Tensor traced(ir::ValueId id) {
-    const ops::TensorMeta& m = out_.meta(id);
-    auto impl = std::make_shared<TensorImpl>();
-    impl->shape = m.shape;
-    impl->strides = contiguous_strides(m.shape);
-    impl->dtype = m.dtype;
-    impl->device = m.device;
-    impl->wrapped_number = m.wrapped_number;
     auto slot = std::make_shared<Slot>();
     slot->recorder = this;
     slot->id = id;
-    impl->trace = std::move(slot);
-    return Tensor(std::move(impl));
+    return ir::traced_tensor(out_.meta(id), std::move(slot));
   }
 
   GraphBuilder& out_;
-  // Holding the impls keeps their addresses from being reused by later temporaries.
-  std::vector<std::pair<std::shared_ptr<TensorImpl>, ir::ValueId>> constants_;
+  ir::ConstantTable constants_;
 };
 
 }  // namespace

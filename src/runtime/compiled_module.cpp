@@ -10,6 +10,7 @@
 #include "runtime/code_cache.h"
 #include "runtime/compile_graph.h"
 #include "runtime/hierarchical.h"
+#include "runtime/specialization_table.h"
 #include "runtime/stats.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -18,26 +19,14 @@
 namespace zc {
 
 using runtime::Backend;
-using runtime::Executable;
-
-namespace {
-
-// One compiled specialization: valid while its guard holds.
-struct Entry {
-  capture::InputGuard guard;
-  std::shared_ptr<const Executable> exec;
-  std::vector<Tensor> bound;       // graph input values; user inputs left undefined
-  std::vector<size_t> user_slots;  // where the call's input goes
-};
-
-}  // namespace
+using Entry = runtime::Specialization;
 
 struct CompiledModule::State {
   std::shared_ptr<nn::Module> module;
   CompileOptions options;  // options.backend as asked: resolved per input device at capture
 
   std::mutex mu;  // guards the fields below; never held while running user code or kernels
-  std::vector<std::shared_ptr<const Entry>> entries;
+  runtime::SpecializationTable entries;
   bool retrace_always = false;  // the trace broke: every call traces again
   uint64_t epoch = 0;
   uint64_t fingerprint = 0;
@@ -88,15 +77,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
       s.epoch = epoch;
     }
     had_entries = !s.entries.empty();
-    if (!s.retrace_always) {
-      uint64_t h = capture::input_guard_hash(x);
-      for (const auto& e : s.entries) {
-        if (capture::guard_matches(e->guard, h, x)) {
-          hit = e;
-          break;
-        }
-      }
-    }
+    if (!s.retrace_always) hit = s.entries.find(x);
   }
   if (hit) {
     runtime::stats::add(runtime::stats::Counter::guard_hits);
@@ -108,12 +89,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   std::lock_guard capture_lock(s.capture_mu);
   {
     std::lock_guard lock(s.mu);
-    if (!s.retrace_always) {
-      uint64_t h = capture::input_guard_hash(x);
-      for (const auto& e : s.entries) {
-        if (capture::guard_matches(e->guard, h, x)) hit = e;
-      }
-    }
+    if (!s.retrace_always) hit = s.entries.find(x);
   }
   if (hit) return run_entry(*hit, x)[0];
 
@@ -163,7 +139,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
     if (breaks) {
       s.retrace_always = true;
     } else {
-      s.entries.push_back(std::move(entry));
+      s.entries.add(std::move(entry));
     }
   }
   return out;

@@ -115,10 +115,10 @@ void Tensor::check_dtype(DType t, const char* what) const {
 void* Tensor::raw_data() const {
   const TensorImpl& t = impl();
   if (!t.storage) {
-    // A traced tensor has no values until capture materializes them (a graph break).
+    // A traced tensor has no values until capture forces them (a graph break).
     ZC_CHECK(t.trace != nullptr, "tensor without storage and without trace");
-    t.trace->materialize(*impl_);
-    ZC_CHECK(impl_->storage != nullptr, "materialize() left no storage");
+    t.trace->force(*impl_);
+    ZC_CHECK(impl_->storage != nullptr, "force() left no storage");
   }
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(impl_->dtype);
 }

@@ -187,6 +187,24 @@ TEST(CaptureBreaks, FullgraphNamesTheOp) {
   EXPECT_NO_THROW((*m)(randn({3, 6})));
 }
 
+TEST(CaptureBreaks, ANumberPassedToForwardStillPromotesLikeOneAfterTheBreak) {
+  // wrap_scalar(2.5) is f64 but promotes like a C++ number: times a 0-dim f32 tensor it gives
+  // f32. The segment after the break takes the input in anew and must see the same.
+  auto m = std::make_shared<test::Fn>([](const Tensor& x) {
+    double before = (x + 1.0).item<double>();
+    return x * scalar_tensor(before, DType::f32);
+  });
+  Tensor x = wrap_scalar(2.5);
+  Tensor want = (*m)(x);
+  ASSERT_EQ(want.dtype(), DType::f32);
+  auto fast = compile(m, {.backend = "eager"});
+  compiler::reset_stats();
+  Tensor got = fast(x);
+  EXPECT_EQ(compiler::stats().graph_breaks, 1);
+  EXPECT_EQ(got.dtype(), want.dtype());
+  EXPECT_TRUE(allclose(got.to(DType::f64), want.to(DType::f64), 1e-6, 1e-6));
+}
+
 // One module per op family: compiled through the interpreter it must equal eager, and
 // together the cases must exercise every registered op.
 using test::Fn;

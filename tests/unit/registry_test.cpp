@@ -139,8 +139,8 @@ class Recorder : public ops::OpInterceptor {
   std::vector<const void*> modules;
 };
 
-struct NeverMaterialized : zc::TraceSlot {
-  void materialize(zc::TensorImpl&) override { ADD_FAILURE() << "a traced value was forced"; }
+struct NeverForced : zc::TraceSlot {
+  void force(zc::TensorImpl&) override { ADD_FAILURE() << "a traced value was forced"; }
 };
 
 // A traced tensor the way capture makes one: metadata and a trace slot, no storage.
@@ -149,7 +149,7 @@ Tensor traced(const Shape& shape, DType dtype = DType::f32) {
   impl->shape = shape;
   impl->strides = zc::contiguous_strides(shape);
   impl->dtype = dtype;
-  impl->trace = std::make_shared<NeverMaterialized>();
+  impl->trace = std::make_shared<NeverForced>();
   return Tensor(impl);
 }
 
@@ -256,7 +256,7 @@ TEST(Registry, TracedInputWithoutInterceptorForcesItsValue) {
   struct Fill : zc::TraceSlot {
     int* count;
     explicit Fill(int* c) : count(c) {}
-    void materialize(zc::TensorImpl& self) override {
+    void force(zc::TensorImpl& self) override {
       ++*count;
       self.storage = std::make_shared<zc::Storage>(3 * sizeof(float), zc::Device::cpu());
       float* p = static_cast<float*>(self.storage->data());

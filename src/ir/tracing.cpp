@@ -1,0 +1,40 @@
+#include "ir/tracing.h"
+
+#include "util/check.h"
+
+namespace zc::ir {
+
+Tensor traced_tensor(const ops::TensorMeta& meta, std::shared_ptr<TraceSlot> slot) {
+  return traced_tensor(meta, contiguous_strides(meta.shape), std::move(slot));
+}
+
+Tensor traced_tensor(const ops::TensorMeta& meta, Shape strides, std::shared_ptr<TraceSlot> slot) {
+  ZC_CHECK(slot != nullptr, "a traced tensor needs a trace slot");
+  ZC_CHECK(strides.size() == meta.shape.size(),
+           "strides " << shape_str(strides) << " for shape " << shape_str(meta.shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = meta.shape;
+  impl->strides = std::move(strides);
+  impl->dtype = meta.dtype;
+  impl->device = meta.device;
+  impl->wrapped_number = meta.wrapped_number;
+  impl->trace = std::move(slot);
+  return Tensor(std::move(impl));
+}
+
+Tensor constant_data(const Tensor& t) {
+  ZC_CHECK(t.defined() && !t.is_traced(), "a graph constant needs a concrete tensor");
+  Tensor data = t.clone();
+  // clone() is an op, and an op's result is never a wrapped number; the constant stands for t.
+  data.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
+  return data;
+}
+
+ValueId ConstantTable::find(const Tensor& t) const {
+  for (const auto& [impl, v] : met_) {
+    if (impl.get() == t.unsafe_impl()) return v;
+  }
+  return -1;
+}
+
+}  // namespace zc::ir
