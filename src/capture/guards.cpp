@@ -8,18 +8,21 @@ uint64_t input_guard_hash(const Tensor& x) {
   uint64_t h =
       mix64(static_cast<uint64_t>(x.dtype()) | static_cast<uint64_t>(x.device().type) << 8 |
             static_cast<uint64_t>(x.device().index) << 16 |
-            static_cast<uint64_t>(x.is_contiguous()) << 48);
+            static_cast<uint64_t>(x.is_contiguous()) << 48 |
+            static_cast<uint64_t>(x.unsafe_impl()->wrapped_number) << 49);
   for (int64_t d : x.shape()) h = hash_combine(h, static_cast<uint64_t>(d));
   return h;
 }
 
 InputGuard input_guard(const Tensor& x) {
-  return InputGuard{x.shape(), x.dtype(), x.device(), x.is_contiguous(), input_guard_hash(x)};
+  return InputGuard{
+      x.shape(),          x.dtype(), x.device(), x.is_contiguous(), x.unsafe_impl()->wrapped_number,
+      input_guard_hash(x)};
 }
 
 bool guard_matches(const InputGuard& g, uint64_t hash, const Tensor& x) {
   return g.hash == hash && g.dtype == x.dtype() && g.device == x.device() && g.shape == x.shape() &&
-         g.contiguous == x.is_contiguous();
+         g.contiguous == x.is_contiguous() && g.wrapped_number == x.unsafe_impl()->wrapped_number;
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // Guards: when a compiled graph may be reused. A graph is valid for the input metadata it was
-// traced with (dtype, shape, device, contiguity) and for the module's structure (parameter and
+// traced with (dtype, shape, device, contiguity, and whether it is a wrapped number, which
+// promotes differently) and for the module's structure (parameter and
 // buffer metadata and identity, submodule tree, train/eval). The per-call check hashes the
 // input metadata and compares it exactly; the module part is re-checked only when the module
 // epoch moved.
@@ -17,6 +18,7 @@ struct InputGuard {
   DType dtype = DType::f32;
   Device device;
   bool contiguous = true;
+  bool wrapped_number = false;
   uint64_t hash = 0;
 };
 

@@ -1,5 +1,6 @@
 // Layout ops. Eagerly they return views that share storage whenever the strides allow (the
 // same rule as torch); reshape of a non-viewable layout and copy produce new storage.
+#include "ops/decompose.h"
 #include "ops/eager.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
@@ -127,9 +128,10 @@ std::vector<Tensor> copy_eager(std::span<const Tensor> in, const Attrs&,
   return {eager_cast(in[0], in[0].dtype())};
 }
 
-// Values are immutable in the graph, so a copy is its input.
+// Values are immutable in the graph, so a copy is its input; but a copy of a number is a
+// tensor (no op's result is a wrapped number), which an identity cast says.
 std::vector<Tensor> copy_decompose(std::span<const Tensor> in, const Attrs&) {
-  return {in[0]};
+  return {in[0].unsafe_impl()->wrapped_number ? cast(in[0], in[0].dtype()) : in[0]};
 }
 
 }  // namespace

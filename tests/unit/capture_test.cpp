@@ -106,6 +106,25 @@ TEST(CaptureGuards, DtypeContiguityAndTrainModeAreGuarded) {
   EXPECT_EQ(compiler::stats().graphs_captured, 3);
 }
 
+TEST(CaptureGuards, ANumberAndATensorOfItsValueAreDifferentGuards) {
+  // x * f32 tensor: a wrapped f64 number keeps the f32 result, an f64 0-dim tensor makes f64.
+  auto m = std::make_shared<test::Fn>(
+      [](const Tensor& x) { return x * scalar_tensor(1.5, DType::f32); });
+  auto fast = compile(m);
+  Tensor number = wrap_scalar(2.5), tensor = scalar_tensor(2.5, DType::f64);
+  EXPECT_EQ(fast(number).dtype(), (*m)(number).dtype());
+  EXPECT_EQ(fast(tensor).dtype(), (*m)(tensor).dtype());
+  EXPECT_NE((*m)(number).dtype(), (*m)(tensor).dtype());
+}
+
+TEST(CaptureCompile, CopyOfANumberInputCompiles) {
+  auto m = std::make_shared<test::Fn>([](const Tensor& x) { return x.clone() * 2.0; });
+  Tensor number = wrap_scalar(2.5);
+  Tensor got = compile(m)(number), want = (*m)(number);
+  EXPECT_EQ(got.dtype(), want.dtype());
+  EXPECT_TRUE(allclose(got, want, 0, 0));
+}
+
 TEST(CaptureGuards, WeightUpdatesInPlaceNeedNoRecompile) {
   auto m = models::seed_model(2);
   auto fast = compile(m, {.backend = "eager"});
