@@ -1,6 +1,5 @@
 // Loop-nest kernels: pointwise, row_reduce, copy, concat and gather.
 #include <algorithm>
-#include <set>
 
 #include "codegen/backends/cpp/abi.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
@@ -15,7 +14,7 @@ using ops::OpId;
 
 void KernelEmitter::emit(int32_t k, const std::string& name) {
   kernel_ = k;
-  blas_output_ = -1;
+  library_output_ = -1;
   locals_.clear();
   w_ = CodeWriter(1);
   const Kernel& K = s_.kernels[k];
@@ -83,27 +82,6 @@ void KernelEmitter::emit_pointwise(const Kernel& k) {
   close_loops(opened);
 }
 
-namespace {
-
-// The member nodes that the given values need, computed per element (not row values).
-std::vector<int32_t> element_closure(const Schedule& s, int32_t kernel,
-                                     const std::vector<ValueId>& targets) {
-  std::set<int32_t> need;
-  std::vector<ValueId> stack = targets;
-  while (!stack.empty()) {
-    ValueId v = stack.back();
-    stack.pop_back();
-    const ValueSchedule& r = s.at(v);
-    if (r.kernel != kernel || r.row_level || r.state == ValueState::alias) continue;
-    int32_t p = s.graph.values[v].producer;
-    if (p < 0 || !need.insert(p).second) continue;
-    for (ValueId u : s.graph.nodes[p].inputs) stack.push_back(u);
-  }
-  return std::vector<int32_t>(need.begin(), need.end());
-}
-
-}  // namespace
-
 void KernelEmitter::emit_row_reduce(const Kernel& k) {
   const Shape& S = k.space;
   Shape outer = S, inner(S.size(), 1);
@@ -142,7 +120,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
     return full;
   };
   auto emit_elements = [&](const std::vector<ValueId>& targets, const Names& full) {
-    for (int32_t n : element_closure(s_, kernel_, targets)) emit_node(n, full);
+    for (int32_t n : element_closure(targets)) emit_node(n, full);
   };
 
   for (int32_t idx : k.nodes) {

@@ -70,7 +70,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   if (blas) blas = blas_layout(A, d.M, d.K, &ta, &lda) && blas_layout(B, d.K, d.N, &tb, &ldb);
 
   if (blas) {
-    blas_output_ = C;
+    library_output_ = C;
     Shape bshape = d.batch;
     // A batch of products with one shared B (a Linear applied to [B, T, d]) is one GEMM with
     // the batch folded into the rows when A's rows are evenly spaced across the batch: fewer,

@@ -6,24 +6,21 @@
 #include <vector>
 
 #include "codegen/backends/cpp/cpp_emit.h"
-#include "codegen/buffer_plan.h"
 #include "codegen/c_expr.h"
-#include "codegen/code_writer.h"
+#include "codegen/c_like_emitter.h"
 
 namespace zc::codegen::cpp {
 
-class KernelEmitter {
+class KernelEmitter final : private CLikeEmitter {
  public:
   KernelEmitter(const Schedule& s, const BufferPlan& plan, const EmitOptions& options,
                 CodeWriter& out)
-      : s_(s), plan_(plan), opt_(options), out_(out) {}
+      : CLikeEmitter(s, plan), opt_(options), out_(out) {}
 
   // Writes `extern "C" int <name>(const ZcArgs* a) { ... }` for kernel k.
   void emit(int32_t k, const std::string& name);
 
  private:
-  using Names = std::vector<std::string>;
-
   void emit_pointwise(const Kernel& k);
   void emit_row_reduce(const Kernel& k);
   void emit_matmul(const Kernel& k);
@@ -38,30 +35,14 @@ class KernelEmitter {
   Names open_loops(const Shape& shape, const std::string& prefix, bool parallel_ok, int* opened);
   void close_loops(int opened);
 
-  // Pointer to the first element of the buffer holding base value v, typed as its storage.
   // Each buffer a kernel touches is hoisted into a __restrict local at the top of the kernel:
   // the planner guarantees that a kernel's buffers do not overlap, and telling the compiler
   // so is what lets it vectorize loops that read one buffer and write another.
-  std::string buffer(ir::ValueId base) const;
-  // Element of materialized value u at index names for u's own dims.
-  std::string load(ir::ValueId u, const Names& idx) const;
-  std::string element_ref(ir::ValueId u, const Names& idx) const;  // an lvalue
-  std::string store(ir::ValueId v, const Names& idx, const std::string& reg) const;
-  // How input u of a node with output shape `out` (index names `names`) is read.
-  std::string operand(ir::ValueId u, const Shape& out, const Names& names) const;
-  static Names broadcast(const Shape& from, const Shape& to, const Names& names);
-  // Declares the register of node n's output.
-  void emit_node(int32_t n, const Names& names);
-  bool in_register(ir::ValueId u) const;
+  std::string buffer(ir::ValueId base) const override;
 
-  const Schedule& s_;
-  const BufferPlan& plan_;
   const EmitOptions& opt_;
   CodeWriter& out_;
-  CodeWriter w_{1};  // the body of the kernel being emitted
   mutable std::vector<std::pair<std::string, std::string>> locals_;  // name, declaration
-  int32_t kernel_ = -1;
-  ir::ValueId blas_output_ = -1;  // a matmul result that lives only in memory
 };
 
 }  // namespace zc::codegen::cpp

@@ -1,0 +1,82 @@
+#include "codegen/c_like_emitter.h"
+
+#include <set>
+
+#include "codegen/c_expr.h"
+#include "tensor/element.h"
+#include "util/check.h"
+
+namespace zc::codegen {
+
+using ir::ValueId;
+
+bool CLikeEmitter::in_register(ValueId u) const {
+  return s_.at(u).kernel == kernel_ && u != library_output_ && s_.at(u).state != ValueState::alias;
+}
+
+std::string CLikeEmitter::element_ref(ValueId u, const Names& idx) const {
+  const ValueView& v = s_.at(u).view;
+  ZC_CHECK(v.base >= 0, "value %" << u << " is not materialized");
+  ZC_CHECK(idx.size() == v.strides.size(), "index rank mismatch for %" << u);
+  std::string off = std::to_string(v.offset);
+  for (size_t j = 0; j < idx.size(); ++j) {
+    if (idx[j] == "0" || v.strides[j] == 0) continue;
+    off += " + " + idx[j] + (v.strides[j] == 1 ? "" : " * " + std::to_string(v.strides[j]));
+  }
+  return buffer(v.base) + "[" + off + "]";
+}
+
+std::string CLikeEmitter::load(ValueId u, const Names& idx) const {
+  return from_storage(s_.graph.meta(u).dtype, element_ref(u, idx));
+}
+
+std::string CLikeEmitter::store(ValueId v, const Names& idx, const std::string& reg) const {
+  return element_ref(v, idx) + " = " + to_storage(s_.graph.meta(v).dtype, reg) + ";";
+}
+
+CLikeEmitter::Names CLikeEmitter::broadcast(const Shape& from, const Shape& to,
+                                            const Names& names) {
+  Names out(from.size(), "0");
+  size_t off = to.size() - from.size();
+  for (size_t j = 0; j < from.size(); ++j) {
+    if (from[j] != 1) out[j] = names[j + off];
+  }
+  return out;
+}
+
+std::string CLikeEmitter::operand(ValueId u, const Shape& out, const Names& names) const {
+  if (in_register(u)) return "v" + std::to_string(u);
+  const ops::TensorMeta& m = s_.graph.meta(u);
+  if (s_.at(u).state == ValueState::constant && shape_numel(m.shape) == 1) {
+    for (const ir::Constant& c : s_.graph.constants) {
+      if (c.value == u) return literal(load_as_double(c.data.raw_data(), m.dtype), m.dtype);
+    }
+  }
+  return load(u, broadcast(m.shape, out, names));
+}
+
+void CLikeEmitter::emit_node(int32_t idx, const Names& names) {
+  const ir::Node& n = s_.graph.nodes[idx];
+  const Shape& out = s_.graph.meta(n.outputs[0]).shape;
+  std::vector<std::string> in;
+  for (ValueId u : n.inputs) in.push_back(operand(u, out, names));
+  for (const std::string& line : node_lines(s_.graph, n, in, "v" + std::to_string(n.outputs[0])))
+    w_.line(line);
+}
+
+std::vector<int32_t> CLikeEmitter::element_closure(const std::vector<ValueId>& targets) const {
+  std::set<int32_t> need;
+  std::vector<ValueId> stack = targets;
+  while (!stack.empty()) {
+    ValueId v = stack.back();
+    stack.pop_back();
+    const ValueSchedule& r = s_.at(v);
+    if (r.kernel != kernel_ || r.row_level || r.state == ValueState::alias) continue;
+    int32_t p = s_.graph.values[v].producer;
+    if (p < 0 || !need.insert(p).second) continue;
+    for (ValueId u : s_.graph.nodes[p].inputs) stack.push_back(u);
+  }
+  return std::vector<int32_t>(need.begin(), need.end());
+}
+
+}  // namespace zc::codegen

@@ -1,0 +1,53 @@
+// The value-access layer every C-like kernel emitter shares (C++ on the CPU, CUDA C++): where a
+// value of the schedule is read or written at an index, which values are registers of the
+// kernel being written, and the code of an elementwise member node (c_expr.h). A backend's
+// emitter derives from it, says how a kernel reaches the buffers it touches (buffer()), and
+// writes the loops or thread mapping of each kernel kind itself.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/buffer_plan.h"
+#include "codegen/code_writer.h"
+
+namespace zc::codegen {
+
+class CLikeEmitter {
+ public:
+  using Names = std::vector<std::string>;
+  virtual ~CLikeEmitter() = default;
+
+ protected:
+  CLikeEmitter(const Schedule& s, const BufferPlan& plan) : s_(s), plan_(plan) {}
+
+  // The name, inside the kernel being written, of a pointer to the first element of the buffer
+  // holding base value `base` (a stored value, an input or a constant), typed as its storage.
+  virtual std::string buffer(ir::ValueId base) const = 0;
+
+  // Element of materialized value u at index names for u's own dims ("0" for a dim that is
+  // not looped over): an lvalue, and the same converted to u's compute type.
+  std::string element_ref(ir::ValueId u, const Names& idx) const;
+  std::string load(ir::ValueId u, const Names& idx) const;
+  // The statement storing register `reg` into v at `idx`, converted to v's storage type.
+  std::string store(ir::ValueId v, const Names& idx, const std::string& reg) const;
+  // How input u of a node with output shape `out` (index names `names`) is read: its register,
+  // a literal for a one-element constant, or a broadcast load.
+  std::string operand(ir::ValueId u, const Shape& out, const Names& names) const;
+  // Index names of a value of shape `from` broadcast to `to`, whose names are `names`.
+  static Names broadcast(const Shape& from, const Shape& to, const Names& names);
+  // Declares and computes the register "v<id>" of elementwise node n's output.
+  void emit_node(int32_t n, const Names& names);
+  bool in_register(ir::ValueId u) const;
+  // The member nodes of the kernel being written that `targets` need at element level (row
+  // values excluded), in graph order.
+  std::vector<int32_t> element_closure(const std::vector<ir::ValueId>& targets) const;
+
+  const Schedule& s_;
+  const BufferPlan& plan_;
+  CodeWriter w_{1};  // the body of the kernel being written
+  int32_t kernel_ = -1;
+  ir::ValueId library_output_ = -1;  // a matmul result a library wrote: read from memory
+};
+
+}  // namespace zc::codegen

@@ -1,0 +1,193 @@
+#include "toolchain/nvrtc.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+
+#include "toolchain/compiler.h"
+#include "util/log.h"
+#include "zc/error.h"
+
+namespace zc::toolchain {
+
+namespace {
+
+// NVRTC's C interface, declared here rather than taken from <nvrtc.h> so that the toolchain
+// builds without the CUDA toolkit: these signatures have been stable since NVRTC's first
+// release, and the result codes are only compared with 0 (NVRTC_SUCCESS).
+using nvrtcResult = int;
+using nvrtcProgram = struct _nvrtcProgram*;
+
+struct Api {
+  nvrtcResult (*version)(int*, int*);
+  nvrtcResult (*create)(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                        const char* const*);
+  nvrtcResult (*destroy)(nvrtcProgram*);
+  nvrtcResult (*compile)(nvrtcProgram, int, const char* const*);
+  nvrtcResult (*log_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*log)(nvrtcProgram, char*);
+  nvrtcResult (*cubin_size)(nvrtcProgram, size_t*);
+  nvrtcResult (*cubin)(nvrtcProgram, char*);
+  const char* (*error_string)(nvrtcResult);
+};
+
+struct Loaded {
+  Api api{};
+  std::optional<NvrtcInfo> info;
+  std::string why;
+};
+
+std::vector<std::string> candidates() {
+  std::vector<std::string> names{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+  std::vector<std::string> dirs;
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(home);
+#ifdef ZC_CUDA_HOME
+  dirs.push_back(ZC_CUDA_HOME);
+#endif
+  dirs.push_back("/usr/local/cuda");
+  for (const std::string& d : dirs) {
+    names.push_back(d + "/lib64/libnvrtc.so");
+    names.push_back(d + "/lib/libnvrtc.so");
+  }
+  return names;
+}
+
+template <class F>
+bool bind(void* lib, const char* name, F*& out) {
+  out = reinterpret_cast<F*>(dlsym(lib, name));
+  return out != nullptr;
+}
+
+Loaded load() {
+  Loaded l;
+  void* lib = nullptr;
+  std::string tried;
+  for (const std::string& name : candidates()) {
+    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib) break;
+    const char* err = dlerror();
+    tried += "\n  " + name + ": " + (err ? err : "not found");
+  }
+  if (!lib) {
+    l.why = "NVRTC (libnvrtc.so) could not be opened; install the CUDA toolkit's NVRTC or set "
+            "CUDA_HOME to it. Tried:" +
+            tried;
+    return l;
+  }
+  Api& a = l.api;
+  bool ok = bind(lib, "nvrtcVersion", a.version) && bind(lib, "nvrtcCreateProgram", a.create) &&
+            bind(lib, "nvrtcDestroyProgram", a.destroy) &&
+            bind(lib, "nvrtcCompileProgram", a.compile) &&
+            bind(lib, "nvrtcGetProgramLogSize", a.log_size) &&
+            bind(lib, "nvrtcGetProgramLog", a.log) && bind(lib, "nvrtcGetCUBINSize", a.cubin_size) &&
+            bind(lib, "nvrtcGetCUBIN", a.cubin) && bind(lib, "nvrtcGetErrorString", a.error_string);
+  if (!ok) {
+    l.why = "the NVRTC library found lacks nvrtcGetCUBIN and friends (too old: CUDA 11.1 or "
+            "newer is needed)";
+    return l;
+  }
+  NvrtcInfo info;
+  if (a.version(&info.major, &info.minor) != 0) {
+    l.why = "nvrtcVersion failed";
+    return l;
+  }
+  Dl_info dl{};
+  if (dladdr(reinterpret_cast<void*>(a.version), &dl) && dl.dli_fname) info.path = dl.dli_fname;
+  struct stat st {};
+  if (!info.path.empty() && ::stat(info.path.c_str(), &st) == 0) {
+    info.size = static_cast<uint64_t>(st.st_size);
+    info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  l.info = info;
+  return l;
+}
+
+const Loaded& loaded() {
+  static const Loaded l = load();
+  return l;
+}
+
+std::string program_log(const Api& a, nvrtcProgram prog) {
+  size_t n = 0;
+  if (a.log_size(prog, &n) != 0 || n <= 1) return "";
+  std::string s(n, '\0');
+  if (a.log(prog, s.data()) != 0) return "";
+  while (!s.empty() && (s.back() == '\0' || s.back() == '\n')) s.pop_back();
+  return s;
+}
+
+// The source of a rejected program, where it can be read after the process is gone.
+std::string keep_source(std::string_view source) {
+  try {
+    std::string path = default_work_dir() + "/" + unique_file_stem() + ".cu";
+    std::ofstream(path) << source;
+    return path;
+  } catch (const Error&) {
+    return "(not kept: no work directory)";
+  }
+}
+
+}  // namespace
+
+std::string NvrtcInfo::identity() const {
+  return "nvrtc{path=" + path + ";version=" + std::to_string(major) + "." + std::to_string(minor) +
+         ";size=" + std::to_string(size) + ";mtime_ns=" + std::to_string(mtime_ns) + "}";
+}
+
+std::optional<NvrtcInfo> find_nvrtc(std::string* why) {
+  const Loaded& l = loaded();
+  if (!l.info && why) *why = l.why;
+  return l.info;
+}
+
+CubinResult compile_cubin(std::string_view source, const std::string& arch,
+                          const std::vector<std::string>& options) {
+  const Loaded& l = loaded();
+  if (!l.info) throw Error(l.why);
+  const Api& a = l.api;
+  auto start = std::chrono::steady_clock::now();
+  std::string text(source);
+  nvrtcProgram prog = nullptr;
+  if (nvrtcResult r = a.create(&prog, text.c_str(), "zc_generated.cu", 0, nullptr, nullptr)) {
+    throw Error(std::string("NVRTC could not create a program: ") + a.error_string(r));
+  }
+  struct Destroy {
+    const Api& a;
+    nvrtcProgram* p;
+    ~Destroy() { a.destroy(p); }
+  } destroy{a, &prog};
+  std::vector<std::string> opts{"--gpu-architecture=" + arch};
+  opts.insert(opts.end(), options.begin(), options.end());
+  std::vector<const char*> argv;
+  for (const std::string& o : opts) argv.push_back(o.c_str());
+  nvrtcResult r = a.compile(prog, static_cast<int>(argv.size()), argv.data());
+  CubinResult out;
+  out.log = program_log(a, prog);
+  if (r != 0) {
+    std::string log = out.log.size() > 4096 ? out.log.substr(0, 4096) + "\n[...]" : out.log;
+    std::string cmd;
+    for (const std::string& o : opts) cmd += " " + o;
+    throw Error("NVRTC rejected generated CUDA source (" + std::string(a.error_string(r)) +
+                "; options:" + cmd + "):\n" + log + "\nsource kept at " + keep_source(text));
+  }
+  size_t n = 0;
+  if (a.cubin_size(prog, &n) != 0 || n == 0) {
+    throw Error("NVRTC made no cubin for " + arch +
+                " (a virtual architecture such as compute_90 gives PTX only; name a real one)");
+  }
+  out.cubin.resize(n);
+  if (a.cubin(prog, reinterpret_cast<char*>(out.cubin.data())) != 0) {
+    throw Error("NVRTC could not hand over the cubin");
+  }
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ZC_LOG(timing) << "nvrtc " << arch << ": " << out.seconds * 1000 << " ms, " << n
+                 << " bytes of cubin";
+  return out;
+}
+
+}  // namespace zc::toolchain
