@@ -3,7 +3,11 @@
 #include <cstdlib>
 #include "codegen/backends/cpp/cpp_backend.h"
 #include "codegen/backends/eager/interpreter.h"
+#if ZC_WITH_CUDA
+#include "codegen/backends/cuda/cuda_backend.h"
+#endif
 
+#include "ops/eager.h"
 #include "util/check.h"
 
 namespace zc::codegen {
@@ -14,6 +18,9 @@ namespace {
 std::vector<std::unique_ptr<Backend>> make_backends() {
   std::vector<std::unique_ptr<Backend>> list;
   list.push_back(cpp::make_cpp_backend());
+#if ZC_WITH_CUDA
+  list.push_back(cuda::make_cuda_backend());
+#endif
   list.push_back(eager::make_eager_backend());
   return list;
 }
@@ -64,6 +71,14 @@ std::vector<uint8_t> Backend::build(const GeneratedSource&) const {
 std::shared_ptr<const Executable> Backend::load(Schedule, BufferPlan,
                                                 std::span<const uint8_t>) const {
   not_generating(*this, "load a binary");
+}
+
+void Backend::load_support(std::span<const uint8_t>) const {
+  ZC_CHECK(false, "backend " << name() << " has no support kernels to load");
+}
+
+Tensor Backend::dense_copy(const Tensor& t) const {
+  return ops::eager_contiguous(t);
 }
 
 std::span<const Backend* const> all_backends() {

@@ -76,6 +76,15 @@ class Backend {
   // another process). Raises zc::Error when it does not fit them (a missing kernel).
   virtual std::shared_ptr<const Executable> load(Schedule s, BufferPlan plan,
                                                  std::span<const uint8_t> binary) const;
+
+  // Kernels a backend needs besides generated ones (a strided copy on a GPU), as one fixed
+  // source: the runtime builds it through the kernel-level cache, like generated code, and
+  // hands the binary to load_support() once per process, before the backend's first load()
+  // or dense_copy(). Empty: none.
+  virtual std::string support_source() const { return {}; }
+  virtual void load_support(std::span<const uint8_t> binary) const;
+  // A dense (row-major) copy of `t`, a tensor on this backend's device.
+  virtual Tensor dense_copy(const Tensor& t) const;
 };
 
 // The registry: every backend of this build, made on first use and alive until exit.

@@ -1,5 +1,7 @@
 #include "ops/dispatch.h"
 
+#include <atomic>
+
 #include "ops/shape_rules.h"
 #include "util/check.h"
 
@@ -7,7 +9,38 @@ namespace zc::ops {
 
 namespace {
 thread_local OpInterceptor* tl_interceptor = nullptr;
+
+std::atomic<DeviceKernels*>& device_kernels(Device::Type type) {
+  static std::atomic<DeviceKernels*> cuda{nullptr};
+  ZC_CHECK(type == Device::Type::cuda, "no kernels for device type " << static_cast<int>(type));
+  return cuda;
+}
 }  // namespace
+
+void set_device_kernels(Device::Type type, DeviceKernels* kernels) {
+  device_kernels(type).store(kernels, std::memory_order_release);
+}
+
+Device call_device(std::string_view name, std::span<const Tensor> inputs) {
+  const Tensor* on = nullptr;  // the first tensor not on the CPU
+  for (const Tensor& t : inputs) {
+    if (!t.device().is_cpu()) {
+      on = &t;
+      break;
+    }
+  }
+  if (!on) return Device::cpu();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    bool number = t.device().is_cpu() && t.dim() == 0;
+    if (t.device() != on->device() && !number) {
+      op_error(name, "expected every tensor on " + on->device().str() + ", but input " +
+                         std::to_string(i) + " is on " + t.device().str() +
+                         " (move it with .to(...); only 0-dim CPU tensors mix with other devices)");
+    }
+  }
+  return on->device();
+}
 
 OpInterceptor* current_interceptor() {
   return tl_interceptor;
@@ -47,6 +80,7 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
     }
     traced = traced || inputs[i].is_traced();
   }
+  const Device device = call_device(def.name, inputs);
   if (traced) {
     if (tl_interceptor) return tl_interceptor->intercept(def, inputs, attrs);
     op_error(def.name,
@@ -55,15 +89,16 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
   }
   std::vector<TensorMeta> metas;
   metas.reserve(n);
-  for (const Tensor& t : inputs) {
-    if (!t.device().is_cpu()) {
-      op_error(def.name, "tensors on " + t.device().str() +
-                             " are not supported by this build (no CUDA backend yet)");
-    }
-    metas.push_back(meta_of(t));
-  }
+  for (const Tensor& t : inputs) metas.push_back(meta_of(t));
   std::vector<TensorMeta> outs = infer_outputs(def, metas, attrs);
-  return def.eager(inputs, attrs, outs);
+  if (device.is_cpu()) return def.eager(inputs, attrs, outs);
+  DeviceKernels* kernels = device_kernels(device.type).load(std::memory_order_acquire);
+  if (!kernels) {
+    op_error(def.name, "tensors on " + device.str() +
+                           " need the CUDA backend, which this build of zerocompile lacks (it was "
+                           "built without the CUDA toolkit's headers)");
+  }
+  return kernels->run(def, inputs, attrs, outs);
 }
 
 Tensor call1(OpId id, std::span<const Tensor> inputs, const Attrs& attrs) {

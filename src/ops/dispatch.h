@@ -4,6 +4,11 @@
 // interceptor is installed on this thread and an input is traced: then the interceptor (the
 // capture stage's tracer) records the call and returns traced outputs. Ops never know about
 // capture; capture installs itself here.
+//
+// Devices: an op runs on the device of its tensors. Every tensor of a call is on one device,
+// except 0-dim CPU tensors (numbers), which go with any device, as in torch. CPU ops run the
+// registry's eager kernels; another device's ops run through the DeviceKernels its runtime
+// installs (for CUDA, compiled graphs of the one op), which ops know nothing more about.
 #pragma once
 
 #include <span>
@@ -50,6 +55,23 @@ class RegionScope {
  private:
   OpInterceptor* interceptor_;
 };
+
+class DeviceKernels {
+ public:
+  virtual ~DeviceKernels() = default;
+  // Runs `op` on `inputs` (valid by the shape rule; each on the device, or a 0-dim CPU tensor)
+  // producing `outputs` (the shape rule's answer, on the device).
+  virtual std::vector<Tensor> run(const OpDef& op, std::span<const Tensor> inputs,
+                                  const Attrs& attrs, std::span<const TensorMeta> outputs) = 0;
+};
+
+// Installs the kernels of a device type for the life of the process (its runtime does so once,
+// when libzc is loaded); null uninstalls.
+void set_device_kernels(Device::Type type, DeviceKernels* kernels);
+
+// The device a call of op `name` on `inputs` runs on; raises zc::Error naming the inputs'
+// devices when they are not one device (0-dim CPU tensors aside).
+Device call_device(std::string_view name, std::span<const Tensor> inputs);
 
 std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& attrs = NoAttrs{});
 Tensor call1(OpId id, std::span<const Tensor> inputs, const Attrs& attrs = NoAttrs{});

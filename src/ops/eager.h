@@ -17,7 +17,7 @@ Tensor eager_cast(const Tensor& t, DType dtype);
 inline Tensor as_dtype(const Tensor& t, DType dtype) {
   return t.dtype() == dtype ? t : eager_cast(t, dtype);
 }
-// t itself when it is contiguous, else a contiguous copy.
+// t itself when it is contiguous, else a contiguous copy (on t's device).
 Tensor eager_contiguous(const Tensor& t);
 
 }  // namespace zc::ops

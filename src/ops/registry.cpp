@@ -95,7 +95,16 @@ bool is_view(OpId id) {
 std::vector<TensorMeta> infer_outputs(const OpDef& op, std::span<const TensorMeta> inputs,
                                       const Attrs& attrs) {
   std::vector<TensorMeta> out = op.infer(inputs, attrs);
-  for (TensorMeta& m : out) m.wrapped_number = false;
+  // Outputs live on the inputs' device: a number (a 0-dim CPU tensor) goes with a tensor of
+  // any device, whichever operand it is.
+  Device device = Device::cpu();
+  for (const TensorMeta& m : inputs) {
+    if (!m.device.is_cpu()) device = m.device;
+  }
+  for (TensorMeta& m : out) {
+    m.wrapped_number = false;
+    m.device = device;
+  }
   return out;
 }
 

@@ -58,7 +58,8 @@ struct OpDef {
 const OpDef& op_def(OpId id);
 
 // op.infer, with outputs that are never wrapped numbers (an op's result is a tensor even when
-// its input was a C++ number). Every caller of a shape rule goes through this.
+// its input was a C++ number) and that live on the inputs' device. Every caller of a shape
+// rule goes through this.
 std::vector<TensorMeta> infer_outputs(const OpDef& op, std::span<const TensorMeta> inputs,
                                       const Attrs& attrs);
 const OpDef* find_op(std::string_view name);  // nullptr when unknown

@@ -2,6 +2,7 @@
 // inputs produce f32, as in torch.
 #include <cmath>
 
+#include "ops/dispatch.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
@@ -25,7 +26,10 @@ Tensor eager_cast(const Tensor& t, DType dtype) {
 }
 
 Tensor eager_contiguous(const Tensor& t) {
-  return t.is_contiguous() ? t : eager_cast(t, t.dtype());
+  if (t.is_contiguous()) return t;
+  // Another device's copy is its kernels' (the CPU loop below reads host memory).
+  if (!t.device().is_cpu()) return call1(OpId::copy, {t});
+  return eager_cast(t, t.dtype());
 }
 
 namespace {

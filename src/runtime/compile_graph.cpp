@@ -36,6 +36,7 @@ std::shared_ptr<const Executable> load_graph_entry(const Compile& c,
                                                    const std::vector<uint8_t>& payload) {
   try {
     Timer t;
+    ensure_support(c.backend);
     auto exec = load_artifact(decode_artifact(payload), c.backend);
     stats::add_time(stats::Stage::load, t.ms());
     ZC_LOG(timing) << "graph " << c.short_hash << ": loaded from the cache in " << t.ms() << " ms";
@@ -60,18 +61,19 @@ std::vector<uint8_t> lowered_bytes(const Compile& c) {
 }
 
 // Kernel level: the binary of `source` for the backend's target and toolchain.
-std::vector<uint8_t> binary_for(const Compile& c, const codegen::GeneratedSource& source,
+std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
+                                cache::Cache* store, const codegen::GeneratedSource& source,
                                 double* build_ms) {
   Timer t;
-  const cache::Key key = c.keys.kernel_key(hex(sha256(source.text)));
-  if (c.store) {
-    if (auto e = c.store->get(key)) return std::move(e->payload);
+  const cache::Key key = keys.kernel_key(hex(sha256(source.text)));
+  if (store) {
+    if (auto e = store->get(key)) return std::move(e->payload);
   }
-  std::vector<uint8_t> binary = c.backend.build(source);
+  std::vector<uint8_t> binary = backend.build(source);
   *build_ms = t.ms();
   stats::add(stats::Counter::compiler_invocations);
   stats::add_time(stats::Stage::cxx, *build_ms);
-  if (c.store) c.store->put(key, binary, *build_ms);
+  if (store) store->put(key, binary, *build_ms);
   return binary;
 }
 
@@ -131,9 +133,10 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   }
 
   double build_ms = 0;
-  std::vector<uint8_t> binary = binary_for(c, code.source, &build_ms);
+  std::vector<uint8_t> binary = binary_for(c.keys, backend, store, code.source, &build_ms);
 
   t = Timer();
+  ensure_support(backend);
   auto exec = backend.load(std::move(code.schedule), std::move(code.plan), binary);
   double load_ms = t.ms();
   stats::add_time(stats::Stage::load, load_ms);
@@ -144,6 +147,27 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   ZC_LOG(timing) << "graph " << c.short_hash << ": lower " << lower_ms << " ms, codegen "
                  << codegen_ms << " ms, build " << build_ms << " ms, load " << load_ms << " ms";
   return exec;
+}
+
+void ensure_support(const Backend& backend) {
+  static std::mutex mu;
+  static std::set<const Backend*> ready;
+  std::lock_guard lock(mu);
+  if (ready.count(&backend)) return;
+  std::string source = backend.support_source();
+  if (!source.empty()) {
+    std::string why = backend.unavailable_reason();
+    if (!why.empty()) throw Error(why);
+    cache::Cache* store = &cache::process_cache();
+    double ms = 0;
+    CompileKeys keys = compile_keys("", backend);
+    std::vector<uint8_t> binary =
+        binary_for(keys, backend, store, codegen::GeneratedSource{std::move(source), 0, 0}, &ms);
+    backend.load_support(binary);
+    ZC_LOG(timing) << backend.name() << " support kernels ready"
+                   << (ms > 0 ? " (built in " + std::to_string(ms) + " ms)" : " (cached)");
+  }
+  ready.insert(&backend);
 }
 
 void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend) {

@@ -50,6 +50,11 @@ std::future<void> prefetch_remote(const Backend& backend);
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
                                                 std::optional<Digest> hash = std::nullopt);
 
+// Builds and loads the backend's support kernels (Backend::support_source) once per process,
+// through the kernel level of the process cache; nothing for a backend without them. Raises
+// zc::Error when the backend cannot build or load them here.
+void ensure_support(const Backend& backend);
+
 // Lowering, code generation, building and loading for a code-generating backend, through the
 // cache levels of `store` (graph, lowering, kernel; null: no cache at all). Raises zc::Error
 // when the backend's toolchain rejects the generated source (with its diagnostics) or is

@@ -1,0 +1,94 @@
+#include "codegen/backends/cuda/cuda_backend.h"
+
+#include <mutex>
+
+#include "codegen/backends/cuda/cuda_emit.h"
+#include "codegen/backends/cuda/cuda_executable.h"
+#include "codegen/backends/cuda/launch.h"
+#include "toolchain/nvrtc.h"
+
+namespace zc::codegen::cuda {
+
+namespace {
+
+// NVRTC's options. Real-architecture cubins need no JIT at load; fast-math stays off, so
+// float results follow the same numerics contract as the CPU backend's.
+const std::vector<std::string>& nvrtc_options() {
+  static const std::vector<std::string> options{"--std=c++17", "--minimal"};
+  return options;
+}
+
+class CudaBackend final : public Backend, private SchedulePolicy {
+ public:
+  explicit CudaBackend(CudaOptions options) : opt_(std::move(options)) {}
+
+  std::string_view name() const override { return "cuda"; }
+  Device::Type device() const override { return Device::Type::cuda; }
+
+  std::string unavailable_reason() const override {
+    std::call_once(state_once_, [&] {
+      std::string why;
+      if (!toolchain::find_nvrtc(&why)) {
+        reason_ = why;
+        return;
+      }
+      arch_ = opt_.arch;
+      if (arch_.empty()) {
+        arch_ = device_arch(0, &why);
+        if (arch_.empty()) reason_ = why;
+      }
+    });
+    return reason_;
+  }
+
+  const KeyParts& key_parts() const override {
+    std::call_once(key_once_, [&] {
+      unavailable_reason();
+      key_.codegen = "cuda;block=256;row_block<=256;matmul_tile=" + std::to_string(kMatmulTile);
+      // A cubin for a real architecture runs on any driver that supports the GPU, without a
+      // JIT step, so the driver's version does not decide the binary and is not part of it.
+      key_.target = "cuda{arch=" + arch_ + "}";
+      std::string options;
+      for (const std::string& o : nvrtc_options()) options += " " + o;
+      if (auto nvrtc = toolchain::find_nvrtc()) key_.toolchain = nvrtc->identity() + options;
+    });
+    return key_;
+  }
+
+  const SchedulePolicy& policy() const override { return *this; }
+
+  GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
+    CudaModule m = cuda::emit(s, plan);
+    return GeneratedSource{std::move(m.source), m.kernels, 0};
+  }
+
+  std::vector<uint8_t> build(const GeneratedSource& source) const override {
+    std::string why = unavailable_reason();
+    if (!why.empty()) throw Error("the CUDA backend cannot build here: " + why);
+    return toolchain::compile_cubin(source.text, arch_, nvrtc_options()).cubin;
+  }
+
+  std::shared_ptr<const Executable> load(Schedule s, BufferPlan plan,
+                                         std::span<const uint8_t> binary) const override {
+    return make_cuda_executable(std::move(s), std::move(plan), binary);
+  }
+
+ private:
+  bool supports(ops::OpId, DType) const override { return true; }
+  MatmulPath matmul_path(const ops::MatmulShapes&, DType) const override {
+    return MatmulPath::inline_loop;
+  }
+
+  CudaOptions opt_;
+  mutable std::once_flag state_once_, key_once_;
+  mutable std::string reason_, arch_;
+  mutable KeyParts key_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(CudaOptions options) {
+  return std::make_unique<CudaBackend>(std::move(options));
+}
+
+}  // namespace zc::codegen::cuda

@@ -1,0 +1,24 @@
+#include "codegen/backends/cuda/cuda_emit.h"
+
+#include "codegen/backends/cuda/kernel_emitter.h"
+#include "codegen/backends/cuda/launch.h"
+#include "codegen/backends/cuda/prelude.h"
+
+namespace zc::codegen::cuda {
+
+CudaModule emit(const Schedule& s, const BufferPlan& plan) {
+  CudaModule m;
+  CodeWriter w;
+  w.raw(kPrelude);
+  KernelEmitter emitter(s, plan, w);
+  std::vector<Launch> launches = launch_plan(s, plan);
+  for (size_t k = 0; k < launches.size(); ++k) {
+    w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(launches[k].kind));
+    emitter.emit(static_cast<int32_t>(k), launches[k]);
+    ++m.kernels;
+  }
+  m.source = w.str();
+  return m;
+}
+
+}  // namespace zc::codegen::cuda

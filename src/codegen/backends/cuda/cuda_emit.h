@@ -1,0 +1,19 @@
+// The CUDA backend's emitter: one self-contained CUDA C++ source (no #include: NVRTC compiles
+// it as it is) with one extern "C" __global__ function per kernel of the schedule, named and
+// parametrized as launch_plan() says.
+#pragma once
+
+#include <string>
+
+#include "codegen/buffer_plan.h"
+
+namespace zc::codegen::cuda {
+
+struct CudaModule {
+  std::string source;
+  int kernels = 0;
+};
+
+CudaModule emit(const Schedule& s, const BufferPlan& plan);
+
+}  // namespace zc::codegen::cuda

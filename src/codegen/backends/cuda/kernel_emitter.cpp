@@ -1,0 +1,157 @@
+#include "codegen/backends/cuda/kernel_emitter.h"
+
+#include <algorithm>
+
+#include "codegen/c_expr.h"
+#include "util/check.h"
+
+namespace zc::codegen::cuda {
+
+using ir::ValueId;
+
+void KernelEmitter::emit(int32_t k, const Launch& launch) {
+  kernel_ = k;
+  launch_ = &launch;
+  library_output_ = -1;
+  w_ = CodeWriter(1);
+  w_.line(std::string("typedef ") + (launch.use_32bit_index ? "int" : "int64_t") + " idx_t;");
+  const Kernel& K = s_.kernels[k];
+  switch (K.kind) {
+    case KernelKind::pointwise:
+      emit_pointwise(K, launch);
+      break;
+    case KernelKind::row_reduce:
+      emit_row_reduce(K, launch);
+      break;
+    case KernelKind::matmul:
+      emit_matmul(K, launch);
+      break;
+    case KernelKind::copy:
+      emit_copy(K, launch);
+      break;
+    case KernelKind::concat:
+      emit_concat(K, launch);
+      break;
+    case KernelKind::gather:
+      emit_gather(K, launch);
+      break;
+    case KernelKind::extern_op:
+      ZC_CHECK(false, "extern kernels are not generated");
+  }
+  std::string params;
+  for (ValueId b : launch.buffers) {
+    const BufferPlan::Slot& slot = plan_.slot[b];
+    bool writes = slot.kind == BufferKind::output || slot.kind == BufferKind::arena;
+    params += std::string(params.empty() ? "" : ", ") + (writes ? "" : "const ") +
+              storage_type(s_.graph.meta(b).dtype) + "* __restrict__ " + buffer(b);
+  }
+  if (launch.error_flag) params += std::string(params.empty() ? "" : ", ") + "int* zc_err";
+  out_.open("extern \"C\" __global__ void __launch_bounds__(" +
+            std::to_string(launch.block_x * launch.block_y) + ") " + launch.symbol + "(" +
+            params + ")");
+  out_.raw(w_.str());
+  out_.close();
+  out_.blank();
+}
+
+std::string KernelEmitter::buffer(ValueId base) const {
+  ZC_CHECK(std::binary_search(launch_->buffers.begin(), launch_->buffers.end(), base),
+           "kernel " << kernel_ << " touches %" << base << ", which its launch plan lacks");
+  return "b" + std::to_string(base);
+}
+
+void KernelEmitter::open_grid_loop(int64_t n) {
+  w_.open("for (idx_t zc_i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; zc_i < " +
+          std::to_string(n) + "; zc_i += (idx_t)gridDim.x * blockDim.x)");
+}
+
+KernelEmitter::Names KernelEmitter::decompose(const Shape& shape, const std::string& linear,
+                                              const std::string& prefix) {
+  Names names(shape.size(), "0");
+  int outermost = -1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] > 1) {
+      outermost = static_cast<int>(d);
+      break;
+    }
+  }
+  if (outermost < 0) return names;
+  std::string rest = "zc_r" + prefix;
+  w_.line("idx_t " + rest + " = " + linear + ";");
+  for (int d = static_cast<int>(shape.size()) - 1; d >= outermost; --d) {
+    if (shape[d] <= 1) continue;
+    names[d] = prefix + std::to_string(d);
+    if (d == outermost) {
+      w_.line("const idx_t " + names[d] + " = " + rest + ";");
+    } else {
+      std::string size = std::to_string(shape[d]);
+      w_.line("const idx_t " + names[d] + " = " + rest + " % " + size + "; " + rest + " /= " +
+              size + ";");
+    }
+  }
+  return names;
+}
+
+void KernelEmitter::emit_pointwise(const Kernel& k, const Launch&) {
+  int64_t n = shape_numel(k.space);
+  if (n == 0) return;
+  open_grid_loop(n);
+  Names names = decompose(k.space, "zc_i", "i");
+  for (int32_t node : k.nodes) emit_node(node, names);
+  for (ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
+  w_.close();
+}
+
+void KernelEmitter::emit_copy(const Kernel& k, const Launch&) {
+  const Shape& shape = s_.graph.meta(k.copy_from).shape;
+  if (shape_numel(shape) == 0) return;
+  open_grid_loop(shape_numel(shape));
+  Names names = decompose(shape, "zc_i", "i");
+  // Row-major position in the source is the position in the dense destination.
+  DType t = s_.graph.meta(k.copy_to).dtype;
+  w_.line(buffer(s_.at(k.copy_to).view.base) + "[zc_i] = " + to_storage(t, load(k.copy_from, names)) +
+          ";");
+  w_.close();
+}
+
+void KernelEmitter::emit_concat(const Kernel& k, const Launch&) {
+  const ir::Node& n = s_.graph.nodes[k.anchor];
+  ValueId out = n.outputs[0];
+  DType ot = s_.graph.meta(out).dtype;
+  int64_t dim = std::get<ops::DimAttrs>(n.attrs).dim;
+  int64_t shift = 0;
+  for (ValueId u : n.inputs) {
+    const Shape& shape = s_.graph.meta(u).shape;
+    if (shape_numel(shape) > 0) {
+      open_grid_loop(shape_numel(shape));
+      Names names = decompose(shape, "zc_i", "i");
+      Names dst = names;
+      dst[dim] = "(" + names[dim] + " + " + std::to_string(shift) + ")";
+      w_.line(store(out, dst, "(" + compute_type(ot) + ")(" + load(u, names) + ")"));
+      w_.close();
+    }
+    shift += shape[dim];
+  }
+}
+
+void KernelEmitter::emit_gather(const Kernel& k, const Launch&) {
+  const ir::Node& n = s_.graph.nodes[k.anchor];
+  ValueId table = n.inputs[0], idx = n.inputs[1], out = n.outputs[0];
+  const Shape& ts = s_.graph.meta(table).shape;
+  const Shape& os = s_.graph.meta(out).shape;
+  if (shape_numel(os) == 0) return;
+  open_grid_loop(shape_numel(os));
+  Names names = decompose(os, "zc_i", "i");
+  Names at(names.begin(), names.end() - 1);
+  std::string d = names.back();
+  w_.line("const int64_t t = (int64_t)" + load(idx, at) + ";");
+  // The eager kernel raises for a bad index; generated code flags it for the runtime.
+  w_.open("if (t < 0 || t >= " + std::to_string(ts[0]) + ")");
+  w_.line("atomicExch(zc_err, 1);");
+  w_.line("continue;");
+  w_.close();
+  w_.line(store(out, names, load(table, {"t", d})));
+  w_.close();
+}
+
+}  // namespace zc::codegen::cuda

@@ -1,0 +1,42 @@
+// KernelEmitter: writes the CUDA C++ of one kernel (a __global__ function) for the CUDA
+// backend. Kernel parameters are the buffers the launch plan lists, each a __restrict__
+// pointer (the buffer planner guarantees that a kernel's buffers do not overlap). Threads map
+// onto the work as the launch plan says: a grid-stride loop over elements for the pointwise
+// kinds, a block per row for reductions, a 16x16 tile per block for matmuls.
+#pragma once
+
+#include <string>
+
+#include "codegen/backends/cuda/launch.h"
+#include "codegen/c_like_emitter.h"
+
+namespace zc::codegen::cuda {
+
+class KernelEmitter final : private CLikeEmitter {
+ public:
+  KernelEmitter(const Schedule& s, const BufferPlan& plan, CodeWriter& out)
+      : CLikeEmitter(s, plan), out_(out) {}
+
+  void emit(int32_t k, const Launch& launch);
+
+ private:
+  std::string buffer(ir::ValueId base) const override;
+
+  void emit_pointwise(const Kernel& k, const Launch& l);
+  void emit_copy(const Kernel& k, const Launch& l);
+  void emit_concat(const Kernel& k, const Launch& l);
+  void emit_gather(const Kernel& k, const Launch& l);
+  void emit_row_reduce(const Kernel& k, const Launch& l);
+  void emit_matmul(const Kernel& k, const Launch& l);
+
+  // Opens a grid-stride loop over `n` elements: the linear index is "zc_i".
+  void open_grid_loop(int64_t n);
+  // Declares the index names of `shape` at row-major linear index `linear` ("0" for size-1
+  // dims, which get no name).
+  Names decompose(const Shape& shape, const std::string& linear, const std::string& prefix);
+
+  CodeWriter& out_;
+  const Launch* launch_ = nullptr;
+};
+
+}  // namespace zc::codegen::cuda

@@ -1,0 +1,87 @@
+#include "codegen/backends/cuda/launch.h"
+
+#include <algorithm>
+
+#include "ops/shape_rules.h"
+#include "util/check.h"
+
+namespace zc::codegen::cuda {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Threads per row of a reduction over `n` elements: a power of two from one warp to 256, so
+// short rows do not leave most of a block idle.
+int row_block(int64_t n) {
+  int b = 32;
+  while (b < 256 && b < n) b *= 2;
+  return b;
+}
+
+}  // namespace
+
+std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
+  std::vector<Launch> plan;
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    const Kernel& K = s.kernels[k];
+    Launch l;
+    l.kind = K.kind;
+    l.symbol = "zc_k" + std::to_string(k) + "_" + kernel_kind_name(K.kind);
+    l.buffers = kernel_reads(s, K);
+    for (ir::ValueId v : K.stores) l.buffers.push_back(s.base_of(v));
+    std::sort(l.buffers.begin(), l.buffers.end());
+    l.buffers.erase(std::unique(l.buffers.begin(), l.buffers.end()), l.buffers.end());
+    int64_t largest = shape_numel(K.space);
+    for (ir::ValueId b : l.buffers) largest = std::max(largest, shape_numel(s.graph.meta(b).shape));
+    switch (K.kind) {
+      case KernelKind::pointwise:
+        l.work = shape_numel(K.space);
+        break;
+      case KernelKind::copy:
+        l.work = shape_numel(s.graph.meta(K.copy_from).shape);
+        break;
+      case KernelKind::concat:
+        for (ir::ValueId u : s.graph.nodes[K.anchor].inputs)
+          l.work = std::max(l.work, shape_numel(s.graph.meta(u).shape));
+        break;
+      case KernelKind::gather: {
+        const ir::Node& n = s.graph.nodes[K.anchor];
+        l.work = shape_numel(s.graph.meta(n.outputs[0]).shape);
+        l.error_flag = true;
+        break;
+      }
+      case KernelKind::row_reduce: {
+        int64_t row = 1;
+        for (int64_t d : K.reduce_dims) row *= K.space[d];
+        l.work = row == 0 ? 0 : shape_numel(K.space) / row;
+        l.grid_x = l.work;
+        l.block_x = row_block(row);
+        break;
+      }
+      case KernelKind::matmul: {
+        const ir::Node& n = s.graph.nodes[K.anchor];
+        ops::MatmulShapes d =
+            ops::matmul_shapes(s.graph.meta(n.inputs[0]).shape, s.graph.meta(n.inputs[1]).shape);
+        l.block_x = l.block_y = kMatmulTile;
+        l.grid_x = ceil_div(d.N, kMatmulTile);
+        l.grid_y = ceil_div(d.M, kMatmulTile);
+        l.grid_z = shape_numel(d.batch);
+        l.work = shape_numel(K.space);
+        largest = std::max(largest, d.M * d.K);
+        break;
+      }
+      case KernelKind::extern_op:
+        ZC_CHECK(false, "the CUDA backend runs no extern ops (kernel " << k << ")");
+    }
+    // Index arithmetic in 32 bits is several times cheaper on a GPU; half the range is kept
+    // free so that a grid-stride step past the end cannot overflow.
+    l.use_32bit_index = largest < (int64_t{1} << 30);
+    plan.push_back(std::move(l));
+  }
+  return plan;
+}
+
+}  // namespace zc::codegen::cuda

@@ -1,0 +1,36 @@
+// The launch plan of a CUDA module: for each kernel of a schedule, its symbol, the buffers it
+// takes as parameters (in order), its thread shape and how much work it covers. A function of
+// the schedule and buffer plan alone, so that loading a cached cubin rebuilds the plan without
+// emitting the source again, and the emitter and the loader cannot disagree about parameters.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codegen/buffer_plan.h"
+
+namespace zc::codegen::cuda {
+
+struct Launch {
+  KernelKind kind;
+  std::string symbol;
+  // Every buffer the kernel reads or writes, by base value, ascending: one pointer parameter
+  // each, then (for gathers) the error flag.
+  std::vector<ir::ValueId> buffers;
+  bool error_flag = false;
+  int block_x = 256, block_y = 1;  // threads per block
+  // Blocks wanted: pointwise kinds cover `work` elements with a grid-stride loop (the loader
+  // caps the grid by the device's size); a row reduction has one block per row (a stride
+  // loop past the cap); a matmul tiles [grid_y rows of tiles, grid_x columns, grid_z batches].
+  int64_t work = 0;
+  int64_t grid_x = 1, grid_y = 1, grid_z = 1;
+  bool use_32bit_index = true;  // every index of the kernel fits in 31 bits
+};
+
+// Tile edge of the generated matmul kernel.
+inline constexpr int kMatmulTile = 16;
+
+std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan& plan);
+
+}  // namespace zc::codegen::cuda
