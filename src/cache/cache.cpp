@@ -321,8 +321,7 @@ std::optional<GetResult> Cache::take_staged(Level level, const Digest& key) {
 }
 
 void Cache::prefetch(std::span<const Key> keys) {
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (!redis || keys.empty()) return;
+  if (!remote_ || keys.empty()) return;
   const Level level = keys[0].level();
   std::vector<Digest> wanted;
   for (const Key& k : keys) {
@@ -335,7 +334,7 @@ void Cache::prefetch(std::span<const Key> keys) {
     wanted.push_back(d);
   }
   if (wanted.empty()) return;
-  std::vector<GetResult> got = redis->get_many(level, wanted);
+  std::vector<GetResult> got = remote_->get_many(level, wanted);
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < wanted.size(); ++i) {
     // Errors are not kept: get() asks again, and its failure counts toward the breaker.
@@ -492,13 +491,13 @@ Cache::Flight Cache::begin_flight(const Key& key) {
     if (held.fd >= 0) ::close(held.fd);
     held.fd = -1;
   };
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (redis && !config_.remote_read_only && config_.remote_lock_ms > 0) {
+  Tier* remote = remote_.get();
+  if (remote && !config_.remote_read_only && config_.remote_lock_ms > 0) {
     const auto deadline = SteadyClock::now() + std::chrono::milliseconds(config_.remote_lock_ms);
     for (bool waited = false;; waited = true) {
-      RedisTier::LockState state = redis->try_lock(level, d, token, config_.remote_lock_ms);
-      if (state == RedisTier::LockState::unavailable) break;
-      const bool ours = state == RedisTier::LockState::acquired;
+      LockState state = remote->try_lock(level, d, token, config_.remote_lock_ms);
+      if (state == LockState::unavailable) break;
+      const bool ours = state == LockState::acquired;
       if (!ours) {
         if (!waited) {
           ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
@@ -513,21 +512,21 @@ Cache::Flight Cache::begin_flight(const Key& key) {
       }
       // Polls are not counted as misses: they would drown the lookups that matter. With the
       // lock ours, this is the look once more after the previous holder's release.
-      GetResult r = redis->get(level, d);
+      GetResult r = remote->get(level, d);
       if (r.outcome == Outcome::hit) {
-        if (ours) redis->unlock(level, d, token);
+        if (ours) remote->unlock(level, d, token);
         release_local();
         // An unusable value leaves f.entry empty: this process compiles, holding no lock.
-        f.entry = adopt(redis, level, d, std::move(r));
+        f.entry = adopt(remote, level, d, std::move(r));
         return f;
       }
       if (ours) {
-        held.redis = true;
+        held.remote = true;
         break;
       }
     }
   }
-  if (held.fd >= 0 || held.redis) {
+  if (held.fd >= 0 || held.remote) {
     std::lock_guard lock(mu_);
     held_.emplace_back(token, held);
     f.token = token;
@@ -546,16 +545,15 @@ void Cache::end_flight(const Key& key, const std::string& token) {
     held = it->second;
     held_.erase(it);
   }
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (redis && held.redis) redis->unlock(key.level(), key.digest(), token);
+  if (remote_ && held.remote) remote_->unlock(key.level(), key.digest(), token);
   // Closing the file releases its lock; waiters then find the entry on disk.
   if (held.fd >= 0) ::close(held.fd);
 }
 
 std::future<void> Cache::connect_remote_async() {
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (!redis || remote_connect_started_.exchange(true)) return {};
-  return std::async(std::launch::async, [redis] { redis->connect_now(); });
+  Tier* remote = remote_.get();
+  if (!remote || remote_connect_started_.exchange(true)) return {};
+  return std::async(std::launch::async, [remote] { remote->connect_now(); });
 }
 
 bool Cache::contains(Level level, const Digest& key) {

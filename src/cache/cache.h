@@ -138,8 +138,8 @@ class Cache {
   // The local compile lock's file descriptor, or -1 when it could not be had in time.
   int lock_local(Level level, const Digest& d);
   struct HeldLocks {
-    int fd = -1;         // the local lock file, locked
-    bool redis = false;  // the remote lock, under the flight's token
+    int fd = -1;          // the local lock file, locked
+    bool remote = false;  // the remote lock, under the flight's token
   };
   std::vector<std::pair<std::string, HeldLocks>> held_;  // by flight token, under mu_
   void note_touched(Level level, const Digest& key);

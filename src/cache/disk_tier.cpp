@@ -131,6 +131,7 @@ class DiskTierImpl final : public DiskTier {
     temp_tag_ = std::to_string(mix64(seed ^ reinterpret_cast<uintptr_t>(this)) & 0xffffff);
   }
 
+  TierKind kind() const override { return TierKind::disk; }
   std::string name() const override { return "disk"; }
   const std::string& root() const override { return root_; }
 
