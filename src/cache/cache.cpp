@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -327,10 +326,8 @@ void Cache::prefetch(std::span<const Key> keys) {
   for (const Key& k : keys) {
     if (k.level() != level) throw Error("Cache::prefetch: keys of more than one level");
     const Digest d = k.digest();
-    if (memory_->contains(level, d)) continue;
-    // A stat, not a read: the get() that follows reads and checks it.
-    struct stat st;
-    if (disk_ && ::stat(disk_->entry_path(level, d).c_str(), &st) == 0) continue;
+    // Presence, not a read: the get() that follows reads and checks a local entry.
+    if (memory_->contains(level, d) || (disk_ && disk_->contains(level, d))) continue;
     wanted.push_back(d);
   }
   if (wanted.empty()) return;
@@ -559,7 +556,8 @@ std::future<void> Cache::connect_remote_async() {
 bool Cache::contains(Level level, const Digest& key) {
   if (memory_->contains(level, key)) return true;
   drain_disk_writes();
-  return disk_ && disk_->contains(level, key);
+  // Read and checked, not merely present: a bundle's good entry must replace a corrupt file.
+  return disk_ && disk_->get(level, key).outcome == Outcome::hit;
 }
 
 void Cache::insert(Entry entry) {

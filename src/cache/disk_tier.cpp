@@ -157,6 +157,14 @@ class DiskTierImpl final : public DiskTier {
     return r;
   }
 
+  // A stat, not a read: a caller deciding whether to look elsewhere should not pay for
+  // reading and hashing the payload (tens of microseconds for a kernel) that its get() reads
+  // and checks anyway.
+  bool contains(Level level, const Digest& key) override {
+    struct stat st;
+    return broken_.empty() && ::stat(entry_path(level, key).c_str(), &st) == 0;
+  }
+
   PutResult put(const Entry& entry) override {
     if (!broken_.empty()) return {false, broken_};
     std::string path = entry_path(entry.level, entry.key);

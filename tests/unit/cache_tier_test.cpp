@@ -1,8 +1,11 @@
 // What every tier answers through the Tier interface alone: its kind, and the defaults of the
 // capabilities only the remote tier has (no lock, per-key batched lookups, nothing to connect),
-// so the cache can ask any tier without knowing which one it holds.
+// so the cache can ask any tier without knowing which one it holds. Also the disk tier's
+// presence check, which says a file is there without reading it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +66,25 @@ TEST(CacheTier, GetManyIsOneGetPerKeyInOrder) {
     EXPECT_EQ(got[2].outcome, Outcome::miss) << t->name();
     EXPECT_TRUE(t->get_many(Level::kernel, {}).empty()) << t->name();
   }
+}
+
+// A stat, not a read: a damaged file is still "there" (the get that follows refuses and
+// removes it), and an unusable store holds nothing.
+TEST(CacheTier, DiskContainsIsPresenceNotVerification) {
+  const std::string dir = test::test_dir("cache_tier");
+  auto disk = open_disk_tier({dir + "/store"});
+  const Entry e = entry_of("damaged", 1000);
+  EXPECT_FALSE(disk->contains(e.level, e.key));
+  ASSERT_TRUE(disk->put(e).ok);
+  EXPECT_TRUE(disk->contains(e.level, e.key));
+  std::filesystem::resize_file(disk->entry_path(e.level, e.key), 10);
+  EXPECT_TRUE(disk->contains(e.level, e.key));
+  EXPECT_EQ(disk->get(e.level, e.key).outcome, Outcome::error);
+  EXPECT_FALSE(disk->contains(e.level, e.key));
+
+  const std::string file = dir + "/not-a-directory";
+  std::ofstream(file) << "x";
+  EXPECT_FALSE(open_disk_tier({file})->contains(e.level, e.key));
 }
 
 }  // namespace
