@@ -29,10 +29,10 @@ Stats stats() {
   s.persistent = c.disk() != nullptr;
   s.dir = s.persistent ? c.config().dir : "";
   for (Level level : kLevels) {
-    for (const char* tier : {"memory", "disk", "redis"}) {
-      TierCounters t = c.counters(level, tier);
-      s.levels.push_back(LevelStats{level_name(level), tier, t.hits, t.misses, t.errors, t.puts,
-                                    t.put_failures, t.saved_ms});
+    for (TierKind tier : kTierKinds) {
+      TierCounters t = c.counters({level, tier});
+      s.levels.push_back(LevelStats{level_name(level), tier_kind_name(tier), t.hits, t.misses,
+                                    t.errors, t.puts, t.put_failures, t.saved_ms});
     }
   }
   return s;

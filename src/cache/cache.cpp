@@ -79,11 +79,6 @@ CacheConfig CacheConfig::from_env() {
   return c;
 }
 
-// Counters already written into the lifetime statistics, so each flush adds only the rest.
-struct Cache::Flushed {
-  std::vector<std::pair<std::string, TierCounters>> counters;
-};
-
 // The live caches, for the fork handlers: each one's write-behind lock is taken before fork()
 // and released after it, in parent and child alike.
 struct Cache::ForkGuard {
@@ -115,8 +110,7 @@ struct Cache::ForkGuard {
   }
 };
 
-Cache::Cache(CacheConfig config)
-    : config_(std::move(config)), flushed_(std::make_unique<Flushed>()) {
+Cache::Cache(CacheConfig config) : config_(std::move(config)) {
   memory_ = make_memory_tier(config_.memory_max_bytes);
   if (config_.persistent) disk_ = open_disk_tier(DiskTierOptions{config_.dir, config_.max_bytes});
   if (config_.persistent && !config_.remote_url.empty()) {
@@ -202,36 +196,6 @@ void Cache::stop_writer() {
   if (writer_ && writer_->joinable()) writer_->join();
 }
 
-TierCounters& Cache::counters_locked(const std::string& name) {
-  for (auto& [n, v] : counters_) {
-    if (n == name) return v;
-  }
-  return counters_.emplace_back(name, TierCounters{}).second;
-}
-
-void Cache::count(Level level, const std::string& tier, Outcome outcome, double saved_ms) {
-  std::string name = std::string(level_name(level)) + "/" + tier;
-  std::lock_guard lock(mu_);
-  TierCounters* c = &counters_locked(name);
-  if (outcome == Outcome::hit) {
-    ++c->hits;
-    c->saved_ms += saved_ms;
-  } else if (outcome == Outcome::miss) {
-    ++c->misses;
-  } else {
-    ++c->errors;
-  }
-}
-
-TierCounters Cache::counters(Level level, const std::string& tier) const {
-  std::string name = std::string(level_name(level)) + "/" + tier;
-  std::lock_guard lock(mu_);
-  for (const auto& [n, v] : counters_) {
-    if (n == name) return v;
-  }
-  return {};
-}
-
 void Cache::note_touched(Level level, const Digest& key) {
   std::lock_guard lock(mu_);
   for (const auto& [l, k] : touched_) {
@@ -284,7 +248,7 @@ std::optional<Entry> Cache::get(const Key& key) {
         r.entry.reset();
       }
     }
-    count(level, tiers[i]->name(), r.outcome, r.entry ? r.entry->compile_ms : 0);
+    counters_.count_lookup({level, tiers[i]->kind()}, r.outcome, r.entry ? r.entry->compile_ms : 0);
     ZC_LOG(cache) << "lookup " << level_name(level) << " " << tiers[i]->name() << " "
                   << (r.outcome == Outcome::hit    ? "hit"
                       : r.outcome == Outcome::miss ? "miss"
@@ -376,21 +340,9 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
   if (remote_ && !config_.remote_read_only) tiers.push_back(remote_.get());
   for (Tier* t : tiers) {
     PutResult r = t->put(e);
-    std::string name = std::string(level_name(e.level)) + "/" + t->name();
-    bool warn = false;
-    {
-      std::lock_guard lock(mu_);
-      TierCounters* c = &counters_locked(name);
-      if (r.ok) {
-        ++c->puts;
-        c->bytes_written += static_cast<int64_t>(e.payload.size() + kEntryHeaderSize);
-      } else {
-        ++c->put_failures;
-        warn = !warned_put_failure_;
-        warned_put_failure_ = true;
-      }
-    }
-    if (warn) {
+    counters_.count_put({e.level, t->kind()}, r.ok,
+                        static_cast<int64_t>(e.payload.size() + kEntryHeaderSize));
+    if (!r.ok && !warned_put_failure_.exchange(true)) {
       std::fprintf(stderr,
                    "[zc] warning: cannot write to the %s cache (%s); compiling goes on "
                    "without persisting its results\n",
@@ -452,12 +404,12 @@ std::optional<Entry> Cache::adopt(Tier* tier, Level level, const Digest& d, GetR
   if (r.outcome != Outcome::hit) return std::nullopt;
   auto payload = usable_payload(level, *r.entry, &r.reason);
   if (!payload) {
-    count(level, tier->name(), Outcome::error, 0);
+    counters_.count_lookup({level, tier->kind()}, Outcome::error, 0);
     ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier->name() << " error (" << r.reason
                   << ") key=" << zc::hex(d).substr(0, 16);
     return std::nullopt;
   }
-  count(level, tier->name(), Outcome::hit, r.entry->compile_ms);
+  counters_.count_lookup({level, tier->kind()}, Outcome::hit, r.entry->compile_ms);
   memory_->put(*r.entry);
   if (disk_ && tier != disk_.get()) write_behind(*r.entry);
   note_touched(level, d);
@@ -603,27 +555,9 @@ std::vector<BundleItem> Cache::touched_items() {
 void Cache::flush_lifetime_stats() {
   if (!disk_) return;
   drain_disk_writes();
-  LifetimeDelta delta;
-  bool any = false;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [name, now] : counters_) {
-      if (name.size() < 5 || name.substr(name.size() - 5) != "/disk") continue;
-      std::optional<Level> level = level_from_name(name.substr(0, name.size() - 5));
-      if (!level) continue;
-      TierCounters before;
-      for (const auto& [n, v] : flushed_->counters) {
-        if (n == name) before = v;
-      }
-      delta.add(*level, now.hits - before.hits, now.misses - before.misses,
-                now.errors - before.errors, now.puts - before.puts, now.saved_ms - before.saved_ms,
-                now.bytes_written - before.bytes_written);
-      any = any || now.hits != before.hits || now.misses != before.misses ||
-            now.errors != before.errors || now.puts != before.puts;
-    }
-    flushed_->counters = counters_;
-  }
-  if (any) disk_->add_lifetime(delta);
+  // The store's statistics are those of the disk tier: the other tiers are this process's own.
+  if (std::optional<LifetimeDelta> delta = counters_.take_unflushed(TierKind::disk))
+    disk_->add_lifetime(*delta);
 }
 
 std::vector<BundleItem> store_items(Cache& c) {

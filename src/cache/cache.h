@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "cache/bundle.h"
+#include "cache/counters.h"
 #include "cache/keys.h"
 #include "cache/tier.h"
 
@@ -60,12 +61,6 @@ struct CacheConfig {
   int local_lock_ms = 60000;
 
   static CacheConfig from_env();
-};
-
-// Counters of one level in one tier.
-struct TierCounters {
-  int64_t hits = 0, misses = 0, errors = 0, puts = 0, put_failures = 0, bytes_written = 0;
-  double saved_ms = 0;  // compile time the hits saved
 };
 
 class Cache {
@@ -114,7 +109,7 @@ class Cache {
   const CacheConfig& config() const { return config_; }
   DiskTier* disk() const { return disk_.get(); }  // null when persistence is off
   Tier* remote() const { return remote_.get(); }  // null without ZC_REMOTE_CACHE
-  TierCounters counters(Level level, const std::string& tier) const;
+  TierCounters counters(CounterKey key) const { return counters_.get(key); }
   // Every entry this process stored or hit, for bundles.
   std::vector<BundleItem> touched_items();
   // The provenance of entries of `level` made by this process.
@@ -127,8 +122,6 @@ class Cache {
   void stop_writer();
 
  private:
-  void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
-  TierCounters& counters_locked(const std::string& name);  // "<level>/<tier>", under mu_
   // The payload of a stored entry without its provenance, or nullopt (and why) when it has
   // none or names another build, target or toolchain than this process.
   std::optional<std::vector<uint8_t>> usable_payload(Level level, const Entry& e,
@@ -169,14 +162,12 @@ class Cache {
   std::unique_ptr<Tier> remote_;
   std::atomic<bool> remote_connect_started_{false};
   mutable std::mutex mu_;
-  std::vector<std::pair<std::string, TierCounters>> counters_;  // "<level>/<tier>"
+  CounterTable counters_;
   std::vector<std::pair<Level, Digest>> touched_;
   // prefetch()'s remote answers (hits and misses), each taken by the first get() of its key.
   std::vector<std::pair<std::pair<Level, Digest>, GetResult>> staged_;  // under mu_
   std::optional<GetResult> take_staged(Level level, const Digest& key);
-  bool warned_put_failure_ = false;
-  struct Flushed;
-  std::unique_ptr<Flushed> flushed_;
+  std::atomic<bool> warned_put_failure_{false};
 };
 
 // The process-wide cache, created from the environment on first use.

@@ -471,7 +471,7 @@ TEST(CacheRedisTiers, RemoteHitIsWrittenBehindToDisk) {
   std::optional<Entry> hit = reader.get(key);
   ASSERT_TRUE(hit);
   EXPECT_EQ(hit->payload, payload);
-  EXPECT_EQ(reader.counters(Level::graph, "redis").hits, 1);
+  EXPECT_EQ(reader.counters({Level::graph, TierKind::remote}).hits, 1);
   EXPECT_TRUE(reader.contains(Level::graph, key.digest()));  // memory, at once
   reader.drain_disk_writes();
   EXPECT_EQ(reader.disk()->get(Level::graph, key.digest()).outcome, Outcome::hit);
@@ -521,8 +521,8 @@ TEST(CacheRedisTiers, PrefetchAsksOnceForManyKeys) {
   std::string stats = server.cli("INFO commandstats");
   EXPECT_NE(stats.find("cmdstat_mget:calls=1,"), std::string::npos) << stats;
   EXPECT_EQ(stats.find("cmdstat_get:"), std::string::npos) << stats;
-  EXPECT_EQ(reader.counters(Level::graph, "redis").hits, 3);
-  EXPECT_EQ(reader.counters(Level::graph, "redis").misses, 1);
+  EXPECT_EQ(reader.counters({Level::graph, TierKind::remote}).hits, 3);
+  EXPECT_EQ(reader.counters({Level::graph, TierKind::remote}).misses, 1);
   // A staged answer is used once: the next lookup asks the server.
   EXPECT_FALSE(reader.get(keys[3]));
   EXPECT_NE(server.cli("INFO commandstats").find("cmdstat_get:calls=1,"), std::string::npos);
