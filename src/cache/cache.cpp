@@ -1,7 +1,6 @@
 #include "cache/cache.h"
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -79,37 +78,6 @@ CacheConfig CacheConfig::from_env() {
   return c;
 }
 
-// The live caches, for the fork handlers: each one's write-behind lock is taken before fork()
-// and released after it, in parent and child alike.
-struct Cache::ForkGuard {
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::vector<Cache*>& live() {
-    static std::vector<Cache*> caches;
-    return caches;
-  }
-  static void add(Cache* c) {
-    static std::once_flag registered;
-    std::call_once(registered, [] { ::pthread_atfork(&before, &after, &after); });
-    std::lock_guard lock(mu());
-    live().push_back(c);
-  }
-  static void remove(Cache* c) {
-    std::lock_guard lock(mu());
-    std::erase(live(), c);
-  }
-  static void before() {
-    mu().lock();
-    for (Cache* c : live()) c->write_mu_.lock();
-  }
-  static void after() {
-    for (Cache* c : live()) c->write_mu_.unlock();
-    mu().unlock();
-  }
-};
-
 Cache::Cache(CacheConfig config) : config_(std::move(config)) {
   memory_ = make_memory_tier(config_.memory_max_bytes);
   if (config_.persistent) disk_ = open_disk_tier(DiskTierOptions{config_.dir, config_.max_bytes});
@@ -123,77 +91,17 @@ Cache::Cache(CacheConfig config) : config_(std::move(config)) {
     if (!config_.hmac_key_file.empty()) o.hmac_key = read_hmac_key_file(config_.hmac_key_file);
     remote_ = make_redis_tier(o);
   }
-  ForkGuard::add(this);
+  if (disk_) disk_writer_ = std::make_unique<WriteBehind>(*disk_);
 }
 
-Cache::~Cache() {
-  stop_writer();
-  ForkGuard::remove(this);
-}
-
-void Cache::writer_loop() {
-  std::unique_lock lock(write_mu_);
-  for (;;) {
-    write_cv_.wait(lock, [&] { return writer_stopped_ || !pending_.empty(); });
-    if (pending_.empty()) return;  // stopped, nothing left
-    Entry next = std::move(pending_.front());
-    pending_.pop_front();
-    writing_ = true;
-    lock.unlock();
-    disk_->put(next);
-    lock.lock();
-    writing_ = false;
-    write_cv_.notify_all();
-  }
-}
-
-void Cache::ensure_writer_locked() {
-  if (writer_ && writer_pid_ == ::getpid()) return;
-  if (writer_) {
-    // Forked: the thread is the parent's. Its handle is dropped, not joined (the thread does
-    // not exist here); an entry it was writing at the fork is the parent's to finish.
-    (void)writer_.release();
-    writing_ = false;
-  }
-  writer_pid_ = ::getpid();
-  writer_ = std::make_unique<std::thread>([this] { writer_loop(); });
-}
-
-void Cache::write_behind(Entry e) {
-  {
-    std::lock_guard lock(write_mu_);
-    if (!writer_stopped_) {
-      pending_.push_back(std::move(e));
-      ensure_writer_locked();
-      write_cv_.notify_all();
-      return;
-    }
-  }
-  disk_->put(e);
-}
+Cache::~Cache() = default;
 
 void Cache::drain_disk_writes() {
-  std::unique_lock lock(write_mu_);
-  if (pending_.empty() && !writing_) return;
-  if (!writer_stopped_) ensure_writer_locked();
-  write_cv_.wait(lock, [&] { return pending_.empty() && !writing_; });
+  if (disk_writer_) disk_writer_->drain();
 }
 
 void Cache::stop_writer() {
-  std::deque<Entry> orphans;
-  {
-    std::lock_guard lock(write_mu_);
-    writer_stopped_ = true;
-    if (writer_ && writer_pid_ != ::getpid()) {
-      (void)writer_.release();  // the parent's thread, see ensure_writer_locked
-      writing_ = false;
-      orphans.swap(pending_);
-    }
-  }
-  write_cv_.notify_all();
-  for (const Entry& e : orphans) disk_->put(e);
-  // The writer empties the queue before it ends.
-  if (writer_ && writer_->joinable()) writer_->join();
+  if (disk_writer_) disk_writer_->stop();
 }
 
 void Cache::note_touched(Level level, const Digest& key) {
@@ -259,7 +167,7 @@ std::optional<Entry> Cache::get(const Key& key) {
     // written behind (a disk write costs more than the rest of a warm lookup).
     for (size_t j = 0; j < i; ++j) {
       if (tiers[j] == disk_.get() && tiers[i] == remote_.get()) {
-        write_behind(*r.entry);
+        disk_writer_->write(*r.entry);
       } else {
         tiers[j]->put(*r.entry);
       }
@@ -411,7 +319,7 @@ std::optional<Entry> Cache::adopt(Tier* tier, Level level, const Digest& d, GetR
   }
   counters_.count_lookup({level, tier->kind()}, Outcome::hit, r.entry->compile_ms);
   memory_->put(*r.entry);
-  if (disk_ && tier != disk_.get()) write_behind(*r.entry);
+  if (disk_ && tier != disk_.get()) disk_writer_->write(*r.entry);
   note_touched(level, d);
   r.entry->payload = std::move(*payload);
   return std::move(r.entry);

@@ -1,10 +1,11 @@
 // The tiered compile cache of this process: memory, then local disk, then a remote (Redis)
 // tier. A read checks the tiers in order and copies a hit into the faster ones; a new entry
 // is written through to every enabled tier. A remote hit reaches the disk tier behind the
-// caller's back (one writer thread), so a start from a warm remote cache does not wait for
-// disk writes; whatever reads the disk tier as a whole (export, contains, the lifetime
-// statistics at exit) first waits for those writes. Every lookup is counted per level and tier and,
-// with ZC_LOGS=cache, logged with its key's components.
+// caller's back (one writer thread, WriteBehind, which a forked child takes over safely), so a
+// start from a warm remote cache does not wait for disk writes; whatever reads the disk tier as
+// a whole (export, contains, the lifetime statistics at exit) first waits for those writes.
+// Every lookup is counted per level and tier and, with ZC_LOGS=cache, logged with its key's
+// components.
 //
 // Configuration (read once, from the environment):
 //   ZC_CACHE_DIR              local store; default $XDG_CACHE_HOME/zerocompile, else
@@ -23,24 +24,21 @@
 //                             for another process's compile, default 60000; 0 turns it off
 #pragma once
 
-#include <sys/types.h>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cache/bundle.h"
 #include "cache/counters.h"
 #include "cache/keys.h"
 #include "cache/tier.h"
+#include "cache/write_behind.h"
 
 namespace zc::cache {
 
@@ -136,29 +134,12 @@ class Cache {
   };
   std::vector<std::pair<std::string, HeldLocks>> held_;  // by flight token, under mu_
   void note_touched(Level level, const Digest& key);
-  // Queues `e` for the disk tier (write-behind); written at once when the writer has stopped.
-  void write_behind(Entry e);
-
-  // Write-behind state, under write_mu_. A forked child inherits the queue but not the thread:
-  // writer_pid_ tells, and the child starts its own writer (or writes at once when stopped).
-  // Every Cache is registered for fork(): write_mu_ is held across it, so the child never
-  // inherits it locked by a thread it does not have.
-  struct ForkGuard;
-  friend struct ForkGuard;
-  void writer_loop();
-  // With write_mu_ held: a writer thread of this process exists (started when missing).
-  void ensure_writer_locked();
-  std::mutex write_mu_;
-  std::condition_variable write_cv_;
-  std::deque<Entry> pending_;
-  bool writing_ = false;  // the writer holds an entry taken off pending_
-  bool writer_stopped_ = false;
-  std::unique_ptr<std::thread> writer_;
-  pid_t writer_pid_ = 0;
-
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;
   std::unique_ptr<DiskTier> disk_;
+  // Remote hits on their way to disk_; null without a disk tier. Declared after disk_, so it is
+  // gone before the tier it writes into.
+  std::unique_ptr<WriteBehind> disk_writer_;
   std::unique_ptr<Tier> remote_;
   std::atomic<bool> remote_connect_started_{false};
   mutable std::mutex mu_;
