@@ -3,12 +3,13 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <new>
 #include <vector>
 
 namespace zc::cache {
 
 // The live writers, for the fork handlers: each one's lock is taken before fork() and released
-// after it, in parent and child alike.
+// after it, in parent and child alike; the child also gets fresh condition variables.
 struct WriteBehind::ForkGuard {
   static std::mutex& mu() {
     static std::mutex m;
@@ -20,7 +21,7 @@ struct WriteBehind::ForkGuard {
   }
   static void add(WriteBehind* w) {
     static std::once_flag registered;
-    std::call_once(registered, [] { ::pthread_atfork(&before, &after, &after); });
+    std::call_once(registered, [] { ::pthread_atfork(&before, &in_parent, &in_child); });
     std::lock_guard lock(mu());
     live().push_back(w);
   }
@@ -32,8 +33,19 @@ struct WriteBehind::ForkGuard {
     mu().lock();
     for (WriteBehind* w : live()) w->mu_.lock();
   }
-  static void after() {
+  static void in_parent() {
     for (WriteBehind* w : live()) w->mu_.unlock();
+    mu().unlock();
+  }
+  static void in_child() {
+    for (WriteBehind* w : live()) {
+      // The parent's thread, idle, was waiting on cv_: the copy here still counts that waiter,
+      // which does not exist in the child, and glibc's notify then waits for it to wake,
+      // forever. The child gets a fresh one; the old is not destroyed (its destructor would
+      // wait too) but reused in place, which nothing else can be touching under mu_.
+      new (&w->cv_) std::condition_variable;
+      w->mu_.unlock();
+    }
     mu().unlock();
   }
 };

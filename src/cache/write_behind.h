@@ -9,10 +9,11 @@
 //    thread (at exit, a thread left running into static destruction could use what is being
 //    destroyed). The destructor stops.
 //  - fork(): every live writer's lock is held across fork(), so the child never inherits it
-//    locked by a thread it does not have. The child inherits the queue but not the thread: its
-//    next write() or drain() starts a thread of its own, and its stop() writes what is queued
-//    at once, never joining its parent's thread. An entry the parent's thread was writing at
-//    the fork is the parent's to finish.
+//    locked by a thread it does not have, and the child's condition variable is a fresh one
+//    that waits for none of its parent's threads. The child inherits the queue but not the
+//    thread: its next write() or drain() starts a thread of its own, and its stop() writes
+//    what is queued at once, never joining its parent's thread. An entry the parent's thread
+//    was writing at the fork is the parent's to finish.
 #pragma once
 
 #include <sys/types.h>

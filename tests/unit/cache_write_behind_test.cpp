@@ -120,6 +120,33 @@ TEST(CacheWriteBehind, DestructorWritesWhatIsQueued) {
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(tier.holds(entry_of(i))) << i;
 }
 
+// A child forked while the parent's thread exists has the queue but not the thread.
+TEST(CacheWriteBehind, ForkedChildStartsItsOwnThreadOrWritesAtOnce) {
+  GatedTier tier;
+  WriteBehind writer(tier);
+  writer.write(entry_of(0));  // starts the thread
+  writer.drain();
+  pid_t child = fork();
+  if (child == 0) {
+    writer.write(entry_of(1));
+    writer.drain();  // would hang waiting on the parent's thread
+    bool ok = tier.holds(entry_of(1));
+    writer.stop();
+    writer.write(entry_of(2));
+    ok = ok && tier.holds(entry_of(2));
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The parent's writer is untouched by the child's.
+  EXPECT_FALSE(tier.holds(entry_of(1)));
+  writer.write(entry_of(3));
+  writer.drain();
+  EXPECT_TRUE(tier.holds(entry_of(3)));
+}
+
 // A child forked with entries still queued writes them itself when it stops.
 TEST(CacheWriteBehind, ForkedChildWritesItsInheritedQueueAtStop) {
   GatedTier tier;
