@@ -1,18 +1,9 @@
 #include "cache/cache.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <filesystem>
-#include <thread>
 
 #include "cache/disk_tier.h"
 #include "cache/fingerprint.h"
@@ -92,6 +83,14 @@ Cache::Cache(CacheConfig config) : config_(std::move(config)) {
     remote_ = make_redis_tier(o);
   }
   if (disk_) disk_writer_ = std::make_unique<WriteBehind>(*disk_);
+  SingleFlight::Options flight;
+  flight.lock_dir = config_.dir + "/locks";
+  flight.local_lock_ms = config_.local_lock_ms;
+  flight.remote_lock_ms = config_.remote_lock_ms;
+  // A reader that never writes takes no remote lock: others would wait for an entry it never
+  // stores.
+  Tier* lockable_remote = config_.remote_read_only ? nullptr : remote_.get();
+  flights_ = std::make_unique<SingleFlight>(flight, disk_.get(), lockable_remote);
 }
 
 Cache::~Cache() = default;
@@ -263,148 +262,32 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
   note_touched(e.level, e.key);
 }
 
-namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-std::string new_flight_token() {
-  static std::atomic<uint64_t> counter{0};
-  return zc::hex(sha256(std::to_string(getpid()) + ":" +
-                        std::to_string(SteadyClock::now().time_since_epoch().count()) + ":" +
-                        std::to_string(counter++)))
-      .substr(0, 32);
-}
-
-}  // namespace
-
-int Cache::lock_local(Level level, const Digest& d) {
-  std::error_code ec;
-  std::filesystem::create_directories(config_.dir + "/locks", ec);
-  const std::string path = config_.dir + "/locks/" + level_name(level) + "-" + zc::hex(d) + ".lock";
-  // Lock files are never removed: unlinking one while another process waits on it would let a
-  // third process lock a new file of the same name, and two would compile.
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    ZC_LOG(cache) << "no local compile lock (" << path << ": " << std::strerror(errno)
-                  << "); compiling without waiting";
-    return -1;
-  }
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-  if (errno != EWOULDBLOCK) {
-    ::close(fd);
-    return -1;
-  }
-  ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
-                << " key=" << zc::hex(d).substr(0, 16) << " (local)";
-  // flock has no timeout, and one made of signals would disturb the host program: poll.
-  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(config_.local_lock_ms);
-  while (SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-  }
-  ZC_LOG(cache) << "gave up waiting for " << level_name(level)
-                << " key=" << zc::hex(d).substr(0, 16) << " (local); compiling";
-  ::close(fd);
-  return -1;
-}
-
-std::optional<Entry> Cache::adopt(Tier* tier, Level level, const Digest& d, GetResult r) {
-  if (r.outcome != Outcome::hit) return std::nullopt;
+std::optional<Entry> Cache::adopt(Tier& tier, Level level, const Digest& d, GetResult r) {
   auto payload = usable_payload(level, *r.entry, &r.reason);
   if (!payload) {
-    counters_.count_lookup({level, tier->kind()}, Outcome::error, 0);
-    ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier->name() << " error (" << r.reason
+    counters_.count_lookup({level, tier.kind()}, Outcome::error, 0);
+    ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier.name() << " error (" << r.reason
                   << ") key=" << zc::hex(d).substr(0, 16);
     return std::nullopt;
   }
-  counters_.count_lookup({level, tier->kind()}, Outcome::hit, r.entry->compile_ms);
+  counters_.count_lookup({level, tier.kind()}, Outcome::hit, r.entry->compile_ms);
   memory_->put(*r.entry);
-  if (disk_ && tier != disk_.get()) disk_writer_->write(*r.entry);
+  if (disk_ && &tier != disk_.get()) disk_writer_->write(*r.entry);
   note_touched(level, d);
   r.entry->payload = std::move(*payload);
   return std::move(r.entry);
 }
 
 Cache::Flight Cache::begin_flight(const Key& key) {
-  Flight f;
   const Level level = key.level();
   const Digest d = key.digest();
-  const std::string token = new_flight_token();
-  HeldLocks held;
-  // Local first: of the processes sharing this cache directory only the holder goes on to the
-  // remote lock and compiles; the others wait here, then find its entry on disk.
-  if (disk_ && config_.local_lock_ms > 0) {
-    held.fd = lock_local(level, d);
-    if (held.fd >= 0) {
-      // The previous holder may have stored the entry between this process's lookup and its
-      // lock (always so after a wait): look once more rather than compile it again.
-      if ((f.entry = adopt(disk_.get(), level, d, disk_->get(level, d)))) {
-        ::close(held.fd);
-        return f;
-      }
-    }
-  }
-  auto release_local = [&] {
-    if (held.fd >= 0) ::close(held.fd);
-    held.fd = -1;
-  };
-  Tier* remote = remote_.get();
-  if (remote && !config_.remote_read_only && config_.remote_lock_ms > 0) {
-    const auto deadline = SteadyClock::now() + std::chrono::milliseconds(config_.remote_lock_ms);
-    for (bool waited = false;; waited = true) {
-      LockState state = remote->try_lock(level, d, token, config_.remote_lock_ms);
-      if (state == LockState::unavailable) break;
-      const bool ours = state == LockState::acquired;
-      if (!ours) {
-        if (!waited) {
-          ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
-                        << " key=" << zc::hex(d).substr(0, 16);
-        }
-        if (SteadyClock::now() >= deadline) {
-          ZC_LOG(cache) << "gave up waiting for " << level_name(level)
-                        << " key=" << zc::hex(d).substr(0, 16) << "; compiling";
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      // Polls are not counted as misses: they would drown the lookups that matter. With the
-      // lock ours, this is the look once more after the previous holder's release.
-      GetResult r = remote->get(level, d);
-      if (r.outcome == Outcome::hit) {
-        if (ours) remote->unlock(level, d, token);
-        release_local();
-        // An unusable value leaves f.entry empty: this process compiles, holding no lock.
-        f.entry = adopt(remote, level, d, std::move(r));
-        return f;
-      }
-      if (ours) {
-        held.remote = true;
-        break;
-      }
-    }
-  }
-  if (held.fd >= 0 || held.remote) {
-    std::lock_guard lock(mu_);
-    held_.emplace_back(token, held);
-    f.token = token;
-  }
-  return f;
+  return flights_->begin(level, d, [&](Tier& tier, GetResult found) {
+    return adopt(tier, level, d, std::move(found));
+  });
 }
 
 void Cache::end_flight(const Key& key, const std::string& token) {
-  if (token.empty()) return;
-  HeldLocks held;
-  {
-    std::lock_guard lock(mu_);
-    auto it =
-        std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.first == token; });
-    if (it == held_.end()) return;
-    held = it->second;
-    held_.erase(it);
-  }
-  if (remote_ && held.remote) remote_->unlock(key.level(), key.digest(), token);
-  // Closing the file releases its lock; waiters then find the entry on disk.
-  if (held.fd >= 0) ::close(held.fd);
+  flights_->end(key.level(), key.digest(), token);
 }
 
 std::future<void> Cache::connect_remote_async() {

@@ -37,6 +37,7 @@
 #include "cache/bundle.h"
 #include "cache/counters.h"
 #include "cache/keys.h"
+#include "cache/single_flight.h"
 #include "cache/tier.h"
 #include "cache/write_behind.h"
 
@@ -87,10 +88,7 @@ class Cache {
   // otherwise the caller compiles, puts, then calls end_flight with the token (empty when no
   // lock is held). A lock that cannot be had (unwritable directory, remote failure) means:
   // compile without waiting. A process that dies releases its lock file at once.
-  struct Flight {
-    std::optional<Entry> entry;
-    std::string token;
-  };
+  using Flight = SingleFlight::Flight;
   Flight begin_flight(const Key& key);
   void end_flight(const Key& key, const std::string& token);
 
@@ -125,14 +123,7 @@ class Cache {
   std::optional<std::vector<uint8_t>> usable_payload(Level level, const Entry& e,
                                                      std::string* why) const;
   // A hit found while waiting for a lock: checked, counted, copied into the faster tiers.
-  std::optional<Entry> adopt(Tier* tier, Level level, const Digest& d, GetResult r);
-  // The local compile lock's file descriptor, or -1 when it could not be had in time.
-  int lock_local(Level level, const Digest& d);
-  struct HeldLocks {
-    int fd = -1;          // the local lock file, locked
-    bool remote = false;  // the remote lock, under the flight's token
-  };
-  std::vector<std::pair<std::string, HeldLocks>> held_;  // by flight token, under mu_
+  std::optional<Entry> adopt(Tier& tier, Level level, const Digest& d, GetResult r);
   void note_touched(Level level, const Digest& key);
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;
@@ -141,6 +132,7 @@ class Cache {
   // gone before the tier it writes into.
   std::unique_ptr<WriteBehind> disk_writer_;
   std::unique_ptr<Tier> remote_;
+  std::unique_ptr<SingleFlight> flights_;
   std::atomic<bool> remote_connect_started_{false};
   mutable std::mutex mu_;
   CounterTable counters_;
