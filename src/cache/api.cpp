@@ -4,6 +4,7 @@
 #include "cache/bundle.h"
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
+#include "cache/fingerprint.h"
 #include "util/json_quote.h"
 #include "zc/cache.h"
 
@@ -75,7 +76,10 @@ std::vector<uint8_t> save_artifacts() {
 
 LoadReport load_artifacts(std::span<const uint8_t> bytes) {
   Cache& c = process_cache();
-  const Provenance expect = c.provenance(Level::graph);
+  // Bundle items are judged against this process's whole provenance (an item's empty fields
+  // are those it does not depend on), which only the toolchain can tell.
+  const Fingerprint& fp = process_fingerprint();
+  const Provenance expect{fp.build_id, fp.target, fp.toolchain};
   BundleContents contents = read_bundle(bytes, expect, hmac_key(c));
   LoadReport report;
   for (ReadItem& item : contents.items) {

@@ -19,15 +19,9 @@
 #include <vector>
 
 #include "cache/entry.h"
+#include "cache/keys.h"
 
 namespace zc::cache {
-
-// What an entry was built for; an entry for another build, target or toolchain is refused.
-struct Provenance {
-  std::string build_id;
-  std::string target;     // target fingerprint (ISA level and, for native, the CPU)
-  std::string toolchain;  // compiler identity; empty for entries that hold no binary
-};
 
 struct BundleItem {
   Entry entry;

@@ -6,7 +6,6 @@
 #include <ctime>
 
 #include "cache/disk_tier.h"
-#include "cache/fingerprint.h"
 #include "cache/lifetime_stats.h"
 #include "cache/redis_tier.h"
 #include "util/bytes.h"
@@ -137,6 +136,35 @@ std::optional<std::pair<Provenance, std::vector<uint8_t>>> unwrap_payload(
   }
 }
 
+namespace {
+
+// The payload of a stored entry without its provenance, or nullopt (and why) when it has none
+// or names another than `want`.
+std::optional<std::vector<uint8_t>> usable_payload(const Provenance& want, const Entry& e,
+                                                   std::string* why) {
+  auto unwrapped = unwrap_payload(e.payload);
+  if (!unwrapped) {
+    *why = "no provenance";
+    return std::nullopt;
+  }
+  // The key already covers build, target and toolchain, so a mismatch here means a key that
+  // missed a component or a hand-edited server: machine code made by another build must not
+  // run, whatever key it sits under.
+  const Provenance& got = unwrapped->first;
+  if (got.build_id != want.build_id) {
+    *why = "made by another zc build (" + got.build_id.substr(0, 12) + ")";
+  } else if (got.target != want.target) {
+    *why = "made for another target";
+  } else if (got.toolchain != want.toolchain) {
+    *why = "made by another toolchain";
+  } else {
+    return std::move(unwrapped->second);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Entry> Cache::get(const Key& key) {
   Digest d = key.digest();
   Level level = key.level();
@@ -149,7 +177,7 @@ std::optional<Entry> Cache::get(const Key& key) {
     GetResult r = staged ? std::move(*staged) : tiers[i]->get(level, d);
     std::optional<std::vector<uint8_t>> payload;
     if (r.outcome == Outcome::hit) {
-      payload = usable_payload(level, *r.entry, &r.reason);
+      payload = usable_payload(key.provenance(), *r.entry, &r.reason);
       if (!payload) {
         r.outcome = Outcome::error;
         r.entry.reset();
@@ -211,36 +239,13 @@ void Cache::prefetch(std::span<const Key> keys) {
   }
 }
 
-std::optional<std::vector<uint8_t>> Cache::usable_payload(Level level, const Entry& e,
-                                                          std::string* why) const {
-  auto unwrapped = unwrap_payload(e.payload);
-  if (!unwrapped) {
-    *why = "no provenance";
-    return std::nullopt;
-  }
-  // The key already covers build, target and toolchain, so a mismatch here means a key that
-  // missed a component or a hand-edited server: machine code made by another build must not
-  // run, whatever key it sits under.
-  const Provenance want = provenance(level), got = unwrapped->first;
-  if (got.build_id != want.build_id) {
-    *why = "made by another zc build (" + got.build_id.substr(0, 12) + ")";
-  } else if (got.target != want.target) {
-    *why = "made for another target";
-  } else if (got.toolchain != want.toolchain) {
-    *why = "made by another toolchain";
-  } else {
-    return std::move(unwrapped->second);
-  }
-  return std::nullopt;
-}
-
 void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
   Entry e;
   e.level = key.level();
   e.key = key.digest();
   e.compile_ms = compile_ms;
   e.created_unix = static_cast<uint64_t>(std::time(nullptr));
-  e.payload = wrap_payload(provenance(e.level), payload);
+  e.payload = wrap_payload(key.provenance(), payload);
   std::vector<Tier*> tiers{memory_.get()};
   if (disk_) tiers.push_back(disk_.get());
   // A read-only remote tier is left out rather than failing: that is not worth a warning.
@@ -262,8 +267,10 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
   note_touched(e.level, e.key);
 }
 
-std::optional<Entry> Cache::adopt(Tier& tier, Level level, const Digest& d, GetResult r) {
-  auto payload = usable_payload(level, *r.entry, &r.reason);
+std::optional<Entry> Cache::adopt(Tier& tier, const Key& key, GetResult r) {
+  const Level level = key.level();
+  const Digest d = key.digest();
+  auto payload = usable_payload(key.provenance(), *r.entry, &r.reason);
   if (!payload) {
     counters_.count_lookup({level, tier.kind()}, Outcome::error, 0);
     ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier.name() << " error (" << r.reason
@@ -279,10 +286,8 @@ std::optional<Entry> Cache::adopt(Tier& tier, Level level, const Digest& d, GetR
 }
 
 Cache::Flight Cache::begin_flight(const Key& key) {
-  const Level level = key.level();
-  const Digest d = key.digest();
-  return flights_->begin(level, d, [&](Tier& tier, GetResult found) {
-    return adopt(tier, level, d, std::move(found));
+  return flights_->begin(key.level(), key.digest(), [&](Tier& tier, GetResult found) {
+    return adopt(tier, key, std::move(found));
   });
 }
 
@@ -306,18 +311,6 @@ bool Cache::contains(Level level, const Digest& key) {
 void Cache::insert(Entry entry) {
   if (disk_) disk_->put(entry);
   memory_->put(entry);
-}
-
-Provenance Cache::provenance(Level level) const {
-  const Fingerprint& fp = process_fingerprint();
-  switch (level) {
-    case Level::lowering:
-      return Provenance{fp.build_id, "", ""};
-    case Level::kernel:
-      return Provenance{"", fp.target, fp.toolchain};
-    default:
-      return Provenance{fp.build_id, fp.target, fp.toolchain};
-  }
 }
 
 std::vector<BundleItem> Cache::touched_items() {

@@ -67,10 +67,13 @@ class Cache {
   explicit Cache(CacheConfig config);
   ~Cache();
 
-  // The entry stored under `key` in the fastest tier that has it, or nullopt.
+  // The entry stored under `key` in the fastest tier that has it, or nullopt. A stored entry
+  // made for another provenance than key.provenance() (a key that missed a component, a
+  // hand-edited store) is refused, counted and logged as an error.
   std::optional<Entry> get(const Key& key);
-  // Stores `payload` under `key` in every tier. A failing tier (read-only, full) is warned
-  // about once and skipped; the compile that produced the payload is never affected.
+  // Stores `payload`, with key.provenance() ahead of it, under `key` in every tier. A failing
+  // tier (read-only, full) is warned about once and skipped; the compile that produced the
+  // payload is never affected.
   void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
 
   // Asks the remote tier, in one round trip, for those of `keys` (one level) that neither memory
@@ -84,10 +87,11 @@ class Cache {
   // cache directory (<dir>/locks/<level>-<key hex>.lock, flock): processes sharing the
   // directory wait for its holder (at most ZC_CACHE_LOCK_MS), then look on disk again. Then,
   // with a remote tier, its lock on `key`, or while another machine holds it, a wait for that
-  // machine's entry (at most ZC_REMOTE_CACHE_LOCK_MS). Returns the entry when it appeared;
-  // otherwise the caller compiles, puts, then calls end_flight with the token (empty when no
-  // lock is held). A lock that cannot be had (unwritable directory, remote failure) means:
-  // compile without waiting. A process that dies releases its lock file at once.
+  // machine's entry (at most ZC_REMOTE_CACHE_LOCK_MS). Returns the entry when it appeared
+  // (judged by key.provenance(), as get() judges it); otherwise the caller compiles, puts, then
+  // calls end_flight with the token (empty when no lock is held). A lock that cannot be had
+  // (unwritable directory, remote failure) means: compile without waiting. A process that dies
+  // releases its lock file at once.
   using Flight = SingleFlight::Flight;
   Flight begin_flight(const Key& key);
   void end_flight(const Key& key, const std::string& token);
@@ -108,8 +112,6 @@ class Cache {
   TierCounters counters(CounterKey key) const { return counters_.get(key); }
   // Every entry this process stored or hit, for bundles.
   std::vector<BundleItem> touched_items();
-  // The provenance of entries of `level` made by this process.
-  Provenance provenance(Level level) const;
   // Writes this process's counters into the store's lifetime statistics (also at exit).
   void flush_lifetime_stats();
   // Returns once every remote hit queued for the disk tier is written there.
@@ -118,12 +120,9 @@ class Cache {
   void stop_writer();
 
  private:
-  // The payload of a stored entry without its provenance, or nullopt (and why) when it has
-  // none or names another build, target or toolchain than this process.
-  std::optional<std::vector<uint8_t>> usable_payload(Level level, const Entry& e,
-                                                     std::string* why) const;
-  // A hit found while waiting for a lock: checked, counted, copied into the faster tiers.
-  std::optional<Entry> adopt(Tier& tier, Level level, const Digest& d, GetResult r);
+  // A hit under `key` found while waiting for a lock: checked, counted, copied into the faster
+  // tiers.
+  std::optional<Entry> adopt(Tier& tier, const Key& key, GetResult r);
   void note_touched(Level level, const Digest& key);
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;
@@ -146,7 +145,7 @@ class Cache {
 // The process-wide cache, created from the environment on first use.
 Cache& process_cache();
 
-// Stored payloads begin with the provenance of the process that made them, so an entry can be
+// Stored payloads begin with the provenance their key was made for, so an entry can be
 // exported and judged (wrong build, wrong target) long after it was written.
 std::vector<uint8_t> wrap_payload(const Provenance& p, std::span<const uint8_t> payload);
 // Splits a stored payload; nullopt when it does not start with a provenance.

@@ -46,9 +46,7 @@ cache::Key graph_key_of(const std::string& graph_hex, const codegen::CodegenCont
   key.add("graph", graph_hex)
       .add("backend", "cpp")
       .add("codegen", describe(ctx))
-      .add("build", fp.build_id)
-      .add("target", fp.target)
-      .add("toolchain", fp.toolchain);
+      .made_for({fp.build_id, fp.target, fp.toolchain});
   return key;
 }
 
@@ -110,7 +108,7 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   // Lowering level.
   Timer t;
   cache::Key lower_key(cache::Level::lowering);
-  lower_key.add("graph", graph_hex).add("lower", "v1").add("build", fp.build_id);
+  lower_key.add("graph", graph_hex).add("lower", "v1").made_for({fp.build_id, "", ""});
   std::vector<uint8_t> lowered_bytes;
   if (store) {
     if (auto e = store->get(lower_key)) lowered_bytes = std::move(e->payload);
@@ -139,9 +137,7 @@ std::shared_ptr<const Executable> compile_cpp_graph(const ir::Graph& g,
   t = Timer();
   const toolchain::Target& target = toolchain::cpu_target();
   cache::Key kernel_key(cache::Level::kernel);
-  kernel_key.add("source", hex(sha256(code.module.source)))
-      .add("toolchain", fp.toolchain)
-      .add("target", fp.target);
+  kernel_key.add("source", hex(sha256(code.module.source))).made_for({"", fp.target, fp.toolchain});
   std::vector<uint8_t> binary;
   if (store) {
     if (auto e = store->get(kernel_key)) binary = std::move(e->payload);
