@@ -213,6 +213,25 @@ std::optional<std::pair<ItemStatus, std::string>> provenance_mismatch(const Prov
   return std::nullopt;
 }
 
+// The mismatch of `got` against every provenance of `accept`, or nullopt when one matches. A
+// refusal is explained against the accepted provenance of the same kind of target (the part
+// of the target before its first brace: a CPU target against the CPU's, a GPU's against the
+// GPU's), else the first.
+std::optional<std::pair<ItemStatus, std::string>> provenance_refusal(
+    const Provenance& got, std::span<const Provenance> accept) {
+  std::optional<std::pair<ItemStatus, std::string>> first, same_kind;
+  auto kind = [](const std::string& t) { return t.substr(0, t.find('{')); };
+  for (const Provenance& want : accept) {
+    auto bad = provenance_mismatch(got, want);
+    if (!bad) return std::nullopt;
+    if (!first) first = bad;
+    if (!same_kind && kind(got.target) == kind(want.target)) same_kind = bad;
+  }
+  if (same_kind) return same_kind;
+  if (first) return first;
+  return std::pair{ItemStatus::wrong_target, std::string("this process builds for no target")};
+}
+
 }  // namespace
 
 const char* item_status_name(ItemStatus s) {
@@ -285,6 +304,11 @@ std::vector<uint8_t> write_bundle(const std::vector<BundleItem>& items,
 }
 
 BundleContents read_bundle(std::span<const uint8_t> bytes, const Provenance& expect,
+                           std::span<const uint8_t> hmac_key) {
+  return read_bundle(bytes, std::span<const Provenance>(&expect, 1), hmac_key);
+}
+
+BundleContents read_bundle(std::span<const uint8_t> bytes, std::span<const Provenance> accept,
                            std::span<const uint8_t> hmac_key) {
   if (bytes.size() < kPreambleSize ||
       std::memcmp(bytes.data(), kMagic.data(), kMagic.size()) != 0) {
@@ -368,7 +392,7 @@ BundleContents read_bundle(std::span<const uint8_t> bytes, const Provenance& exp
     if (refuse_all) {
       item.status = refuse_all->first;
       item.reason = refuse_all->second;
-    } else if (auto bad = provenance_mismatch(item.provenance, expect)) {
+    } else if (auto bad = provenance_refusal(item.provenance, accept)) {
       item.status = bad->first;
       item.reason = std::move(bad->second);
     } else if (offset > data_end) {

@@ -19,15 +19,9 @@
 #include <vector>
 
 #include "cache/entry.h"
+#include "cache/keys.h"
 
 namespace zc::cache {
-
-// What an entry was built for; an entry for another build, target or toolchain is refused.
-struct Provenance {
-  std::string build_id;
-  std::string target;     // target fingerprint (ISA level and, for native, the CPU)
-  std::string toolchain;  // compiler identity; empty for entries that hold no binary
-};
 
 struct BundleItem {
   Entry entry;
@@ -74,6 +68,10 @@ struct BundleContents {
 // bundle at all or the manifest itself is unreadable (the message says which), since then no
 // item can be reported.
 BundleContents read_bundle(std::span<const uint8_t> bytes, const Provenance& expect,
+                           std::span<const uint8_t> hmac_key = {});
+// The same for a process with several targets (a CPU and a GPU): an item is accepted when it
+// suits one of `accept`, and a refusal names the nearest (same kind of target).
+BundleContents read_bundle(std::span<const uint8_t> bytes, std::span<const Provenance> accept,
                            std::span<const uint8_t> hmac_key = {});
 
 // Reads an HMAC key from a file (the whole file, less one trailing newline, so a key written

@@ -1,23 +1,11 @@
 #include "cache/cache.h"
 
-#include <fcntl.h>
-#include <pthread.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <filesystem>
-#include <thread>
 
 #include "cache/disk_tier.h"
-#include "cache/fingerprint.h"
 #include "cache/lifetime_stats.h"
 #include "cache/redis_tier.h"
 #include "util/bytes.h"
@@ -80,44 +68,7 @@ CacheConfig CacheConfig::from_env() {
   return c;
 }
 
-// Counters already written into the lifetime statistics, so each flush adds only the rest.
-struct Cache::Flushed {
-  std::vector<std::pair<std::string, TierCounters>> counters;
-};
-
-// The live caches, for the fork handlers: each one's write-behind lock is taken before fork()
-// and released after it, in parent and child alike.
-struct Cache::ForkGuard {
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::vector<Cache*>& live() {
-    static std::vector<Cache*> caches;
-    return caches;
-  }
-  static void add(Cache* c) {
-    static std::once_flag registered;
-    std::call_once(registered, [] { ::pthread_atfork(&before, &after, &after); });
-    std::lock_guard lock(mu());
-    live().push_back(c);
-  }
-  static void remove(Cache* c) {
-    std::lock_guard lock(mu());
-    std::erase(live(), c);
-  }
-  static void before() {
-    mu().lock();
-    for (Cache* c : live()) c->write_mu_.lock();
-  }
-  static void after() {
-    for (Cache* c : live()) c->write_mu_.unlock();
-    mu().unlock();
-  }
-};
-
-Cache::Cache(CacheConfig config)
-    : config_(std::move(config)), flushed_(std::make_unique<Flushed>()) {
+Cache::Cache(CacheConfig config) : config_(std::move(config)) {
   memory_ = make_memory_tier(config_.memory_max_bytes);
   if (config_.persistent) disk_ = open_disk_tier(DiskTierOptions{config_.dir, config_.max_bytes});
   if (config_.persistent && !config_.remote_url.empty()) {
@@ -130,107 +81,25 @@ Cache::Cache(CacheConfig config)
     if (!config_.hmac_key_file.empty()) o.hmac_key = read_hmac_key_file(config_.hmac_key_file);
     remote_ = make_redis_tier(o);
   }
-  ForkGuard::add(this);
+  if (disk_) disk_writer_ = std::make_unique<WriteBehind>(*disk_);
+  SingleFlight::Options flight;
+  flight.lock_dir = config_.dir + "/locks";
+  flight.local_lock_ms = config_.local_lock_ms;
+  flight.remote_lock_ms = config_.remote_lock_ms;
+  // A reader that never writes takes no remote lock: others would wait for an entry it never
+  // stores.
+  Tier* lockable_remote = config_.remote_read_only ? nullptr : remote_.get();
+  flights_ = std::make_unique<SingleFlight>(flight, disk_.get(), lockable_remote);
 }
 
-Cache::~Cache() {
-  stop_writer();
-  ForkGuard::remove(this);
-}
-
-void Cache::writer_loop() {
-  std::unique_lock lock(write_mu_);
-  for (;;) {
-    write_cv_.wait(lock, [&] { return writer_stopped_ || !pending_.empty(); });
-    if (pending_.empty()) return;  // stopped, nothing left
-    Entry next = std::move(pending_.front());
-    pending_.pop_front();
-    writing_ = true;
-    lock.unlock();
-    disk_->put(next);
-    lock.lock();
-    writing_ = false;
-    write_cv_.notify_all();
-  }
-}
-
-void Cache::ensure_writer_locked() {
-  if (writer_ && writer_pid_ == ::getpid()) return;
-  if (writer_) {
-    // Forked: the thread is the parent's. Its handle is dropped, not joined (the thread does
-    // not exist here); an entry it was writing at the fork is the parent's to finish.
-    (void)writer_.release();
-    writing_ = false;
-  }
-  writer_pid_ = ::getpid();
-  writer_ = std::make_unique<std::thread>([this] { writer_loop(); });
-}
-
-void Cache::write_behind(Entry e) {
-  {
-    std::lock_guard lock(write_mu_);
-    if (!writer_stopped_) {
-      pending_.push_back(std::move(e));
-      ensure_writer_locked();
-      write_cv_.notify_all();
-      return;
-    }
-  }
-  disk_->put(e);
-}
+Cache::~Cache() = default;
 
 void Cache::drain_disk_writes() {
-  std::unique_lock lock(write_mu_);
-  if (pending_.empty() && !writing_) return;
-  if (!writer_stopped_) ensure_writer_locked();
-  write_cv_.wait(lock, [&] { return pending_.empty() && !writing_; });
+  if (disk_writer_) disk_writer_->drain();
 }
 
 void Cache::stop_writer() {
-  std::deque<Entry> orphans;
-  {
-    std::lock_guard lock(write_mu_);
-    writer_stopped_ = true;
-    if (writer_ && writer_pid_ != ::getpid()) {
-      (void)writer_.release();  // the parent's thread, see ensure_writer_locked
-      writing_ = false;
-      orphans.swap(pending_);
-    }
-  }
-  write_cv_.notify_all();
-  for (const Entry& e : orphans) disk_->put(e);
-  // The writer empties the queue before it ends.
-  if (writer_ && writer_->joinable()) writer_->join();
-}
-
-TierCounters& Cache::counters_locked(const std::string& name) {
-  for (auto& [n, v] : counters_) {
-    if (n == name) return v;
-  }
-  return counters_.emplace_back(name, TierCounters{}).second;
-}
-
-void Cache::count(Level level, const std::string& tier, Outcome outcome, double saved_ms) {
-  std::string name = std::string(level_name(level)) + "/" + tier;
-  std::lock_guard lock(mu_);
-  TierCounters* c = &counters_locked(name);
-  if (outcome == Outcome::hit) {
-    ++c->hits;
-    c->saved_ms += saved_ms;
-  } else if (outcome == Outcome::miss) {
-    ++c->misses;
-  } else {
-    ++c->errors;
-  }
-}
-
-TierCounters Cache::counters(Level level, const std::string& tier) const {
-  std::string name = std::string(level_name(level)) + "/" + tier;
-  std::lock_guard lock(mu_);
-  for (const auto& [n, v] : counters_) {
-    if (n == name) return v;
-  }
-  return {};
+  if (disk_writer_) disk_writer_->stop();
 }
 
 void Cache::note_touched(Level level, const Digest& key) {
@@ -267,6 +136,35 @@ std::optional<std::pair<Provenance, std::vector<uint8_t>>> unwrap_payload(
   }
 }
 
+namespace {
+
+// The payload of a stored entry without its provenance, or nullopt (and why) when it has none
+// or names another than `want`.
+std::optional<std::vector<uint8_t>> usable_payload(const Provenance& want, const Entry& e,
+                                                   std::string* why) {
+  auto unwrapped = unwrap_payload(e.payload);
+  if (!unwrapped) {
+    *why = "no provenance";
+    return std::nullopt;
+  }
+  // The key already covers build, target and toolchain, so a mismatch here means a key that
+  // missed a component or a hand-edited server: machine code made by another build must not
+  // run, whatever key it sits under.
+  const Provenance& got = unwrapped->first;
+  if (got.build_id != want.build_id) {
+    *why = "made by another zc build (" + got.build_id.substr(0, 12) + ")";
+  } else if (got.target != want.target) {
+    *why = "made for another target";
+  } else if (got.toolchain != want.toolchain) {
+    *why = "made by another toolchain";
+  } else {
+    return std::move(unwrapped->second);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Entry> Cache::get(const Key& key) {
   Digest d = key.digest();
   Level level = key.level();
@@ -279,13 +177,13 @@ std::optional<Entry> Cache::get(const Key& key) {
     GetResult r = staged ? std::move(*staged) : tiers[i]->get(level, d);
     std::optional<std::vector<uint8_t>> payload;
     if (r.outcome == Outcome::hit) {
-      payload = usable_payload(level, *r.entry, &r.reason);
+      payload = usable_payload(key.provenance(), *r.entry, &r.reason);
       if (!payload) {
         r.outcome = Outcome::error;
         r.entry.reset();
       }
     }
-    count(level, tiers[i]->name(), r.outcome, r.entry ? r.entry->compile_ms : 0);
+    counters_.count_lookup({level, tiers[i]->kind()}, r.outcome, r.entry ? r.entry->compile_ms : 0);
     ZC_LOG(cache) << "lookup " << level_name(level) << " " << tiers[i]->name() << " "
                   << (r.outcome == Outcome::hit    ? "hit"
                       : r.outcome == Outcome::miss ? "miss"
@@ -296,7 +194,7 @@ std::optional<Entry> Cache::get(const Key& key) {
     // written behind (a disk write costs more than the rest of a warm lookup).
     for (size_t j = 0; j < i; ++j) {
       if (tiers[j] == disk_.get() && tiers[i] == remote_.get()) {
-        write_behind(*r.entry);
+        disk_writer_->write(*r.entry);
       } else {
         tiers[j]->put(*r.entry);
       }
@@ -321,21 +219,18 @@ std::optional<GetResult> Cache::take_staged(Level level, const Digest& key) {
 }
 
 void Cache::prefetch(std::span<const Key> keys) {
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (!redis || keys.empty()) return;
+  if (!remote_ || keys.empty()) return;
   const Level level = keys[0].level();
   std::vector<Digest> wanted;
   for (const Key& k : keys) {
     if (k.level() != level) throw Error("Cache::prefetch: keys of more than one level");
     const Digest d = k.digest();
-    if (memory_->contains(level, d)) continue;
-    // A stat, not a read: the get() that follows reads and checks it.
-    struct stat st;
-    if (disk_ && ::stat(disk_->entry_path(level, d).c_str(), &st) == 0) continue;
+    // Presence, not a read: the get() that follows reads and checks a local entry.
+    if (memory_->contains(level, d) || (disk_ && disk_->contains(level, d))) continue;
     wanted.push_back(d);
   }
   if (wanted.empty()) return;
-  std::vector<GetResult> got = redis->get_many(level, wanted);
+  std::vector<GetResult> got = remote_->get_many(level, wanted);
   std::lock_guard lock(mu_);
   for (size_t i = 0; i < wanted.size(); ++i) {
     // Errors are not kept: get() asks again, and its failure counts toward the breaker.
@@ -344,57 +239,22 @@ void Cache::prefetch(std::span<const Key> keys) {
   }
 }
 
-std::optional<std::vector<uint8_t>> Cache::usable_payload(Level level, const Entry& e,
-                                                          std::string* why) const {
-  auto unwrapped = unwrap_payload(e.payload);
-  if (!unwrapped) {
-    *why = "no provenance";
-    return std::nullopt;
-  }
-  // The key already covers build, target and toolchain, so a mismatch here means a key that
-  // missed a component or a hand-edited server: machine code made by another build must not
-  // run, whatever key it sits under.
-  const Provenance want = provenance(level), got = unwrapped->first;
-  if (got.build_id != want.build_id) {
-    *why = "made by another zc build (" + got.build_id.substr(0, 12) + ")";
-  } else if (got.target != want.target) {
-    *why = "made for another target";
-  } else if (got.toolchain != want.toolchain) {
-    *why = "made by another toolchain";
-  } else {
-    return std::move(unwrapped->second);
-  }
-  return std::nullopt;
-}
-
 void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
   Entry e;
   e.level = key.level();
   e.key = key.digest();
   e.compile_ms = compile_ms;
   e.created_unix = static_cast<uint64_t>(std::time(nullptr));
-  e.payload = wrap_payload(provenance(e.level), payload);
+  e.payload = wrap_payload(key.provenance(), payload);
   std::vector<Tier*> tiers{memory_.get()};
   if (disk_) tiers.push_back(disk_.get());
   // A read-only remote tier is left out rather than failing: that is not worth a warning.
   if (remote_ && !config_.remote_read_only) tiers.push_back(remote_.get());
   for (Tier* t : tiers) {
     PutResult r = t->put(e);
-    std::string name = std::string(level_name(e.level)) + "/" + t->name();
-    bool warn = false;
-    {
-      std::lock_guard lock(mu_);
-      TierCounters* c = &counters_locked(name);
-      if (r.ok) {
-        ++c->puts;
-        c->bytes_written += static_cast<int64_t>(e.payload.size() + kEntryHeaderSize);
-      } else {
-        ++c->put_failures;
-        warn = !warned_put_failure_;
-        warned_put_failure_ = true;
-      }
-    }
-    if (warn) {
+    counters_.count_put({e.level, t->kind()}, r.ok,
+                        static_cast<int64_t>(e.payload.size() + kEntryHeaderSize));
+    if (!r.ok && !warned_put_failure_.exchange(true)) {
       std::fprintf(stderr,
                    "[zc] warning: cannot write to the %s cache (%s); compiling goes on "
                    "without persisting its results\n",
@@ -407,178 +267,50 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
   note_touched(e.level, e.key);
 }
 
-namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-
-std::string new_flight_token() {
-  static std::atomic<uint64_t> counter{0};
-  return zc::hex(sha256(std::to_string(getpid()) + ":" +
-                        std::to_string(SteadyClock::now().time_since_epoch().count()) + ":" +
-                        std::to_string(counter++)))
-      .substr(0, 32);
-}
-
-}  // namespace
-
-int Cache::lock_local(Level level, const Digest& d) {
-  std::error_code ec;
-  std::filesystem::create_directories(config_.dir + "/locks", ec);
-  const std::string path = config_.dir + "/locks/" + level_name(level) + "-" + zc::hex(d) + ".lock";
-  // Lock files are never removed: unlinking one while another process waits on it would let a
-  // third process lock a new file of the same name, and two would compile.
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    ZC_LOG(cache) << "no local compile lock (" << path << ": " << std::strerror(errno)
-                  << "); compiling without waiting";
-    return -1;
-  }
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-  if (errno != EWOULDBLOCK) {
-    ::close(fd);
-    return -1;
-  }
-  ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
-                << " key=" << zc::hex(d).substr(0, 16) << " (local)";
-  // flock has no timeout, and one made of signals would disturb the host program: poll.
-  const auto deadline = SteadyClock::now() + std::chrono::milliseconds(config_.local_lock_ms);
-  while (SteadyClock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-  }
-  ZC_LOG(cache) << "gave up waiting for " << level_name(level)
-                << " key=" << zc::hex(d).substr(0, 16) << " (local); compiling";
-  ::close(fd);
-  return -1;
-}
-
-std::optional<Entry> Cache::adopt(Tier* tier, Level level, const Digest& d, GetResult r) {
-  if (r.outcome != Outcome::hit) return std::nullopt;
-  auto payload = usable_payload(level, *r.entry, &r.reason);
+std::optional<Entry> Cache::adopt(Tier& tier, const Key& key, GetResult r) {
+  const Level level = key.level();
+  const Digest d = key.digest();
+  auto payload = usable_payload(key.provenance(), *r.entry, &r.reason);
   if (!payload) {
-    count(level, tier->name(), Outcome::error, 0);
-    ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier->name() << " error (" << r.reason
+    counters_.count_lookup({level, tier.kind()}, Outcome::error, 0);
+    ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier.name() << " error (" << r.reason
                   << ") key=" << zc::hex(d).substr(0, 16);
     return std::nullopt;
   }
-  count(level, tier->name(), Outcome::hit, r.entry->compile_ms);
+  counters_.count_lookup({level, tier.kind()}, Outcome::hit, r.entry->compile_ms);
   memory_->put(*r.entry);
-  if (disk_ && tier != disk_.get()) write_behind(*r.entry);
+  if (disk_ && &tier != disk_.get()) disk_writer_->write(*r.entry);
   note_touched(level, d);
   r.entry->payload = std::move(*payload);
   return std::move(r.entry);
 }
 
 Cache::Flight Cache::begin_flight(const Key& key) {
-  Flight f;
-  const Level level = key.level();
-  const Digest d = key.digest();
-  const std::string token = new_flight_token();
-  HeldLocks held;
-  // Local first: of the processes sharing this cache directory only the holder goes on to the
-  // remote lock and compiles; the others wait here, then find its entry on disk.
-  if (disk_ && config_.local_lock_ms > 0) {
-    held.fd = lock_local(level, d);
-    if (held.fd >= 0) {
-      // The previous holder may have stored the entry between this process's lookup and its
-      // lock (always so after a wait): look once more rather than compile it again.
-      if ((f.entry = adopt(disk_.get(), level, d, disk_->get(level, d)))) {
-        ::close(held.fd);
-        return f;
-      }
-    }
-  }
-  auto release_local = [&] {
-    if (held.fd >= 0) ::close(held.fd);
-    held.fd = -1;
-  };
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (redis && !config_.remote_read_only && config_.remote_lock_ms > 0) {
-    const auto deadline = SteadyClock::now() + std::chrono::milliseconds(config_.remote_lock_ms);
-    for (bool waited = false;; waited = true) {
-      RedisTier::LockState state = redis->try_lock(level, d, token, config_.remote_lock_ms);
-      if (state == RedisTier::LockState::unavailable) break;
-      const bool ours = state == RedisTier::LockState::acquired;
-      if (!ours) {
-        if (!waited) {
-          ZC_LOG(cache) << "waiting for another process compiling " << level_name(level)
-                        << " key=" << zc::hex(d).substr(0, 16);
-        }
-        if (SteadyClock::now() >= deadline) {
-          ZC_LOG(cache) << "gave up waiting for " << level_name(level)
-                        << " key=" << zc::hex(d).substr(0, 16) << "; compiling";
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-      // Polls are not counted as misses: they would drown the lookups that matter. With the
-      // lock ours, this is the look once more after the previous holder's release.
-      GetResult r = redis->get(level, d);
-      if (r.outcome == Outcome::hit) {
-        if (ours) redis->unlock(level, d, token);
-        release_local();
-        // An unusable value leaves f.entry empty: this process compiles, holding no lock.
-        f.entry = adopt(redis, level, d, std::move(r));
-        return f;
-      }
-      if (ours) {
-        held.redis = true;
-        break;
-      }
-    }
-  }
-  if (held.fd >= 0 || held.redis) {
-    std::lock_guard lock(mu_);
-    held_.emplace_back(token, held);
-    f.token = token;
-  }
-  return f;
+  return flights_->begin(key.level(), key.digest(), [&](Tier& tier, GetResult found) {
+    return adopt(tier, key, std::move(found));
+  });
 }
 
 void Cache::end_flight(const Key& key, const std::string& token) {
-  if (token.empty()) return;
-  HeldLocks held;
-  {
-    std::lock_guard lock(mu_);
-    auto it =
-        std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return h.first == token; });
-    if (it == held_.end()) return;
-    held = it->second;
-    held_.erase(it);
-  }
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (redis && held.redis) redis->unlock(key.level(), key.digest(), token);
-  // Closing the file releases its lock; waiters then find the entry on disk.
-  if (held.fd >= 0) ::close(held.fd);
+  flights_->end(key.level(), key.digest(), token);
 }
 
 std::future<void> Cache::connect_remote_async() {
-  auto* redis = dynamic_cast<RedisTier*>(remote_.get());
-  if (!redis || remote_connect_started_.exchange(true)) return {};
-  return std::async(std::launch::async, [redis] { redis->connect_now(); });
+  Tier* remote = remote_.get();
+  if (!remote || remote_connect_started_.exchange(true)) return {};
+  return std::async(std::launch::async, [remote] { remote->connect_now(); });
 }
 
 bool Cache::contains(Level level, const Digest& key) {
   if (memory_->contains(level, key)) return true;
   drain_disk_writes();
-  return disk_ && disk_->contains(level, key);
+  // Read and checked, not merely present: a bundle's good entry must replace a corrupt file.
+  return disk_ && disk_->get(level, key).outcome == Outcome::hit;
 }
 
 void Cache::insert(Entry entry) {
   if (disk_) disk_->put(entry);
   memory_->put(entry);
-}
-
-Provenance Cache::provenance(Level level) const {
-  const Fingerprint& fp = process_fingerprint();
-  switch (level) {
-    case Level::lowering:
-      return Provenance{fp.build_id, "", ""};
-    case Level::kernel:
-      return Provenance{"", fp.target, fp.toolchain};
-    default:
-      return Provenance{fp.build_id, fp.target, fp.toolchain};
-  }
 }
 
 std::vector<BundleItem> Cache::touched_items() {
@@ -607,27 +339,9 @@ std::vector<BundleItem> Cache::touched_items() {
 void Cache::flush_lifetime_stats() {
   if (!disk_) return;
   drain_disk_writes();
-  LifetimeDelta delta;
-  bool any = false;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [name, now] : counters_) {
-      if (name.size() < 5 || name.substr(name.size() - 5) != "/disk") continue;
-      std::optional<Level> level = level_from_name(name.substr(0, name.size() - 5));
-      if (!level) continue;
-      TierCounters before;
-      for (const auto& [n, v] : flushed_->counters) {
-        if (n == name) before = v;
-      }
-      delta.add(*level, now.hits - before.hits, now.misses - before.misses,
-                now.errors - before.errors, now.puts - before.puts, now.saved_ms - before.saved_ms,
-                now.bytes_written - before.bytes_written);
-      any = any || now.hits != before.hits || now.misses != before.misses ||
-            now.errors != before.errors || now.puts != before.puts;
-    }
-    flushed_->counters = counters_;
-  }
-  if (any) disk_->add_lifetime(delta);
+  // The store's statistics are those of the disk tier: the other tiers are this process's own.
+  if (std::optional<LifetimeDelta> delta = counters_.take_unflushed(TierKind::disk))
+    disk_->add_lifetime(*delta);
 }
 
 std::vector<BundleItem> store_items(Cache& c) {

@@ -1,10 +1,11 @@
 // The tiered compile cache of this process: memory, then local disk, then a remote (Redis)
 // tier. A read checks the tiers in order and copies a hit into the faster ones; a new entry
 // is written through to every enabled tier. A remote hit reaches the disk tier behind the
-// caller's back (one writer thread), so a start from a warm remote cache does not wait for
-// disk writes; whatever reads the disk tier as a whole (export, contains, the lifetime
-// statistics at exit) first waits for those writes. Every lookup is counted per level and tier and,
-// with ZC_LOGS=cache, logged with its key's components.
+// caller's back (one writer thread, WriteBehind, which a forked child takes over safely), so a
+// start from a warm remote cache does not wait for disk writes; whatever reads the disk tier as
+// a whole (export, contains, the lifetime statistics at exit) first waits for those writes.
+// Every lookup is counted per level and tier and, with ZC_LOGS=cache, logged with its key's
+// components.
 //
 // Configuration (read once, from the environment):
 //   ZC_CACHE_DIR              local store; default $XDG_CACHE_HOME/zerocompile, else
@@ -23,23 +24,22 @@
 //                             for another process's compile, default 60000; 0 turns it off
 #pragma once
 
-#include <sys/types.h>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cache/bundle.h"
+#include "cache/counters.h"
 #include "cache/keys.h"
+#include "cache/single_flight.h"
 #include "cache/tier.h"
+#include "cache/write_behind.h"
 
 namespace zc::cache {
 
@@ -62,21 +62,18 @@ struct CacheConfig {
   static CacheConfig from_env();
 };
 
-// Counters of one level in one tier.
-struct TierCounters {
-  int64_t hits = 0, misses = 0, errors = 0, puts = 0, put_failures = 0, bytes_written = 0;
-  double saved_ms = 0;  // compile time the hits saved
-};
-
 class Cache {
  public:
   explicit Cache(CacheConfig config);
   ~Cache();
 
-  // The entry stored under `key` in the fastest tier that has it, or nullopt.
+  // The entry stored under `key` in the fastest tier that has it, or nullopt. A stored entry
+  // made for another provenance than key.provenance() (a key that missed a component, a
+  // hand-edited store) is refused, counted and logged as an error.
   std::optional<Entry> get(const Key& key);
-  // Stores `payload` under `key` in every tier. A failing tier (read-only, full) is warned
-  // about once and skipped; the compile that produced the payload is never affected.
+  // Stores `payload`, with key.provenance() ahead of it, under `key` in every tier. A failing
+  // tier (read-only, full) is warned about once and skipped; the compile that produced the
+  // payload is never affected.
   void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
 
   // Asks the remote tier, in one round trip, for those of `keys` (one level) that neither memory
@@ -90,14 +87,12 @@ class Cache {
   // cache directory (<dir>/locks/<level>-<key hex>.lock, flock): processes sharing the
   // directory wait for its holder (at most ZC_CACHE_LOCK_MS), then look on disk again. Then,
   // with a remote tier, its lock on `key`, or while another machine holds it, a wait for that
-  // machine's entry (at most ZC_REMOTE_CACHE_LOCK_MS). Returns the entry when it appeared;
-  // otherwise the caller compiles, puts, then calls end_flight with the token (empty when no
-  // lock is held). A lock that cannot be had (unwritable directory, remote failure) means:
-  // compile without waiting. A process that dies releases its lock file at once.
-  struct Flight {
-    std::optional<Entry> entry;
-    std::string token;
-  };
+  // machine's entry (at most ZC_REMOTE_CACHE_LOCK_MS). Returns the entry when it appeared
+  // (judged by key.provenance(), as get() judges it); otherwise the caller compiles, puts, then
+  // calls end_flight with the token (empty when no lock is held). A lock that cannot be had
+  // (unwritable directory, remote failure) means: compile without waiting. A process that dies
+  // releases its lock file at once.
+  using Flight = SingleFlight::Flight;
   Flight begin_flight(const Key& key);
   void end_flight(const Key& key, const std::string& token);
 
@@ -114,11 +109,9 @@ class Cache {
   const CacheConfig& config() const { return config_; }
   DiskTier* disk() const { return disk_.get(); }  // null when persistence is off
   Tier* remote() const { return remote_.get(); }  // null without ZC_REMOTE_CACHE
-  TierCounters counters(Level level, const std::string& tier) const;
+  TierCounters counters(CounterKey key) const { return counters_.get(key); }
   // Every entry this process stored or hit, for bundles.
   std::vector<BundleItem> touched_items();
-  // The provenance of entries of `level` made by this process.
-  Provenance provenance(Level level) const;
   // Writes this process's counters into the store's lifetime statistics (also at exit).
   void flush_lifetime_stats();
   // Returns once every remote hit queued for the disk tier is written there.
@@ -127,62 +120,32 @@ class Cache {
   void stop_writer();
 
  private:
-  void count(Level level, const std::string& tier, Outcome outcome, double saved_ms);
-  TierCounters& counters_locked(const std::string& name);  // "<level>/<tier>", under mu_
-  // The payload of a stored entry without its provenance, or nullopt (and why) when it has
-  // none or names another build, target or toolchain than this process.
-  std::optional<std::vector<uint8_t>> usable_payload(Level level, const Entry& e,
-                                                     std::string* why) const;
-  // A hit found while waiting for a lock: checked, counted, copied into the faster tiers.
-  std::optional<Entry> adopt(Tier* tier, Level level, const Digest& d, GetResult r);
-  // The local compile lock's file descriptor, or -1 when it could not be had in time.
-  int lock_local(Level level, const Digest& d);
-  struct HeldLocks {
-    int fd = -1;         // the local lock file, locked
-    bool redis = false;  // the remote lock, under the flight's token
-  };
-  std::vector<std::pair<std::string, HeldLocks>> held_;  // by flight token, under mu_
+  // A hit under `key` found while waiting for a lock: checked, counted, copied into the faster
+  // tiers.
+  std::optional<Entry> adopt(Tier& tier, const Key& key, GetResult r);
   void note_touched(Level level, const Digest& key);
-  // Queues `e` for the disk tier (write-behind); written at once when the writer has stopped.
-  void write_behind(Entry e);
-
-  // Write-behind state, under write_mu_. A forked child inherits the queue but not the thread:
-  // writer_pid_ tells, and the child starts its own writer (or writes at once when stopped).
-  // Every Cache is registered for fork(): write_mu_ is held across it, so the child never
-  // inherits it locked by a thread it does not have.
-  struct ForkGuard;
-  friend struct ForkGuard;
-  void writer_loop();
-  // With write_mu_ held: a writer thread of this process exists (started when missing).
-  void ensure_writer_locked();
-  std::mutex write_mu_;
-  std::condition_variable write_cv_;
-  std::deque<Entry> pending_;
-  bool writing_ = false;  // the writer holds an entry taken off pending_
-  bool writer_stopped_ = false;
-  std::unique_ptr<std::thread> writer_;
-  pid_t writer_pid_ = 0;
-
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;
   std::unique_ptr<DiskTier> disk_;
+  // Remote hits on their way to disk_; null without a disk tier. Declared after disk_, so it is
+  // gone before the tier it writes into.
+  std::unique_ptr<WriteBehind> disk_writer_;
   std::unique_ptr<Tier> remote_;
+  std::unique_ptr<SingleFlight> flights_;
   std::atomic<bool> remote_connect_started_{false};
   mutable std::mutex mu_;
-  std::vector<std::pair<std::string, TierCounters>> counters_;  // "<level>/<tier>"
+  CounterTable counters_;
   std::vector<std::pair<Level, Digest>> touched_;
   // prefetch()'s remote answers (hits and misses), each taken by the first get() of its key.
   std::vector<std::pair<std::pair<Level, Digest>, GetResult>> staged_;  // under mu_
   std::optional<GetResult> take_staged(Level level, const Digest& key);
-  bool warned_put_failure_ = false;
-  struct Flushed;
-  std::unique_ptr<Flushed> flushed_;
+  std::atomic<bool> warned_put_failure_{false};
 };
 
 // The process-wide cache, created from the environment on first use.
 Cache& process_cache();
 
-// Stored payloads begin with the provenance of the process that made them, so an entry can be
+// Stored payloads begin with the provenance their key was made for, so an entry can be
 // exported and judged (wrong build, wrong target) long after it was written.
 std::vector<uint8_t> wrap_payload(const Provenance& p, std::span<const uint8_t> payload);
 // Splits a stored payload; nullopt when it does not start with a provenance.

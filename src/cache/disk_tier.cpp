@@ -131,6 +131,7 @@ class DiskTierImpl final : public DiskTier {
     temp_tag_ = std::to_string(mix64(seed ^ reinterpret_cast<uintptr_t>(this)) & 0xffffff);
   }
 
+  TierKind kind() const override { return TierKind::disk; }
   std::string name() const override { return "disk"; }
   const std::string& root() const override { return root_; }
 
@@ -154,6 +155,14 @@ class DiskTierImpl final : public DiskTier {
       r.reason = std::move(rr.reason);
     }
     return r;
+  }
+
+  // A stat, not a read: a caller deciding whether to look elsewhere should not pay for
+  // reading and hashing the payload (tens of microseconds for a kernel) that its get() reads
+  // and checks anyway.
+  bool contains(Level level, const Digest& key) override {
+    struct stat st;
+    return broken_.empty() && ::stat(entry_path(level, key).c_str(), &st) == 0;
   }
 
   PutResult put(const Entry& entry) override {

@@ -17,6 +17,7 @@
 // with a reason, the file is removed (best effort) and the event is logged under
 // ZC_LOGS=cache. Nothing here throws: an unreadable, unwritable, full or misplaced store gives
 // misses and failed puts with reasons.
+// contains() is a stat of the entry's file: it says a file is there, not that it is intact.
 //
 // Eviction: a hit sets the file's mtime to now (best effort, at most once a minute per entry,
 // so a read-only store still serves), making mtime the time of last use. With a cap, puts

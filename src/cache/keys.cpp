@@ -2,10 +2,22 @@
 
 #include <cstdint>
 
+#include "util/check.h"
+
 namespace zc::cache {
 
 Key& Key::add(std::string name, std::string value) {
   parts_.emplace_back(std::move(name), std::move(value));
+  return *this;
+}
+
+Key& Key::made_for(const Provenance& p) {
+  ZC_CHECK(!made_for_called_, "Key::made_for called twice on " << describe());
+  made_for_called_ = true;
+  provenance_ = p;
+  if (!p.build_id.empty()) add("build", p.build_id);
+  if (!p.target.empty()) add("target", p.target);
+  if (!p.toolchain.empty()) add("toolchain", p.toolchain);
   return *this;
 }
 

@@ -30,6 +30,7 @@ class MemoryTier final : public Tier {
  public:
   explicit MemoryTier(uint64_t max_bytes) : max_bytes_(max_bytes) {}
 
+  TierKind kind() const override { return TierKind::memory; }
   std::string name() const override { return "memory"; }
 
   bool contains(Level level, const Digest& key) override {

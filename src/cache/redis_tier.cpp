@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "util/log.h"
@@ -138,11 +139,12 @@ Digest value_mac(std::span<const uint8_t> hmac_key, std::string_view name,
       {{reinterpret_cast<const uint8_t*>(name.data()), name.size()}, {&kSeparator, 1}, entry});
 }
 
-class RedisTierImpl final : public RedisTier {
+class RedisTier final : public Tier {
  public:
-  explicit RedisTierImpl(RedisOptions o) : o_(std::move(o)), display_(redis_display_url(o_)) {}
-  ~RedisTierImpl() override { drop(); }
+  explicit RedisTier(RedisOptions o) : o_(std::move(o)), display_(redis_display_url(o_)) {}
+  ~RedisTier() override { drop(); }
 
+  TierKind kind() const override { return TierKind::remote; }
   std::string name() const override { return "redis"; }
 
   GetResult get(Level level, const Digest& key) override {
@@ -545,7 +547,7 @@ std::string redis_display_url(const RedisOptions& o) {
 }
 
 std::unique_ptr<Tier> make_redis_tier(const RedisOptions& options) {
-  return std::make_unique<RedisTierImpl>(options);
+  return std::make_unique<RedisTier>(options);
 }
 
 }  // namespace zc::cache

@@ -22,7 +22,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -53,30 +52,11 @@ RedisOptions parse_redis_url(const std::string& url);
 // The server as the URL names it, without the password (for messages and `zc cache stats`).
 std::string redis_display_url(const RedisOptions& o);
 
-// The tier with locks for single flight across processes: of several processes about to compile
-// one graph, one takes the lock and compiles, the others wait for its entry.
-class RedisTier : public Tier {
- public:
-  enum class LockState : uint8_t {
-    acquired,     // this process compiles
-    held,         // another process does: wait for its entry
-    unavailable,  // no server, an error, or read-only mode: compile without waiting
-  };
-  // SET zc:v1:lock:<level>:<key hex> <token> NX PX <lock_ms>: a lock that expires by itself,
-  // so a holder that dies blocks nobody for longer than lock_ms.
-  virtual LockState try_lock(Level level, const Digest& key, const std::string& token,
-                             int lock_ms) = 0;
-  // Removes the lock only while `token` still holds it: once expired it may be another's.
-  virtual void unlock(Level level, const Digest& key, const std::string& token) = 0;
-  // The entries of `keys` of one level in one round trip (MGET), each checked as get() checks
-  // it; results in the order of `keys`. A failure makes every result an error.
-  virtual std::vector<GetResult> get_many(Level level, std::span<const Digest> keys) = 0;
-  // Connects now rather than at the first lookup, so a start can overlap the connection with
-  // other work. A failure counts like any other (it may open the breaker).
-  virtual void connect_now() = 0;
-};
-
-// Connects lazily, at the first lookup: making the tier never blocks. Returns a RedisTier.
+// Connects lazily, at the first lookup: making the tier never blocks. Besides get and put, the
+// tier offers compile locks for single flight across machines (SET
+// zc:v1:lock:<level>:<key hex> <token> NX PX <lock_ms>, released by a compare-and-delete
+// script; none in read-only mode), get_many as one MGET (a failure makes every result an
+// error), and connect_now.
 std::unique_ptr<Tier> make_redis_tier(const RedisOptions& options);
 
 }  // namespace zc::cache

@@ -20,21 +20,19 @@ cache::Key CompileKeys::graph_key() const {
   key.add("graph", graph)
       .add("backend", backend)
       .add("codegen", parts.codegen)
-      .add("build", build)
-      .add("target", parts.target)
-      .add("toolchain", parts.toolchain);
+      .made_for({build, parts.target, parts.toolchain});
   return key;
 }
 
 cache::Key CompileKeys::lowering_key() const {
   cache::Key key(cache::Level::lowering);
-  key.add("graph", graph).add("lower", lowering).add("build", build);
+  key.add("graph", graph).add("lower", lowering).made_for({build, "", ""});
   return key;
 }
 
 cache::Key CompileKeys::kernel_key(const std::string& source_hex) const {
   cache::Key key(cache::Level::kernel);
-  key.add("source", source_hex).add("toolchain", parts.toolchain).add("target", parts.target);
+  key.add("source", source_hex).made_for({"", parts.target, parts.toolchain});
   return key;
 }
 

@@ -415,27 +415,24 @@ TEST(CacheRedis, CompileLocks) {
   SKIP_WITHOUT_REDIS();
   RedisServer server;
   auto tier = make_redis_tier(options_for(server.port()));
-  auto* locks = dynamic_cast<RedisTier*>(tier.get());
-  ASSERT_NE(locks, nullptr);
+  Tier* locks = tier.get();
   Digest key = sha256(std::string("lock"));
-  EXPECT_EQ(locks->try_lock(Level::graph, key, "a", 5000), RedisTier::LockState::acquired);
-  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 5000), RedisTier::LockState::held);
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "a", 5000), LockState::acquired);
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 5000), LockState::held);
   locks->unlock(Level::graph, key, "b");  // not b's lock: stays
-  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 5000), RedisTier::LockState::held);
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 5000), LockState::held);
   locks->unlock(Level::graph, key, "a");
-  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 100), RedisTier::LockState::acquired);
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "b", 100), LockState::acquired);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // expired by itself
-  EXPECT_EQ(locks->try_lock(Level::graph, key, "c", 5000), RedisTier::LockState::acquired);
+  EXPECT_EQ(locks->try_lock(Level::graph, key, "c", 5000), LockState::acquired);
   // Locks are not entries.
   EXPECT_TRUE(tier->list().empty());
   RedisOptions ro = options_for(server.port());
   ro.read_only = true;
   auto reader = make_redis_tier(ro);
-  EXPECT_EQ(dynamic_cast<RedisTier*>(reader.get())->try_lock(Level::graph, sha256("x"), "r", 100),
-            RedisTier::LockState::unavailable);
+  EXPECT_EQ(reader->try_lock(Level::graph, sha256("x"), "r", 100), LockState::unavailable);
   server.stop();
-  EXPECT_EQ(locks->try_lock(Level::graph, sha256("y"), "d", 100),
-            RedisTier::LockState::unavailable);
+  EXPECT_EQ(locks->try_lock(Level::graph, sha256("y"), "d", 100), LockState::unavailable);
 }
 
 using test::ProcessRun;
@@ -474,7 +471,7 @@ TEST(CacheRedisTiers, RemoteHitIsWrittenBehindToDisk) {
   std::optional<Entry> hit = reader.get(key);
   ASSERT_TRUE(hit);
   EXPECT_EQ(hit->payload, payload);
-  EXPECT_EQ(reader.counters(Level::graph, "redis").hits, 1);
+  EXPECT_EQ(reader.counters({Level::graph, TierKind::remote}).hits, 1);
   EXPECT_TRUE(reader.contains(Level::graph, key.digest()));  // memory, at once
   reader.drain_disk_writes();
   EXPECT_EQ(reader.disk()->get(Level::graph, key.digest()).outcome, Outcome::hit);
@@ -524,8 +521,8 @@ TEST(CacheRedisTiers, PrefetchAsksOnceForManyKeys) {
   std::string stats = server.cli("INFO commandstats");
   EXPECT_NE(stats.find("cmdstat_mget:calls=1,"), std::string::npos) << stats;
   EXPECT_EQ(stats.find("cmdstat_get:"), std::string::npos) << stats;
-  EXPECT_EQ(reader.counters(Level::graph, "redis").hits, 3);
-  EXPECT_EQ(reader.counters(Level::graph, "redis").misses, 1);
+  EXPECT_EQ(reader.counters({Level::graph, TierKind::remote}).hits, 3);
+  EXPECT_EQ(reader.counters({Level::graph, TierKind::remote}).misses, 1);
   // A staged answer is used once: the next lookup asks the server.
   EXPECT_FALSE(reader.get(keys[3]));
   EXPECT_NE(server.cli("INFO commandstats").find("cmdstat_get:calls=1,"), std::string::npos);

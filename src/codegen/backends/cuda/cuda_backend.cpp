@@ -47,7 +47,7 @@ class CudaBackend final : public Backend, private SchedulePolicy {
       key_.codegen = "cuda;block=256;row_block<=256;matmul_tile=" + std::to_string(kMatmulTile);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
-      key_.target = "cuda{arch=" + arch_ + "}";
+      if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
       std::string options;
       for (const std::string& o : nvrtc_options()) options += " " + o;
       if (auto nvrtc = toolchain::find_nvrtc()) key_.toolchain = nvrtc->identity() + options;

@@ -47,8 +47,8 @@ void KernelEmitter::emit(int32_t k, const Launch& launch) {
   }
   if (launch.error_flag) params += std::string(params.empty() ? "" : ", ") + "int* zc_err";
   out_.open("extern \"C\" __global__ void __launch_bounds__(" +
-            std::to_string(launch.block_x * launch.block_y) + ") " + launch.symbol + "(" +
-            params + ")");
+            std::to_string(launch.block_x * launch.block_y) + ") " + launch.symbol + "(" + params +
+            ")");
   out_.raw(w_.str());
   out_.close();
   out_.blank();
@@ -85,8 +85,8 @@ KernelEmitter::Names KernelEmitter::decompose(const Shape& shape, const std::str
       w_.line("const idx_t " + names[d] + " = " + rest + ";");
     } else {
       std::string size = std::to_string(shape[d]);
-      w_.line("const idx_t " + names[d] + " = " + rest + " % " + size + "; " + rest + " /= " +
-              size + ";");
+      w_.line("const idx_t " + names[d] + " = " + rest + " % " + size + "; " + rest +
+              " /= " + size + ";");
     }
   }
   return names;
@@ -109,8 +109,8 @@ void KernelEmitter::emit_copy(const Kernel& k, const Launch&) {
   Names names = decompose(shape, "zc_i", "i");
   // Row-major position in the source is the position in the dense destination.
   DType t = s_.graph.meta(k.copy_to).dtype;
-  w_.line(buffer(s_.at(k.copy_to).view.base) + "[zc_i] = " + to_storage(t, load(k.copy_from, names)) +
-          ";");
+  w_.line(buffer(s_.at(k.copy_to).view.base) +
+          "[zc_i] = " + to_storage(t, load(k.copy_from, names)) + ";");
   w_.close();
 }
 

@@ -1,11 +1,15 @@
-// The public cache API (include/zc/cache.h) over the process cache.
+// The public cache API (include/zc/cache.h) over the process cache. It lives beside the
+// runtime because a bundle is judged against what this process's backends build for, which
+// the cache itself does not know.
 #include <sstream>
 
 #include "cache/bundle.h"
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
+#include "codegen/backend.h"
 #include "util/json_quote.h"
 #include "zc/cache.h"
+#include "zc/version.h"
 
 namespace zc::cache {
 
@@ -13,6 +17,22 @@ namespace {
 std::vector<uint8_t> hmac_key(const Cache& c) {
   return c.config().hmac_key_file.empty() ? std::vector<uint8_t>{}
                                           : read_hmac_key_file(c.config().hmac_key_file);
+}
+
+// What entries must have been made for to be of use here: one provenance per code-generating
+// backend this process can run (the C++ compiler's target; a GPU's architecture).
+std::vector<Provenance> usable_provenances() {
+  std::vector<Provenance> out;
+  for (const codegen::Backend* b : codegen::all_backends()) {
+    if (b->interprets()) continue;
+    // Without its compiler a backend can still load prebuilt binaries of its target.
+    std::string why = b->unavailable_reason();
+    const codegen::KeyParts& parts = b->key_parts();
+    if (!why.empty() && parts.target.empty()) continue;
+    out.push_back(Provenance{zc::build_id(), parts.target, parts.toolchain});
+  }
+  if (out.empty()) out.push_back(Provenance{zc::build_id(), "", ""});
+  return out;
 }
 }  // namespace
 
@@ -29,10 +49,10 @@ Stats stats() {
   s.persistent = c.disk() != nullptr;
   s.dir = s.persistent ? c.config().dir : "";
   for (Level level : kLevels) {
-    for (const char* tier : {"memory", "disk", "redis"}) {
-      TierCounters t = c.counters(level, tier);
-      s.levels.push_back(LevelStats{level_name(level), tier, t.hits, t.misses, t.errors, t.puts,
-                                    t.put_failures, t.saved_ms});
+    for (TierKind tier : kTierKinds) {
+      TierCounters t = c.counters({level, tier});
+      s.levels.push_back(LevelStats{level_name(level), tier_kind_name(tier), t.hits, t.misses,
+                                    t.errors, t.puts, t.put_failures, t.saved_ms});
     }
   }
   return s;
@@ -75,8 +95,10 @@ std::vector<uint8_t> save_artifacts() {
 
 LoadReport load_artifacts(std::span<const uint8_t> bytes) {
   Cache& c = process_cache();
-  const Provenance expect = c.provenance(Level::graph);
-  BundleContents contents = read_bundle(bytes, expect, hmac_key(c));
+  // Bundle items are judged against this process's whole provenance (an item's empty fields
+  // are those it does not depend on), which only the toolchain can tell.
+  const std::vector<Provenance> accept = usable_provenances();
+  BundleContents contents = read_bundle(bytes, accept, hmac_key(c));
   LoadReport report;
   for (ReadItem& item : contents.items) {
     LoadReport::Item out{level_name(item.level), item.key_hex, "", item.reason};
