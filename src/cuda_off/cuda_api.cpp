@@ -1,4 +1,5 @@
-// zc::cuda in a build without the CUDA backend: no device is ever usable.
+// zc::cuda in a build without the CUDA backend: no device is ever usable, and tensors on CUDA
+// are refused by Storage (no memory hooks are registered).
 #include "zc/cuda.h"
 #include "zc/error.h"
 
@@ -31,5 +32,11 @@ const DeviceProperties& device_properties(int device) {
 }
 
 void synchronize() {}
+
+void empty_cache() {}
+
+MemoryStats memory_stats(int) {
+  return MemoryStats{};
+}
 
 }  // namespace zc::cuda
