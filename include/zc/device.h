@@ -1,5 +1,6 @@
-// Where a tensor lives. CPU is implemented; CUDA is representable so that the API and cache
-// keys already carry it, and operations on it raise a zc::Error until the CUDA backend lands.
+// Where a tensor lives. Tensors can be allocated on a CUDA device and copied to and from it
+// (Tensor::to) when the build has the CUDA backend and the machine a GPU (zc/cuda.h says
+// whether); operations on CUDA tensors raise a zc::Error until the CUDA kernels land.
 #pragma once
 
 #include <cstdint>

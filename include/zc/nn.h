@@ -45,7 +45,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
-  // Moves every parameter and buffer (raises zc::Error for a device this build cannot use).
+  // Moves every parameter and buffer, in place (handles stay valid); raises zc::Error for a
+  // device this build or machine cannot use, and then changes nothing.
   void to(Device device);
   void to(DType dtype);
 

@@ -3,6 +3,7 @@
 
 #include "zc/cache.h"
 #include "zc/compile.h"
+#include "zc/cuda.h"
 #include "zc/device.h"
 #include "zc/dtype.h"
 #include "zc/error.h"

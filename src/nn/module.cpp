@@ -201,10 +201,6 @@ void convert_all(Module& module, const std::string& what, Convert&& convert) {
 }  // namespace
 
 void Module::to(Device device) {
-  if (device.is_cuda()) {
-    throw Error(type_name() + ".to(" + device.str() +
-                "): this build of zc has no CUDA backend yet; keep the module on Device::cpu()");
-  }
   convert_all(*this, "to(" + device.str() + ")",
               [&](const Tensor& t) { return t.device() == device ? t : t.to(device); });
 }

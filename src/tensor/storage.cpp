@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "tensor/device_memory.h"
 #include "zc/tensor.h"
 
 namespace zc {
@@ -11,8 +12,15 @@ std::string Device::str() const {
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (!device.is_cpu()) {
-    throw Error("cannot allocate on " + device.str() +
-                ": this build of zerocompile has no CUDA backend yet; use Device::cpu()");
+    const DeviceMemoryHooks* hooks = device_memory(device.type);
+    if (!hooks) {
+      throw Error("cannot allocate on " + device.str() +
+                  ": this build of zerocompile has no CUDA backend (it was built without the "
+                  "CUDA toolkit headers); rebuild it where the CUDA toolkit is installed, or use "
+                  "Device::cpu()");
+    }
+    data_ = hooks->allocate(nbytes, device.index);
+    return;
   }
   // 64-byte alignment: a cache line, and what AVX-512 loads want.
   size_t rounded = (nbytes + 63) / 64 * 64;
@@ -30,7 +38,12 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device devic
 }
 
 Storage::~Storage() {
-  if (owned_) std::free(data_);
+  if (!owned_) return;
+  if (device_.is_cpu()) {
+    std::free(data_);
+  } else if (data_) {
+    device_memory(device_.type)->release(data_, device_.index);
+  }
 }
 
 }  // namespace zc

@@ -114,6 +114,10 @@ void Tensor::check_dtype(DType t, const char* what) const {
 
 void* Tensor::raw_data() const {
   const TensorImpl& t = impl();
+  if (!t.device.is_cpu()) {
+    throw Error("data(): the tensor is on " + t.device.str() +
+                ", whose memory the CPU cannot address; copy it with .to(Device::cpu()) first");
+  }
   if (!t.storage) {
     // A traced tensor has no values until capture forces them (a graph break).
     ZC_CHECK(t.trace != nullptr, "tensor without storage and without trace");
@@ -128,6 +132,7 @@ double Tensor::item_double() const {
     throw Error("item(): the tensor has " + std::to_string(numel()) + " elements (shape " +
                 shape_str(shape()) + "); item() needs exactly one");
   }
+  if (!device().is_cpu()) return to(Device::cpu()).item_double();
   return load_as_double(raw_data(), dtype());
 }
 
@@ -332,12 +337,6 @@ Tensor Tensor::to(DType dtype) const {
   return cast(*this, dtype);
 }
 
-Tensor Tensor::to(Device device) const {
-  if (device == this->device()) return *this;
-  throw Error("to(" + device.str() + "): this build of zerocompile has no CUDA backend yet; " +
-              "tensors live on cpu");
-}
-
 std::string Tensor::str() const {
   std::ostringstream os;
   os << *this;
@@ -347,10 +346,11 @@ std::string Tensor::str() const {
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
   os << "Tensor(shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype());
+  if (!t.device().is_cpu()) os << ", device=" << t.device().str();
   if (t.is_traced()) return os << ", traced)";
   int64_t n = t.numel();
   if (n <= 64) {
-    Tensor c = t.contiguous();
+    Tensor c = (t.device().is_cpu() ? t : t.to(Device::cpu())).contiguous();
     const char* base = static_cast<const char*>(c.raw_data());
     os << ", values=[";
     for (int64_t i = 0; i < n; ++i) {

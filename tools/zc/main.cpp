@@ -18,6 +18,8 @@
 #include "cli.h"
 #include "toolchain/target.h"
 #include "util/json_quote.h"
+#include "util/size_text.h"
+#include "zc/cuda.h"
 #include "zc/error.h"
 #include "zc/version.h"
 
@@ -43,7 +45,8 @@ int cmd_env(Args args);
 int cmd_help(Args args);
 
 const Command kCommands[] = {
-    {"env", "print version, build id, compiler, CPU features and BLAS", "zc env [--json]", cmd_env},
+    {"env", "print version, build id, compiler, CPU features, BLAS and GPUs", "zc env [--json]",
+     cmd_env},
     {"bench",
      "measure cold, warm, bundle, remote, fleet and steady-state figures in fresh processes",
      "zc bench [--repeats N] [--quick] [--json FILE] [--compare FILE] [--remote URL]\n"
@@ -92,6 +95,51 @@ std::string os_description() {
   return std::string(u.sysname) + " " + u.release + " " + u.machine;
 }
 
+// "13.0" from the driver's 13000.
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+std::string gpu_json() {
+  const int n = zc::cuda::device_count();
+  std::string out = "{\"available\":" + std::string(n > 0 ? "true" : "false");
+  out += ",\"count\":" + std::to_string(n);
+  if (n == 0) out += ",\"reason\":" + zc::json::quote(zc::cuda::unavailable_reason());
+  if (const int v = zc::cuda::driver_version(); v > 0) {
+    out += ",\"driver_cuda_version\":" + zc::json::quote(cuda_version_text(v));
+  }
+  out += ",\"devices\":[";
+  for (int i = 0; i < n; ++i) {
+    const zc::cuda::DeviceProperties& p = zc::cuda::device_properties(i);
+    if (i) out += ",";
+    out += "{\"index\":" + std::to_string(i) + ",\"name\":" + zc::json::quote(p.name) +
+           ",\"compute_capability\":" +
+           zc::json::quote(std::to_string(p.major) + "." + std::to_string(p.minor)) +
+           ",\"multiprocessors\":" + std::to_string(p.multiprocessor_count) +
+           ",\"total_memory_bytes\":" + std::to_string(p.total_memory) + "}";
+  }
+  return out + "]}";
+}
+
+// One row per GPU, or one saying why there is none.
+std::vector<std::pair<std::string, std::string>> gpu_rows() {
+  std::vector<std::pair<std::string, std::string>> rows;
+  const int n = zc::cuda::device_count();
+  if (const int v = zc::cuda::driver_version(); v > 0) {
+    rows.emplace_back("cuda driver", "supports CUDA " + cuda_version_text(v));
+  }
+  if (n == 0) rows.emplace_back("gpus", "none: " + zc::cuda::unavailable_reason());
+  for (int i = 0; i < n; ++i) {
+    const zc::cuda::DeviceProperties& p = zc::cuda::device_properties(i);
+    rows.emplace_back("gpu " + std::to_string(i),
+                      "cuda:" + std::to_string(i) + " " + p.name + ", compute capability " +
+                          std::to_string(p.major) + "." + std::to_string(p.minor) + ", " +
+                          zc::binary_size(p.total_memory) + ", " +
+                          std::to_string(p.multiprocessor_count) + " multiprocessors");
+  }
+  return rows;
+}
+
 int cmd_env(Args args) {
   bool json = false;
   for (std::string_view a : args) {
@@ -122,6 +170,7 @@ int cmd_env(Args args) {
     if (!isa.empty()) out += ",\"cpu_isa_level\":" + zc::json::quote(isa);
     out += ",\"cores\":" + std::to_string(cores);
     out += ",\"blas\":" + zc::json::quote(zc::blas_info());
+    out += ",\"gpu\":" + gpu_json();
     out += ",\"variables\":{";
     for (size_t i = 0; i < vars.size(); ++i) {
       if (i) out += ",";
@@ -142,6 +191,7 @@ int cmd_env(Args args) {
   if (!isa.empty()) row("cpu isa level", isa);
   row("cores", std::to_string(cores));
   row("blas", zc::blas_info());
+  for (const auto& [key, value] : gpu_rows()) row(key, value);
   std::string set_vars;
   for (const auto& [name, value] : vars) {
     set_vars += (set_vars.empty() ? "" : " ") + name + "=" + value;

@@ -1,0 +1,76 @@
+#include "cuda/memory.h"
+
+#include <string>
+
+#include "cuda/device.h"
+#include "cuda/driver.h"
+#include "cuda/stream.h"
+
+namespace zc::cuda {
+
+namespace {
+
+std::string on(const char* what, int device) {
+  return std::string(what) + " on cuda:" + std::to_string(device);
+}
+
+}  // namespace
+
+void copy_host_to_device(CUdeviceptr dst, const void* src, size_t nbytes, int device) {
+  if (nbytes == 0) return;
+  use_device(device);
+  const Driver& d = driver();
+  CUstream stream = current_stream(device);
+  check(d.cuMemcpyHtoDAsync(dst, src, nbytes, stream), on("copying host to device", device));
+  check(d.cuStreamSynchronize(stream), on("copying host to device", device));
+}
+
+void copy_device_to_host(void* dst, CUdeviceptr src, size_t nbytes, int device) {
+  if (nbytes == 0) return;
+  use_device(device);
+  const Driver& d = driver();
+  CUstream stream = current_stream(device);
+  check(d.cuMemcpyDtoHAsync(dst, src, nbytes, stream), on("copying device to host", device));
+  check(d.cuStreamSynchronize(stream), on("copying device to host", device));
+}
+
+void copy_device_to_device(CUdeviceptr dst, CUdeviceptr src, size_t nbytes, int device) {
+  if (nbytes == 0) return;
+  use_device(device);
+  check(driver().cuMemcpyDtoDAsync(dst, src, nbytes, current_stream(device)),
+        on("copying device to device", device));
+}
+
+void copy_between_devices(CUdeviceptr dst, int dst_device, CUdeviceptr src, int src_device,
+                          size_t nbytes) {
+  if (nbytes == 0) return;
+  if (dst_device == src_device) return copy_device_to_device(dst, src, nbytes, dst_device);
+  const Driver& d = driver();
+  use_device(src_device);
+  check(d.cuStreamSynchronize(current_stream(src_device)),
+        on("finishing work before a copy", src_device));
+  use_device(dst_device);
+  CUstream stream = current_stream(dst_device);
+  const std::string what =
+      "copying cuda:" + std::to_string(src_device) + " to cuda:" + std::to_string(dst_device);
+  check(d.cuMemcpyPeerAsync(dst, primary_context(dst_device), src, primary_context(src_device),
+                            nbytes, stream),
+        what);
+  check(d.cuStreamSynchronize(stream), what);
+}
+
+void fill_bytes(CUdeviceptr dst, uint8_t value, size_t nbytes, int device) {
+  if (nbytes == 0) return;
+  use_device(device);
+  check(driver().cuMemsetD8Async(dst, value, nbytes, current_stream(device)),
+        on("filling memory", device));
+}
+
+void fill_words(CUdeviceptr dst, uint32_t value, size_t count, int device) {
+  if (count == 0) return;
+  use_device(device);
+  check(driver().cuMemsetD32Async(dst, value, count, current_stream(device)),
+        on("filling memory", device));
+}
+
+}  // namespace zc::cuda

@@ -1,0 +1,32 @@
+// How tensors reach memory the CPU cannot address. A device's runtime (the CUDA backend)
+// registers a table of functions for its Device::Type while libzc is being loaded, before any
+// tensor exists; Storage and Tensor::to call through it and so do not depend on that runtime.
+// A type nobody registered has no table: this build cannot use that device.
+//
+// Device pointers travel as void* and are only ever passed back to these functions.
+#pragma once
+
+#include <cstddef>
+
+#include "zc/device.h"
+
+namespace zc {
+
+struct DeviceMemoryHooks {
+  // Raises zc::Error (no usable device, bad index, out of memory); 0 bytes may give nullptr.
+  void* (*allocate)(size_t nbytes, int index);
+  // Never raises; ignores nullptr.
+  void (*release)(void* ptr, int index) noexcept;
+  // Both return when the copy is complete.
+  void (*copy_from_host)(void* dst, int index, const void* src, size_t nbytes);
+  void (*copy_to_host)(void* dst, const void* src, int index, size_t nbytes);
+  // Between two devices of the type, or within one.
+  void (*copy_between)(void* dst, int dst_index, const void* src, int src_index, size_t nbytes);
+};
+
+// `hooks` must live as long as the process.
+void register_device_memory(Device::Type type, const DeviceMemoryHooks* hooks);
+// nullptr when no runtime registered for `type`.
+const DeviceMemoryHooks* device_memory(Device::Type type);
+
+}  // namespace zc
