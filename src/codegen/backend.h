@@ -79,8 +79,8 @@ class Backend {
 
   // Kernels a backend needs besides generated ones (a strided copy on a GPU), as one fixed
   // source: the runtime builds it through the kernel-level cache, like generated code, and
-  // hands the binary to load_support() once per process, before the backend's first load()
-  // or dense_copy(). Empty: none.
+  // hands the binary to load_support() once per process, before the first dense_copy().
+  // Empty: none.
   virtual std::string support_source() const { return {}; }
   virtual void load_support(std::span<const uint8_t> binary) const;
   // A dense (row-major) copy of `t`, a tensor on this backend's device.

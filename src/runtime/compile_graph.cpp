@@ -36,7 +36,6 @@ std::shared_ptr<const Executable> load_graph_entry(const Compile& c,
                                                    const std::vector<uint8_t>& payload) {
   try {
     Timer t;
-    ensure_support(c.backend);
     auto exec = load_artifact(decode_artifact(payload), c.backend);
     stats::add_time(stats::Stage::load, t.ms());
     ZC_LOG(timing) << "graph " << c.short_hash << ": loaded from the cache in " << t.ms() << " ms";
@@ -136,7 +135,6 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   std::vector<uint8_t> binary = binary_for(c.keys, backend, store, code.source, &build_ms);
 
   t = Timer();
-  ensure_support(backend);
   auto exec = backend.load(std::move(code.schedule), std::move(code.plan), binary);
   double load_ms = t.ms();
   stats::add_time(stats::Stage::load, load_ms);
@@ -151,9 +149,13 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
 
 void ensure_support(const Backend& backend) {
   static std::mutex mu;
-  static std::set<const Backend*> ready;
+  // By what decides the support binary, not by address: a backend made for a test may reuse
+  // the address of one destroyed before it.
+  static std::set<std::string> ready;
   std::lock_guard lock(mu);
-  if (ready.count(&backend)) return;
+  const std::string id = std::string(backend.name()) + "|" + backend.key_parts().target + "|" +
+                         backend.key_parts().toolchain;
+  if (ready.count(id)) return;
   std::string source = backend.support_source();
   if (!source.empty()) {
     std::string why = backend.unavailable_reason();
@@ -167,7 +169,7 @@ void ensure_support(const Backend& backend) {
     ZC_LOG(timing) << backend.name() << " support kernels ready"
                    << (ms > 0 ? " (built in " + std::to_string(ms) + " ms)" : " (cached)");
   }
-  ready.insert(&backend);
+  ready.insert(id);
 }
 
 void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend) {

@@ -51,8 +51,9 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backen
                                                 std::optional<Digest> hash = std::nullopt);
 
 // Builds and loads the backend's support kernels (Backend::support_source) once per process,
-// through the kernel level of the process cache; nothing for a backend without them. Raises
-// zc::Error when the backend cannot build or load them here.
+// through the kernel level of the process cache, before their first use (Backend::dense_copy);
+// nothing for a backend without them. Raises zc::Error when the backend cannot build or load
+// them here.
 void ensure_support(const Backend& backend);
 
 // Lowering, code generation, building and loading for a code-generating backend, through the

@@ -5,6 +5,7 @@
 #include "codegen/backends/cuda/cuda_emit.h"
 #include "codegen/backends/cuda/cuda_executable.h"
 #include "codegen/backends/cuda/launch.h"
+#include "codegen/backends/cuda/support.h"
 #include "toolchain/nvrtc.h"
 
 namespace zc::codegen::cuda {
@@ -72,6 +73,10 @@ class CudaBackend final : public Backend, private SchedulePolicy {
                                          std::span<const uint8_t> binary) const override {
     return make_cuda_executable(std::move(s), std::move(plan), binary);
   }
+
+  std::string support_source() const override { return cuda::support_source(); }
+  void load_support(std::span<const uint8_t> binary) const override { set_support_binary(binary); }
+  Tensor dense_copy(const Tensor& t) const override { return cuda::dense_copy(t); }
 
  private:
   bool supports(ops::OpId, DType) const override { return true; }

@@ -1,0 +1,193 @@
+// The CUDA backend's code path that needs no GPU (emit, NVRTC, the kernel cache, keys and
+// bundle provenance), which runs in CI; and compiled graphs on a GPU, which skip without one.
+#include <gtest/gtest.h>
+
+#include "cache/bundle.h"
+#include "cache/cache.h"
+#include "cache/disk_tier.h"
+#include "capture/capture.h"
+#include "codegen/pipeline.h"
+#include "lower/pipeline.h"
+#include "runtime/compile_graph.h"
+#include "runtime/compile_keys.h"
+#include "unit/op_programs.h"
+#include "unit/test_support.h"
+#include "zc/cuda.h"
+#include "zc/zc.h"
+
+#if ZC_WITH_CUDA
+#include "codegen/backends/cuda/cuda_backend.h"
+#endif
+
+namespace zc {
+namespace {
+
+#if ZC_WITH_CUDA
+
+// A CUDA backend that builds for sm_90 whether or not a GPU is here.
+std::unique_ptr<codegen::Backend> sm90() {
+  return codegen::cuda::make_cuda_backend({.arch = "sm_90"});
+}
+
+#define SKIP_WITHOUT_NVRTC(backend)                                     \
+  if (std::string why = (backend).unavailable_reason(); !why.empty()) { \
+    GTEST_SKIP() << "NVRTC cannot run here: " << why;                   \
+  }
+
+ir::Graph captured(const test::Program& f, const Tensor& x) {
+  test::Fn m(f);
+  return capture::capture_module(m, x, nullptr, true).graph;
+}
+
+bool is_elf(const std::vector<uint8_t>& b) {
+  return b.size() > 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
+}
+
+TEST(CudaCodegen, EveryOpBuildsToACubin) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(2);
+  Tensor w = randn({5, 4}), b = randn({5}), table = randn({7, 4});
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (const test::Program& f : test::every_op_programs(w, b, table)) {
+      ir::Graph low = lower::lower(captured(f, randn({3, 4}).to(dt)), lower::LowerContext{});
+      codegen::CodegenResult code = codegen::codegen(low, *backend);
+      std::vector<uint8_t> cubin = backend->build(code.source);
+      EXPECT_TRUE(is_elf(cubin)) << code.source.text;
+      EXPECT_EQ(code.source.generated_kernels, static_cast<int>(code.schedule.kernels.size()));
+    }
+  }
+}
+
+TEST(CudaCodegen, ACubinIsCachedAndFoundAgain) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  cache::CacheConfig config;
+  config.dir = test::test_dir("cuda_cache");
+  config.local_lock_ms = 0;
+  cache::Cache store(config);
+  ir::Graph g = captured([](const Tensor& x) { return sigmoid(x * 3.0) + 1.0; }, randn({8, 8}));
+  // Without a GPU the build succeeds and only the load fails; either way the cubin is stored.
+  auto compile_once = [&] {
+    compiler::reset_stats();
+    try {
+      runtime::build_executable(g, *backend, &store);
+    } catch (const Error& e) {
+      EXPECT_FALSE(cuda::is_available()) << e.what();
+    }
+    return compiler::stats().compiler_invocations;
+  };
+  EXPECT_EQ(compile_once(), 1);
+  EXPECT_EQ(compile_once(), 0);  // the cubin (or the whole graph) came from the cache
+  int cubins = 0;
+  for (const cache::TierListing& l : store.disk()->list()) {
+    if (l.info.level != cache::Level::kernel) continue;
+    cache::GetResult r = store.disk()->get(l.info.level, l.info.key);
+    ASSERT_EQ(r.outcome, cache::Outcome::hit);
+    auto unwrapped = cache::unwrap_payload(r.entry->payload);
+    ASSERT_TRUE(unwrapped);
+    EXPECT_TRUE(is_elf(unwrapped->second));
+    EXPECT_EQ(unwrapped->first.target, "cuda{arch=sm_90}");
+    ++cubins;
+  }
+  EXPECT_GE(cubins, 1);
+}
+
+TEST(CudaCodegen, KeysNameTheArchitectureAndNvrtc) {
+  auto a = sm90();
+  SKIP_WITHOUT_NVRTC(*a);
+  auto b = codegen::cuda::make_cuda_backend({.arch = "sm_80"});
+  EXPECT_EQ(a->key_parts().target, "cuda{arch=sm_90}");
+  EXPECT_TRUE(test::contains(a->key_parts().toolchain, "nvrtc{")) << a->key_parts().toolchain;
+  std::string graph(64, 'c');
+  EXPECT_NE(runtime::compile_keys(graph, *a).graph_key().hex(),
+            runtime::compile_keys(graph, *b).graph_key().hex());
+  EXPECT_NE(runtime::compile_keys(graph, *a).kernel_key("s").hex(),
+            runtime::compile_keys(graph, *b).kernel_key("s").hex());
+  // A lowered graph does not depend on the GPU.
+  EXPECT_EQ(runtime::compile_keys(graph, *a).lowering_key().hex(),
+            runtime::compile_keys(graph, *b).lowering_key().hex());
+}
+
+TEST(CudaCodegen, ABundleForAnotherArchitectureIsRefusedWithTheReason) {
+  cache::Entry e;
+  e.level = cache::Level::kernel;
+  e.key = sha256("a cubin");
+  e.payload = {1, 2, 3};
+  std::vector<cache::BundleItem> items{{e, cache::Provenance{"", "cuda{arch=sm_80}", "nvrtc{x}"}}};
+  std::vector<uint8_t> bytes = cache::write_bundle(items);
+  // This process builds for its CPU and an sm_90 GPU.
+  std::vector<cache::Provenance> here{{"b", "target{isa=native}", "g++"},
+                                      {"b", "cuda{arch=sm_90}", "nvrtc{x}"}};
+  cache::BundleContents c = cache::read_bundle(bytes, here);
+  ASSERT_EQ(c.items.size(), 1u);
+  EXPECT_EQ(c.items[0].status, cache::ItemStatus::wrong_target);
+  EXPECT_TRUE(test::contains(c.items[0].reason, "cuda{arch=sm_80}")) << c.items[0].reason;
+  EXPECT_TRUE(test::contains(c.items[0].reason, "cuda{arch=sm_90}")) << c.items[0].reason;
+  // The same architecture is accepted.
+  items[0].provenance.target = "cuda{arch=sm_90}";
+  EXPECT_EQ(cache::read_bundle(cache::write_bundle(items), here).items[0].status,
+            cache::ItemStatus::ok);
+}
+
+TEST(CudaBackend, NamedWithoutAGpuIsAClearError) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is here: the backend is usable";
+  auto m = models::seed_model(1);
+  std::string msg = test::error_message([&] { compile(m, {.backend = "cuda"}); });
+  EXPECT_TRUE(test::contains(msg, "backend \"cuda\" cannot run in this process")) << msg;
+  EXPECT_FALSE(test::contains(msg, "no zc::Error")) << msg;
+}
+
+// Compiled graphs on a GPU.
+
+#define SKIP_WITHOUT_GPU()                                            \
+  if (!cuda::is_available()) {                                        \
+    GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason(); \
+  }
+
+TEST(CudaCompile, Seed64AndGptMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(7);
+  auto seed = models::seed_model(64);
+  Tensor x = randn({10, 10});
+  Tensor want = (*seed)(x);
+  seed->to(Device::cuda(0));
+  Tensor got = compile(seed)(x.to(Device::cuda(0)));
+  EXPECT_EQ(got.device(), Device::cuda(0));
+  EXPECT_TRUE(allclose(got.to(Device::cpu()), want, 1e-4, 1e-5));
+
+  models::GPTConfig cfg{
+      .vocab_size = 64, .block_size = 16, .n_layer = 2, .n_head = 2, .d_model = 32};
+  auto gpt = models::gpt(cfg);
+  gpt->eval();
+  Tensor tokens = randint(0, 64, {2, 16});
+  Tensor gpt_want = (*gpt)(tokens);
+  gpt->to(Device::cuda(0));
+  Tensor gpt_got = compile(gpt)(tokens.to(Device::cuda(0)));
+  EXPECT_TRUE(allclose(gpt_got.to(Device::cpu()), gpt_want, 1e-3, 1e-4));
+}
+
+TEST(CudaCompile, AWarmProcessRunsNoNvrtc) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(8);
+  auto m = models::seed_model(4);
+  m->to(Device::cuda(0));
+  Tensor x = randn({10, 10}).to(Device::cuda(0));
+  compile(m)(x);
+  compiler::reset();  // drops the loaded executables; the process cache stays
+  cache::process_cache().clear_memory();
+  compiler::reset_stats();
+  compile(m)(x);
+  EXPECT_EQ(compiler::stats().compiler_invocations, 0);
+}
+
+#else
+
+TEST(CudaCodegen, BuiltWithoutCuda) {
+  GTEST_SKIP() << "this build has no CUDA backend (no CUDA toolkit headers were found)";
+}
+
+#endif
+
+}  // namespace
+}  // namespace zc
