@@ -8,18 +8,17 @@
 #                                           `zc bench` and then torch_anchor.py on the CPU, and
 #                                           prints zerocompile/torch.compile ratios
 #
-# Dependencies travel as Debian packages unpacked with dpkg-deb into a prefix (no install, no
-# root needed, nothing of the host changed): OpenBLAS's OpenMP build (and libgfortran, which it
-# needs), the zstd, OpenSSL and hiredis headers and libraries, and redis-server for the remote
-# and fleet scenarios (a private server on 127.0.0.1, as on the development machine). Debian 12's glibc is older than
-# the host's (Ubuntu 24.04), so its libraries run there. The host's g++ compiles zc and, at run
-# time, the generated code.
+# Dependencies travel as Debian packages (scripts/gpu-host-env.sh unpacks them): OpenBLAS's
+# OpenMP build (and libgfortran, which it needs), the zstd, OpenSSL and hiredis headers and
+# libraries, redis-server for the remote and fleet scenarios (a private server on 127.0.0.1, as
+# on the development machine), and GoogleTest and Google Benchmark for scripts/gpu-test.sh.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 deps="$root/.gpu-deps"
 packages=(libopenblas-openmp-dev libopenblas0-openmp libgfortran5 libzstd-dev libssl-dev libssl3
-          libhiredis-dev libhiredis0.14 redis-server redis-tools libjemalloc2 liblzf1)
+          libhiredis-dev libhiredis0.14 redis-server redis-tools libjemalloc2 liblzf1
+          libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian)
 
 case "${1:-}" in
   prepare)
@@ -31,25 +30,10 @@ case "${1:-}" in
     out="${2:?usage: $0 run OUT_DIR [ANCHOR]}"
     anchor="${3:-$root/../shared/anchors/torch_anchor.py}"
     mkdir -p "$out"
-    prefix=/tmp/zc-gpu-deps
-    rm -rf "$prefix"
-    for f in "$deps"/*.deb; do dpkg-deb -x "$f" "$prefix"; done
-    lib="$prefix/usr/lib/x86_64-linux-gnu"
-    # The packages' .pc files name /usr (some paths absolute, not under ${prefix}): point them
-    # at the private prefix. Some name /usr/lib where the library is in the multiarch
-    # directory, which Debian's linker searches by default and this host's does not: -L below.
-    find "$prefix" -name '*.pc' -exec sed -i "s|/usr|$prefix/usr|g" {} +
-    export PKG_CONFIG_PATH="$lib/openblas-openmp/pkgconfig:$lib/pkgconfig"
-    export LD_LIBRARY_PATH="$lib:$lib/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export PATH="$prefix/usr/bin:$PATH"  # redis-server
+    source "$root/scripts/gpu-host-env.sh"
     rm -rf build-gpu  # a fresh configure: pkg-config results are cached
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZC_BUILD_TESTS=OFF \
-      -DZC_BUILD_BENCH=OFF -DZC_BUILD_EXAMPLES=OFF \
-      -DZC_OPENBLAS_OPENMP_DIR="$lib/openblas-openmp" \
-      -DOPENSSL_INCLUDE_DIR="$prefix/usr/include" -DOPENSSL_CRYPTO_LIBRARY="$lib/libcrypto.so" \
-      -DOPENSSL_SSL_LIBRARY="$lib/libssl.so" \
-      -DCMAKE_CXX_FLAGS="-I$prefix/usr/include/x86_64-linux-gnu" \
-      -DCMAKE_SHARED_LINKER_FLAGS="-L$lib" -DCMAKE_EXE_LINKER_FLAGS="-L$lib" >"$out/configure.log"
+      -DZC_BUILD_BENCH=OFF -DZC_BUILD_EXAMPLES=OFF "${zc_gpu_cmake_args[@]}" >"$out/configure.log"
     cmake --build build-gpu --target zc_cli >"$out/build.log"
     build-gpu/zc env | tee "$out/zc-env.txt"
     build-gpu/zc bench --repeats 3 --json "$out/zc-bench.json" | tee "$out/zc-bench.txt"
