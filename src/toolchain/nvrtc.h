@@ -11,6 +11,7 @@
 // what it is asked to build for (the architecture, the options) is the caller's target.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
