@@ -32,8 +32,11 @@ zc_gpu_cmake_args=(
   -DOPENSSL_INCLUDE_DIR="$zc_gpu_prefix/usr/include"
   -DOPENSSL_CRYPTO_LIBRARY="$zc_gpu_lib/libcrypto.so"
   -DOPENSSL_SSL_LIBRARY="$zc_gpu_lib/libssl.so"
-  -DCMAKE_PREFIX_PATH="$zc_gpu_prefix/usr"
-  -DCMAKE_CXX_FLAGS="-I$zc_gpu_prefix/usr/include/x86_64-linux-gnu -I$zc_gpu_prefix/usr/include"
+  # The test and benchmark packages by their CMake files alone: a prefix path would also make
+  # find_library prefer the packages' static libzstd.a (its shared library is the host's).
+  -DGTest_DIR="$zc_gpu_lib/cmake/GTest"
+  -Dbenchmark_DIR="$zc_gpu_lib/cmake/benchmark"
+  -DCMAKE_CXX_FLAGS="-I$zc_gpu_prefix/usr/include/x86_64-linux-gnu"
   -DCMAKE_SHARED_LINKER_FLAGS="-L$zc_gpu_lib"
   -DCMAKE_EXE_LINKER_FLAGS="-L$zc_gpu_lib"
 )
