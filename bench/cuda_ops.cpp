@@ -62,6 +62,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines reach a log even if a later op fails
   std::string json;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--json" && i + 1 < argc) json = argv[++i];
@@ -140,7 +141,13 @@ int main(int argc, char** argv) {
     for (const Op& op : ops) {
       Row r{op.name};
       auto start = Clock::now();
-      Tensor y = op.f();
+      Tensor y;
+      try {
+        y = op.f();
+      } catch (const zc::Error& e) {
+        std::printf("%-24s failed: %s\n", op.name, e.what());
+        continue;
+      }
       zc::cuda::synchronize();
       r.first_ms = ms_since(start);
       for (int i = 0; i < 10; ++i) y = op.f();

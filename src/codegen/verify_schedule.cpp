@@ -29,8 +29,9 @@ void check_kernel_shape(const Schedule& s, int32_t k) {
                "kernel " << k << " (" << kernel_kind_name(K.kind) << ") has no anchor node");
       break;
     case KernelKind::row_reduce:
-      ZC_CHECK(!K.reduce_dims.empty() && std::is_sorted(K.reduce_dims.begin(), K.reduce_dims.end()),
-               "kernel " << k << " (row_reduce) has no sorted reduce dims");
+      // Empty for a reduction of a 0-dim value.
+      ZC_CHECK(std::is_sorted(K.reduce_dims.begin(), K.reduce_dims.end()),
+               "kernel " << k << " (row_reduce) has unsorted reduce dims");
       for (int64_t d : K.reduce_dims) {
         ZC_CHECK(d >= 0 && d < static_cast<int64_t>(K.space.size()),
                  "kernel " << k << " reduces dim " << d << " of " << shape_str(K.space));

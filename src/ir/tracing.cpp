@@ -24,7 +24,9 @@ Tensor traced_tensor(const ops::TensorMeta& meta, Shape strides, std::shared_ptr
 
 Tensor constant_data(const Tensor& t) {
   ZC_CHECK(t.defined() && !t.is_traced(), "a graph constant needs a concrete tensor");
-  Tensor data = t.clone();
+  // A graph's constants are held on the CPU (they are hashed and serialized); their metadata
+  // keeps the device, where a compiled graph places them.
+  Tensor data = t.device().is_cpu() ? t.clone() : t.to(Device::cpu());
   // clone() is an op, and an op's result is never a wrapped number; the constant stands for t.
   data.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
   return data;

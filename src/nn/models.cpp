@@ -54,7 +54,7 @@ Tensor GPT::forward(const Tensor& tokens) {
     throw Error("zc::models::GPT: sequence length " + std::to_string(seq) + " exceeds block_size " +
                 std::to_string(config.block_size));
   }
-  Tensor x = (*wte)(tokens) + (*wpe)(arange(seq));
+  Tensor x = (*wte)(tokens) + (*wpe)(arange(seq).to(tokens.device()));
   for (const auto& block : *blocks) x = (*block)(x);
   // The LM head shares the token embedding's weights (GPT-2's weight tying).
   return matmul((*ln_f)(x), wte->weight.t());

@@ -60,6 +60,21 @@ struct Div {
   }
   static std::string c(const CExpr& e) { return infix(e, "/"); }
 };
+// Integer powers are exact, by repeated squaring with two's-complement wrap-around (as the
+// integer ops wrap). A negative exponent gives 1 for base 1, +-1 for base -1 and 0 otherwise,
+// base 0 included (where torch raises; a generated kernel cannot). Generated code calls the
+// same algorithm (zc_ipow in each prelude); floating powers are the math library's pow.
+template <class T>
+T integer_pow(T a, T b) {
+  if (b < 0) return a == 1 ? T(1) : a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0);
+  uint64_t r = 1, x = static_cast<uint64_t>(a);
+  for (uint64_t e = static_cast<uint64_t>(b); e != 0; e >>= 1) {
+    if (e & 1) r *= x;
+    x *= x;
+  }
+  return static_cast<T>(r);
+}
+
 struct Pow {
   static constexpr const char* name = "pow";
   static constexpr Result result = Result::same;
@@ -67,13 +82,15 @@ struct Pow {
   T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
       return std::pow(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
     } else {
-      return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+      return integer_pow(a, b);
     }
   }
   static std::string c(const CExpr& e) {
     if (e.floating()) return "zc_pow(" + e.in[0] + ", " + e.in[1] + ")";
-    return e.cast("zc_pow((double)" + e.in[0] + ", (double)" + e.in[1] + ")");
+    return "zc_ipow(" + e.in[0] + ", " + e.in[1] + ")";
   }
 };
 // maximum/minimum propagate NaN, as torch does.

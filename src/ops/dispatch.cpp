@@ -80,13 +80,15 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
     }
     traced = traced || inputs[i].is_traced();
   }
-  const Device device = call_device(def.name, inputs);
   if (traced) {
     if (tl_interceptor) return tl_interceptor->intercept(def, inputs, attrs);
     op_error(def.name,
              "a traced tensor was used outside the capture that created it (did a "
              "traced tensor escape forward()?)");
   }
+  // Traced calls skip this: a concrete tensor a traced call meets becomes a graph constant,
+  // which a compiled graph places on its device itself.
+  const Device device = call_device(def.name, inputs);
   std::vector<TensorMeta> metas;
   metas.reserve(n);
   for (const Tensor& t : inputs) metas.push_back(meta_of(t));

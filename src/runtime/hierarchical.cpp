@@ -130,7 +130,8 @@ class HierarchicalExecutable final : public Executable {
       for (size_t i = 0; i < p.outputs.size(); ++i) env[p.outputs[i].index] = std::move(outs[i]);
     }
     std::vector<Tensor> result;
-    for (ir::ValueId v : outputs_) result.push_back(ops::eager_cast(env.at(v), env.at(v).dtype()));
+    // Fresh tensors: two outputs may be one value, and a value may live on in `env`.
+    for (ir::ValueId v : outputs_) result.push_back(env.at(v).clone());
     return result;
   }
 

@@ -294,8 +294,11 @@ TEST(CudaRuntimeGpu, ItemStrAndHostAccess) {
   // The CPU cannot address device memory: a clear error, not a crash.
   EXPECT_TRUE(contains(error_message([&] { d.data<float>(); }), ".to(Device::cpu())"));
   EXPECT_TRUE(contains(error_message([&] { d.raw_data(); }), "cuda:0"));
-  // Ops on CUDA tensors are not implemented yet; they refuse.
-  EXPECT_TRUE(contains(error_message([&] { zc::add(d, d); }), "cuda:0"));
+  // Ops on CUDA tensors run there and stay there.
+  Tensor twice = zc::add(d, d);
+  EXPECT_EQ(twice.device(), d.device());
+  EXPECT_TRUE(zc::allclose(twice.to(Device::cpu()),
+                           zc::add(d.to(Device::cpu()), d.to(Device::cpu())), 0, 0));
 }
 
 TEST(CudaRuntimeGpu, AllocatorReusesAFreedBlock) {

@@ -47,7 +47,8 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   w_.line("const idx_t zc_n = (idx_t)blockIdx.x * " + tile + " + zc_tx;");
   w_.open("for (idx_t zc_z = blockIdx.z; zc_z < " + std::to_string(l.grid_z) +
           "; zc_z += gridDim.z)");
-  Names batch = decompose(d.batch, "zc_z", "b");
+  // Not "b": the buffers are b<value id>.
+  Names batch = decompose(d.batch, "zc_z", "zb");
   w_.line(T + " acc = 0;");
   w_.open("for (idx_t zc_k0 = 0; zc_k0 < " + K + "; zc_k0 += " + tile + ")");
   w_.line("const idx_t zc_ka = zc_k0 + zc_tx, zc_kb = zc_k0 + zc_ty;");

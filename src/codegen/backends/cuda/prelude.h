@@ -50,6 +50,16 @@ static __device__ __forceinline__ float zc_fabs(float x) { return fabsf(x); }
 static __device__ __forceinline__ double zc_fabs(double x) { return fabs(x); }
 static __device__ __forceinline__ float zc_pow(float a, float b) { return powf(a, b); }
 static __device__ __forceinline__ double zc_pow(double a, double b) { return pow(a, b); }
+// Integer powers, exact with wrap-around, as the eager kernel computes them.
+template <class T> static __device__ __forceinline__ T zc_ipow(T a, T b) {
+  if (b < 0) return a == 1 ? (T)1 : a == -1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (uint64_t e = (uint64_t)b; e != 0; e >>= 1) {
+    if (e & 1) r *= x;
+    x *= x;
+  }
+  return (T)r;
+}
 template <class T> static __device__ __forceinline__ T zc_max(T a, T b) {
   return a != a ? a : b != b ? b : (a > b ? a : b);
 }
