@@ -63,8 +63,7 @@ class CompiledOps final : public ops::DeviceKernels {
     const Backend& backend = device_backend(device);
     // Views are metadata (a reshape that cannot be one copies through the copy op).
     if (ops::is_view(op.id)) return op.eager(inputs, attrs, outputs);
-    ensure_support(backend);
-    if (op.id == ops::OpId::copy) return {backend.dense_copy(inputs[0])};
+    if (op.id == ops::OpId::copy) return {dense_copy(backend, inputs[0])};
     // Numbers move to the device; compiled graphs read dense inputs.
     std::vector<Tensor> args;
     args.reserve(inputs.size());
@@ -74,7 +73,7 @@ class CompiledOps final : public ops::DeviceKernels {
         moved.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
         args.push_back(std::move(moved));
       } else {
-        args.push_back(t.is_contiguous() ? t : backend.dense_copy(t));
+        args.push_back(t.is_contiguous() ? t : dense_copy(backend, t));
       }
     }
     std::shared_ptr<const Executable> exec = executable(backend, op, args, attrs);
@@ -84,6 +83,13 @@ class CompiledOps final : public ops::DeviceKernels {
   }
 
  private:
+  // The backend's support kernels are built (or found in the cache) at their first use only,
+  // so a process that never copies a strided tensor never waits for them.
+  static Tensor dense_copy(const Backend& backend, const Tensor& t) {
+    ensure_support(backend);
+    return backend.dense_copy(t);
+  }
+
   static const Backend& device_backend(Device device) {
     const Backend* b = codegen::backend_for(device.type);
     if (!b) throw Error("no backend of this build computes on " + device.str() + " tensors");

@@ -2,7 +2,7 @@
 // behaviour that spans processes (compiler discovery, persistent caches, bundles).
 //
 //   run_model [--model seed|gpt] [--layers N] [--weights-seed S] [--load BUNDLE]
-//             [--save BUNDLE] [--regions auto|none|manual]
+//             [--save BUNDLE] [--regions auto|none|manual] [--device cpu|cuda]
 //
 // Prints "output <sha256 of the output bytes>", "max_diff <|compiled - eager|>",
 // "first_call_ms <ms>", "compiler <json>", "cache <json>" (and "load <json>" with --load), one
@@ -19,7 +19,7 @@
 #include "zc/zc.h"
 
 int main(int argc, char** argv) {
-  std::string model = "seed", load, save, regions = "auto";
+  std::string model = "seed", load, save, regions = "auto", device = "cpu";
   int64_t layers = 4;
   uint64_t weights_seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     if (flag == "--load") load = value;
     if (flag == "--save") save = value;
     if (flag == "--regions") regions = value;
+    if (flag == "--device") device = value;
   }
   try {
     if (!load.empty()) {
@@ -42,6 +43,10 @@ int main(int argc, char** argv) {
     zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual");
     std::shared_ptr<zc::nn::Module> m = bench.module;
     zc::Tensor x = bench.input;
+    if (device == "cuda") {
+      m->to(zc::Device::cuda(0));
+      x = x.to(zc::Device::cuda(0));
+    }
     zc::CompileOptions options;
     options.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto;
     std::function<zc::Tensor(const zc::Tensor&)> fast;
@@ -57,7 +62,8 @@ int main(int argc, char** argv) {
     zc::Tensor y = fast(x);
     double first_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    zc::Tensor ref = (*m)(x);
+    zc::Tensor ref = (*m)(x).to(zc::Device::cpu());
+    y = y.to(zc::Device::cpu());
     std::printf("output %s\n",
                 zc::hex(zc::sha256(std::span<const uint8_t>(
                             static_cast<const uint8_t*>(y.raw_data()), y.numel() * 4)))

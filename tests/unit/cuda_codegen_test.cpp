@@ -11,6 +11,7 @@
 #include "runtime/compile_graph.h"
 #include "runtime/compile_keys.h"
 #include "unit/op_programs.h"
+#include "unit/run_model.h"
 #include "unit/test_support.h"
 #include "zc/cuda.h"
 #include "zc/zc.h"
@@ -179,6 +180,46 @@ TEST(CudaCompile, AWarmProcessRunsNoNvrtc) {
   compiler::reset_stats();
   compile(m)(x);
   EXPECT_EQ(compiler::stats().compiler_invocations, 0);
+}
+
+TEST(CudaCompile, TenThousandCallsOfAModelLeakNothing) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(9);
+  auto m = models::seed_model(2);
+  m->to(Device::cuda(0));
+  auto fast = compile(m);
+  Tensor x = randn({10, 10}).to(Device::cuda(0));
+  fast(x);
+  (*m)(x);
+  cuda::synchronize();
+  const cuda::MemoryStats before = cuda::memory_stats(0);
+  for (int i = 0; i < 10000; ++i) {
+    Tensor compiled = fast(x);
+    if (i % 10 == 0) Tensor eager = (*m)(x);
+  }
+  cuda::synchronize();
+  const cuda::MemoryStats after = cuda::memory_stats(0);
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  // Every call's outputs and arena came from blocks freed by the call before.
+  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
+  EXPECT_EQ(after.device_mallocs, before.device_mallocs);
+  EXPECT_GE(after.cache_hits - before.cache_hits, 10000u);
+}
+
+TEST(CudaCompile, ABundleWarmsAnEmptyCacheWithoutNvrtc) {
+  SKIP_WITHOUT_GPU();
+  const std::string a = test::test_dir("cuda_bundle_a"), b = test::test_dir("cuda_bundle_b");
+  const std::string bundle = a + "/seed.zcb";
+  test::ProcessRun cold =
+      test::run_model("ZC_CACHE_DIR=" + a, "--device cuda --layers 8 --save " + bundle);
+  ASSERT_EQ(cold.rc, 0) << cold.out;
+  EXPECT_GE(cold.num("compiler", "compiler_invocations"), 1) << cold.out;
+  test::ProcessRun warm =
+      test::run_model("ZC_CACHE_DIR=" + b, "--device cuda --layers 8 --load " + bundle);
+  ASSERT_EQ(warm.rc, 0) << warm.out;
+  EXPECT_EQ(warm.num("compiler", "compiler_invocations"), 0) << warm.out;
+  EXPECT_EQ(warm.num("load", "refused"), 0) << warm.out;
+  EXPECT_EQ(warm.lines["output"], cold.lines["output"]);
 }
 
 #else
