@@ -191,19 +191,26 @@ TEST(CudaCompile, TenThousandCallsOfAModelLeakNothing) {
   Tensor x = randn({10, 10}).to(Device::cuda(0));
   fast(x);
   (*m)(x);
+  auto calls = [&] {
+    for (int i = 0; i < 10000; ++i) {
+      Tensor compiled = fast(x);
+      if (i % 10 == 0) Tensor eager = (*m)(x);
+    }
+    cuda::synchronize();
+    return cuda::memory_stats(0);
+  };
   cuda::synchronize();
   const cuda::MemoryStats before = cuda::memory_stats(0);
-  for (int i = 0; i < 10000; ++i) {
-    Tensor compiled = fast(x);
-    if (i % 10 == 0) Tensor eager = (*m)(x);
-  }
-  cuda::synchronize();
-  const cuda::MemoryStats after = cuda::memory_stats(0);
+  // The first 10,000 calls may settle the cache on a block or two more (another interleaving of
+  // the eager and compiled calls' lifetimes); the next 10,000 ask the driver for nothing.
+  const cuda::MemoryStats settled = calls();
+  const cuda::MemoryStats after = calls();
+  EXPECT_EQ(settled.allocated_bytes, before.allocated_bytes);
   EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
-  // Every call's outputs and arena came from blocks freed by the call before.
-  EXPECT_EQ(after.reserved_bytes, before.reserved_bytes);
-  EXPECT_EQ(after.device_mallocs, before.device_mallocs);
-  EXPECT_GE(after.cache_hits - before.cache_hits, 10000u);
+  EXPECT_LE(settled.device_mallocs - before.device_mallocs, 2u);
+  EXPECT_EQ(after.device_mallocs, settled.device_mallocs);
+  EXPECT_EQ(after.reserved_bytes, settled.reserved_bytes);
+  EXPECT_GE(after.cache_hits - settled.cache_hits, 10000u);
 }
 
 TEST(CudaCompile, ABundleWarmsAnEmptyCacheWithoutNvrtc) {
