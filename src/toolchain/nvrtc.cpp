@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -37,23 +38,85 @@ struct Api {
 
 struct Loaded {
   Api api{};
+  bool ok = false;
+  std::string why;
+};
+
+// Every file NVRTC may be found as, in the order they are tried.
+std::vector<std::string> candidates() {
+  std::vector<std::string> dirs;
+  auto add_home = [&](const std::string& home) {
+    if (home.empty()) return;
+    dirs.push_back(home + "/lib64");
+    dirs.push_back(home + "/lib");
+  };
+  if (const char* home = std::getenv("CUDA_HOME")) add_home(home);
+#ifdef ZC_CUDA_HOME
+  add_home(ZC_CUDA_HOME);
+#endif
+  add_home("/usr/local/cuda");
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) {
+    std::string rest = ld;
+    for (size_t pos = 0; pos <= rest.size();) {
+      size_t end = rest.find(':', pos);
+      if (end == std::string::npos) end = rest.size();
+      if (end > pos) dirs.push_back(rest.substr(pos, end - pos));
+      pos = end + 1;
+    }
+  }
+  for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib64"}) {
+    dirs.push_back(d);
+  }
+  std::vector<std::string> files;
+  for (const std::string& d : dirs) {
+    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
+      files.push_back(d + "/" + name);
+    }
+  }
+  return files;
+}
+
+struct Found {
   std::optional<NvrtcInfo> info;
   std::string why;
 };
 
-std::vector<std::string> candidates() {
-  std::vector<std::string> names{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-  std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(home);
-#ifdef ZC_CUDA_HOME
-  dirs.push_back(ZC_CUDA_HOME);
-#endif
-  dirs.push_back("/usr/local/cuda");
-  for (const std::string& d : dirs) {
-    names.push_back(d + "/lib64/libnvrtc.so");
-    names.push_back(d + "/lib/libnvrtc.so");
+std::optional<NvrtcInfo> describe_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  NvrtcInfo info;
+  info.path = path;
+  char real[PATH_MAX];
+  info.real_path = ::realpath(path.c_str(), real) ? real : path;
+  info.size = static_cast<uint64_t>(st.st_size);
+  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return info;
+}
+
+Found find() {
+  Found f;
+  std::string tried;
+  for (const std::string& path : candidates()) {
+    if ((f.info = describe_file(path))) return f;
   }
-  return names;
+  // Elsewhere on the loader's path (its cache of ld.so.conf): ask the loader once.
+  for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
+    void* lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) continue;
+    void* sym = dlsym(lib, "nvrtcVersion");
+    Dl_info dl{};
+    if (sym && dladdr(sym, &dl) && dl.dli_fname && (f.info = describe_file(dl.dli_fname))) return f;
+  }
+  f.why =
+      "NVRTC (libnvrtc.so) was not found in $CUDA_HOME, /usr/local/cuda, $LD_LIBRARY_PATH "
+      "or the system's library directories; install the CUDA toolkit's NVRTC or set "
+      "CUDA_HOME to it";
+  return f;
+}
+
+const Found& found() {
+  static const Found f = find();
+  return f;
 }
 
 template <class F>
@@ -64,45 +127,28 @@ bool bind(void* lib, const char* name, F*& out) {
 
 Loaded load() {
   Loaded l;
-  void* lib = nullptr;
-  std::string tried;
-  for (const std::string& name : candidates()) {
-    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) break;
-    const char* err = dlerror();
-    tried += "\n  " + name + ": " + (err ? err : "not found");
+  const Found& f = found();
+  if (!f.info) {
+    l.why = f.why;
+    return l;
   }
+  void* lib = dlopen(f.info->path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
-    l.why = "NVRTC (libnvrtc.so) could not be opened; install the CUDA toolkit's NVRTC or set "
-            "CUDA_HOME to it. Tried:" +
-            tried;
+    const char* err = dlerror();
+    l.why = "NVRTC at " + f.info->path + " could not be loaded: " + (err ? err : "dlopen failed");
     return l;
   }
   Api& a = l.api;
-  bool ok = bind(lib, "nvrtcVersion", a.version) && bind(lib, "nvrtcCreateProgram", a.create) &&
-            bind(lib, "nvrtcDestroyProgram", a.destroy) &&
-            bind(lib, "nvrtcCompileProgram", a.compile) &&
-            bind(lib, "nvrtcGetProgramLogSize", a.log_size) &&
-            bind(lib, "nvrtcGetProgramLog", a.log) && bind(lib, "nvrtcGetCUBINSize", a.cubin_size) &&
-            bind(lib, "nvrtcGetCUBIN", a.cubin) && bind(lib, "nvrtcGetErrorString", a.error_string);
-  if (!ok) {
-    l.why = "the NVRTC library found lacks nvrtcGetCUBIN and friends (too old: CUDA 11.1 or "
-            "newer is needed)";
-    return l;
+  l.ok = bind(lib, "nvrtcVersion", a.version) && bind(lib, "nvrtcCreateProgram", a.create) &&
+         bind(lib, "nvrtcDestroyProgram", a.destroy) &&
+         bind(lib, "nvrtcCompileProgram", a.compile) &&
+         bind(lib, "nvrtcGetProgramLogSize", a.log_size) &&
+         bind(lib, "nvrtcGetProgramLog", a.log) && bind(lib, "nvrtcGetCUBINSize", a.cubin_size) &&
+         bind(lib, "nvrtcGetCUBIN", a.cubin) && bind(lib, "nvrtcGetErrorString", a.error_string);
+  if (!l.ok) {
+    l.why = "the NVRTC library at " + f.info->path +
+            " lacks nvrtcGetCUBIN and friends (too old: CUDA 11.1 or newer is needed)";
   }
-  NvrtcInfo info;
-  if (a.version(&info.major, &info.minor) != 0) {
-    l.why = "nvrtcVersion failed";
-    return l;
-  }
-  Dl_info dl{};
-  if (dladdr(reinterpret_cast<void*>(a.version), &dl) && dl.dli_fname) info.path = dl.dli_fname;
-  struct stat st {};
-  if (!info.path.empty() && ::stat(info.path.c_str(), &st) == 0) {
-    info.size = static_cast<uint64_t>(st.st_size);
-    info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  }
-  l.info = info;
   return l;
 }
 
@@ -134,20 +180,27 @@ std::string keep_source(std::string_view source) {
 }  // namespace
 
 std::string NvrtcInfo::identity() const {
-  return "nvrtc{path=" + path + ";version=" + std::to_string(major) + "." + std::to_string(minor) +
-         ";size=" + std::to_string(size) + ";mtime_ns=" + std::to_string(mtime_ns) + "}";
+  return "nvrtc{path=" + path + ";file=" + real_path + ";size=" + std::to_string(size) +
+         ";mtime_ns=" + std::to_string(mtime_ns) + "}";
 }
 
 std::optional<NvrtcInfo> find_nvrtc(std::string* why) {
+  const Found& f = found();
+  if (!f.info && why) *why = f.why;
+  return f.info;
+}
+
+std::string nvrtc_version() {
   const Loaded& l = loaded();
-  if (!l.info && why) *why = l.why;
-  return l.info;
+  int major = 0, minor = 0;
+  if (!l.ok || l.api.version(&major, &minor) != 0) return "";
+  return std::to_string(major) + "." + std::to_string(minor);
 }
 
 CubinResult compile_cubin(std::string_view source, const std::string& arch,
                           const std::vector<std::string>& options) {
   const Loaded& l = loaded();
-  if (!l.info) throw Error(l.why);
+  if (!l.ok) throw Error(l.why);
   const Api& a = l.api;
   auto start = std::chrono::steady_clock::now();
   std::string text(source);
@@ -183,8 +236,7 @@ CubinResult compile_cubin(std::string_view source, const std::string& arch,
   if (a.cubin(prog, reinterpret_cast<char*>(out.cubin.data())) != 0) {
     throw Error("NVRTC could not hand over the cubin");
   }
-  out.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ZC_LOG(timing) << "nvrtc " << arch << ": " << out.seconds * 1000 << " ms, " << n
                  << " bytes of cubin";
   return out;

@@ -1,14 +1,17 @@
 // NVRTC: CUDA C++ source to a cubin for one GPU architecture, in process (no nvcc, no files
 // but a kept source after a failure).
 //
-// The library is opened at run time, so one libzc runs with or without the CUDA toolkit: first
-// the soname the build's headers name (libnvrtc.so.<major>), then libnvrtc.so, then the lib64/
-// and lib/ directories of $CUDA_HOME and of the toolkit the build found. It needs no GPU: a
-// cubin for sm_90 is made on a machine without one, which is how generated CUDA code is tested
-// where no GPU is.
+// The library is found by its file: libnvrtc.so.13 (then .12, then libnvrtc.so) in the lib64/
+// and lib/ directories of $CUDA_HOME, of the toolkit the build found and of /usr/local/cuda,
+// then in $LD_LIBRARY_PATH and the system's library directories; failing those, by its soname
+// through the dynamic loader. It is opened (dlopen, about 100 MB) only when a compile needs it,
+// so one libzc runs with or without the CUDA toolkit, and a start that finds its kernels in a
+// cache never loads it. It needs no GPU: a cubin for sm_90 is made on a machine without one,
+// which is how generated CUDA code is tested where no GPU is.
 //
-// Named in cache keys like the C++ compiler, by its file (path, size, mtime) and its version;
-// what it is asked to build for (the architecture, the options) is the caller's target.
+// Named in cache keys like the C++ compiler (docs/adr/0005), by its file: the path as found,
+// the file it resolves to, its size and mtime. What it is asked to build for (architecture,
+// options) is the caller's target.
 #pragma once
 
 #include <cstdint>
@@ -20,18 +23,21 @@
 namespace zc::toolchain {
 
 struct NvrtcInfo {
-  std::string path;  // the library as opened (dladdr's answer)
-  int major = 0, minor = 0;
+  std::string path;       // the library as found
+  std::string real_path;  // `path` with symlinks resolved: the file whose size and mtime count
   uint64_t size = 0;
   int64_t mtime_ns = 0;
 
-  // Path, version, size and mtime in one stable string, for cache keys.
+  // Path, file, size and mtime in one stable string, for cache keys.
   std::string identity() const;
 };
 
-// NVRTC, opened once per process (thread-safe); nullopt with the reason in `why` (every path
-// tried and dlopen's answer) when it cannot be opened.
+// NVRTC's file, found once per process (thread-safe) without loading it; nullopt with the
+// reason in `why` (every place looked at) when there is none.
 std::optional<NvrtcInfo> find_nvrtc(std::string* why = nullptr);
+
+// "13.0", from the library itself (which loads it); empty when it cannot be loaded.
+std::string nvrtc_version();
 
 struct CubinResult {
   std::vector<uint8_t> cubin;

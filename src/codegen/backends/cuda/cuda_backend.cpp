@@ -28,15 +28,14 @@ class CudaBackend final : public Backend, private SchedulePolicy {
 
   std::string unavailable_reason() const override {
     std::call_once(state_once_, [&] {
+      // The GPU first: without one (the common case on a CPU machine) the answer costs a failed
+      // dlopen of the driver, not the load of NVRTC's large library.
       std::string why;
-      if (!toolchain::find_nvrtc(&why)) {
-        reason_ = why;
-        return;
-      }
-      arch_ = opt_.arch;
+      arch_ = opt_.arch.empty() ? device_arch(0, &why) : opt_.arch;
       if (arch_.empty()) {
-        arch_ = device_arch(0, &why);
-        if (arch_.empty()) reason_ = why;
+        reason_ = why;
+      } else if (!toolchain::find_nvrtc(&why)) {
+        reason_ = why;
       }
     });
     return reason_;
@@ -51,6 +50,8 @@ class CudaBackend final : public Backend, private SchedulePolicy {
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
       std::string options;
       for (const std::string& o : nvrtc_options()) options += " " + o;
+      // Without a GPU or NVRTC nothing is built or loaded here, and NVRTC is not looked for.
+      if (!reason_.empty() && opt_.arch.empty()) return;
       if (auto nvrtc = toolchain::find_nvrtc()) key_.toolchain = nvrtc->identity() + options;
     });
     return key_;
