@@ -1,5 +1,6 @@
 #include "codegen/c_like_emitter.h"
 
+#include <algorithm>
 #include <set>
 
 #include "codegen/c_expr.h"
@@ -77,6 +78,60 @@ std::vector<int32_t> CLikeEmitter::element_closure(const std::vector<ValueId>& t
     for (ValueId u : s_.graph.nodes[p].inputs) stack.push_back(u);
   }
   return std::vector<int32_t>(need.begin(), need.end());
+}
+
+CLikeEmitter::RowIndex CLikeEmitter::row_index(const Kernel& k, const Names& row) {
+  RowIndex r;
+  for (size_t d = 0; d < k.space.size(); ++d) {
+    bool reduced = std::find(k.reduce_dims.begin(), k.reduce_dims.end(), static_cast<int64_t>(d)) !=
+                   k.reduce_dims.end();
+    r.keep_shape.push_back(reduced ? 1 : k.space[d]);
+    r.keep.push_back(reduced ? "0" : row[d]);
+    if (!reduced) {
+      r.squeezed_shape.push_back(k.space[d]);
+      r.squeezed.push_back(row[d]);
+    }
+  }
+  return r;
+}
+
+CLikeEmitter::MatmulIndex CLikeEmitter::matmul_index(const Shape& a, const Shape& b) {
+  MatmulIndex m{ops::matmul_shapes(a, b), {}, {}};
+  m.a_batch.assign(a.begin(), a.end() - (m.d.a_vec ? 1 : 2));
+  m.b_batch.assign(b.begin(), b.end() - (m.d.b_vec ? 1 : 2));
+  return m;
+}
+
+CLikeEmitter::Names CLikeEmitter::MatmulIndex::c(const Names& batch, const std::string& i,
+                                                 const std::string& j) const {
+  Names out = batch;
+  if (!d.a_vec) out.push_back(i);
+  if (!d.b_vec) out.push_back(j);
+  return out;
+}
+
+CLikeEmitter::Names CLikeEmitter::MatmulIndex::a(const Names& batch, const std::string& i,
+                                                 const std::string& k) const {
+  Names out = broadcast(a_batch, d.batch, batch);
+  if (!d.a_vec) out.push_back(i);
+  out.push_back(k);
+  return out;
+}
+
+CLikeEmitter::Names CLikeEmitter::MatmulIndex::b(const Names& batch, const std::string& k,
+                                                 const std::string& j) const {
+  Names out = broadcast(b_batch, d.batch, batch);
+  out.push_back(k);
+  if (!d.b_vec) out.push_back(j);
+  return out;
+}
+
+std::string CLikeEmitter::concat_store(ValueId out, ValueId u, const Names& names, int64_t dim,
+                                       int64_t shift) const {
+  Names dst = names;
+  dst[dim] = "(" + names[dim] + " + " + std::to_string(shift) + ")";
+  return store(out, dst,
+               "(" + compute_type(s_.graph.meta(out).dtype) + ")(" + load(u, names) + ")");
 }
 
 }  // namespace zc::codegen

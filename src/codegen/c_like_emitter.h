@@ -10,6 +10,7 @@
 
 #include "codegen/buffer_plan.h"
 #include "codegen/code_writer.h"
+#include "ops/shape_rules.h"
 
 namespace zc::codegen {
 
@@ -42,6 +43,34 @@ class CLikeEmitter {
   // The member nodes of the kernel being written that `targets` need at element level (row
   // values excluded), in graph order.
   std::vector<int32_t> element_closure(const std::vector<ir::ValueId>& targets) const;
+
+  // How the row values of a row_reduce kernel are indexed, given its row's index names (the
+  // kept dims' names, "0" for the reduced ones): by the kept dims, with the reduced dims as 1
+  // (`keep`) or removed (`squeezed`).
+  struct RowIndex {
+    Shape keep_shape, squeezed_shape;
+    Names keep, squeezed;
+    const Names& of(const Shape& value_shape) const {
+      return value_shape == keep_shape ? keep : squeezed;
+    }
+  };
+  static RowIndex row_index(const Kernel& k, const Names& row);
+
+  // A matmul's operand index names: C's batch dims, then its rows and columns where present;
+  // A's and B's batch dims broadcast from C's.
+  struct MatmulIndex {
+    ops::MatmulShapes d;
+    Shape a_batch, b_batch;
+    Names c(const Names& batch, const std::string& i, const std::string& j) const;
+    Names a(const Names& batch, const std::string& i, const std::string& k) const;
+    Names b(const Names& batch, const std::string& k, const std::string& j) const;
+  };
+  static MatmulIndex matmul_index(const Shape& a, const Shape& b);
+
+  // The statement copying input u of a cat at its index `names` into the output `out`, whose
+  // index along `dim` is shifted by `shift`.
+  std::string concat_store(ir::ValueId out, ir::ValueId u, const Names& names, int64_t dim,
+                           int64_t shift) const;
 
   const Schedule& s_;
   const BufferPlan& plan_;

@@ -93,21 +93,8 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
   int outer_opened = 0;
   Names row = open_loops(outer, "i", true, &outer_opened);
   // Row values are named by the kept dims only, with or without the reduced dims as 1.
-  Shape keep_shape, squeezed_shape;
-  Names keep_names, squeezed_names;
-  for (size_t d = 0; d < S.size(); ++d) {
-    bool reduced =
-        std::find(k.reduce_dims.begin(), k.reduce_dims.end(), int64_t(d)) != k.reduce_dims.end();
-    keep_shape.push_back(reduced ? 1 : S[d]);
-    keep_names.push_back(reduced ? "0" : row[d]);
-    if (!reduced) {
-      squeezed_shape.push_back(S[d]);
-      squeezed_names.push_back(row[d]);
-    }
-  }
-  auto row_names = [&](ValueId v) {
-    return s_.graph.meta(v).shape == keep_shape ? keep_names : squeezed_names;
-  };
+  const RowIndex rows = row_index(k, row);
+  auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };
   // Opens the reduced loops and returns the full index names.
   auto open_inner = [&](int* opened) {
     // A block of its own, so element values of one pass never collide with another pass's,
@@ -197,7 +184,6 @@ void KernelEmitter::emit_copy(const Kernel& k) {
 void KernelEmitter::emit_concat(const Kernel& k) {
   const ir::Node& n = s_.graph.nodes[k.anchor];
   ValueId out = n.outputs[0];
-  DType ot = s_.graph.meta(out).dtype;
   int64_t dim = std::get<ops::DimAttrs>(n.attrs).dim;
   int64_t shift = 0;
   for (ValueId u : n.inputs) {
@@ -206,9 +192,7 @@ void KernelEmitter::emit_concat(const Kernel& k) {
       w_.open("");
       int opened = 0;
       Names names = open_loops(shape, "i", true, &opened);
-      Names dst = names;
-      dst[dim] = "(" + names[dim] + " + " + std::to_string(shift) + ")";
-      w_.line(store(out, dst, "(" + compute_type(ot) + ")(" + load(u, names) + ")"));
+      w_.line(concat_store(out, u, names, dim, shift));
       close_loops(opened);
       w_.close();
     }

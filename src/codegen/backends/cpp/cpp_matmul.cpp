@@ -20,31 +20,10 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   const Shape& cs = k.space;
   DType ct_d = s_.graph.meta(C).dtype;
   std::string ct = compute_type(ct_d);
-  ops::MatmulShapes d = ops::matmul_shapes(as, bs);
+  const MatmulIndex mi = matmul_index(as, bs);
+  const ops::MatmulShapes& d = mi.d;
   if (shape_numel(cs) == 0) return;
   size_t nb = d.batch.size();
-  // Index names of C: batch dims, then i (rows) and j (columns) when present.
-  auto c_names = [&](const Names& batch, const std::string& i, const std::string& j) {
-    Names out = batch;
-    if (!d.a_vec) out.push_back(i);
-    if (!d.b_vec) out.push_back(j);
-    return out;
-  };
-  // A and B element names: their batch dims broadcast from C's batch dims.
-  auto a_names = [&](const Names& batch, const std::string& i, const std::string& kk) {
-    Shape ab(as.begin(), as.end() - (d.a_vec ? 1 : 2));
-    Names out = broadcast(ab, d.batch, batch);
-    if (!d.a_vec) out.push_back(i);
-    out.push_back(kk);
-    return out;
-  };
-  auto b_names = [&](const Names& batch, const std::string& kk, const std::string& j) {
-    Shape bb(bs.begin(), bs.end() - (d.b_vec ? 1 : 2));
-    Names out = broadcast(bb, d.batch, batch);
-    out.push_back(kk);
-    if (!d.b_vec) out.push_back(j);
-    return out;
-  };
   bool stored = s_.at(C).state == ValueState::stored && s_.at(C).kernel == kernel_ &&
                 std::find(k.stores.begin(), k.stores.end(), C) != k.stores.end();
   bool blas = stored && s_.at(C).state == ValueState::stored && !d.a_vec && !d.b_vec &&
@@ -96,9 +75,9 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     std::string gemm = ct_d == DType::f32 ? "sgemm" : "dgemm";
     auto addr = [&](ValueId v, const Names& idx) { return "&" + element_ref(v, idx); };
     w_.line("a->svc->" + gemm + "(" + ta + ", " + tb + ", " + std::to_string(rows) + ", " +
-            std::to_string(d.N) + ", " + std::to_string(d.K) + ", " +
-            addr(A, a_names(bn, "0", "0")) + ", " + lda + ", " + addr(B, b_names(bn, "0", "0")) +
-            ", " + ldb + ", " + addr(C, c_names(bn, "0", "0")) + ", " + std::to_string(d.N) + ");");
+            std::to_string(d.N) + ", " + std::to_string(d.K) + ", " + addr(A, mi.a(bn, "0", "0")) +
+            ", " + lda + ", " + addr(B, mi.b(bn, "0", "0")) + ", " + ldb + ", " +
+            addr(C, mi.c(bn, "0", "0")) + ", " + std::to_string(d.N) + ");");
     close_loops(opened);
     if (k.nodes.size() > 1) {  // the epilogue, over the product in memory
       int eo = 0;
@@ -127,8 +106,8 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     w_.line(T + " acc = 0;");
     w_.line("#pragma omp simd reduction(+:acc)");
     w_.open("for (int64_t kk = 0; kk < " + std::to_string(d.K) + "; ++kk)");
-    w_.line("acc += (" + T + ")" + load(A, a_names(bn, i, "kk")) + " * (" + T + ")" +
-            load(B, b_names(bn, "kk", j)) + ";");
+    w_.line("acc += (" + T + ")" + load(A, mi.a(bn, i, "kk")) + " * (" + T + ")" +
+            load(B, mi.b(bn, "kk", j)) + ";");
     w_.close();
     emit_epilogue(k, C, names, "acc");
     close_loops(opened);
@@ -149,12 +128,12 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   w_.line("for (int64_t e = 0; e < " + std::to_string(d.K * NP) + "; ++e) bt[e] = 0;");
   w_.line("for (int64_t kk = 0; kk < " + K + "; ++kk)");
   w_.line("  for (int64_t j = 0; j < " + N + "; ++j) bt[kk * " + P + " + j] = (" + T + ")" +
-          load(B, b_names(batch, "kk", "j")) + ";");
+          load(B, mi.b(batch, "kk", "j")) + ";");
   std::string M = std::to_string(d.a_vec ? 1 : d.M);
   auto accumulate_row = [&](const std::string& row, const std::string& i) {
     w_.line("for (int64_t j = 0; j < " + P + "; ++j) " + row + "[j] = 0;");
     w_.open("for (int64_t kk = 0; kk < " + K + "; ++kk)");
-    w_.line(T + " av = (" + T + ")" + load(A, a_names(batch, i, "kk")) + ";");
+    w_.line(T + " av = (" + T + ")" + load(A, mi.a(batch, i, "kk")) + ";");
     w_.line("#pragma omp simd");
     w_.line("for (int64_t j = 0; j < " + P + "; ++j) " + row + "[j] += av * bt[kk * " + P +
             " + j];");

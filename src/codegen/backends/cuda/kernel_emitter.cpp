@@ -117,7 +117,6 @@ void KernelEmitter::emit_copy(const Kernel& k, const Launch&) {
 void KernelEmitter::emit_concat(const Kernel& k, const Launch&) {
   const ir::Node& n = s_.graph.nodes[k.anchor];
   ValueId out = n.outputs[0];
-  DType ot = s_.graph.meta(out).dtype;
   int64_t dim = std::get<ops::DimAttrs>(n.attrs).dim;
   int64_t shift = 0;
   for (ValueId u : n.inputs) {
@@ -125,9 +124,7 @@ void KernelEmitter::emit_concat(const Kernel& k, const Launch&) {
     if (shape_numel(shape) > 0) {
       open_grid_loop(shape_numel(shape));
       Names names = decompose(shape, "zc_i", "i");
-      Names dst = names;
-      dst[dim] = "(" + names[dim] + " + " + std::to_string(shift) + ")";
-      w_.line(store(out, dst, "(" + compute_type(ot) + ")(" + load(u, names) + ")"));
+      w_.line(concat_store(out, u, names, dim, shift));
       w_.close();
     }
     shift += shape[dim];

@@ -13,31 +13,11 @@ using ir::ValueId;
 void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   const ir::Node& n = s_.graph.nodes[k.anchor];
   ValueId A = n.inputs[0], B = n.inputs[1], C = n.outputs[0];
-  const Shape& as = s_.graph.meta(A).shape;
-  const Shape& bs = s_.graph.meta(B).shape;
-  const ops::MatmulShapes d = ops::matmul_shapes(as, bs);
+  const MatmulIndex mi = matmul_index(s_.graph.meta(A).shape, s_.graph.meta(B).shape);
+  const ops::MatmulShapes& d = mi.d;
   if (shape_numel(k.space) == 0) return;
   DType cdt = s_.graph.meta(C).dtype;
   const std::string T = compute_type(cdt), tile = std::to_string(kMatmulTile);
-  // Index names of C and of A's and B's elements, their batch dims broadcast from C's.
-  auto c_names = [&](const Names& batch, const std::string& i, const std::string& j) {
-    Names out = batch;
-    if (!d.a_vec) out.push_back(i);
-    if (!d.b_vec) out.push_back(j);
-    return out;
-  };
-  auto a_names = [&](const Names& batch, const std::string& i, const std::string& kk) {
-    Names out = broadcast(Shape(as.begin(), as.end() - (d.a_vec ? 1 : 2)), d.batch, batch);
-    if (!d.a_vec) out.push_back(i);
-    out.push_back(kk);
-    return out;
-  };
-  auto b_names = [&](const Names& batch, const std::string& kk, const std::string& j) {
-    Names out = broadcast(Shape(bs.begin(), bs.end() - (d.b_vec ? 1 : 2)), d.batch, batch);
-    out.push_back(kk);
-    if (!d.b_vec) out.push_back(j);
-    return out;
-  };
   const std::string M = std::to_string(d.M), N = std::to_string(d.N), K = std::to_string(d.K);
   // One extra column keeps the threads of a warp reading a column of A's tile off one bank.
   w_.line("__shared__ " + T + " zc_at[" + tile + "][" + tile + " + 1];");
@@ -53,9 +33,9 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   w_.open("for (idx_t zc_k0 = 0; zc_k0 < " + K + "; zc_k0 += " + tile + ")");
   w_.line("const idx_t zc_ka = zc_k0 + zc_tx, zc_kb = zc_k0 + zc_ty;");
   w_.line("zc_at[zc_ty][zc_tx] = zc_m < " + M + " && zc_ka < " + K + " ? (" + T + ")" +
-          load(A, a_names(batch, "zc_m", "zc_ka")) + " : (" + T + ")0;");
+          load(A, mi.a(batch, "zc_m", "zc_ka")) + " : (" + T + ")0;");
   w_.line("zc_bt[zc_ty][zc_tx] = zc_kb < " + K + " && zc_n < " + N + " ? (" + T + ")" +
-          load(B, b_names(batch, "zc_kb", "zc_n")) + " : (" + T + ")0;");
+          load(B, mi.b(batch, "zc_kb", "zc_n")) + " : (" + T + ")0;");
   w_.line("__syncthreads();");
   w_.line("#pragma unroll");
   w_.line("for (int zc_kk = 0; zc_kk < " + tile + "; ++zc_kk) acc += zc_at[zc_ty][zc_kk] * " +
@@ -63,7 +43,7 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   w_.line("__syncthreads();");
   w_.close();
   w_.open("if (zc_m < " + M + " && zc_n < " + N + ")");
-  Names names = c_names(batch, "zc_m", "zc_n");
+  Names names = mi.c(batch, "zc_m", "zc_n");
   const std::string reg = "v" + std::to_string(C);
   w_.line(T + " " + reg + " = acc;");
   std::string round = round_to_storage(cdt, reg);

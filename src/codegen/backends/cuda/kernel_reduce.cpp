@@ -25,28 +25,13 @@ void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
     row *= S[d];
   }
   if (l.work == 0) return;
-  Shape keep_shape, squeezed_shape;
-  for (size_t d = 0; d < S.size(); ++d) {
-    bool reduced =
-        std::find(k.reduce_dims.begin(), k.reduce_dims.end(), int64_t(d)) != k.reduce_dims.end();
-    keep_shape.push_back(reduced ? 1 : S[d]);
-    if (!reduced) squeezed_shape.push_back(S[d]);
-  }
   // Partial results of 32 warps, of the widest accumulator (a double with its position).
   w_.line("__shared__ __align__(16) unsigned char zc_smem[32 * 16];");
   w_.open("for (idx_t zc_row = blockIdx.x; zc_row < " + std::to_string(l.work) +
           "; zc_row += gridDim.x)");
   Names rowv = decompose(outer, "zc_row", "i");
-  Names keep_names, squeezed_names;
-  for (size_t d = 0; d < S.size(); ++d) {
-    bool reduced =
-        std::find(k.reduce_dims.begin(), k.reduce_dims.end(), int64_t(d)) != k.reduce_dims.end();
-    keep_names.push_back(reduced ? "0" : rowv[d]);
-    if (!reduced) squeezed_names.push_back(rowv[d]);
-  }
-  auto row_names = [&](ValueId v) {
-    return s_.graph.meta(v).shape == keep_shape ? keep_names : squeezed_names;
-  };
+  const RowIndex rows = row_index(k, rowv);
+  auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };
   // Opens a pass over the row's elements; returns the full index names.
   auto open_pass = [&] {
     w_.open("for (idx_t zc_j = threadIdx.x; zc_j < " + std::to_string(row) +
