@@ -32,6 +32,11 @@ struct CompileOptions {
   // ("cpp", "eager") must be a backend of this build that can run here: compile() raises
   // otherwise, naming the reason.
   std::string backend = "auto";
+  // On a GPU, record a compiled graph's kernel launches once as a CUDA graph and replay it on
+  // later calls (one launch per call; torch.compile's mode="reduce-overhead"). The user's input
+  // is copied into the recording and the outputs out of it, so results are fresh tensors and
+  // inputs may be freed and reallocated freely. Off: every call launches every kernel.
+  bool cuda_graphs = true;
 };
 
 class CompiledModule {
@@ -75,6 +80,8 @@ struct Stats {
   int64_t region_graphs = 0;   // distinct repeated blocks among them
   int64_t parts_compiled = 0;  // distinct graphs compiled (or loaded) for those compiles
   int64_t parts_reused = 0;    // calls that reused one of them
+  int64_t graph_recordings = 0;  // CUDA graphs recorded (CompileOptions::cuda_graphs)
+  int64_t graph_replays = 0;     // calls that replayed one
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   double ready_ms = 0;

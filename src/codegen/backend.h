@@ -85,6 +85,17 @@ class Backend {
   virtual void load_support(std::span<const uint8_t> binary) const;
   // A dense (row-major) copy of `t`, a tensor on this backend's device.
   virtual Tensor dense_copy(const Tensor& t) const;
+
+  // An executable that records what `exec` queues on its device once and replays the recording
+  // on later calls (CUDA graphs): a call then costs one launch. per_call[i] says whether input
+  // i changes from call to call (a user's tensor, copied into the recording's own buffer); the
+  // others (parameters) are used where they are. `exec` itself where the backend has no such
+  // thing or `exec` cannot be recorded.
+  virtual std::shared_ptr<const Executable> replayable(std::shared_ptr<const Executable> exec,
+                                                       std::vector<bool> per_call) const {
+    (void)per_call;
+    return exec;
+  }
 };
 
 // The registry: every backend of this build, made on first use and alive until exit.

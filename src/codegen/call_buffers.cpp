@@ -9,18 +9,23 @@
 namespace zc::codegen {
 
 ArenaPool::Lease ArenaPool::take() const {
+  if (!device_.is_cpu()) {
+    auto block =
+        std::make_shared<Storage>(static_cast<size_t>(std::max<int64_t>(bytes_, 64)), device_);
+    return Lease(this, static_cast<char*>(block->data()), block);
+  }
   {
     std::lock_guard lock(mu_);
     if (!free_.empty()) {
       char* p = free_.back();
       free_.pop_back();
-      return Lease(this, p);
+      return Lease(this, p, nullptr);
     }
   }
   size_t bytes = static_cast<size_t>(std::max<int64_t>(bytes_, 64));
   char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   if (!p) throw std::bad_alloc();
-  return Lease(this, p);
+  return Lease(this, p, nullptr);
 }
 
 void ArenaPool::give(char* p) const {
@@ -32,16 +37,22 @@ ArenaPool::~ArenaPool() {
   for (char* p : free_) std::free(p);
 }
 
+void* data_address(const Tensor& t) {
+  if (t.device().is_cpu()) return t.raw_data();
+  const TensorImpl& impl = *t.unsafe_impl();
+  return static_cast<char*>(impl.storage->data()) + impl.offset * dtype_size(impl.dtype);
+}
+
 std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vector<Tensor>& keep) {
   std::vector<void*> in(inputs.size());
   keep.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = *inputs[i];
     if (t.is_contiguous()) {
-      in[i] = t.raw_data();
+      in[i] = data_address(t);
     } else {
       keep.push_back(ops::eager_contiguous(t));
-      in[i] = keep.back().raw_data();
+      in[i] = data_address(keep.back());
     }
   }
   return in;
@@ -52,8 +63,8 @@ std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
   std::vector<Tensor> out;
   ptrs.clear();
   for (const ops::TensorMeta& m : metas) {
-    out.push_back(Tensor::empty(m.shape, m.dtype));
-    ptrs.push_back(out.back().raw_data());
+    out.push_back(Tensor::empty(m.shape, m.dtype, m.device));
+    ptrs.push_back(data_address(out.back()));
   }
   return out;
 }

@@ -14,23 +14,29 @@
 
 namespace zc::codegen {
 
-// Arenas of a fixed size, reused across calls. A lease returns its arena when it ends, also
-// when the call throws.
+// Arenas of a fixed size on one device, reused across calls. A lease returns its arena when it
+// ends, also when the call throws. Host arenas are kept by the pool; a GPU's come from its
+// caching allocator, which keeps them.
 class ArenaPool {
  public:
-  explicit ArenaPool(int64_t bytes) : bytes_(bytes) {}
+  explicit ArenaPool(int64_t bytes, Device device = Device::cpu())
+      : bytes_(bytes), device_(device) {}
 
   class Lease {
    public:
-    Lease(const ArenaPool* pool, char* p) : pool_(pool), p_(p) {}
+    Lease(const ArenaPool* pool, char* p, std::shared_ptr<Storage> device_block)
+        : pool_(pool), p_(p), block_(std::move(device_block)) {}
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
-    ~Lease() { pool_->give(p_); }
+    ~Lease() {
+      if (!block_) pool_->give(p_);
+    }
     char* get() const { return p_; }
 
    private:
     const ArenaPool* pool_;
     char* p_;
+    std::shared_ptr<Storage> block_;  // a GPU arena
   };
 
   Lease take() const;
@@ -39,15 +45,19 @@ class ArenaPool {
  private:
   void give(char* p) const;
   int64_t bytes_;
+  Device device_;
   mutable std::mutex mu_;
   mutable std::vector<char*> free_;
 };
 
+// The address of t's element 0 on its device (a device address for a GPU tensor).
+void* data_address(const Tensor& t);
+
 // Pointers to each input's elements, dense (generated code reads row-major); a strided input
-// is copied into `keep`, which must outlive the pointers.
+// is copied (on its device) into `keep`, which must outlive the pointers.
 std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vector<Tensor>& keep);
 
-// New output tensors for `metas`, and their data pointers in `ptrs`.
+// New output tensors for `metas` (on the metadata's devices), and their addresses in `ptrs`.
 std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
                                 std::vector<void*>& ptrs);
 

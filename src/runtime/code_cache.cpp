@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "cache/cache.h"
-#include "runtime/stats.h"
+#include "util/stats.h"
 #include "zc/compile.h"
 
 namespace zc::runtime {
@@ -40,10 +40,10 @@ std::shared_ptr<const Executable> code_cache_get(const std::string& key, const C
     }
   }
   if (!owner) {
-    stats::add(stats::Counter::code_cache_hits);
+    zc::stats::add(zc::stats::Counter::code_cache_hits);
     return future.get();  // rethrows the owner's error, if any
   }
-  stats::add(stats::Counter::code_cache_misses);
+  zc::stats::add(zc::stats::Counter::code_cache_misses);
   try {
     promise.set_value(compile());
   } catch (...) {

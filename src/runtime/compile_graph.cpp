@@ -13,8 +13,8 @@
 #include "runtime/artifact.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_keys.h"
-#include "runtime/stats.h"
 #include "util/log.h"
+#include "util/stats.h"
 #include "util/timer.h"
 
 namespace zc::runtime {
@@ -37,7 +37,7 @@ std::shared_ptr<const Executable> load_graph_entry(const Compile& c,
   try {
     Timer t;
     auto exec = load_artifact(decode_artifact(payload), c.backend);
-    stats::add_time(stats::Stage::load, t.ms());
+    zc::stats::add_time(zc::stats::Stage::load, t.ms());
     ZC_LOG(timing) << "graph " << c.short_hash << ": loaded from the cache in " << t.ms() << " ms";
     return exec;
   } catch (const Error& err) {
@@ -70,8 +70,8 @@ std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
   }
   std::vector<uint8_t> binary = backend.build(source);
   *build_ms = t.ms();
-  stats::add(stats::Counter::compiler_invocations);
-  stats::add_time(stats::Stage::cxx, *build_ms);
+  zc::stats::add(zc::stats::Counter::compiler_invocations);
+  zc::stats::add_time(zc::stats::Stage::cxx, *build_ms);
   if (store) store->put(key, binary, *build_ms);
   return binary;
 }
@@ -118,14 +118,14 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
   ir::Graph lowered_graph = ir::read_canonical(lowered);
   double lower_ms = t.ms();
-  stats::add_time(stats::Stage::lower, lower_ms);
+  zc::stats::add_time(zc::stats::Stage::lower, lower_ms);
 
   t = Timer();
   codegen::CodegenResult code = codegen::codegen(lowered_graph, backend);
   double codegen_ms = t.ms();
-  stats::add_time(stats::Stage::codegen, codegen_ms);
-  stats::add(stats::Counter::kernels_generated, code.source.generated_kernels);
-  stats::add(stats::Counter::extern_ops, code.source.extern_ops);
+  zc::stats::add_time(zc::stats::Stage::codegen, codegen_ms);
+  zc::stats::add(zc::stats::Counter::kernels_generated, code.source.generated_kernels);
+  zc::stats::add(zc::stats::Counter::extern_ops, code.source.extern_ops);
   if (code.source.extern_ops) {
     ZC_LOG(output_code) << code.source.extern_ops << " op(s) of graph " << c.short_hash
                         << " run as extern calls to their eager kernels";
@@ -137,7 +137,7 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   t = Timer();
   auto exec = backend.load(std::move(code.schedule), std::move(code.plan), binary);
   double load_ms = t.ms();
-  stats::add_time(stats::Stage::load, load_ms);
+  zc::stats::add_time(zc::stats::Stage::load, load_ms);
   if (store) {
     Artifact artifact{std::string(backend.name()), std::move(lowered), std::move(binary)};
     store->put(graph_key, encode_artifact(artifact), total.ms());
@@ -255,7 +255,7 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backen
     std::shared_ptr<const Executable> exec =
         backend.interprets() ? backend.interpret(g)
                              : build_executable(g, backend, &cache::process_cache(), h);
-    stats::add_time(stats::Stage::compile, t.ms());
+    zc::stats::add_time(zc::stats::Stage::compile, t.ms());
     ZC_LOG(timing) << "compile " << short_hash << " (" << backend.name() << "): " << t.ms()
                    << " ms";
     return exec;

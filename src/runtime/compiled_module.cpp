@@ -11,8 +11,8 @@
 #include "runtime/compile_graph.h"
 #include "runtime/hierarchical.h"
 #include "runtime/specialization_table.h"
-#include "runtime/stats.h"
 #include "util/log.h"
+#include "util/stats.h"
 #include "util/timer.h"
 #include "zc/compile.h"
 
@@ -80,7 +80,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
     if (!s.retrace_always) hit = s.entries.find(x);
   }
   if (hit) {
-    runtime::stats::add(runtime::stats::Counter::guard_hits);
+    zc::stats::add(zc::stats::Counter::guard_hits);
     return run_entry(*hit, x)[0];
   }
 
@@ -105,11 +105,11 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   const std::vector<capture::InputBinding>& bindings = cap.bindings;
   int breaks = cap.breaks;
   double capture_ms = capture_timer.ms();
-  runtime::stats::add_time(runtime::stats::Stage::capture, capture_ms);
-  runtime::stats::add(runtime::stats::Counter::graphs_captured);
-  if (breaks) runtime::stats::add(runtime::stats::Counter::graph_breaks, breaks);
+  zc::stats::add_time(zc::stats::Stage::capture, capture_ms);
+  zc::stats::add(zc::stats::Counter::graphs_captured);
+  if (breaks) zc::stats::add(zc::stats::Counter::graph_breaks, breaks);
   if (had_entries && !s.retrace_always) {
-    runtime::stats::add(runtime::stats::Counter::recompiles);
+    zc::stats::add(zc::stats::Counter::recompiles);
     ZC_LOG(recompiles) << s.module->type_name() << ": recompiling for input "
                        << shape_str(x.shape()) << " " << dtype_name(x.dtype())
                        << (x.is_contiguous() ? "" : " (non-contiguous)")
@@ -126,13 +126,19 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   entry->exec = s.options.regions == Regions::Auto && !backend.interprets() && breaks == 0
                     ? runtime::compile_hierarchical(graph, backend)
                     : runtime::compile_graph(graph, backend);
+  std::vector<bool> per_call;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
-    if (bindings[i].kind == ir::InputKind::user) entry->user_slots.push_back(i);
+    per_call.push_back(bindings[i].kind == ir::InputKind::user);
+    if (per_call.back()) entry->user_slots.push_back(i);
+  }
+  // A whole trace only: a broken one is traced again on every call.
+  if (s.options.cuda_graphs && breaks == 0) {
+    entry->exec = backend.replayable(std::move(entry->exec), std::move(per_call));
   }
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
-  runtime::stats::add_time(runtime::stats::Stage::ready, ready_timer.ms());
+  zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
   Tensor out = run_entry(*entry, x)[0];
   {
     std::lock_guard lock(s.mu);

@@ -10,9 +10,9 @@
 #include "codegen/call_buffers.h"
 #include "ops/eager.h"
 #include "runtime/compile_graph.h"
-#include "runtime/stats.h"
 #include "util/check.h"
 #include "util/log.h"
+#include "util/stats.h"
 
 namespace zc::runtime {
 
@@ -42,7 +42,7 @@ struct Part {
   std::vector<Place> places;  // fast path: inputs then outputs
 };
 
-class HierarchicalExecutable final : public Executable {
+class HierarchicalExecutable final : public RawExecutable {
  public:
   HierarchicalExecutable(const ir::Graph& g, std::vector<Part> parts)
       : parts_(std::move(parts)), num_inputs_(g.inputs.size()) {
@@ -51,12 +51,17 @@ class HierarchicalExecutable final : public Executable {
       input_of[g.inputs[i].value] = static_cast<int32_t>(i);
     outputs_ = g.outputs;
     for (ir::ValueId v : g.outputs) output_metas_.push_back(g.meta(v));
+    for (const Part& p : parts_) {
+      if (p.raw && std::find(finishers_.begin(), finishers_.end(), p.raw) == finishers_.end())
+        finishers_.push_back(p.raw);
+    }
     // Values passed between parts get fixed places in one arena (no reuse: they are few and
     // small next to what the parts use inside); graph outputs go to fresh tensors instead.
     fast_ = true;
+    device_ = parts_.empty() ? Device::cpu() : parts_[0].exec->device();
     int64_t top = 0;
     for (const Part& p : parts_) {
-      fast_ = fast_ && p.raw != nullptr;
+      fast_ = fast_ && p.raw != nullptr && p.exec->device() == device_;
       scratch_ = std::max<int64_t>(scratch_, p.raw ? p.raw->scratch_bytes() : 0);
       for (const Slot& s : p.outputs) {
         const ops::TensorMeta& m = g.meta(s.index);
@@ -65,7 +70,7 @@ class HierarchicalExecutable final : public Executable {
       }
     }
     values_bytes_ = top;
-    arenas_ = std::make_unique<ArenaPool>(values_bytes_ + scratch_);
+    arenas_ = std::make_unique<ArenaPool>(values_bytes_ + scratch_, device_);
     // A graph output must come from a part for the fast path to write it in place.
     for (ir::ValueId v : outputs_) fast_ = fast_ && offset_.count(v) && !input_of.count(v);
     // Resolve every slot once, so a call only indexes arrays.
@@ -94,14 +99,15 @@ class HierarchicalExecutable final : public Executable {
     return parts_.empty() ? "eager" : parts_[0].exec->backend();
   }
 
- private:
-  // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
-  std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
-    std::vector<Tensor> keep;
-    std::vector<void*> in = dense_inputs(inputs, keep), out;
-    std::vector<Tensor> outputs = new_outputs(output_metas_, out);
-    ArenaPool::Lease arena = arenas_->take();
-    char* values = arena.get();
+  Device device() const override { return device_; }
+
+  int64_t scratch_bytes() const override { return values_bytes_ + scratch_; }
+
+  // The parts chained through one scratch block: the values passed between parts first, then
+  // the scratch every part uses in turn. Graph outputs are written in place by their parts.
+  void run_raw(void* const* in, void* const* out, char* scratch_block) const override {
+    ZC_CHECK(fast_, "a hierarchical executable runs on raw buffers only when all its parts do");
+    char* values = scratch_block;
     char* scratch = values + values_bytes_;
     std::vector<void*> ptrs;
     for (const Part& p : parts_) {
@@ -114,6 +120,23 @@ class HierarchicalExecutable final : public Executable {
       }
       p.raw->run_raw(ptrs.data(), ptrs.data() + p.inputs.size(), scratch);
     }
+  }
+
+  void finish_run() const override {
+    for (const RawExecutable* r : finishers_) r->finish_run();
+  }
+
+  bool can_run_raw() const override { return fast_; }
+
+ private:
+  // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
+  std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
+    std::vector<Tensor> keep;
+    std::vector<void*> in = dense_inputs(inputs, keep), out;
+    std::vector<Tensor> outputs = new_outputs(output_metas_, out);
+    ArenaPool::Lease arena = arenas_->take();
+    run_raw(in.data(), out.data(), arena.get());
+    finish_run();
     return outputs;
   }
 
@@ -142,7 +165,9 @@ class HierarchicalExecutable final : public Executable {
   std::map<ir::ValueId, int64_t> offset_;
   int64_t values_bytes_ = 0, scratch_ = 0;
   bool fast_ = false;
-  std::unique_ptr<ArenaPool> arenas_;  // sized once the layout is known
+  Device device_;
+  std::vector<const RawExecutable*> finishers_;  // distinct parts, for finish_run
+  std::unique_ptr<ArenaPool> arenas_;            // sized once the layout is known
 };
 
 }  // namespace
@@ -181,6 +206,7 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
     Part p;
     p.exec = by_hash.at(gp.hash).get();  // rethrows a part's compile error
     p.raw = dynamic_cast<const RawExecutable*>(p.exec.get());
+    if (p.raw && !p.raw->can_run_raw()) p.raw = nullptr;
     for (ir::ValueId v : gp.sub.inputs) {
       auto in = input_of.find(v);
       p.inputs.push_back(in != input_of.end() ? Slot{Slot::graph_input, in->second}
@@ -189,10 +215,10 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
     for (ir::ValueId v : gp.sub.outputs) p.outputs.push_back(Slot{Slot::value, v});
     parts.push_back(std::move(p));
   }
-  stats::add(stats::Counter::regions_found, plan.outlined_calls);
-  stats::add(stats::Counter::region_graphs, plan.distinct_blocks);
-  stats::add(stats::Counter::parts_compiled, compiled);
-  stats::add(stats::Counter::parts_reused, reused);
+  zc::stats::add(zc::stats::Counter::regions_found, plan.outlined_calls);
+  zc::stats::add(zc::stats::Counter::region_graphs, plan.distinct_blocks);
+  zc::stats::add(zc::stats::Counter::parts_compiled, compiled);
+  zc::stats::add(zc::stats::Counter::parts_reused, reused);
   ZC_LOG(regions) << plan.parts.size() << " parts: " << plan.outlined_calls << " calls of "
                   << plan.distinct_blocks << " repeated block(s), "
                   << plan.parts.size() - plan.outlined_calls << " glue; " << compiled

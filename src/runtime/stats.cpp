@@ -1,4 +1,4 @@
-#include "runtime/stats.h"
+#include "util/stats.h"
 
 #include <atomic>
 #include <iomanip>
@@ -6,41 +6,14 @@
 
 #include "zc/compile.h"
 
-namespace zc::runtime::stats {
-
-namespace {
-struct Store {
-  std::atomic<int64_t> counters[static_cast<int>(Counter::count)] = {};
-  // Times in nanoseconds so they can be atomic integers.
-  std::atomic<int64_t> times_ns[static_cast<int>(Stage::count)] = {};
-};
-Store& store() {
-  static Store s;
-  return s;
-}
-}  // namespace
-
-void add(Counter c, int64_t n) {
-  store().counters[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
-}
-void add_time(Stage s, double ms) {
-  store().times_ns[static_cast<int>(s)].fetch_add(static_cast<int64_t>(ms * 1e6),
-                                                  std::memory_order_relaxed);
-}
-
-}  // namespace zc::runtime::stats
-
 namespace zc::compiler {
 
-using runtime::stats::Counter;
-using runtime::stats::Stage;
+using zc::stats::Counter;
+using zc::stats::Stage;
 
 Stats stats() {
-  auto& s = runtime::stats::store();
-  auto c = [&](Counter k) { return s.counters[static_cast<int>(k)].load(); };
-  auto t = [&](Stage k) {
-    return static_cast<double>(s.times_ns[static_cast<int>(k)].load()) / 1e6;
-  };
+  auto c = [](Counter k) { return zc::stats::read(k); };
+  auto t = [](Stage k) { return zc::stats::read_ms(k); };
   Stats out;
   out.graphs_captured = c(Counter::graphs_captured);
   out.recompiles = c(Counter::recompiles);
@@ -55,6 +28,8 @@ Stats stats() {
   out.region_graphs = c(Counter::region_graphs);
   out.parts_compiled = c(Counter::parts_compiled);
   out.parts_reused = c(Counter::parts_reused);
+  out.graph_recordings = c(Counter::graph_recordings);
+  out.graph_replays = c(Counter::graph_replays);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -66,9 +41,7 @@ Stats stats() {
 }
 
 void reset_stats() {
-  auto& s = runtime::stats::store();
-  for (auto& v : s.counters) v = 0;
-  for (auto& v : s.times_ns) v = 0;
+  zc::stats::reset();
 }
 
 std::string Stats::str() const {
@@ -87,6 +60,8 @@ std::string Stats::str() const {
      << "region graphs       " << region_graphs << "\n"
      << "parts compiled      " << parts_compiled << "\n"
      << "parts reused        " << parts_reused << "\n"
+     << "CUDA graphs recorded " << graph_recordings << "\n"
+     << "CUDA graph replays  " << graph_replays << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -106,6 +81,7 @@ std::string Stats::json() const {
      << ",\"kernels_generated\":" << kernels_generated << ",\"extern_ops\":" << extern_ops
      << ",\"regions_found\":" << regions_found << ",\"region_graphs\":" << region_graphs
      << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
+     << ",\"graph_recordings\":" << graph_recordings << ",\"graph_replays\":" << graph_replays
      << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
      << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
      << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms

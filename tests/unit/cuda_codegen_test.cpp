@@ -2,6 +2,8 @@
 // bundle provenance), which runs in CI; and compiled graphs on a GPU, which skip without one.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "cache/bundle.h"
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
@@ -227,6 +229,99 @@ TEST(CudaCompile, ABundleWarmsAnEmptyCacheWithoutNvrtc) {
   EXPECT_EQ(warm.num("compiler", "compiler_invocations"), 0) << warm.out;
   EXPECT_EQ(warm.num("load", "refused"), 0) << warm.out;
   EXPECT_EQ(warm.lines["output"], cold.lines["output"]);
+}
+
+// CUDA graphs (CompileOptions::cuda_graphs, on by default): recorded at the second call,
+// replayed after; results must equal eager whatever happens to the inputs.
+struct GraphedSeed {
+  std::shared_ptr<nn::Module> m = models::seed_model(8);
+  CompiledModule fast;
+  GraphedSeed() : fast((m->to(Device::cuda(0)), compile(m))) {}
+  // Compiled and eager results on `x` agree.
+  bool agrees(const Tensor& x) {
+    Tensor got = fast(x), want = (*m)(x);
+    return allclose(got.to(Device::cpu()), want.to(Device::cpu()), 1e-5, 1e-6);
+  }
+};
+
+TEST(CudaGraphs, NewInputDataEveryCallReplaysOneRecording) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(10);
+  GraphedSeed s;
+  compiler::reset_stats();
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(s.agrees(randn({10, 10}).to(Device::cuda(0)))) << i;
+  EXPECT_EQ(compiler::stats().graph_recordings, 1);
+  EXPECT_EQ(compiler::stats().graph_replays, 18);  // the first call runs as it is
+}
+
+TEST(CudaGraphs, InputsFreedAndReallocatedBetweenCalls) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(11);
+  GraphedSeed s;
+  std::vector<Tensor> cpu;
+  for (int i = 0; i < 10; ++i) cpu.push_back(randn({10, 10}));
+  std::vector<Tensor> results;
+  for (int i = 0; i < 10; ++i) {
+    Tensor x = cpu[i].to(Device::cuda(0));  // freed at the end of each iteration
+    results.push_back(s.fast(x));
+    Tensor junk = full({64, 64}, 7.0).to(Device::cuda(0));  // takes the freed blocks
+  }
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(allclose(results[i].to(Device::cpu()),
+                         (*s.m)(cpu[i].to(Device::cuda(0))).to(Device::cpu()), 1e-5, 1e-6))
+        << i;
+  }
+}
+
+TEST(CudaGraphs, TwoThreadsAtOnce) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(12);
+  GraphedSeed s;
+  std::vector<Tensor> xs, want;
+  for (int t = 0; t < 2; ++t) {
+    xs.push_back(randn({10, 10}).to(Device::cuda(0)));
+    want.push_back((*s.m)(xs.back()).to(Device::cpu()));
+  }
+  s.fast(xs[0]);
+  std::vector<int> good(2, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        good[t] += allclose(s.fast(xs[t]).to(Device::cpu()), want[t], 1e-5, 1e-6);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(good[0], 200);
+  EXPECT_EQ(good[1], 200);
+}
+
+TEST(CudaGraphs, MovedParametersAreRecordedAgain) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(13);
+  GraphedSeed s;
+  Tensor x = randn({10, 10}).to(Device::cuda(0));
+  EXPECT_TRUE(s.agrees(x));
+  EXPECT_TRUE(s.agrees(x));
+  // Moving the module away and back gives its parameters new storage in the same handles.
+  s.m->to(Device::cpu());
+  s.m->to(Device::cuda(0));
+  compiler::reset_stats();
+  EXPECT_TRUE(s.agrees(x));
+  EXPECT_EQ(compiler::stats().graph_recordings, 1);
+}
+
+TEST(CudaGraphs, OffLaunchesEveryKernel) {
+  SKIP_WITHOUT_GPU();
+  auto m = models::seed_model(4);
+  m->to(Device::cuda(0));
+  auto fast = compile(m, {.cuda_graphs = false});
+  Tensor x = randn({10, 10}).to(Device::cuda(0));
+  compiler::reset_stats();
+  for (int i = 0; i < 5; ++i) fast(x);
+  EXPECT_EQ(compiler::stats().graph_recordings, 0);
+  EXPECT_EQ(compiler::stats().graph_replays, 0);
 }
 
 #else

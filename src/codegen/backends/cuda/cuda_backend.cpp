@@ -4,6 +4,7 @@
 
 #include "codegen/backends/cuda/cuda_emit.h"
 #include "codegen/backends/cuda/cuda_executable.h"
+#include "codegen/backends/cuda/graph_executable.h"
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/backends/cuda/support.h"
 #include "toolchain/nvrtc.h"
@@ -78,6 +79,13 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   std::string support_source() const override { return cuda::support_source(); }
   void load_support(std::span<const uint8_t> binary) const override { set_support_binary(binary); }
   Tensor dense_copy(const Tensor& t) const override { return cuda::dense_copy(t); }
+
+  std::shared_ptr<const Executable> replayable(std::shared_ptr<const Executable> exec,
+                                               std::vector<bool> per_call) const override {
+    auto* raw = dynamic_cast<const RawExecutable*>(exec.get());
+    if (!raw || !raw->can_run_raw() || !exec->device().is_cuda()) return exec;
+    return make_graph_executable(std::move(exec), std::move(per_call));
+  }
 
  private:
   bool supports(ops::OpId, DType) const override { return true; }

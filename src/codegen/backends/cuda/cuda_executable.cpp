@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "codegen/backends/cuda/device_errors.h"
 #include "codegen/backends/cuda/launch.h"
+#include "codegen/call_buffers.h"
 #include "cuda/allocator.h"
 #include "cuda/device.h"
 #include "cuda/driver.h"
@@ -32,23 +34,14 @@ std::string device_arch(int device, std::string* why) {
 
 namespace {
 
-// Device memory of one call (the arena, the error flag), returned when the call ends.
-struct DeviceBuffer {
-  CUdeviceptr ptr = 0;
-  DeviceBuffer(size_t bytes, int device) : ptr(bytes ? zc::cuda::allocate(bytes, device) : 0) {}
-  ~DeviceBuffer() {
-    if (ptr) zc::cuda::release(ptr);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-class CudaExecutable final : public Executable {
+class CudaExecutable final : public RawExecutable {
  public:
   CudaExecutable(Schedule s, BufferPlan plan, std::span<const uint8_t> cubin)
-      : schedule_(std::move(s)), plan_(std::move(plan)) {
+      : schedule_(std::move(s)),
+        plan_(std::move(plan)),
+        device_(device_of(schedule_.graph)),
+        arenas_(plan_.arena_bytes, Device::cuda(device_)) {
     const ir::Graph& g = schedule_.graph;
-    device_ = g.inputs.empty() ? 0 : g.meta(g.inputs[0].value).device.index;
     zc::cuda::use_device(device_);
     // The module stays loaded for the life of the process: an executable may be dropped
     // (compiler::reset) while the process exits, when unloading is no longer safe; a module is a
@@ -73,8 +66,12 @@ class CudaExecutable final : public Executable {
         if (c.value == v) constants_.push_back(c.data.contiguous().to(Device::cuda(device_)));
       }
     }
-    for (ir::ValueId v : schedule_.outputs) output_metas_.push_back(g.meta(v));
+    for (ir::ValueId v : schedule_.outputs) {
+      output_metas_.push_back(g.meta(v));
+      output_metas_.back().device = Device::cuda(device_);
+    }
     sm_count_ = zc::cuda::device_properties(device_).multiprocessor_count;
+    if (has_error_flag_) error_flag_ = device_error_flag(device_);
   }
 
   std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
@@ -82,27 +79,28 @@ class CudaExecutable final : public Executable {
     ZC_CHECK(inputs.size() == g.inputs.size(),
              "compiled graph takes " << g.inputs.size() << " inputs, got " << inputs.size());
     const Device device = Device::cuda(device_);
-    std::vector<CUdeviceptr> in(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const Tensor& t = *inputs[i];
-      if (t.device() != device || !t.is_contiguous()) {
+      if (inputs[i]->device() != device) {
         throw Error("a graph compiled for " + device.str() + " got input " + std::to_string(i) +
-                    " on " + t.device().str() + (t.is_contiguous() ? "" : ", not contiguous") +
-                    "; move it with .to(" + device.str() + ") and make it contiguous");
+                    " on " + inputs[i]->device().str() + "; move it with .to(" + device.str() +
+                    ")");
       }
-      in[i] = zc::cuda::device_address(t);
     }
-    std::vector<Tensor> outputs;
-    std::vector<CUdeviceptr> out;
-    for (const ops::TensorMeta& m : output_metas_) {
-      outputs.push_back(Tensor::empty(m.shape, m.dtype, device));
-      out.push_back(zc::cuda::device_address(outputs.back()));
-    }
+    std::vector<Tensor> keep;
+    std::vector<void*> in = dense_inputs(inputs, keep), out;
+    std::vector<Tensor> outputs = new_outputs(output_metas_, out);
+    ArenaPool::Lease arena = arenas_.take();
+    run_raw(in.data(), out.data(), arena.get());
+    finish_run();
+    return outputs;
+  }
+
+  int64_t scratch_bytes() const override { return plan_.arena_bytes; }
+
+  void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
     zc::cuda::use_device(device_);
     CUstream stream = zc::cuda::current_stream(device_);
-    DeviceBuffer arena(static_cast<size_t>(plan_.arena_bytes), device_);
-    DeviceBuffer error(has_error_flag_ ? sizeof(int) : 0, device_);
-    if (has_error_flag_) zc::cuda::fill_words(error.ptr, 0, 1, device_);
+    auto address = [](void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); };
     std::vector<CUdeviceptr> values;
     std::vector<void*> params;
     for (size_t k = 0; k < launches_.size(); ++k) {
@@ -113,20 +111,20 @@ class CudaExecutable final : public Executable {
         const BufferPlan::Slot& slot = plan_.slot[b];
         switch (slot.kind) {
           case BufferKind::input:
-            values.push_back(in[slot.index]);
+            values.push_back(address(inputs[slot.index]));
             break;
           case BufferKind::output:
-            values.push_back(out[slot.index]);
+            values.push_back(address(outputs[slot.index]));
             break;
           case BufferKind::constant:
             values.push_back(zc::cuda::device_address(constants_[slot.index]));
             break;
           case BufferKind::arena:
-            values.push_back(arena.ptr + static_cast<CUdeviceptr>(slot.index));
+            values.push_back(address(scratch) + static_cast<CUdeviceptr>(slot.index));
             break;
         }
       }
-      if (l.error_flag) values.push_back(error.ptr);
+      if (l.error_flag) values.push_back(error_flag_);
       params.clear();
       for (CUdeviceptr& v : values) params.push_back(&v);
       unsigned gx = 1, gy = 1, gz = 1;
@@ -135,16 +133,13 @@ class CudaExecutable final : public Executable {
                                     params.data(), nullptr),
             "launching " + l.symbol);
     }
-    if (has_error_flag_) {
-      int flag = 0;
-      zc::cuda::copy_device_to_host(&flag, error.ptr, sizeof flag, device_);
-      if (flag) {
-        throw Error("embedding: an index is out of range for its table (compiled graph on " +
-                    device.str() + "); check the token ids against the embedding's num_embeddings");
-      }
-    }
-    return outputs;
   }
+
+  void finish_run() const override {
+    if (has_error_flag_) raise_device_errors(device_);
+  }
+
+  Device device() const override { return Device::cuda(device_); }
 
   std::string_view backend() const override { return "cuda"; }
 
@@ -169,9 +164,16 @@ class CudaExecutable final : public Executable {
     }
   }
 
+  // The device of the graph's inputs (every input of a compiled CUDA graph is on one).
+  static int device_of(const ir::Graph& g) {
+    return g.inputs.empty() ? 0 : g.meta(g.inputs[0].value).device.index;
+  }
+
   Schedule schedule_;
   BufferPlan plan_;
   int device_ = 0;
+  ArenaPool arenas_;
+  CUdeviceptr error_flag_ = 0;
   CUmodule module_ = nullptr;
   std::vector<Launch> launches_;
   std::vector<CUfunction> functions_;

@@ -1,0 +1,37 @@
+// The process-wide compiler counters behind zc::compiler::stats(): any stage counts what it did
+// (compiles, recordings, replays) without knowing who reads it; lock-free increments.
+#pragma once
+
+#include <cstdint>
+
+namespace zc::stats {
+
+enum class Counter : uint8_t {
+  graphs_captured,
+  recompiles,
+  graph_breaks,
+  code_cache_hits,
+  code_cache_misses,
+  guard_hits,
+  compiler_invocations,
+  kernels_generated,
+  extern_ops,
+  regions_found,     // outlined calls of repeated blocks
+  region_graphs,     // distinct repeated blocks
+  parts_compiled,    // distinct parts compiled (or loaded) for hierarchical graphs
+  parts_reused,      // parts that reused one of those
+  graph_recordings,  // CUDA graphs recorded
+  graph_replays,     // calls that replayed one
+  count
+};
+// compile covers everything after capture; lower, codegen, cxx and load are its parts. ready
+// is wall time of whole guard misses (compile is summed over parts that may run in parallel).
+enum class Stage : uint8_t { capture, compile, lower, codegen, cxx, load, ready, count };
+
+void add(Counter c, int64_t n = 1);
+void add_time(Stage s, double ms);
+int64_t read(Counter c);
+double read_ms(Stage s);
+void reset();
+
+}  // namespace zc::stats
