@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   if (zc::cuda::is_available()) {
+    using zc::Shape;
     using zc::Tensor;
     const zc::Device gpu = zc::Device::cuda(0);
     zc::manual_seed(0);
@@ -162,6 +163,40 @@ int main(int argc, char** argv) {
       r.steady_us = median(t);
       std::printf("%-24s first %9.2f ms   steady %9.1f us\n", op.name, r.first_ms, r.steady_us);
       rows.push_back(r);
+    }
+    // Compiled models: first call, and steady per call with CUDA graphs on and off.
+    struct Model {
+      const char* name;
+      std::function<std::shared_ptr<zc::nn::Module>()> make;
+      Shape input;
+    } models[] = {
+        {"seed64", [] { return zc::models::seed_model(64); }, {10, 10}},
+    };
+    for (const Model& mm : models) {
+      for (bool graphs : {true, false}) {
+        Row r{std::string(mm.name) + (graphs ? "_compiled_graphs" : "_compiled_no_graphs")};
+        auto m = mm.make();
+        m->to(gpu);
+        Tensor x = zc::randn(mm.input).to(gpu);
+        auto fast = zc::compile(m, {.cuda_graphs = graphs});
+        auto start = Clock::now();
+        fast(x);
+        zc::cuda::synchronize();
+        r.first_ms = ms_since(start);
+        for (int i = 0; i < 5; ++i) fast(x);
+        zc::cuda::synchronize();
+        std::vector<double> t;
+        for (int i = 0; i < 50; ++i) {
+          start = Clock::now();
+          fast(x);
+          zc::cuda::synchronize();
+          t.push_back(ms_since(start) * 1000);
+        }
+        r.steady_us = median(t);
+        std::printf("%-24s first %9.2f ms   steady %9.1f us\n", r.name.c_str(), r.first_ms,
+                    r.steady_us);
+        rows.push_back(r);
+      }
     }
   } else {
     std::printf("no GPU: %s\n", zc::cuda::unavailable_reason().c_str());
