@@ -68,6 +68,9 @@ class Backend {
   // within a process).
   virtual const KeyParts& key_parts() const;
   virtual const SchedulePolicy& policy() const;
+  // Composite ops this backend generates whole (fused attention on a GPU): lowering leaves them
+  // undecomposed, and the scheduler gives each a kernel of its own.
+  virtual std::vector<ops::OpId> native_ops() const { return {}; }
   // Input: a schedule that verifies and its buffer plan.
   virtual GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const;
   // Raises zc::Error with the toolchain's diagnostics when the source does not build.

@@ -21,6 +21,7 @@
 //   gather      one embedding node.
 //   copy        writes a value densely into a buffer of its own (a non-viewable reshape, or a
 //               graph output that is an alias, an input or a constant).
+//   attention   one attention node a backend generates whole (Backend::native_ops).
 //   extern_op   one node the backend cannot generate: the runtime runs its eager kernel.
 #pragma once
 
@@ -41,7 +42,16 @@ struct ValueView {
   Shape strides;
 };
 
-enum class KernelKind : uint8_t { pointwise, row_reduce, matmul, concat, gather, copy, extern_op };
+enum class KernelKind : uint8_t {
+  pointwise,
+  row_reduce,
+  matmul,
+  concat,
+  gather,
+  copy,
+  attention,
+  extern_op
+};
 const char* kernel_kind_name(KernelKind k);
 
 struct Kernel {

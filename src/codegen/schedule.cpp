@@ -22,6 +22,8 @@ const char* kernel_kind_name(KernelKind k) {
       return "gather";
     case KernelKind::copy:
       return "copy";
+    case KernelKind::attention:
+      return "attention";
     case KernelKind::extern_op:
       return "extern";
   }
@@ -76,6 +78,8 @@ class Scheduler {
         place_single(idx, KernelKind::concat);
       } else if (n.op == OpId::embedding) {
         place_single(idx, KernelKind::gather);
+      } else if (n.op == OpId::attention) {  // kept whole by the backend
+        place_single(idx, KernelKind::attention);
       } else {
         place_single(idx, KernelKind::extern_op);
       }

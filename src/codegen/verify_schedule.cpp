@@ -24,6 +24,7 @@ void check_kernel_shape(const Schedule& s, int32_t k) {
     case KernelKind::matmul:
     case KernelKind::concat:
     case KernelKind::gather:
+    case KernelKind::attention:
     case KernelKind::extern_op:
       ZC_CHECK(K.anchor >= 0 && contains(K.nodes, K.anchor),
                "kernel " << k << " (" << kernel_kind_name(K.kind) << ") has no anchor node");

@@ -1,5 +1,6 @@
 #include "lower/decompose.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -29,12 +30,17 @@ struct Slot final : TraceSlot {
 // Ops on untraced tensors compute eagerly (that is how a decomposition builds a constant).
 class Recorder final : public ops::OpInterceptor {
  public:
-  explicit Recorder(GraphBuilder& out) : out_(out) {}
+  Recorder(GraphBuilder& out, std::span<const ops::OpId> keep) : out_(out), keep_(keep) {}
+
+  bool kept(ops::OpId op) const {
+    return std::find(keep_.begin(), keep_.end(), op) != keep_.end();
+  }
 
   // Emits op(inputs) into the builder's current node and returns the outputs' values.
   std::vector<ir::ValueId> emit(const ops::OpDef& op, std::vector<ir::ValueId> inputs,
                                 const ops::Attrs& attrs) {
-    if (!op.decompose) return out_.add_node(op.id, attrs, std::move(inputs));
+    // A kept op inside another's decomposition stays whole too.
+    if (!op.decompose || kept(op.id)) return out_.add_node(op.id, attrs, std::move(inputs));
     std::vector<ops::TensorMeta> metas;
     std::vector<Tensor> args;
     for (ir::ValueId v : inputs) {
@@ -96,19 +102,20 @@ class Recorder final : public ops::OpInterceptor {
   }
 
   GraphBuilder& out_;
+  std::span<const ops::OpId> keep_;
   ir::ConstantTable constants_;
 };
 
 }  // namespace
 
-ir::Graph decompose(const ir::Graph& g) {
+ir::Graph decompose(const ir::Graph& g, std::span<const ops::OpId> keep) {
   GraphBuilder b(g);
-  Recorder recorder(b);
+  Recorder recorder(b, keep);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& node = g.nodes[i];
     const ops::OpDef& def = ops::op_def(node.op);
     b.begin_node(static_cast<int32_t>(i));
-    if (!def.decompose) {
+    if (!def.decompose || recorder.kept(node.op)) {
       b.copy_node(node);
       continue;
     }

@@ -1,5 +1,6 @@
 #include "lower/pipeline.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "ir/canonical.h"
@@ -17,13 +18,15 @@ namespace {
 
 struct Pass {
   std::string_view name;
-  ir::Graph (*run)(const ir::Graph&);
+  ir::Graph (*run)(const ir::Graph&, const LowerContext&);
 };
 
 // The lowering passes, in order.
 constexpr Pass kPasses[] = {
-    {"decompose", decompose},        // composite ops become primitive ones
-    {"canonicalize", canonicalize},  // identities, small constant work, duplicates, dead code go
+    // composite ops become primitive ones (but those the backend keeps)
+    {"decompose", [](const ir::Graph& g, const LowerContext& c) { return decompose(g, c.keep); }},
+    // identities, small constant work, duplicates, dead code go
+    {"canonicalize", [](const ir::Graph& g, const LowerContext&) { return canonicalize(g); }},
 };
 
 void verify_after(const ir::Graph& g, std::string_view pass) {
@@ -42,7 +45,7 @@ ir::Graph lower(const ir::Graph& captured, const LowerContext& ctx) {
   const ir::Graph* cur = &captured;
   for (const Pass& pass : kPasses) {
     Timer timer;
-    ir::Graph next = pass.run(*cur);
+    ir::Graph next = pass.run(*cur, ctx);
     ZC_LOG(timing) << "lower " << pass.name << ": " << timer.ms() << " ms";
     if (ctx.verify) verify_after(next, pass.name);
     if (logging::enabled(logging::Topic::graph) &&
@@ -53,7 +56,8 @@ ir::Graph lower(const ir::Graph& captured, const LowerContext& ctx) {
     cur = &g;
   }
   for (const ir::Node& n : g.nodes) {
-    ZC_CHECK(!ops::op_def(n.op).decompose,
+    ZC_CHECK(!ops::op_def(n.op).decompose ||
+                 std::find(ctx.keep.begin(), ctx.keep.end(), n.op) != ctx.keep.end(),
              "lowering left the composite op " << ops::op_def(n.op).name << " in the graph");
   }
   return g;

@@ -54,7 +54,9 @@ std::vector<uint8_t> lowered_bytes(const Compile& c) {
   if (c.store) {
     if (auto e = c.store->get(key)) return std::move(e->payload);
   }
-  std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(c.graph, lower::LowerContext{}));
+  lower::LowerContext ctx;
+  ctx.keep = c.backend.native_ops();
+  std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(c.graph, ctx));
   if (c.store) c.store->put(key, bytes, t.ms());
   return bytes;
 }

@@ -11,7 +11,10 @@ constexpr const char* kLoweringVersion = "v1";
 }  // namespace
 
 CompileKeys compile_keys(const std::string& graph_hex, const codegen::Backend& backend) {
-  return CompileKeys{graph_hex, std::string(backend.name()), kLoweringVersion, zc::build_id(),
+  std::string lowering = kLoweringVersion;
+  for (ops::OpId op : backend.native_ops())
+    lowering += std::string(";keep ") + std::string(ops::op_def(op).name);
+  return CompileKeys{graph_hex, std::string(backend.name()), lowering, zc::build_id(),
                      backend.key_parts()};
 }
 

@@ -13,7 +13,7 @@ namespace zc::runtime {
 struct CompileKeys {
   std::string graph;        // SHA-256 of the captured graph's canonical bytes, hex
   std::string backend;      // the backend's name
-  std::string lowering;     // the lowering stage's version
+  std::string lowering;     // the lowering stage's version and the ops the backend keeps whole
   std::string build;        // zc's build id: a hash of its own sources
   codegen::KeyParts parts;  // the backend's: codegen options, target, toolchain
 

@@ -45,7 +45,8 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   const KeyParts& key_parts() const override {
     std::call_once(key_once_, [&] {
       unavailable_reason();
-      key_.codegen = "cuda;block=256;row_block<=256;matmul_tile=" + std::to_string(kMatmulTile);
+      key_.codegen = "cuda;block=256;row_block<=256;matmul_tile=" + std::to_string(kMatmulTile) +
+                     ";attention_rows=" + std::to_string(kAttentionRows);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
@@ -59,6 +60,9 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   }
 
   const SchedulePolicy& policy() const override { return *this; }
+
+  // Attention as one fused kernel: no [Tq, Tk] scores in memory (kernel_attention.cpp).
+  std::vector<ops::OpId> native_ops() const override { return {ops::OpId::attention}; }
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
     CudaModule m = cuda::emit(s, plan);

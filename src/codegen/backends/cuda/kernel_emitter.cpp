@@ -35,6 +35,9 @@ void KernelEmitter::emit(int32_t k, const Launch& launch) {
     case KernelKind::gather:
       emit_gather(K, launch);
       break;
+    case KernelKind::attention:
+      emit_attention(K, launch);
+      break;
     case KernelKind::extern_op:
       ZC_CHECK(false, "extern kernels are not generated");
   }

@@ -2,7 +2,8 @@
 // backend. Kernel parameters are the buffers the launch plan lists, each a __restrict__
 // pointer (the buffer planner guarantees that a kernel's buffers do not overlap). Threads map
 // onto the work as the launch plan says: a grid-stride loop over elements for the pointwise
-// kinds, a block per row for reductions, a 16x16 tile per block for matmuls.
+// kinds, a block per row for reductions, a 16x16 tile per block for matmuls, a thread per
+// query row for attention.
 #pragma once
 
 #include <string>
@@ -28,6 +29,7 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_gather(const Kernel& k, const Launch& l);
   void emit_row_reduce(const Kernel& k, const Launch& l);
   void emit_matmul(const Kernel& k, const Launch& l);
+  void emit_attention(const Kernel& k, const Launch& l);
 
   // Opens a grid-stride loop over `n` elements: the linear index is "zc_i".
   void open_grid_loop(int64_t n);

@@ -73,6 +73,18 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         largest = std::max(largest, d.M * d.K);
         break;
       }
+      case KernelKind::attention: {
+        const ir::Node& n = s.graph.nodes[K.anchor];
+        const Shape& out = s.graph.meta(n.outputs[0]).shape;
+        const int64_t tq = out[out.size() - 2];
+        l.block_x = kAttentionRows;
+        l.grid_x = ceil_div(tq, kAttentionRows);
+        l.grid_y = shape_numel(Shape(out.begin(), out.end() - 2));
+        l.work = shape_numel(out);
+        for (ir::ValueId u : n.inputs)
+          largest = std::max(largest, shape_numel(s.graph.meta(u).shape));
+        break;
+      }
       case KernelKind::extern_op:
         ZC_CHECK(false, "the CUDA backend runs no extern ops (kernel " << k << ")");
     }

@@ -30,6 +30,8 @@ struct Launch {
 
 // Tile edge of the generated matmul kernel.
 inline constexpr int kMatmulTile = 16;
+// Query rows per block of the fused attention kernel (one thread each).
+inline constexpr int kAttentionRows = 64;
 
 std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan& plan);
 
