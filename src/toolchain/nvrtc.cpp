@@ -1,15 +1,13 @@
 #include "toolchain/nvrtc.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <chrono>
-#include <climits>
-#include <cstdlib>
 #include <fstream>
 #include <mutex>
 
 #include "toolchain/compiler.h"
+#include "toolchain/library_file.h"
 #include "util/log.h"
 #include "zc/error.h"
 
@@ -42,70 +40,31 @@ struct Loaded {
   std::string why;
 };
 
-// Every file NVRTC may be found as, in the order they are tried.
-std::vector<std::string> candidates() {
-  std::vector<std::string> dirs;
-  auto add_home = [&](const std::string& home) {
-    if (home.empty()) return;
-    dirs.push_back(home + "/lib64");
-    dirs.push_back(home + "/lib");
-  };
-  if (const char* home = std::getenv("CUDA_HOME")) add_home(home);
-#ifdef ZC_CUDA_HOME
-  add_home(ZC_CUDA_HOME);
-#endif
-  add_home("/usr/local/cuda");
-  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) {
-    std::string rest = ld;
-    for (size_t pos = 0; pos <= rest.size();) {
-      size_t end = rest.find(':', pos);
-      if (end == std::string::npos) end = rest.size();
-      if (end > pos) dirs.push_back(rest.substr(pos, end - pos));
-      pos = end + 1;
-    }
-  }
-  for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib64"}) {
-    dirs.push_back(d);
-  }
-  std::vector<std::string> files;
-  for (const std::string& d : dirs) {
-    for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
-      files.push_back(d + "/" + name);
-    }
-  }
-  return files;
-}
-
 struct Found {
   std::optional<NvrtcInfo> info;
   std::string why;
 };
 
-std::optional<NvrtcInfo> describe_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  NvrtcInfo info;
-  info.path = path;
-  char real[PATH_MAX];
-  info.real_path = ::realpath(path.c_str(), real) ? real : path;
-  info.size = static_cast<uint64_t>(st.st_size);
-  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  return info;
+const std::vector<std::string> kNames{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+
+std::optional<NvrtcInfo> as_info(std::optional<LibraryFile> file) {
+  if (!file) return std::nullopt;
+  return NvrtcInfo{file->path, file->real_path, file->size, file->mtime_ns};
 }
 
 Found find() {
   Found f;
-  std::string tried;
-  for (const std::string& path : candidates()) {
-    if ((f.info = describe_file(path))) return f;
-  }
-  // Elsewhere on the loader's path (its cache of ld.so.conf): ask the loader once.
-  for (const char* name : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) {
-    void* lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+  if ((f.info = as_info(find_library_file(cuda_library_dirs(), kNames)))) return f;
+  // Known to the loader only (its cache may list libraries no configured directory holds):
+  // ask it once.
+  for (const std::string& name : kNames) {
+    void* lib = dlopen(name.c_str(), RTLD_LAZY | RTLD_LOCAL);
     if (!lib) continue;
     void* sym = dlsym(lib, "nvrtcVersion");
     Dl_info dl{};
-    if (sym && dladdr(sym, &dl) && dl.dli_fname && (f.info = describe_file(dl.dli_fname))) return f;
+    if (sym && dladdr(sym, &dl) && dl.dli_fname &&
+        (f.info = as_info(describe_library_file(dl.dli_fname))))
+      return f;
   }
   f.why =
       "NVRTC (libnvrtc.so) was not found in $CUDA_HOME, /usr/local/cuda, $LD_LIBRARY_PATH "

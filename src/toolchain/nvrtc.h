@@ -1,13 +1,13 @@
 // NVRTC: CUDA C++ source to a cubin for one GPU architecture, in process (no nvcc, no files
 // but a kept source after a failure).
 //
-// The library is found by its file: libnvrtc.so.13 (then .12, then libnvrtc.so) in the lib64/
-// and lib/ directories of $CUDA_HOME, of the toolkit the build found and of /usr/local/cuda,
-// then in $LD_LIBRARY_PATH and the system's library directories; failing those, by its soname
-// through the dynamic loader. It is opened (dlopen, about 100 MB) only when a compile needs it,
-// so one libzc runs with or without the CUDA toolkit, and a start that finds its kernels in a
-// cache never loads it. It needs no GPU: a cubin for sm_90 is made on a machine without one,
-// which is how generated CUDA code is tested where no GPU is.
+// The library is found by its file: libnvrtc.so.13 (then .12, then libnvrtc.so) where every
+// CUDA library is looked for (cuda_library_dirs(): $CUDA_HOME, the toolkit the build found,
+// /usr/local/cuda, $LD_LIBRARY_PATH, the system's and the loader's directories); failing
+// those, by its soname through the dynamic loader. It is opened (dlopen, about 100 MB) only
+// when a compile needs it, so one libzc runs with or without the CUDA toolkit, and a start that
+// finds its kernels in a cache never loads it. It needs no GPU: a cubin for sm_90 is made on a
+// machine without one, which is how generated CUDA code is tested where no GPU is.
 //
 // Named in cache keys like the C++ compiler (docs/adr/0005), by its file: the path as found,
 // the file it resolves to, its size and mtime. What it is asked to build for (architecture,
