@@ -60,6 +60,7 @@ struct Kernel {
   Shape space;                       // iteration space (see above)
   std::vector<int64_t> reduce_dims;  // row_reduce: sorted
   int32_t anchor = -1;               // matmul/concat/gather/extern_op: the node
+  bool library = false;  // matmul: the policy sent it to a library (the product is stored)
   ir::ValueId copy_from = -1, copy_to = -1;  // copy kernels
   std::vector<ir::ValueId> stores;           // values this kernel writes
   bool closed = false;  // scheduling: no more members once another kernel reads from it

@@ -333,6 +333,7 @@ class Scheduler {
     k.anchor = idx;
     k.nodes = {idx};
     k.space = dims.out;
+    k.library = path == MatmulPath::library;
     // A library product lands in a buffer (the library writes memory); its epilogue reads it
     // back.
     define(n.outputs[0], add_kernel(std::move(k)),

@@ -28,6 +28,11 @@ void check_kernel_shape(const Schedule& s, int32_t k) {
     case KernelKind::extern_op:
       ZC_CHECK(K.anchor >= 0 && contains(K.nodes, K.anchor),
                "kernel " << k << " (" << kernel_kind_name(K.kind) << ") has no anchor node");
+      if (K.library) {
+        ir::ValueId c = s.graph.nodes[K.anchor].outputs[0];
+        ZC_CHECK(s.at(c).state == ValueState::stored,
+                 "kernel " << k << " sends its product to a library but does not store it");
+      }
       break;
     case KernelKind::row_reduce:
       // Empty for a reduction of a 0-dim value.

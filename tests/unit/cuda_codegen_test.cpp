@@ -64,6 +64,24 @@ TEST(CudaCodegen, EveryOpBuildsToACubin) {
   }
 }
 
+TEST(CudaCodegen, LargeMatmulsGoToTheLibraryWithAGeneratedEpilogue) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(3);
+  Tensor w = randn({256, 128}), b = randn({256});
+  ir::Graph low = lower::lower(
+      captured([=](const Tensor& x) { return gelu(linear(x, w, b), GeluApprox::tanh); },
+               randn({4, 16, 128})),
+      lower::LowerContext{});
+  codegen::CodegenResult code = codegen::codegen(low, *backend);
+  ASSERT_EQ(code.schedule.kernels.size(), 1u);
+  EXPECT_EQ(code.schedule.kernels[0].kind, codegen::KernelKind::matmul);
+  // No tiled product in the source: the bias and gelu read the library's product from memory.
+  EXPECT_FALSE(test::contains(code.source.text, "zc_at[")) << code.source.text;
+  EXPECT_TRUE(test::contains(code.source.text, "matmul epilogue")) << code.source.text;
+  EXPECT_TRUE(is_elf(backend->build(code.source)));
+}
+
 TEST(CudaCodegen, ACubinIsCachedAndFoundAgain) {
   auto backend = sm90();
   SKIP_WITHOUT_NVRTC(*backend);

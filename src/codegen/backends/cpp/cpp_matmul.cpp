@@ -24,10 +24,8 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   const ops::MatmulShapes& d = mi.d;
   if (shape_numel(cs) == 0) return;
   size_t nb = d.batch.size();
-  bool stored = s_.at(C).state == ValueState::stored && s_.at(C).kernel == kernel_ &&
-                std::find(k.stores.begin(), k.stores.end(), C) != k.stores.end();
-  bool blas = stored && s_.at(C).state == ValueState::stored && !d.a_vec && !d.b_vec &&
-              (ct_d == DType::f32 || ct_d == DType::f64) && shape_numel(cs) * d.K > 0;
+  bool blas = k.library && !d.a_vec && !d.b_vec && (ct_d == DType::f32 || ct_d == DType::f64) &&
+              shape_numel(cs) * d.K > 0;
   // BLAS needs each operand unit-stride along one of its two matrix dims.
   auto blas_layout = [&](ValueId v, int64_t rows, int64_t cols, std::string* trans,
                          std::string* ld) {

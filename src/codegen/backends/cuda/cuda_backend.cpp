@@ -13,6 +13,9 @@ namespace zc::codegen::cuda {
 
 namespace {
 
+// Matmuls of more multiply-adds go to cuBLASLt.
+constexpr int64_t kLibraryMatmulMinFlops = 32 * 32 * 32;
+
 // NVRTC's options. Real-architecture cubins need no JIT at load; fast-math stays off, so
 // float results follow the same numerics contract as the CPU backend's.
 const std::vector<std::string>& nvrtc_options() {
@@ -46,7 +49,8 @@ class CudaBackend final : public Backend, private SchedulePolicy {
     std::call_once(key_once_, [&] {
       unavailable_reason();
       key_.codegen = "cuda;block=256;row_block<=256;matmul_tile=" + std::to_string(kMatmulTile) +
-                     ";attention_rows=" + std::to_string(kAttentionRows);
+                     ";attention_rows=" + std::to_string(kAttentionRows) + ";library_matmul>" +
+                     std::to_string(kLibraryMatmulMinFlops);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
@@ -93,8 +97,15 @@ class CudaBackend final : public Backend, private SchedulePolicy {
 
  private:
   bool supports(ops::OpId, DType) const override { return true; }
-  MatmulPath matmul_path(const ops::MatmulShapes&, DType) const override {
-    return MatmulPath::inline_loop;
+  // cuBLASLt for every product of a float dtype but the smallest (seed64's 10x10 layers stay in
+  // the generated kernel, fused with their epilogue, where a library call would cost more than
+  // the arithmetic); integer products are generated.
+  MatmulPath matmul_path(const ops::MatmulShapes& d, DType dtype) const override {
+    const bool float_type =
+        dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+    const bool large = shape_numel(d.batch) * d.M * d.N * d.K > kLibraryMatmulMinFlops;
+    return float_type && large && !d.a_vec && !d.b_vec ? MatmulPath::library
+                                                       : MatmulPath::inline_loop;
   }
 
   CudaOptions opt_;

@@ -13,7 +13,9 @@ CudaModule emit(const Schedule& s, const BufferPlan& plan) {
   KernelEmitter emitter(s, plan, w);
   std::vector<Launch> launches = launch_plan(s, plan);
   for (size_t k = 0; k < launches.size(); ++k) {
-    w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(launches[k].kind));
+    if (!launches[k].has_kernel) continue;  // a library product alone
+    w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(launches[k].kind) +
+           (launches[k].library ? " epilogue" : ""));
     emitter.emit(static_cast<int32_t>(k), launches[k]);
     ++m.kernels;
   }

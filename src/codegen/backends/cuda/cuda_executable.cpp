@@ -51,7 +51,7 @@ class CudaExecutable final : public RawExecutable {
     launches_ = launch_plan(schedule_, plan_);
     for (const Launch& l : launches_) {
       CUfunction fn = nullptr;
-      if (l.work > 0) {
+      if (l.work > 0 && l.has_kernel) {
         CUresult r = driver().cuModuleGetFunction(&fn, module_, l.symbol.c_str());
         if (r != CUDA_SUCCESS) {
           throw Error("compiled graph's cubin lacks kernel " + l.symbol +
@@ -101,29 +101,36 @@ class CudaExecutable final : public RawExecutable {
     zc::cuda::use_device(device_);
     CUstream stream = zc::cuda::current_stream(device_);
     auto address = [](void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); };
+    // The device address of the buffer holding base value b.
+    auto buffer = [&](ir::ValueId b) -> CUdeviceptr {
+      const BufferPlan::Slot& slot = plan_.slot[b];
+      switch (slot.kind) {
+        case BufferKind::input:
+          return address(inputs[slot.index]);
+        case BufferKind::output:
+          return address(outputs[slot.index]);
+        case BufferKind::constant:
+          return zc::cuda::device_address(constants_[slot.index]);
+        case BufferKind::arena:
+          return address(scratch) + static_cast<CUdeviceptr>(slot.index);
+      }
+      return 0;
+    };
     std::vector<CUdeviceptr> values;
     std::vector<void*> params;
     for (size_t k = 0; k < launches_.size(); ++k) {
       const Launch& l = launches_[k];
       if (l.work == 0) continue;
-      values.clear();
-      for (ir::ValueId b : l.buffers) {
-        const BufferPlan::Slot& slot = plan_.slot[b];
-        switch (slot.kind) {
-          case BufferKind::input:
-            values.push_back(address(inputs[slot.index]));
-            break;
-          case BufferKind::output:
-            values.push_back(address(outputs[slot.index]));
-            break;
-          case BufferKind::constant:
-            values.push_back(zc::cuda::device_address(constants_[slot.index]));
-            break;
-          case BufferKind::arena:
-            values.push_back(address(scratch) + static_cast<CUdeviceptr>(slot.index));
-            break;
-        }
+      if (l.library) {
+        const LibraryMatmul& lm = *l.library;
+        const CUdeviceptr esize = dtype_size(lm.problem.a);
+        zc::cuda::gemm(lm.problem, buffer(lm.a) + lm.a_offset * esize,
+                       buffer(lm.b) + lm.b_offset * esize,
+                       buffer(lm.d) + lm.d_offset * dtype_size(lm.problem.d), 0, device_, stream);
+        if (!l.has_kernel) continue;
       }
+      values.clear();
+      for (ir::ValueId b : l.buffers) values.push_back(buffer(b));
       if (l.error_flag) values.push_back(error_flag_);
       params.clear();
       for (CUdeviceptr& v : values) params.push_back(&v);

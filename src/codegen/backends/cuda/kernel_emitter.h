@@ -29,6 +29,7 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_gather(const Kernel& k, const Launch& l);
   void emit_row_reduce(const Kernel& k, const Launch& l);
   void emit_matmul(const Kernel& k, const Launch& l);
+  void emit_library_epilogue(const Kernel& k, const Launch& l);
   void emit_attention(const Kernel& k, const Launch& l);
 
   // Opens a grid-stride loop over `n` elements: the linear index is "zc_i".

@@ -11,6 +11,10 @@ namespace zc::codegen::cuda {
 using ir::ValueId;
 
 void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
+  if (l.library) {
+    emit_library_epilogue(k, l);
+    return;
+  }
   const ir::Node& n = s_.graph.nodes[k.anchor];
   ValueId A = n.inputs[0], B = n.inputs[1], C = n.outputs[0];
   const MatmulIndex mi = matmul_index(s_.graph.meta(A).shape, s_.graph.meta(B).shape);
@@ -53,6 +57,21 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   }
   for (ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
   w_.close();
+  w_.close();
+}
+
+// cuBLASLt wrote the product to memory: the epilogue reads it from there, element by element.
+void KernelEmitter::emit_library_epilogue(const Kernel& k, const Launch& l) {
+  const ValueId C = s_.graph.nodes[k.anchor].outputs[0];
+  library_output_ = C;
+  open_grid_loop(l.work);
+  Names names = decompose(k.space, "zc_i", "i");
+  for (int32_t idx : k.nodes) {
+    if (idx != k.anchor) emit_node(idx, names);
+  }
+  for (ValueId v : k.stores) {
+    if (v != C) w_.line(store(v, names, "v" + std::to_string(v)));
+  }
   w_.close();
 }
 

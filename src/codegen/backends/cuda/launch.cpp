@@ -63,6 +63,12 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
       }
       case KernelKind::matmul: {
         const ir::Node& n = s.graph.nodes[K.anchor];
+        if ((l.library = library_matmul(s, K))) {
+          // cuBLASLt computes the product; a grid-stride kernel runs the epilogue over it.
+          l.has_kernel = K.nodes.size() > 1;
+          l.work = shape_numel(K.space);
+          break;
+        }
         ops::MatmulShapes d =
             ops::matmul_shapes(s.graph.meta(n.inputs[0]).shape, s.graph.meta(n.inputs[1]).shape);
         l.block_x = l.block_y = kMatmulTile;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/backends/cuda/library_matmul.h"
 #include "codegen/buffer_plan.h"
 
 namespace zc::codegen::cuda {
@@ -26,6 +27,10 @@ struct Launch {
   int64_t work = 0;
   int64_t grid_x = 1, grid_y = 1, grid_z = 1;
   bool use_32bit_index = true;  // every index of the kernel fits in 31 bits
+  // A matmul run by cuBLASLt; its generated kernel, when it has one (`has_kernel`), is the
+  // elementwise epilogue over the product in memory.
+  std::optional<LibraryMatmul> library;
+  bool has_kernel = true;
 };
 
 // Tile edge of the generated matmul kernel.
