@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # zerocompile next to torch.compile on a GPU host that has no package registry.
 #
-#   bench/gpu-host.sh prepare               here (Debian 12, with its archive): downloads the
-#                                           Debian packages the host lacks into .gpu-deps/
-#   bench/gpu-host.sh run OUT_DIR [ANCHOR]  on the host: unpacks them into a private prefix,
-#                                           builds zc there with the host's own compiler, runs
-#                                           `zc bench` and then torch_anchor.py on the CPU, and
-#                                           prints zerocompile/torch.compile ratios
+#   bench/gpu-host.sh prepare                 here (Debian 12, with its archive): downloads the
+#                                             Debian packages the host lacks into .gpu-deps/
+#   bench/gpu-host.sh run OUT_DIR [STEP...]   on the host: every step below, or those named
+#     build        unpacks the packages into a private prefix and builds zc with the CUDA backend
+#                  (the host's compiler and /usr/local/cuda) into build-gpu/
+#     zc           zc env, and zc bench (CPU rows, and CUDA rows when there is a GPU)
+#     torch-cuda   bench/torch_compile.py on cuda: seed64 and gpt12 (f32 and bf16), in mode
+#                  default and then reduce-overhead (CUDA graphs)
+#     torch-cpu    bench/torch_compile.py on the CPU: seed64 whole and regional by hand
+#     ratios       bench/ratios.py over what the steps above wrote
+#   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
+#   (each step takes a few minutes; torch's CPU cold compiles most).
+#
+# OUT_DIR receives every log and figure: configure.log, build.log, nvidia-smi.txt, zc-env.txt,
+# zc-bench.json/.txt, torch-cuda-default.jsonl, torch-cuda-reduce-overhead.jsonl,
+# torch-cpu.jsonl (each with a .log of its progress and errors) and ratios.txt.
 #
 # Dependencies travel as Debian packages (scripts/gpu-host-env.sh unpacks them): OpenBLAS's
 # OpenMP build (and libgfortran, which it needs), the zstd, OpenSSL and hiredis headers and
@@ -27,25 +37,78 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [ANCHOR]}"
-    anchor="${3:-$root/../shared/anchors/torch_anchor.py}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|ratios ...]}"
+    shift 2
+    steps=("$@")
+    [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu ratios)
     mkdir -p "$out"
+    out="$(cd "$out" && pwd)"
     source "$root/scripts/gpu-host-env.sh"
-    rm -rf build-gpu  # a fresh configure: pkg-config results are cached
-    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZC_BUILD_TESTS=OFF \
-      -DZC_BUILD_BENCH=OFF -DZC_BUILD_EXAMPLES=OFF "${zc_gpu_cmake_args[@]}" >"$out/configure.log"
-    cmake --build build-gpu --target zc_cli >"$out/build.log"
-    build-gpu/zc env | tee "$out/zc-env.txt"
-    build-gpu/zc bench --repeats 3 --json "$out/zc-bench.json" | tee "$out/zc-bench.txt"
-    if [[ -f "$anchor" ]]; then
-      DEVS=cpu python3 "$anchor" seed64 | tee "$out/torch-anchor.jsonl"
-      python3 "$root/bench/ratios.py" "$out/zc-bench.json" "$out/torch-anchor.jsonl" | tee "$out/ratios.txt"
-    else
-      echo "no torch anchor at $anchor: zerocompile figures only"
-    fi
+    torch_compile() {  # NAME ARGS...: one torch_compile.py run; a failure is reported, not fatal
+      local name="$1"
+      shift
+      # Its rows go to stdout as each scenario ends: a run cut short keeps those it finished.
+      python3 "$root/bench/torch_compile.py" "$@" >"$out/$name.jsonl" 2>"$out/$name.log" || {
+        echo "torch_compile.py $* did not complete (exit $?); the end of $out/$name.log:"
+        tail -5 "$out/$name.log"
+      }
+    }
+    for step in "${steps[@]}"; do
+      echo "== $step"
+      case "$step" in
+        build)
+          rm -rf build-gpu  # a fresh configure: pkg-config results are cached
+          cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DZC_BUILD_TESTS=OFF \
+            -DZC_BUILD_BENCH=OFF -DZC_BUILD_EXAMPLES=OFF "${zc_gpu_cmake_args[@]}" \
+            >"$out/configure.log" 2>&1
+          grep "zc:" "$out/configure.log" || true
+          if ! grep -q "zc: CUDA backend on" "$out/configure.log"; then
+            echo "zc was configured without its CUDA backend (see $out/configure.log); install" \
+              "the CUDA toolkit or point CUDA_HOME at it" >&2
+            exit 1
+          fi
+          cmake --build build-gpu --target zc_cli >"$out/build.log" 2>&1 ||
+            { tail -50 "$out/build.log"; exit 1; }
+          ;;
+        zc)
+          { nvidia-smi || true; } >"$out/nvidia-smi.txt" 2>&1
+          build-gpu/zc env | tee "$out/zc-env.txt"
+          # Its progress (stderr) goes to a log; what it says besides is shown after the table.
+          # A failed CUDA scenario costs its own rows: the torch steps still run.
+          build-gpu/zc bench --repeats 3 --json "$out/zc-bench.json" 2>"$out/zc-bench.log" |
+            tee "$out/zc-bench.txt" || echo "zc bench exited with an error (see below)"
+          tr '\r' '\n' <"$out/zc-bench.log" | sed 's/\x1b\[K//g' | grep -v -e measuring -e '^ *$' ||
+            true
+          ;;
+        torch-cuda)
+          for mode in default reduce-overhead; do
+            torch_compile "torch-cuda-$mode" --device cuda --models seed64,gpt12 --mode "$mode"
+          done
+          ;;
+        torch-cpu)
+          torch_compile torch-cpu --device cpu --models seed64,seed64_regional
+          ;;
+        ratios)
+          shopt -s nullglob
+          # zc-bench*.json: also the files of `zc bench --device cpu|cuda` run apart.
+          zc_files=("$out"/zc-bench*.json)
+          torch_files=("$out"/torch-*.jsonl)
+          if [[ ${#zc_files[@]} -eq 0 || ${#torch_files[@]} -eq 0 ]]; then
+            echo "no zc-bench*.json or torch-*.jsonl in $out: run the zc and torch steps first" >&2
+            exit 1
+          fi
+          python3 "$root/bench/ratios.py" "${zc_files[@]}" "${torch_files[@]}" |
+            tee "$out/ratios.txt"
+          ;;
+        *)
+          echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu or ratios" >&2
+          exit 2
+          ;;
+      esac
+    done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [ANCHOR]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|ratios ...]" >&2
     exit 2
     ;;
 esac

@@ -14,15 +14,24 @@ struct BenchModel {
   zc::Tensor input;
 };
 
-// "gpt" or "gpt-small": models::gpt_small_config(layers) on gpt_small_tokens(). Anything else:
-// the seed model of `layers` layers on a [10, 10] input, each layer wrapped in zc::compiled()
-// when `manual` (manual regional compilation). Call manual_seed first for fixed weights. The
-// module is in eval mode.
+// "gpt" or "gpt-small": models::gpt_small_config(layers) on gpt_small_tokens(). "gpt-blocks":
+// `layers` causal nn::TransformerBlocks of GPT-2 small's width (d_model 768, 12 heads, MLP
+// 3072) in a row, without embeddings or LM head, on an f32 input [8, 128, 768]: the shape of
+// the transformer in the torch.compile figures ("gpt12" at 12 layers). Anything else: the seed
+// model of `layers` layers on a [10, 10] input, each layer wrapped in zc::compiled() when
+// `manual` (manual regional compilation). Call manual_seed first for fixed weights. The module
+// is in eval mode.
 inline BenchModel make_bench_model(const std::string& name, int64_t layers, bool manual) {
   BenchModel b;
   if (name == "gpt" || name == "gpt-small") {
     b.module = zc::models::gpt(zc::models::gpt_small_config(layers));
     b.input = zc::models::gpt_small_tokens();
+  } else if (name == "gpt-blocks") {
+    auto blocks = std::make_shared<zc::nn::Sequential>();
+    for (int64_t i = 0; i < layers; ++i)
+      blocks->push_back(std::make_shared<zc::nn::TransformerBlock>(768, 12, /*causal=*/true));
+    b.module = blocks;
+    b.input = zc::randn({8, 128, 768});
   } else if (manual) {
     b.module = std::make_shared<zc::models::SeedModel>(
         layers, 10, [](std::shared_ptr<zc::nn::Module> l) { return zc::compiled(l); });

@@ -50,8 +50,11 @@ const Command kCommands[] = {
     {"bench",
      "measure cold, warm, bundle, remote, fleet and steady-state figures in fresh processes",
      "zc bench [--repeats N] [--quick] [--json FILE] [--compare FILE] [--remote URL]\n"
+     "         [--device cpu|cuda|all]\n"
      "  --remote URL  the Redis for the remote and fleet scenarios; its zc keys are cleared.\n"
-     "                Default: a private redis-server on 127.0.0.1 when one is installed",
+     "                Default: a private redis-server on 127.0.0.1 when one is installed\n"
+     "  --device D    cpu: the CPU rows; cuda: seed64 and gpt12 on cuda:0; all: both.\n"
+     "                Default: all with a usable GPU, else cpu (saying why)",
      cmd_bench},
     {"cache", "inspect and manage the compile cache",
      "zc cache stats|ls [--remote]|clear [--remote --yes]|gc|verify|export FILE|import FILE "

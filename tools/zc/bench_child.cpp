@@ -1,0 +1,127 @@
+// The measurement processes of `zc bench`: each starts fresh, as a user's program would, runs
+// one model once (or in a loop for steady state) and prints what it measured on one line.
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iterator>
+
+#include "bench.h"
+#include "support/bench_model.h"
+#include "zc/zc.h"
+
+namespace zc_cli::bench {
+
+namespace {
+
+// Per-call time on CUDA, as torch.compile's figures are taken: 3 calls to settle, then the
+// median of 50 (call; synchronize), so that each sample is the GPU's work and not the launch.
+double steady_cuda_us(const std::function<zc::Tensor()>& call) {
+  for (int i = 0; i < 3; ++i) call();
+  zc::cuda::synchronize();
+  std::vector<double> us;
+  for (int i = 0; i < 50; ++i) {
+    auto c = Clock::now();
+    call();
+    zc::cuda::synchronize();
+    us.push_back(ms_since(c) * 1e3);
+  }
+  return median_of(us);
+}
+
+// Per-call time on the CPU: the median over up to 2 s (at least 5 calls, at most 5000).
+double steady_cpu_us(const std::function<zc::Tensor()>& call) {
+  std::vector<double> us;
+  auto until = Clock::now() + std::chrono::seconds(2);
+  for (int i = 0; i < 5000 && (i < 5 || Clock::now() < until); ++i) {
+    auto c = Clock::now();
+    call();
+    us.push_back(ms_since(c) * 1e3);
+  }
+  return median_of(us);
+}
+
+}  // namespace
+
+// Prints "ready first import per_call compiles build_ms" (ms, us for per_call).
+int child(const std::map<std::string, std::string>& a) {
+  auto get = [&](const std::string& k, const std::string& d) {
+    auto it = a.find(k);
+    return it == a.end() ? d : it->second;
+  };
+  std::string model = get("model", "seed"), regions = get("regions", "auto");
+  int64_t layers = std::stoll(get("layers", "64"));
+  const bool cuda = get("device", "cpu") == "cuda";
+  // The driver is opened before the import is timed: the bundle is checked against the GPU's
+  // architecture, and finding the driver is the process's start, not the import's work.
+  if (cuda && !zc::cuda::is_available()) throw zc::Error(zc::cuda::unavailable_reason());
+  double import_ms = 0;
+  if (!get("load", "").empty()) {
+    std::ifstream f(get("load", ""), std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
+                               std::istreambuf_iterator<char>());
+    auto t = Clock::now();
+    zc::cache::load_artifacts(bytes);
+    import_ms = ms_since(t);
+  }
+  zc::manual_seed(0);
+  zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual");
+  std::shared_ptr<zc::nn::Module> m = bench.module;
+  zc::Tensor x = bench.input;
+  if (cuda) {
+    // Moving the weights creates the GPU context, before any clock starts (as torch's .to()).
+    m->to(zc::Device::cuda(0));
+    x = x.to(zc::Device::cuda(0));
+    zc::cuda::synchronize();
+  }
+  std::function<zc::Tensor()> call;
+  if (regions == "manual" || regions == "eager") {
+    call = [&] { return (*m)(x); };
+  } else {
+    auto fast =
+        zc::compile(m, {.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto});
+    call = [fast, &x] { return fast(x); };
+  }
+  auto t = Clock::now();
+  call();
+  // GPU work is queued: the first call ends when its result is there.
+  if (cuda) zc::cuda::synchronize();
+  double first = ms_since(t);
+  zc::compiler::Stats s = zc::compiler::stats();
+  double per_call_us = 0;
+  if (get("steady", "0") == "1") per_call_us = cuda ? steady_cuda_us(call) : steady_cpu_us(call);
+  if (!get("save", "").empty()) {
+    std::vector<uint8_t> bytes = zc::cache::save_artifacts();
+    std::ofstream(get("save", ""), std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  std::printf("%.4f %.4f %.4f %.4f %lld %.4f\n", s.ready_ms, first, import_ms, per_call_us,
+              static_cast<long long>(s.compiler_invocations), s.cxx_ms);
+  return 0;
+}
+
+std::vector<Sample> spawn_all(const std::string& self, const std::vector<std::string>& envs,
+                              const std::string& args) {
+  std::vector<std::pair<std::string, FILE*>> running;
+  for (const std::string& env : envs) {
+    std::string cmd = env + " " + self + " bench --child " + args;
+    running.emplace_back(cmd, popen(cmd.c_str(), "r"));
+  }
+  std::vector<Sample> out;
+  std::string failed;
+  for (auto& [cmd, p] : running) {
+    Sample s;
+    if (!p || std::fscanf(p, "%lf %lf %lf %lf %lld %lf", &s.ready, &s.first, &s.import, &s.per_call,
+                          &s.compiles, &s.build_ms) != 6) {
+      if (failed.empty()) failed = cmd;
+    }
+    if (p) pclose(p);
+    out.push_back(s);
+  }
+  if (!failed.empty()) {
+    throw zc::Error("zc bench: a measurement process failed: " + failed +
+                    "; its error is printed above (run that command to see it alone)");
+  }
+  return out;
+}
+
+}  // namespace zc_cli::bench
