@@ -117,6 +117,12 @@ inline void expect_product(const GemmCase& c, const GemmOperands& o, const std::
                            std::to_string(c.off_a) + "," + std::to_string(c.off_b) + "," +
                            std::to_string(c.off_d) + "," + std::to_string(c.off_bias) + ")";
   std::vector<bool> written(got.size(), false);
+  // Rounding to D's dtype is off by up to half its spacing, which near zero (subnormals) is a
+  // fixed absolute step, not relative to the magnitude.
+  const double floor = p.d == DType::f16    ? std::ldexp(1.0, -24)
+                       : p.d == DType::bf16 ? std::ldexp(1.0, -133)
+                       : p.d == DType::f32  ? std::ldexp(1.0, -149)
+                                            : 1e-300;
   std::vector<double> a(p.M * p.K), b(p.K * p.N), acc(p.N), mag(p.N);
   int bad = 0;
   for (int64_t bt = 0; bt < p.batch; ++bt) {
@@ -148,7 +154,7 @@ inline void expect_product(const GemmCase& c, const GemmOperands& o, const std::
         if (p.epilogue == cuda::Epilogue::relu || p.epilogue == cuda::Epilogue::bias_relu) {
           want = std::max(want, 0.0);
         }
-        const double bound = tol * (std::fabs(p.alpha) * mag[j] + std::fabs(bias)) + 1e-30;
+        const double bound = tol * (std::fabs(p.alpha) * mag[j] + std::fabs(bias)) + floor;
         const int64_t at = c.off_d + bt * p.stride_d + i * p.ldd + j;
         written[at] = true;
         if (!(std::fabs(got[at] - want) <= bound) && ++bad <= 5) {

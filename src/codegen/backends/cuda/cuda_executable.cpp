@@ -155,7 +155,8 @@ class CudaExecutable final : public RawExecutable {
   // for element loops (they stride past the grid), and within the hardware's limits.
   void grid(const Launch& l, unsigned* gx, unsigned* gy, unsigned* gz) const {
     const int64_t threads = int64_t{l.block_x} * l.block_y;
-    switch (l.kind) {
+    // A library matmul's kernel is its epilogue: a grid-stride loop like any pointwise kernel.
+    switch (l.library ? KernelKind::pointwise : l.kind) {
       case KernelKind::row_reduce:
         *gx = static_cast<unsigned>(std::min<int64_t>(l.grid_x, int64_t{1} << 30));
         break;
@@ -164,6 +165,13 @@ class CudaExecutable final : public RawExecutable {
         *gx = static_cast<unsigned>(std::min<int64_t>(l.grid_x, int64_t{1} << 30));
         *gy = static_cast<unsigned>(l.grid_y);
         *gz = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(l.grid_z, 1), 65535));
+        break;
+      case KernelKind::attention:
+        // x: blocks of query rows (each block's rows are fixed by blockIdx.x, so x is exact);
+        // y: batch items, which the kernel strides over past 65535.
+        ZC_CHECK(l.grid_x <= (int64_t{1} << 30), "attention over " << l.grid_x << " row blocks");
+        *gx = static_cast<unsigned>(l.grid_x);
+        *gy = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(l.grid_y, 1), 65535));
         break;
       default:
         *gx = static_cast<unsigned>(std::max<int64_t>(
