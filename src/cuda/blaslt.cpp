@@ -94,7 +94,13 @@ State& state() {
 cublasLtHandle_t handle_for(const BlasLt& lt, DeviceState& ds, int device) {
   if (!ds.handle) {
     cublasLtHandle_t handle = nullptr;
+    const auto start = std::chrono::steady_clock::now();
     check_blaslt(lt.cublasLtCreate(&handle), "cublasLtCreate on cuda:" + std::to_string(device));
+    ZC_LOG(timing) << "cublasLtCreate on cuda:" << device << ": "
+                   << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                start)
+                          .count()
+                   << " ms";
     ds.handle = handle;
   }
   return ds.handle;

@@ -3,7 +3,9 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <chrono>
 
+#include "util/log.h"
 #include "zc/error.h"
 
 namespace zc::cuda {
@@ -39,7 +41,13 @@ const Loaded& loaded() {
       return out;
     }
     try {
+      const auto start = std::chrono::steady_clock::now();
       out->lt = load_blaslt(f.file->path);
+      ZC_LOG(timing) << "cublaslt " << f.file->path << " loaded in "
+                     << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                  start)
+                            .count()
+                     << " ms";
     } catch (const Error& e) {
       out->error = e.what();
     }

@@ -82,6 +82,41 @@ TEST(CudaCodegen, LargeMatmulsGoToTheLibraryWithAGeneratedEpilogue) {
   EXPECT_TRUE(is_elf(backend->build(code.source)));
 }
 
+// The fused attention kernel has three tilings (four threads a row reading float4s, the same
+// with scalar reads, eight threads a row); NVRTC builds each, in each float dtype.
+TEST(CudaCodegen, AttentionBuildsInEveryTiling) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  struct Case {
+    Shape q, v;
+    const char* reads;  // what the source must contain
+  };
+  for (const Case& c : {Case{{2, 12, 128, 64}, {2, 12, 128, 64}, "const float4 zc_t"},
+                        Case{{2, 3, 40, 24}, {2, 3, 40, 24}, "zc_d < 24"},
+                        Case{{1, 2, 130, 128}, {1, 2, 130, 96}, "% 8"}}) {
+    for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+      manual_seed(5);
+      Tensor k = randn(c.q).to(dt), v = randn(c.v).to(dt);
+      lower::LowerContext lc;
+      lc.keep = backend->native_ops();
+      ir::Graph low = lower::lower(
+          captured([=](const Tensor& q) { return scaled_dot_product_attention(q, k, v, true); },
+                   randn(c.q).to(dt)),
+          lc);
+      codegen::CodegenResult code = codegen::codegen(low, *backend);
+      ASSERT_EQ(code.schedule.kernels.size(), 1u);
+      EXPECT_EQ(code.schedule.kernels[0].kind, codegen::KernelKind::attention);
+      // bf16 computes in float, so its tiles are float too; f64 reads doubles one at a time.
+      if (dt != DType::f64) {
+        EXPECT_TRUE(test::contains(code.source.text, c.reads)) << code.source.text;
+      } else {
+        EXPECT_FALSE(test::contains(code.source.text, "const float4 zc_t")) << code.source.text;
+      }
+      EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
+    }
+  }
+}
+
 TEST(CudaCodegen, ACubinIsCachedAndFoundAgain) {
   auto backend = sm90();
   SKIP_WITHOUT_NVRTC(*backend);

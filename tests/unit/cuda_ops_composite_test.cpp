@@ -468,6 +468,11 @@ TEST_F(CudaOps, EmbeddingCatAttention) {
       {{2, 17, 16}, {2, 17, 16}, {2, 17, 3}, true, std::nullopt},  // the value dim differs
       {{1, 2, 4, 8}, {1, 2, 7, 8}, {1, 2, 7, 5}, false, 1.7},      // more keys than queries
       {{1, 1, 8}, {1, 1, 8}, {1, 1, 8}, true, std::nullopt},       // one token
+      // f32 reads the tiles four floats at a time (dims a multiple of 16); 70 keys are two tiles
+      {{1, 2, 70, 64}, {1, 2, 70, 64}, {1, 2, 70, 64}, true, std::nullopt},
+      // head dims above 64: eight threads a row; the keys span several tiles
+      {{1, 1, 33, 128}, {1, 1, 130, 128}, {1, 1, 130, 128}, false, std::nullopt},
+      {{1, 1, 9, 72}, {1, 1, 9, 72}, {1, 1, 9, 40}, true, std::nullopt},
   };
   for (const Att& a : atts) {
     const Fn f = [a](const std::vector<Tensor>& v) {

@@ -2,7 +2,7 @@
 // backend. Kernel parameters are the buffers the launch plan lists, each a __restrict__
 // pointer (the buffer planner guarantees that a kernel's buffers do not overlap). Threads map
 // onto the work as the launch plan says: a grid-stride loop over elements for the pointwise
-// kinds, a block per row for reductions, a 16x16 tile per block for matmuls, a thread per
+// kinds, a block per row for reductions, a 16x16 tile per block for matmuls, a few threads per
 // query row for attention.
 #pragma once
 

@@ -83,8 +83,9 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         const ir::Node& n = s.graph.nodes[K.anchor];
         const Shape& out = s.graph.meta(n.outputs[0]).shape;
         const int64_t tq = out[out.size() - 2];
-        l.block_x = kAttentionRows;
-        l.grid_x = ceil_div(tq, kAttentionRows);
+        const int64_t d = std::max(s.graph.meta(n.inputs[0]).shape.back(), out.back());
+        l.block_x = kAttentionThreads;
+        l.grid_x = ceil_div(tq, attention_tiling(d).rows);
         l.grid_y = shape_numel(Shape(out.begin(), out.end() - 2));
         l.work = shape_numel(out);
         for (ir::ValueId u : n.inputs)

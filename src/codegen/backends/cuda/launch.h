@@ -35,8 +35,19 @@ struct Launch {
 
 // Tile edge of the generated matmul kernel.
 inline constexpr int kMatmulTile = 16;
-// Query rows per block of the fused attention kernel (one thread each).
-inline constexpr int kAttentionRows = 64;
+// The fused attention kernel's blocks: `threads_per_row` threads share a query row (each holds
+// every threads_per_row-th element of its query and output, and a score is summed across them
+// with shuffles), so a block of kAttentionThreads takes `rows` query rows. Head dims above 64
+// use more threads per row, keeping a thread's registers bounded.
+inline constexpr int kAttentionThreads = 128;
+struct AttentionTiling {
+  int threads_per_row = 4;
+  int rows = kAttentionThreads / 4;
+};
+inline AttentionTiling attention_tiling(int64_t head_dim) {
+  const int tpr = head_dim > 64 ? 8 : 4;
+  return {tpr, kAttentionThreads / tpr};
+}
 
 std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan& plan);
 
