@@ -11,6 +11,7 @@
 #                  default and then reduce-overhead (CUDA graphs)
 #     torch-cpu    bench/torch_compile.py on the CPU: seed64 whole and regional by hand
 #     ratios       bench/ratios.py over what the steps above wrote
+#   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
 #
@@ -75,7 +76,7 @@ case "${1:-}" in
           build-gpu/zc env | tee "$out/zc-env.txt"
           # Its progress (stderr) goes to a log; what it says besides is shown after the table.
           # A failed CUDA scenario costs its own rows: the torch steps still run.
-          build-gpu/zc bench --repeats 3 --json "$out/zc-bench.json" 2>"$out/zc-bench.log" |
+          build-gpu/zc bench --repeats 3 --device "${ZC_BENCH_DEVICE:-all}" --json "$out/zc-bench.json" 2>"$out/zc-bench.log" |
             tee "$out/zc-bench.txt" || echo "zc bench exited with an error (see below)"
           tr '\r' '\n' <"$out/zc-bench.log" | sed 's/\x1b\[K//g' | grep -v -e measuring -e '^ *$' ||
             true

@@ -120,7 +120,15 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.line("__syncthreads();");
   for (auto [tile, src, shape, width] :
        {std::tuple{"zc_k", K, ks, D}, std::tuple{"zc_v", V, vs, DV}}) {
-    w_.open("for (int zc_e = threadIdx.x; zc_e < " + KT + " * " + width + "; zc_e += blockDim.x)");
+    // A constant trip count, unrolled: each thread has several loads in flight, not one.
+    const int64_t elements = kt * std::stoll(width);
+    w_.line("#pragma unroll 8");
+    w_.open("for (int zc_r = 0; zc_r < " +
+            std::to_string((elements + kAttentionThreads - 1) / kAttentionThreads) + "; ++zc_r)");
+    w_.line("const int zc_e = zc_r * " + std::to_string(kAttentionThreads) + " + threadIdx.x;");
+    if (elements % kAttentionThreads != 0) {
+      w_.line("if (zc_e >= " + std::to_string(elements) + ") break;");
+    }
     w_.line("const int zc_kk = zc_e / " + width + ", zc_d = zc_e % " + width + ";");
     w_.line("const idx_t zc_key = zc_k0 + zc_kk;");
     w_.line(std::string(tile) + "[zc_kk][zc_d] = zc_key < " + std::to_string(tk) + " ? (" + T +
