@@ -13,7 +13,7 @@ torch / zc:
         from a bundle / Mega-Cache (zc's ready time, then its whole first call, which like
         torch's includes one forward pass), compiled and eager per call; and the share of zc's
         cold first call that NVRTC took
-torch's bf16 rows (gpt12) are printed alone: zc has no bf16 rows to pair them with.
+torch's bf16 rows of gpt12 are paired with zc's gpt12-bf16 rows.
 """
 import json
 import statistics
@@ -66,7 +66,8 @@ def table(title, rows):
     print(f"\n{title}")
     print(f"{'scenario':52s} {'zerocompile ms':>15s} {'torch.compile ms':>17s} {'torch/zc':>9s}")
     for what, zv, tv in rows:
-        ratio = f"{tv / zv:8.1f}x" if zv > 0 else "      n/a"
+        # Near parity two decimals say which side is ahead.
+        ratio = "      n/a" if zv <= 0 else f"{tv / zv:8.2f}x" if tv / zv < 10 else f"{tv / zv:8.1f}x"
         print(f"{what:52s} {zv:15.3f} {tv:17.3f} {ratio}")
     return True
 
@@ -160,18 +161,24 @@ def main():
             print(f"  {m:8s} {r['nvrtc_ms']:10.1f} ms of {r['median']:10.1f} ms "
                   f"({100 * r.get('nvrtc_share', 0):.0f}%), {r['compiler_invocations']} NVRTC runs")
 
-    order = {"cold": 0, "warm": 1, "load_mega": 2}
-    bf16 = sorted((k for k in torch if k[1] == "bf16"),
-                  key=lambda k: (k[0], k[2], k[3], order.get(k[4], 3), k[4]))
-    if bf16:
-        print("\ntorch.compile, bf16 (zc has no bf16 rows)")
-        print(f"{'model device mode scenario':44s} {'first call ms':>14s} {'compiled ms':>12s} "
-              f"{'eager ms':>9s}")
-        for k in bf16:
-            d = torch[k]
-            f = lambda v: f"{v:.3f}" if v is not None else "-"
-            print(f"{' '.join((k[0], k[2], k[3], k[4])):44s} {f(d.get('first_call_ms')):>14s} "
-                  f"{f(d.get('compiled_ms_per_call')):>12s} {f(d.get('eager_ms_per_call')):>9s}")
+    # gpt12 in bf16: zc's gpt12-bf16 rows against torch's bf16 rows of gpt12.
+    for mode in modes:
+        g = lambda sc, f: t("gpt12", "cuda", mode, sc, f, dtype="bf16")
+        z = lambda cache, metric: zc_ms(f"cuda/cache/gpt12-bf16/0/auto/{cache}/{metric}")
+        per_call = lambda f: median(g(sc, f) for sc in ("cold", "warm", "load_mega"))
+        table(f"CUDA, gpt12 bf16, torch.compile mode={mode}", [
+            ("gpt12 bf16 cold first call", z("cold", "first_ms"), g("cold", "first_call_ms")),
+            ("gpt12 bf16 warm start (zc ready)", z("warm", "ready_ms"),
+             g("warm", "first_call_ms")),
+            ("gpt12 bf16 warm start (zc first call)", z("warm", "first_ms"),
+             g("warm", "first_call_ms")),
+            ("gpt12 bf16 compiled per call",
+             zc_ms("cuda/steady/gpt12-bf16/0/auto/off/per_call_us", 1e-3),
+             per_call("compiled_ms_per_call")),
+            ("gpt12 bf16 eager per call",
+             zc_ms("cuda/steady/gpt12-bf16/0/eager/off/per_call_us", 1e-3),
+             per_call("eager_ms_per_call")),
+        ])
 
 
 if __name__ == "__main__":

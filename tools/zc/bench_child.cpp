@@ -67,6 +67,17 @@ int child(const std::map<std::string, std::string>& a) {
   zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual");
   std::shared_ptr<zc::nn::Module> m = bench.module;
   zc::Tensor x = bench.input;
+  if (const std::string dt = get("dtype", ""); !dt.empty()) {
+    // Parameters and a float input in that dtype (token ids stay integers).
+    zc::DType dtype = zc::DType::f32;
+    bool known = false;
+    for (zc::DType t : {zc::DType::f32, zc::DType::f64, zc::DType::f16, zc::DType::bf16}) {
+      if (zc::dtype_name(t) == dt) dtype = t, known = true;
+    }
+    if (!known) throw zc::Error("zc bench --dtype " + dt + ": expected f32, f64, f16 or bf16");
+    m->to(dtype);
+    if (zc::is_floating(x.dtype())) x = x.to(dtype);
+  }
   if (cuda) {
     // Moving the weights creates the GPU context, before any clock starts (as torch's .to()).
     m->to(zc::Device::cuda(0));

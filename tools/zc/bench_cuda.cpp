@@ -1,7 +1,7 @@
 // The CUDA rows of `zc bench`: the CPU rows' kinds of start and steady state, on cuda:0, for
 // seed64 and gpt12 (12 transformer blocks on [8, 128, 768], torch.compile's transformer
-// shape). Each row keeps the time NVRTC took in its processes, so that the report can say what
-// share of a cold start was NVRTC and what was zc.
+// shape), gpt12 also in bf16 (gpt12-bf16). Each row keeps the time NVRTC took in its processes, so
+// that the report can say what share of a cold start was NVRTC and what was zc.
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -94,6 +94,7 @@ std::vector<std::string> measure_cuda(const Context& ctx, std::vector<Row>& rows
   const std::vector<Model> models = {
       {"seed64", "--model seed --layers 64 --device cuda"},
       {"gpt12", "--model gpt-blocks --layers 12 --device cuda"},
+      {"gpt12-bf16", "--model gpt-blocks --layers 12 --device cuda --dtype bf16"},
   };
   // A scenario that fails costs its own rows, not the others' (nor the CPU rows measured
   // before): its error is returned for the command to report.
