@@ -75,11 +75,11 @@ struct Stats {
   int64_t guard_hits = 0;            // calls that ran without capturing
   int64_t compiler_invocations = 0;  // runs of the system C++ compiler
   int64_t kernels_generated = 0;
-  int64_t extern_ops = 0;      // ops run through their eager kernel inside compiled graphs
-  int64_t regions_found = 0;   // calls of repeated blocks found by Regions::Auto
-  int64_t region_graphs = 0;   // distinct repeated blocks among them
-  int64_t parts_compiled = 0;  // distinct graphs compiled (or loaded) for those compiles
-  int64_t parts_reused = 0;    // calls that reused one of them
+  int64_t extern_ops = 0;        // ops run through their eager kernel inside compiled graphs
+  int64_t regions_found = 0;     // calls of repeated blocks found by Regions::Auto
+  int64_t region_graphs = 0;     // distinct repeated blocks among them
+  int64_t parts_compiled = 0;    // distinct graphs compiled (or loaded) for those compiles
+  int64_t parts_reused = 0;      // calls that reused one of them
   int64_t graph_recordings = 0;  // CUDA graphs recorded (CompileOptions::cuda_graphs)
   int64_t graph_replays = 0;     // calls that replayed one
   // Wall time that calls spent before running anything: capture, region planning, cache

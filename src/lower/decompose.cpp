@@ -32,9 +32,7 @@ class Recorder final : public ops::OpInterceptor {
  public:
   Recorder(GraphBuilder& out, std::span<const ops::OpId> keep) : out_(out), keep_(keep) {}
 
-  bool kept(ops::OpId op) const {
-    return std::find(keep_.begin(), keep_.end(), op) != keep_.end();
-  }
+  bool kept(ops::OpId op) const { return std::find(keep_.begin(), keep_.end(), op) != keep_.end(); }
 
   // Emits op(inputs) into the builder's current node and returns the outputs' values.
   std::vector<ir::ValueId> emit(const ops::OpDef& op, std::vector<ir::ValueId> inputs,

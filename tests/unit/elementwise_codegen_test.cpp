@@ -16,7 +16,7 @@
 namespace zc {
 namespace {
 
-constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::f16,    DType::bf16,
                              DType::i64, DType::i32, DType::boolean};
 
 // Eight values of dtype t: negative, zero and positive; halves for floats; small integers
@@ -100,8 +100,8 @@ bool same_values(const Tensor& got, const Tensor& want, double tol, std::string*
     bool ok = (std::isnan(gp[i]) && std::isnan(wp[i])) || gp[i] == wp[i] ||
               std::abs(gp[i] - wp[i]) <= tol * std::max(1.0, std::abs(wp[i]));
     if (!ok) {
-      *why = "element " + std::to_string(i) + ": generated " + std::to_string(gp[i]) +
-             ", eager " + std::to_string(wp[i]);
+      *why = "element " + std::to_string(i) + ": generated " + std::to_string(gp[i]) + ", eager " +
+             std::to_string(wp[i]);
       return false;
     }
   }
@@ -113,9 +113,9 @@ TEST(ElementwiseCodegen, EveryOpOnEveryDtypeEqualsItsEagerKernel) {
   int nodes = 0;
   for (DType t : kDTypes) {
     Program p = every_elementwise_op(t);
-    std::vector<Tensor> in = {values(t, false), values(t, true),
-                              from_values<int32_t>({1, 0, 0, 1, 1, 1, 0, 0}, {2, 4})
-                                  .to(DType::boolean)};
+    std::vector<Tensor> in = {
+        values(t, false), values(t, true),
+        from_values<int32_t>({1, 0, 0, 1, 1, 1, 0, 0}, {2, 4}).to(DType::boolean)};
     std::vector<const Tensor*> args;
     for (const Tensor& x : in) args.push_back(&x);
     std::vector<Tensor> want = codegen::eager::interpret(p.graph, args);

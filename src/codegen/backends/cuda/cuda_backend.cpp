@@ -49,8 +49,8 @@ class CudaBackend final : public Backend, private SchedulePolicy {
     std::call_once(key_once_, [&] {
       unavailable_reason();
       key_.codegen = "cuda;block=256;row_block<=256;matmul_tile=" + std::to_string(kMatmulTile) +
-                     ";attention_threads=" + std::to_string(kAttentionThreads) + ";library_matmul>" +
-                     std::to_string(kLibraryMatmulMinFlops);
+                     ";attention_threads=" + std::to_string(kAttentionThreads) +
+                     ";library_matmul>" + std::to_string(kLibraryMatmulMinFlops);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
