@@ -28,7 +28,10 @@ std::string CLikeEmitter::element_ref(ValueId u, const Names& idx) const {
 }
 
 std::string CLikeEmitter::load(ValueId u, const Names& idx) const {
-  return from_storage(s_.graph.meta(u).dtype, element_ref(u, idx));
+  const DType t = s_.graph.meta(u).dtype, stored = s_.graph.meta(s_.base_of(u)).dtype;
+  const std::string e = from_storage(stored, element_ref(u, idx));
+  // A converting alias (kernel_ir.h) reads its base's dtype and converts.
+  return t == stored ? e : "(" + compute_type(t) + ")(" + e + ")";
 }
 
 std::string CLikeEmitter::store(ValueId v, const Names& idx, const std::string& reg) const {
@@ -47,6 +50,9 @@ CLikeEmitter::Names CLikeEmitter::broadcast(const Shape& from, const Shape& to,
 
 std::string CLikeEmitter::operand(ValueId u, const Shape& out, const Names& names) const {
   if (in_register(u)) return "v" + std::to_string(u);
+  for (const auto& [value, expr] : staged_) {
+    if (value == u) return expr;
+  }
   const ops::TensorMeta& m = s_.graph.meta(u);
   if (s_.at(u).state == ValueState::constant && shape_numel(m.shape) == 1) {
     for (const ir::Constant& c : s_.graph.constants) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/buffer_plan.h"
@@ -77,6 +78,9 @@ class CLikeEmitter {
   CodeWriter w_{1};  // the body of the kernel being written
   int32_t kernel_ = -1;
   ir::ValueId library_output_ = -1;  // a matmul result a library wrote: read from memory
+  // Values the backend's loop has already loaded into registers, and the expression (in the
+  // value's compute type) each operand() of them becomes instead of a load.
+  std::vector<std::pair<ir::ValueId, std::string>> staged_;
 };
 
 }  // namespace zc::codegen

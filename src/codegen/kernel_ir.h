@@ -9,6 +9,11 @@
 // reads the values it does not compute through their strided views and writes the values
 // listed in `stores`.
 //
+// A *converting alias* is an alias whose base has another dtype than the value: a cast from
+// f16/bf16 to f32 that only matmul kernels read (through views), when the policy says matmuls
+// read half operands (SchedulePolicy::matmul_reads_half_operands). Loads through it convert;
+// a library product multiplies the half base directly. Nothing else ever reads one.
+//
 // Kernel kinds:
 //   pointwise   elementwise nodes over one iteration space (the output shape), broadcasting
 //               loads; one loop nest.

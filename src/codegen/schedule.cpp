@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "util/check.h"
 #include "util/log.h"
@@ -61,10 +62,13 @@ class Scheduler {
 
   Schedule run() {
     const ir::Graph& g = s_.graph;
+    std::vector<bool> converting = converting_casts();
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
       int32_t idx = static_cast<int32_t>(i);
-      if (!policy_.supports(n.op, meta(n.outputs[0]).dtype)) {
+      if (converting[i]) {
+        place_converting_alias(idx);
+      } else if (!policy_.supports(n.op, meta(n.outputs[0]).dtype)) {
         place_single(idx, KernelKind::extern_op);
       } else if (ops::is_view(n.op)) {
         place_view(idx);
@@ -186,6 +190,65 @@ class Scheduler {
     k.copy_from = in;
     k.copy_to = out;
     define(out, add_kernel(std::move(k)), ValueState::stored);
+  }
+
+  // Per node: a cast from f16/bf16 to f32 whose every use, through permute/expand/slice views,
+  // is an operand of a generated or library matmul whose other operand is such a cast from the
+  // same dtype, and which no graph output reaches. Only when the policy asks for it.
+  std::vector<bool> converting_casts() const {
+    const ir::Graph& g = s_.graph;
+    std::vector<bool> out(g.nodes.size(), false);
+    if (!policy_.matmul_reads_half_operands()) return out;
+    std::vector<std::vector<int32_t>> users(g.values.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (ValueId u : g.nodes[i].inputs) users[u].push_back(static_cast<int32_t>(i));
+    }
+    std::vector<bool> is_output(g.values.size(), false);
+    for (ValueId o : g.outputs) is_output[o] = true;
+    // The half dtype a matmul operand is a (viewed) cast from, or nullopt.
+    std::function<std::optional<DType>(ValueId)> cast_source = [&](ValueId v) {
+      std::optional<DType> none;
+      const int32_t p = g.values[v].producer;
+      if (p < 0) return none;
+      const ir::Node& n = g.nodes[p];
+      if (n.op == OpId::permute || n.op == OpId::expand || n.op == OpId::slice)
+        return cast_source(n.inputs[0]);
+      if (n.op != OpId::cast || meta(v).dtype != DType::f32) return none;
+      const DType from = meta(n.inputs[0]).dtype;
+      return from == DType::f16 || from == DType::bf16 ? std::optional<DType>(from) : none;
+    };
+    auto half_matmul = [&](int32_t idx) {
+      const ir::Node& n = g.nodes[idx];
+      if (n.op != OpId::matmul) return false;
+      auto a = cast_source(n.inputs[0]), b = cast_source(n.inputs[1]);
+      if (!a || !b || *a != *b) return false;
+      const auto dims = ops::matmul_shapes(meta(n.inputs[0]).shape, meta(n.inputs[1]).shape);
+      return policy_.matmul_path(dims, meta(n.outputs[0]).dtype) != MatmulPath::extern_call &&
+             policy_.supports(OpId::matmul, meta(n.outputs[0]).dtype);
+    };
+    std::function<bool(ValueId)> only_matmuls = [&](ValueId v) {
+      if (is_output[v] || users[v].empty()) return false;
+      for (int32_t u : users[v]) {
+        const OpId op = g.nodes[u].op;
+        const bool view = op == OpId::permute || op == OpId::expand || op == OpId::slice;
+        if (view ? !only_matmuls(g.nodes[u].outputs[0]) : !half_matmul(u)) return false;
+      }
+      return true;
+    };
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      if (n.op == OpId::cast && cast_source(n.outputs[0]) && only_matmuls(n.outputs[0]))
+        out[i] = true;
+    }
+    return out;
+  }
+
+  // A converting cast: an alias of its (materialized) input.
+  void place_converting_alias(int32_t idx) {
+    const ir::Node& n = s_.graph.nodes[idx];
+    materialize(n.inputs[0]);
+    at(n.outputs[0]).state = ValueState::alias;
+    at(n.outputs[0]).view = at(n.inputs[0]).view;
   }
 
   // Whether input u, computed in kernel k, can be read inside k by an elementwise node whose

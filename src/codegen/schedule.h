@@ -35,6 +35,11 @@ class SchedulePolicy {
   // call (BLAS, cuBLAS) writing memory that its epilogue then reads, or the eager kernel.
   enum class MatmulPath : uint8_t { inline_loop, library, extern_call };
   virtual MatmulPath matmul_path(const ops::MatmulShapes& dims, DType dtype) const = 0;
+
+  // Whether a matmul kernel reads f16/bf16 operands itself where the graph casts them to f32
+  // first (a library that multiplies half inputs on tensor cores with f32 accumulation, which
+  // is the cast's numerics exactly). Such casts become converting aliases (see kernel_ir.h).
+  virtual bool matmul_reads_half_operands() const { return false; }
 };
 
 Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy);

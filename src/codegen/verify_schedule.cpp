@@ -53,6 +53,25 @@ void check_kernel_shape(const Schedule& s, int32_t k) {
   }
 }
 
+// A converting alias (kernel_ir.h): f16/bf16 read as f32, only by matmuls and by views that
+// are converting aliases themselves.
+void check_converting_alias(const Schedule& s, ValueId v, DType from, DType to) {
+  const ir::Graph& g = s.graph;
+  ZC_CHECK((from == DType::f16 || from == DType::bf16) && to == DType::f32,
+           "alias %" << v << " reads a " << dtype_name(from) << " buffer as " << dtype_name(to)
+                     << ": only f16/bf16 read as f32 can be a converting alias");
+  for (ValueId o : g.outputs) {
+    ZC_CHECK(o != v, "converting alias %" << v << " is a graph output");
+  }
+  for (const ir::Node& n : g.nodes) {
+    if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end()) continue;
+    ZC_CHECK(n.op == ops::OpId::matmul ||
+                 (ops::is_view(n.op) && s.at(n.outputs[0]).state == ValueState::alias),
+             "converting alias %" << v << " is read by " << ops::op_def(n.op).name
+                                  << ", which reads only its own dtype");
+  }
+}
+
 }  // namespace
 
 void verify_schedule(const Schedule& s) {
@@ -80,7 +99,8 @@ void verify_schedule(const Schedule& s) {
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     if (owner[n] >= 0) continue;
     ValueId o = g.nodes[n].outputs[0];
-    ZC_CHECK(ops::is_view(g.nodes[n].op) && s.at(o).state == ValueState::alias,
+    const bool converting = g.nodes[n].op == ops::OpId::cast;  // checked with the values below
+    ZC_CHECK((ops::is_view(g.nodes[n].op) || converting) && s.at(o).state == ValueState::alias,
              "node " << n << " (" << ops::op_def(g.nodes[n].op).name
                      << ") is in no kernel and is not a view");
   }
@@ -101,6 +121,8 @@ void verify_schedule(const Schedule& s) {
       ZC_CHECK(r.view.strides.size() == g.meta(id).shape.size(),
                "alias %" << v << " has " << r.view.strides.size() << " strides for rank "
                          << g.meta(id).shape.size());
+      const DType from = g.meta(r.view.base).dtype, to = g.meta(id).dtype;
+      if (from != to) check_converting_alias(s, id, from, to);
     }
     if (r.state == ValueState::fused) {
       ZC_CHECK(r.kernel >= 0 && r.kernel < nk, "fused value %" << v << " has no kernel");

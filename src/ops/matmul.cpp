@@ -162,7 +162,10 @@ std::vector<Tensor> linear_decompose(std::span<const Tensor> in, const Attrs& at
   // when the layout allows, as the eager kernel does.
   Tensor x = to_dtype(in[0], ct), w = to_dtype(in[1], ct);
   Tensor y = matmul(x, w.t());
-  if (in.size() == 3) y = y + to_dtype(in[2], ct);
+  // The bias joins uncast: the add promotes it to ct (it is no wider than ct) and reads it
+  // converting, inside the product's epilogue; a cast of the [N] bias would be a kernel of its
+  // own, since it does not have the epilogue's iteration space.
+  if (in.size() == 3) y = y + in[2];
   return {to_dtype(y, out)};
 }
 

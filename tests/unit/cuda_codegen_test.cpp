@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <tuple>
 
 #include "cache/bundle.h"
 #include "cache/cache.h"
@@ -80,6 +81,40 @@ TEST(CudaCodegen, LargeMatmulsGoToTheLibraryWithAGeneratedEpilogue) {
   EXPECT_FALSE(test::contains(code.source.text, "zc_at[")) << code.source.text;
   EXPECT_TRUE(test::contains(code.source.text, "matmul epilogue")) << code.source.text;
   EXPECT_TRUE(is_elf(backend->build(code.source)));
+}
+
+// Pointwise kernels whose last dim allows it take 16 bytes per operand per step (4 f32 or 8
+// bf16 elements), with an element loop kept for misaligned pointers; a last dim that is not a
+// multiple of the width, or an operand strided along it, keeps the element loop only.
+TEST(CudaCodegen, PointwiseKernelsTakeVectorSteps) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(4);
+  struct Case {
+    Shape shape;
+    DType dtype;
+    bool transposed;
+    const char* step;  // in the source, or nullptr for no vector step
+  };
+  for (const Case& c :
+       {Case{{8, 64}, DType::f32, false, "zc_v * 4"}, Case{{8, 64}, DType::bf16, false, "zc_v * 8"},
+        Case{{8, 63}, DType::f32, false, nullptr}, Case{{64, 64}, DType::f32, true, nullptr}}) {
+    Tensor bias = randn({c.shape.back()}).to(c.dtype);
+    const bool t = c.transposed;
+    ir::Graph low =
+        lower::lower(captured([=](const Tensor& x) { return relu((t ? x.t() : x) * 2.0 + bias); },
+                              randn(c.shape).to(c.dtype)),
+                     lower::LowerContext{});
+    codegen::CodegenResult code = codegen::codegen(low, *backend);
+    ASSERT_EQ(code.schedule.kernels.size(), 1u);
+    if (c.step) {
+      EXPECT_TRUE(test::contains(code.source.text, c.step)) << code.source.text;
+      EXPECT_TRUE(test::contains(code.source.text, "& 15) == 0")) << code.source.text;
+    } else {
+      EXPECT_FALSE(test::contains(code.source.text, "zc_v")) << code.source.text;
+    }
+    EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
+  }
 }
 
 // The fused attention kernel has three tilings (four threads a row reading float4s, the same
@@ -223,6 +258,33 @@ TEST(CudaCompile, Seed64AndGptMatchTheCpu) {
   gpt->to(Device::cuda(0));
   Tensor gpt_got = compile(gpt)(tokens.to(Device::cuda(0)));
   EXPECT_TRUE(allclose(gpt_got.to(Device::cpu()), gpt_want, 1e-3, 1e-4));
+}
+
+// The same compiled kernel over an aligned input (vector steps) and over one that starts 4
+// bytes into its storage (the element loop), and with a row broadcast and a bias.
+TEST(CudaCompile, VectorStepsAndTheMisalignedElementLoopMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(12);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Tensor bias = randn({256}).to(dt);
+    auto program = [](const Tensor& b) {
+      return [b](const Tensor& x) { return gelu(x * 2.0 + b) - x.slice(1, 0, 1); };
+    };
+    test::Program f = program(bias);
+    Tensor flat = randn({8 * 256 + 1}).to(dt);
+    Tensor aligned = flat.slice(0, 0, 8 * 256).view({8, 256});
+    Tensor shifted = flat.slice(0, 1, 8 * 256 + 1).view({8, 256});
+    auto fast = compile(std::make_shared<test::Fn>(program(bias.to(Device::cuda(0)))));
+    Tensor flat_gpu = flat.to(Device::cuda(0));
+    for (const auto& [name, cpu, gpu] :
+         {std::tuple{"aligned", aligned, flat_gpu.slice(0, 0, 8 * 256).view({8, 256})},
+          std::tuple{"shifted", shifted, flat_gpu.slice(0, 1, 8 * 256 + 1).view({8, 256})}}) {
+      Tensor got = fast(gpu).to(Device::cpu());
+      const double tol = dt == DType::f32 ? 1e-5 : 2e-2;
+      EXPECT_TRUE(allclose(got.to(DType::f32), f(cpu).to(DType::f32), tol, tol))
+          << name << " " << dtype_name(dt);
+    }
+  }
 }
 
 TEST(CudaCompile, AWarmProcessRunsNoNvrtc) {

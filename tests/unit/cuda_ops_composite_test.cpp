@@ -323,6 +323,18 @@ TEST_F(CudaOps, MatmulAndLinear) {
       }
     }
   }
+  // Large enough for cuBLASLt: f16/bf16 products read the half operands on the tensor cores
+  // (no f32 copies) and accumulate in f32, as the CPU does.
+  for (DType dt : {DType::f16, DType::bf16}) {
+    Arr x = zc::ref::uniform({4, 64, 256}, -1, 1), w = zc::ref::uniform({512, 256}, -1, 1);
+    Arr b = zc::ref::uniform({512}, -1, 1);
+    h.run("linear", {contiguous(x, dt), contiguous(w, dt), contiguous(b, dt)}, lin, Acc::accumulate,
+          lin_scale);
+    h.run("linear",
+          {of_kind("transpose", zc::ref::uniform({256, 256}, -1, 1), dt),
+           of_kind("transpose", w, dt), contiguous(b, dt)},
+          lin, Acc::accumulate, lin_scale);
+  }
 }
 
 TEST_F(CudaOps, SoftmaxAndLayerNorm) {

@@ -105,6 +105,91 @@ TEST(ScheduleVerifier, RejectsAStoreItsKernelDoesNotMake) {
   EXPECT_TRUE(test::contains(verifier_error(s), "which it does not compute")) << verifier_error(s);
 }
 
+// The C++ backend's policy, but with products that read f16/bf16 operands themselves (as the
+// CUDA backend's cuBLASLt products do).
+class HalfOperandPolicy final : public codegen::SchedulePolicy {
+ public:
+  HalfOperandPolicy() : backend_(codegen::cpp::make_cpp_backend()) {}
+  bool supports(ops::OpId op, DType t) const override { return backend_->policy().supports(op, t); }
+  MatmulPath matmul_path(const ops::MatmulShapes& d, DType t) const override {
+    return backend_->policy().matmul_path(d, t);
+  }
+  bool matmul_reads_half_operands() const override { return true; }
+
+ private:
+  std::unique_ptr<codegen::Backend> backend_;
+};
+
+// The cast of a value to f32 in a schedule, or -1.
+ir::ValueId cast_of(const codegen::Schedule& s, ir::ValueId v) {
+  for (const ir::Node& n : s.graph.nodes) {
+    if (n.op == ops::OpId::cast && n.inputs[0] == v) return n.outputs[0];
+  }
+  return -1;
+}
+
+TEST(ScheduleConvertingCasts, HalfOperandsOfAProductAreReadInPlace) {
+  manual_seed(6);
+  Tensor w = randn({32, 16}).to(DType::bf16), b = randn({32}).to(DType::bf16);
+  HalfOperandPolicy policy;
+  codegen::Schedule s = codegen::schedule(
+      lowered([=](const Tensor& x) { return linear(x, w, b); }, randn({8, 16}).to(DType::bf16)),
+      policy);
+  EXPECT_NO_THROW(codegen::verify_schedule(s));
+  // x's and W's casts are converting aliases over the bf16 buffers; the bias's cast is fused
+  // into the product's epilogue as before.
+  int aliases = 0;
+  for (const ir::Node& n : s.graph.nodes) {
+    if (n.op != ops::OpId::cast) continue;
+    const codegen::ValueSchedule& v = s.at(n.outputs[0]);
+    if (v.state != codegen::ValueState::alias) continue;
+    ++aliases;
+    EXPECT_EQ(s.graph.meta(v.view.base).dtype, DType::bf16);
+    EXPECT_EQ(v.view.base, s.base_of(n.inputs[0]));
+  }
+  EXPECT_EQ(aliases, 2);
+  for (const codegen::Kernel& k : s.kernels) EXPECT_NE(k.kind, codegen::KernelKind::pointwise);
+
+  // Without the policy, or when the f32 copy has another reader, the cast is a kernel.
+  codegen::Schedule cpu =
+      schedule_of([=](const Tensor& x) { return linear(x, w, b); }, randn({8, 16}).to(DType::bf16));
+  for (const codegen::ValueSchedule& v : cpu.values) {
+    if (v.state == codegen::ValueState::alias) {
+      EXPECT_EQ(cpu.graph.meta(v.view.base).dtype, DType::f32);
+    }
+  }
+  Tensor sq = randn({16, 16}).to(DType::bf16);
+  codegen::Schedule shared = codegen::schedule(lowered(
+                                                   [=](const Tensor& x) {
+                                                     Tensor xf = x.to(DType::f32);
+                                                     return matmul(xf, sq.to(DType::f32)) + xf;
+                                                   },
+                                                   randn({16, 16}).to(DType::bf16)),
+                                               policy);
+  EXPECT_NO_THROW(codegen::verify_schedule(shared));
+  const ir::ValueId xf = cast_of(shared, shared.graph.inputs[0].value);
+  ASSERT_GE(xf, 0);
+  EXPECT_NE(shared.at(xf).state, codegen::ValueState::alias);
+}
+
+TEST(ScheduleVerifier, RejectsAConvertingAliasReadByAnElementwiseNode) {
+  SKIP_IN_DEBUG();
+  manual_seed(7);
+  // exp(cast(x)) with the cast turned into an alias by hand: exp would read bf16 bits as f32.
+  codegen::Schedule s = schedule_of([](const Tensor& x) { return exp(x.to(DType::f32)); },
+                                    randn({4, 8}).to(DType::bf16));
+  const ir::ValueId xf = cast_of(s, s.graph.inputs[0].value);
+  ASSERT_GE(xf, 0);
+  for (codegen::Kernel& k : s.kernels) {
+    std::erase(k.nodes, s.graph.values[xf].producer);
+    std::erase(k.stores, xf);
+  }
+  s.values[xf] = codegen::ValueSchedule{};
+  s.values[xf].state = codegen::ValueState::alias;
+  s.values[xf].view = s.at(s.graph.inputs[0].value).view;
+  EXPECT_TRUE(test::contains(verifier_error(s), "reads only its own dtype")) << verifier_error(s);
+}
+
 // What ZC_LOGS=fusion prints while `f` is scheduled.
 std::string fusion_log(const test::Program& f, const Tensor& x) {
   ir::Graph g = lowered(f, x);

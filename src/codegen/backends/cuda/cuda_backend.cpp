@@ -100,6 +100,10 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   // cuBLASLt for every product of a float dtype but the smallest (seed64's 10x10 layers stay in
   // the generated kernel, fused with their epilogue, where a library call would cost more than
   // the arithmetic); integer products are generated.
+  // cuBLASLt multiplies f16/bf16 on the tensor cores with f32 accumulation: a bf16 model's
+  // products read its bf16 weights and activations, never an f32 copy of them.
+  bool matmul_reads_half_operands() const override { return true; }
+
   MatmulPath matmul_path(const ops::MatmulShapes& d, DType dtype) const override {
     const bool float_type =
         dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;

@@ -125,7 +125,7 @@ class CudaExecutable final : public RawExecutable {
         const LibraryMatmul& lm = *l.library;
         const CUdeviceptr esize = dtype_size(lm.problem.a);
         zc::cuda::gemm(lm.problem, buffer(lm.a) + lm.a_offset * esize,
-                       buffer(lm.b) + lm.b_offset * esize,
+                       buffer(lm.b) + lm.b_offset * dtype_size(lm.problem.b),
                        buffer(lm.d) + lm.d_offset * dtype_size(lm.problem.d), 0, device_, stream);
         if (!l.has_kernel) continue;
       }
@@ -173,9 +173,13 @@ class CudaExecutable final : public RawExecutable {
         *gx = static_cast<unsigned>(l.grid_x);
         *gy = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(l.grid_y, 1), 65535));
         break;
-      default:
+      default: {
+        // Vector steps of l.vector elements (the element loop for misaligned inputs strides
+        // over the same grid).
+        const int64_t steps = l.work / l.vector;
         *gx = static_cast<unsigned>(std::max<int64_t>(
-            1, std::min<int64_t>((l.work + threads - 1) / threads, int64_t{sm_count_} * 32)));
+            1, std::min<int64_t>((steps + threads - 1) / threads, int64_t{sm_count_} * 32)));
+      }
     }
   }
 

@@ -34,6 +34,11 @@ class KernelEmitter final : private CLikeEmitter {
 
   // Opens a grid-stride loop over `n` elements: the linear index is "zc_i".
   void open_grid_loop(int64_t n);
+  // The body of a pointwise kernel (or a library epilogue) over k.space: member nodes other
+  // than the anchor, then the stores other than `skip`; in vector steps of launch.vector
+  // elements when the pointers are aligned, element by element otherwise.
+  void emit_elementwise_loops(const Kernel& k, const Launch& l, ir::ValueId skip);
+  void emit_vector_loop(const Kernel& k, const Launch& l, ir::ValueId skip);
   // Declares the index names of `shape` at row-major linear index `linear` ("0" for size-1
   // dims, which get no name).
   Names decompose(const Shape& shape, const std::string& linear, const std::string& prefix);

@@ -64,15 +64,7 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
 void KernelEmitter::emit_library_epilogue(const Kernel& k, const Launch& l) {
   const ValueId C = s_.graph.nodes[k.anchor].outputs[0];
   library_output_ = C;
-  open_grid_loop(l.work);
-  Names names = decompose(k.space, "zc_i", "i");
-  for (int32_t idx : k.nodes) {
-    if (idx != k.anchor) emit_node(idx, names);
-  }
-  for (ValueId v : k.stores) {
-    if (v != C) w_.line(store(v, names, "v" + std::to_string(v)));
-  }
-  w_.close();
+  emit_elementwise_loops(k, l, C);
 }
 
 }  // namespace zc::codegen::cuda

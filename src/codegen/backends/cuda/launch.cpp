@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ops/shape_rules.h"
+#include "tensor/element.h"
 #include "util/check.h"
 
 namespace zc::codegen::cuda {
@@ -21,7 +22,74 @@ int row_block(int64_t n) {
   return b;
 }
 
+// The values kernel k reads from memory (not its registers, not one-element constants, which
+// are literals), each once. A library matmul's product is read from memory by its epilogue.
+std::vector<ir::ValueId> memory_reads(const Schedule& s, int32_t k) {
+  const Kernel& K = s.kernels[k];
+  const ir::ValueId product =
+      K.kind == KernelKind::matmul ? s.graph.nodes[K.anchor].outputs[0] : ir::ValueId{-1};
+  std::vector<ir::ValueId> out;
+  for (int32_t idx : K.nodes) {
+    if (idx == K.anchor) continue;
+    for (ir::ValueId u : s.graph.nodes[idx].inputs) {
+      const ValueSchedule& v = s.at(u);
+      const bool reg = v.kernel == k && u != product && v.state != ValueState::alias;
+      const bool literal =
+          v.state == ValueState::constant && shape_numel(s.graph.meta(u).shape) == 1;
+      if (!reg && !literal && std::find(out.begin(), out.end(), u) == out.end()) out.push_back(u);
+    }
+  }
+  return out;
+}
+
+// Value u's stride along the last dim of the iteration space it is broadcast to: 0 when it is
+// broadcast along it.
+int64_t last_dim_stride(const Schedule& s, ir::ValueId u) {
+  const Shape& shape = s.graph.meta(u).shape;
+  if (shape.empty() || shape.back() == 1) return 0;
+  return s.at(u).view.strides.back();
+}
+
 }  // namespace
+
+std::vector<ir::ValueId> vector_loads(const Schedule& s, int32_t k) {
+  std::vector<ir::ValueId> out;
+  for (ir::ValueId u : memory_reads(s, k)) {
+    if (last_dim_stride(s, u) == 1) out.push_back(u);
+  }
+  return out;
+}
+
+int vector_width(const Schedule& s, int32_t k) {
+  const Kernel& K = s.kernels[k];
+  if (K.space.empty() || K.space.back() <= 1) return 1;
+  std::vector<ir::ValueId> dense;
+  for (ir::ValueId u : memory_reads(s, k)) {
+    const int64_t st = last_dim_stride(s, u);
+    if (st != 0 && st != 1) return 1;
+    if (st == 1) dense.push_back(u);
+  }
+  for (ir::ValueId v : K.stores) {
+    if (s.graph.meta(v).shape != K.space || s.at(v).view.offset != 0) return 1;
+    dense.push_back(v);
+  }
+  size_t widest = 0;
+  for (ir::ValueId u : dense)
+    widest = std::max(widest, dtype_size(s.graph.meta(s.base_of(u)).dtype));
+  if (widest == 0 || widest > 8) return 1;
+  const int width = static_cast<int>(16 / widest);
+  if (K.space.back() % width != 0) return 1;
+  // Each step's first element must sit at a multiple of the width in every dense operand.
+  for (ir::ValueId u : dense) {
+    const ValueView& v = s.at(u).view;
+    if (v.offset % width != 0) return 1;
+    const Shape& shape = s.graph.meta(u).shape;
+    for (size_t d = 0; d + 1 < shape.size(); ++d) {
+      if (shape[d] != 1 && v.strides[d] % width != 0) return 1;
+    }
+  }
+  return width;
+}
 
 std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
   std::vector<Launch> plan;
@@ -39,6 +107,7 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
     switch (K.kind) {
       case KernelKind::pointwise:
         l.work = shape_numel(K.space);
+        l.vector = vector_width(s, static_cast<int32_t>(k));
         break;
       case KernelKind::copy:
         l.work = shape_numel(s.graph.meta(K.copy_from).shape);
@@ -67,6 +136,7 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
           // cuBLASLt computes the product; a grid-stride kernel runs the epilogue over it.
           l.has_kernel = K.nodes.size() > 1;
           l.work = shape_numel(K.space);
+          l.vector = vector_width(s, static_cast<int32_t>(k));
           break;
         }
         ops::MatmulShapes d =

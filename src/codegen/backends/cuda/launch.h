@@ -31,6 +31,10 @@ struct Launch {
   // elementwise epilogue over the product in memory.
   std::optional<LibraryMatmul> library;
   bool has_kernel = true;
+  // Pointwise kinds (and a library epilogue): elements each thread takes per step, read and
+  // written with one load or store of up to 16 bytes per dense operand (vector_width()); 1
+  // for element-by-element code.
+  int vector = 1;
 };
 
 // Tile edge of the generated matmul kernel.
@@ -48,6 +52,18 @@ inline AttentionTiling attention_tiling(int64_t head_dim) {
   const int tpr = head_dim > 64 ? 8 : 4;
   return {tpr, kAttentionThreads / tpr};
 }
+
+// Elements per vector step of pointwise kernel k (or a library matmul's epilogue), when its
+// loads and stores allow one: every value read from memory is dense along the last dim of the
+// iteration space (stride 1, with the element of every step's first lane a multiple of the
+// width) or constant along it (stride 0, one scalar load per lane), every store is dense, and
+// the last dim is a multiple of the width. The width makes the widest element's vector 16
+// bytes. 1 when any of that fails. The pointers' run-time alignment is checked by the kernel
+// itself, which keeps an element loop for misaligned inputs.
+int vector_width(const Schedule& s, int32_t k);
+
+// The values that vector steps of kernel k load as vectors (those dense along the last dim).
+std::vector<ir::ValueId> vector_loads(const Schedule& s, int32_t k);
 
 std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan& plan);
 

@@ -63,6 +63,10 @@ std::optional<LibraryMatmul> library_matmul(const Schedule& s, const Kernel& k) 
   ZC_CHECK(s.at(C).state == ValueState::stored, "a library product is not stored");
   const ops::TensorMeta &am = s.graph.meta(A), &bm = s.graph.meta(B), &cm = s.graph.meta(C);
   if (am.dtype != bm.dtype || !library_dtype(am.dtype) || cm.dtype != am.dtype) return std::nullopt;
+  // The operands' buffers: f16/bf16 under converting aliases of an f32 product (tensor-core
+  // inputs, f32 accumulation and output).
+  const DType a_type = s.graph.meta(s.base_of(A)).dtype, b_type = s.graph.meta(s.base_of(B)).dtype;
+  if (a_type != b_type || !library_dtype(a_type)) return std::nullopt;
   const ops::MatmulShapes d = ops::matmul_shapes(am.shape, bm.shape);
   if (d.a_vec || d.b_vec || d.M == 0 || d.N == 0) return std::nullopt;
   const ValueView& av = s.at(A).view;
@@ -70,7 +74,9 @@ std::optional<LibraryMatmul> library_matmul(const Schedule& s, const Kernel& k) 
   const ValueView& cv = s.at(C).view;
   LibraryMatmul lm;
   zc::cuda::GemmProblem& p = lm.problem;
-  p.a = p.b = p.d = cm.dtype;
+  p.a = a_type;
+  p.b = b_type;
+  p.d = cm.dtype;
   p.M = d.M;
   p.N = d.N;
   p.K = d.K;
