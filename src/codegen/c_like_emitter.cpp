@@ -11,8 +11,16 @@ namespace zc::codegen {
 
 using ir::ValueId;
 
+bool in_kernel_register(const Schedule& s, int32_t k, ValueId u, ValueId library_output) {
+  return s.at(u).kernel == k && u != library_output && s.at(u).state != ValueState::alias;
+}
+
+bool read_as_literal(const Schedule& s, ValueId u) {
+  return s.at(u).state == ValueState::constant && shape_numel(s.graph.meta(u).shape) == 1;
+}
+
 bool CLikeEmitter::in_register(ValueId u) const {
-  return s_.at(u).kernel == kernel_ && u != library_output_ && s_.at(u).state != ValueState::alias;
+  return in_kernel_register(s_, kernel_, u, library_output_);
 }
 
 std::string CLikeEmitter::element_ref(ValueId u, const Names& idx) const {
@@ -54,7 +62,7 @@ std::string CLikeEmitter::operand(ValueId u, const Shape& out, const Names& name
     if (value == u) return expr;
   }
   const ops::TensorMeta& m = s_.graph.meta(u);
-  if (s_.at(u).state == ValueState::constant && shape_numel(m.shape) == 1) {
+  if (read_as_literal(s_, u)) {
     for (const ir::Constant& c : s_.graph.constants) {
       if (c.value == u) return literal(load_as_double(c.data.raw_data(), m.dtype), m.dtype);
     }

@@ -15,6 +15,12 @@
 
 namespace zc::codegen {
 
+// How a kernel reads value u: from a register when kernel k computes it (and it is neither a
+// view nor the product a library wrote to memory, `library_output`); as a literal when it is a
+// one-element constant; otherwise from memory. Launch planning asks the same questions.
+bool in_kernel_register(const Schedule& s, int32_t k, ir::ValueId u, ir::ValueId library_output);
+bool read_as_literal(const Schedule& s, ir::ValueId u);
+
 class CLikeEmitter {
  public:
   using Names = std::vector<std::string>;

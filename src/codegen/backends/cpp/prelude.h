@@ -1,5 +1,6 @@
-// The fixed head of every generated source: the ABI, 16-bit float conversions and the
-// NaN-propagating helpers whose semantics must equal the eager kernels'.
+// The fixed head of every generated source: the ABI, 16-bit float conversions and the math
+// helpers whose semantics must equal the eager kernels'. The helpers both C-like backends
+// share (c_helpers.h) follow it, with ZC_FN as defined at its end.
 #pragma once
 
 namespace zc::codegen::cpp {
@@ -98,18 +99,7 @@ static inline float zc_fabs(float x) { return fabsf(x); }
 static inline double zc_fabs(double x) { return fabs(x); }
 static inline float zc_pow(float a, float b) { return powf(a, b); }
 static inline double zc_pow(double a, double b) { return pow(a, b); }
-// Integer powers, exact with wrap-around, as the eager kernel computes them.
-template <class T> static inline T zc_ipow(T a, T b) {
-  if (b < 0) return a == 1 ? (T)1 : a == -1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0;
-  uint64_t r = 1, x = (uint64_t)a;
-  for (uint64_t e = (uint64_t)b; e != 0; e >>= 1) {
-    if (e & 1) r *= x;
-    x *= x;
-  }
-  return (T)r;
-}
-template <class T> static inline T zc_max(T a, T b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
-template <class T> static inline T zc_min(T a, T b) { return a != a ? a : b != b ? b : (a < b ? a : b); }
+#define ZC_FN static inline
 )PRELUDE";
 
 }  // namespace zc::codegen::cpp

@@ -3,6 +3,7 @@
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/backends/cuda/prelude.h"
+#include "codegen/c_helpers.h"
 
 namespace zc::codegen::cuda {
 
@@ -10,6 +11,8 @@ CudaModule emit(const Schedule& s, const BufferPlan& plan) {
   CudaModule m;
   CodeWriter w;
   w.raw(kPrelude);
+  w.raw(kSharedHelpers);
+  w.raw(kBlockReductions);
   KernelEmitter emitter(s, plan, w);
   std::vector<Launch> launches = launch_plan(s, plan);
   for (size_t k = 0; k < launches.size(); ++k) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codegen/c_like_emitter.h"
 #include "ops/shape_rules.h"
 #include "tensor/element.h"
 #include "util/check.h"
@@ -22,8 +23,8 @@ int row_block(int64_t n) {
   return b;
 }
 
-// The values kernel k reads from memory (not its registers, not one-element constants, which
-// are literals), each once. A library matmul's product is read from memory by its epilogue.
+// The values kernel k reads from memory (c_like_emitter.h), each once. A library matmul's
+// product is read from memory by its epilogue.
 std::vector<ir::ValueId> memory_reads(const Schedule& s, int32_t k) {
   const Kernel& K = s.kernels[k];
   const ir::ValueId product =
@@ -32,11 +33,10 @@ std::vector<ir::ValueId> memory_reads(const Schedule& s, int32_t k) {
   for (int32_t idx : K.nodes) {
     if (idx == K.anchor) continue;
     for (ir::ValueId u : s.graph.nodes[idx].inputs) {
-      const ValueSchedule& v = s.at(u);
-      const bool reg = v.kernel == k && u != product && v.state != ValueState::alias;
-      const bool literal =
-          v.state == ValueState::constant && shape_numel(s.graph.meta(u).shape) == 1;
-      if (!reg && !literal && std::find(out.begin(), out.end(), u) == out.end()) out.push_back(u);
+      if (!in_kernel_register(s, k, u, product) && !read_as_literal(s, u) &&
+          std::find(out.begin(), out.end(), u) == out.end()) {
+        out.push_back(u);
+      }
     }
   }
   return out;

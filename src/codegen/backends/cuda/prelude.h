@@ -1,8 +1,10 @@
 // The fixed head of every generated CUDA source. NVRTC compiles it without any header: the
 // integer types, the 16-bit float conversions, the math helpers op expressions call
-// (ops/elementwise.h: zc_exp ... zc_min, for float and double) and the block reductions are
-// all here, with the same semantics as the C++ backend's prelude and the eager kernels (NaN
-// propagation, round-to-nearest-even conversions, the first index on ties).
+// (ops/elementwise.h: zc_exp ... zc_pow, for float and double) and the block reductions are
+// here, with the same semantics as the C++ backend's prelude and the eager kernels (NaN
+// propagation, round-to-nearest-even conversions, the first index on ties). The emitter writes
+// kPrelude, the helpers both C-like backends share (c_helpers.h: zc_ipow, zc_max, zc_min, with
+// ZC_FN as kPrelude defines it), then kBlockReductions, which use them.
 #pragma once
 
 namespace zc::codegen::cuda {
@@ -50,23 +52,11 @@ static __device__ __forceinline__ float zc_fabs(float x) { return fabsf(x); }
 static __device__ __forceinline__ double zc_fabs(double x) { return fabs(x); }
 static __device__ __forceinline__ float zc_pow(float a, float b) { return powf(a, b); }
 static __device__ __forceinline__ double zc_pow(double a, double b) { return pow(a, b); }
-// Integer powers, exact with wrap-around, as the eager kernel computes them.
-template <class T> static __device__ __forceinline__ T zc_ipow(T a, T b) {
-  if (b < 0) return a == 1 ? (T)1 : a == -1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0;
-  uint64_t r = 1, x = (uint64_t)a;
-  for (uint64_t e = (uint64_t)b; e != 0; e >>= 1) {
-    if (e & 1) r *= x;
-    x *= x;
-  }
-  return (T)r;
-}
-template <class T> static __device__ __forceinline__ T zc_max(T a, T b) {
-  return a != a ? a : b != b ? b : (a > b ? a : b);
-}
-template <class T> static __device__ __forceinline__ T zc_min(T a, T b) {
-  return a != a ? a : b != b ? b : (a < b ? a : b);
-}
+#define ZC_FN static __device__ __forceinline__
+)PRELUDE";
 
+// After the shared helpers (c_helpers.h).
+inline constexpr const char* kBlockReductions = R"PRELUDE(
 // Block reductions. Every block has a multiple of 32 threads; `smem` holds 32 slots of the
 // accumulator type; every thread gets the result. A reduction may follow another at once:
 // the first barrier keeps a fast warp from overwriting slots a slow one still reads.
