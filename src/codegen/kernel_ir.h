@@ -10,9 +10,15 @@
 // listed in `stores`.
 //
 // A *converting alias* is an alias whose base has another dtype than the value: a cast from
-// f16/bf16 to f32 that only matmul kernels read (through views), when the policy says matmuls
-// read half operands (SchedulePolicy::matmul_reads_half_operands). Loads through it convert;
-// a library product multiplies the half base directly. Nothing else ever reads one.
+// f16/bf16 to f32 (exact, so reading the base and converting is the cast). Two kinds, as the
+// policy allows (schedule.h):
+//  - read only by matmul kernels (through views): a library product multiplies the half base
+//    directly (SchedulePolicy::matmul_reads_half_operands);
+//  - the cast of a graph input, parameter or constant read by nodes whose loads convert
+//    (reads_through_converting_loads: elementwise, reductions, attention) or by such matmuls
+//    (SchedulePolicy::elementwise_reads_half_inputs).
+// Loads through one convert. Nothing else ever reads one: an extern op, a gather or a copy
+// would read the base's bits as the value's dtype.
 //
 // Kernel kinds:
 //   pointwise   elementwise nodes over one iteration space (the output shape), broadcasting
@@ -35,8 +41,15 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/registry.h"
 
 namespace zc::codegen {
+
+// Whether generated code for `op` reads its operands through loads that convert a converting
+// alias (see above).
+inline bool reads_through_converting_loads(ops::OpId op) {
+  return ops::is_elementwise(op) || ops::is_primitive_reduction(op) || op == ops::OpId::attention;
+}
 
 enum class ValueState : uint8_t { unset, fused, stored, alias, input, constant };
 

@@ -192,13 +192,17 @@ class Scheduler {
     define(out, add_kernel(std::move(k)), ValueState::stored);
   }
 
-  // Per node: a cast from f16/bf16 to f32 whose every use, through permute/expand/slice views,
-  // is an operand of a generated or library matmul whose other operand is such a cast from the
-  // same dtype, and which no graph output reaches. Only when the policy asks for it.
+  // Per node: a cast from f16/bf16 to f32 that no graph output reaches and whose every use,
+  // through permute/expand/slice views, is
+  //  - an operand of a generated or library matmul whose other operand is such a cast from the
+  //    same dtype (when the policy's matmuls read half operands), or else
+  //  - (a cast of a graph input, parameter or constant, when the policy's elementwise loads
+  //    read half inputs) such a matmul, an elementwise node, a reduction or attention.
   std::vector<bool> converting_casts() const {
     const ir::Graph& g = s_.graph;
     std::vector<bool> out(g.nodes.size(), false);
-    if (!policy_.matmul_reads_half_operands()) return out;
+    if (!policy_.matmul_reads_half_operands() && !policy_.elementwise_reads_half_inputs())
+      return out;
     std::vector<std::vector<int32_t>> users(g.values.size());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       for (ValueId u : g.nodes[i].inputs) users[u].push_back(static_cast<int32_t>(i));
@@ -219,7 +223,7 @@ class Scheduler {
     };
     auto half_matmul = [&](int32_t idx) {
       const ir::Node& n = g.nodes[idx];
-      if (n.op != OpId::matmul) return false;
+      if (n.op != OpId::matmul || !policy_.matmul_reads_half_operands()) return false;
       auto a = cast_source(n.inputs[0]), b = cast_source(n.inputs[1]);
       if (!a || !b || *a != *b) return false;
       const auto dims = ops::matmul_shapes(meta(n.inputs[0]).shape, meta(n.inputs[1]).shape);
@@ -235,10 +239,31 @@ class Scheduler {
       }
       return true;
     };
+    // Elementwise nodes, reductions and attention read through loads that convert too; their
+    // casts of inputs, parameters and constants (already in memory: nothing is materialized
+    // for them) need no kernel of their own.
+    std::function<bool(ValueId)> only_converting_loads = [&](ValueId v) {
+      if (is_output[v] || users[v].empty()) return false;
+      for (int32_t u : users[v]) {
+        const OpId op = g.nodes[u].op;
+        if (op == OpId::permute || op == OpId::expand || op == OpId::slice) {
+          if (!only_converting_loads(g.nodes[u].outputs[0])) return false;
+        } else if (op == OpId::matmul) {
+          if (!half_matmul(u)) return false;
+        } else if (!reads_through_converting_loads(op) ||
+                   !policy_.supports(op, meta(g.nodes[u].outputs[0]).dtype)) {
+          return false;
+        }
+      }
+      return true;
+    };
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
-      if (n.op == OpId::cast && cast_source(n.outputs[0]) && only_matmuls(n.outputs[0]))
-        out[i] = true;
+      if (n.op != OpId::cast || !cast_source(n.outputs[0])) continue;
+      const bool from_memory = g.values[n.inputs[0]].producer < 0;
+      out[i] =
+          only_matmuls(n.outputs[0]) || (from_memory && policy_.elementwise_reads_half_inputs() &&
+                                         only_converting_loads(n.outputs[0]));
     }
     return out;
   }

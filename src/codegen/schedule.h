@@ -40,6 +40,11 @@ class SchedulePolicy {
   // first (a library that multiplies half inputs on tensor cores with f32 accumulation, which
   // is the cast's numerics exactly). Such casts become converting aliases (see kernel_ir.h).
   virtual bool matmul_reads_half_operands() const { return false; }
+
+  // Whether elementwise nodes, reductions and attention may read an f16/bf16 graph input,
+  // parameter or constant through a converting alias where the graph casts it to f32 (a
+  // layer_norm's bf16 weight): the cast is exact, so it needs no kernel and no f32 copy.
+  virtual bool elementwise_reads_half_inputs() const { return false; }
 };
 
 Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy);

@@ -53,8 +53,9 @@ void check_kernel_shape(const Schedule& s, int32_t k) {
   }
 }
 
-// A converting alias (kernel_ir.h): f16/bf16 read as f32, only by matmuls and by views that
-// are converting aliases themselves.
+// A converting alias (kernel_ir.h): f16/bf16 read as f32, by matmuls, by views that are
+// aliases themselves and, when it is the cast of an input or constant, by nodes whose loads
+// convert.
 void check_converting_alias(const Schedule& s, ValueId v, DType from, DType to) {
   const ir::Graph& g = s.graph;
   ZC_CHECK((from == DType::f16 || from == DType::bf16) && to == DType::f32,
@@ -63,12 +64,20 @@ void check_converting_alias(const Schedule& s, ValueId v, DType from, DType to) 
   for (ValueId o : g.outputs) {
     ZC_CHECK(o != v, "converting alias %" << v << " is a graph output");
   }
+  const ValueState base = s.at(s.base_of(v)).state;
+  const bool of_memory = base == ValueState::input || base == ValueState::constant;
   for (const ir::Node& n : g.nodes) {
     if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end()) continue;
-    ZC_CHECK(n.op == ops::OpId::matmul ||
-                 (ops::is_view(n.op) && s.at(n.outputs[0]).state == ValueState::alias),
+    if (n.op == ops::OpId::matmul ||
+        (ops::is_view(n.op) && s.at(n.outputs[0]).state == ValueState::alias))
+      continue;
+    ZC_CHECK(reads_through_converting_loads(n.op),
              "converting alias %" << v << " is read by " << ops::op_def(n.op).name
                                   << ", which reads only its own dtype");
+    ZC_CHECK(of_memory, "converting alias %"
+                            << v << " of a computed value is read by " << ops::op_def(n.op).name
+                            << ": only casts of inputs and constants are read by elementwise "
+                               "nodes, reductions and attention");
   }
 }
 

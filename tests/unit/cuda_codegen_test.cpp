@@ -83,6 +83,32 @@ TEST(CudaCodegen, LargeMatmulsGoToTheLibraryWithAGeneratedEpilogue) {
   EXPECT_TRUE(is_elf(backend->build(code.source)));
 }
 
+// A bf16 transformer block in as many kernels as in f32: layer_norm's bf16 weight and bias are
+// read and converted where they are (no cast kernels, no f32 copies), the products read bf16
+// operands, and the attention kernel reads the bf16 projections.
+TEST(CudaCodegen, ABf16TransformerBlockHasTheKernelsOfAnF32One) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(4);
+  auto kernels = [&](DType dt) {
+    nn::TransformerBlock block(64, 4, /*causal=*/true);
+    block.eval();
+    block.to(dt);
+    lower::LowerContext lc;
+    lc.keep = backend->native_ops();
+    ir::Graph low = lower::lower(
+        capture::capture_module(block, randn({2, 16, 64}).to(dt), nullptr, true).graph, lc);
+    codegen::CodegenResult code = codegen::codegen(low, *backend);
+    std::vector<codegen::KernelKind> kinds;
+    for (const codegen::Kernel& k : code.schedule.kernels) kinds.push_back(k.kind);
+    if (dt == DType::bf16) EXPECT_TRUE(is_elf(backend->build(code.source)));
+    return kinds;
+  };
+  const std::vector<codegen::KernelKind> f32 = kernels(DType::f32), bf16 = kernels(DType::bf16);
+  EXPECT_EQ(bf16, f32);
+  EXPECT_EQ(std::count(bf16.begin(), bf16.end(), codegen::KernelKind::pointwise), 0);
+}
+
 // Pointwise kernels whose last dim allows it take 16 bytes per operand per step (4 f32 or 8
 // bf16 elements), with an element loop kept for misaligned pointers; a last dim that is not a
 // multiple of the width, or an operand strided along it, keeps the element loop only.
@@ -117,8 +143,10 @@ TEST(CudaCodegen, PointwiseKernelsTakeVectorSteps) {
   }
 }
 
-// The fused attention kernel has three tilings (four threads a row reading float4s, the same
-// with scalar reads, eight threads a row); NVRTC builds each, in each float dtype.
+// The fused attention kernel in each of its forms: tiled (head dims that are multiples of 4 up
+// to 128, also with a value dim that is not a multiple of 64), and by rows (four threads a row
+// reading scalars, eight threads a row reading float4s, for dims the tiles do not take); NVRTC
+// builds each, in each float dtype. f64 always takes the rows form.
 TEST(CudaCodegen, AttentionBuildsInEveryTiling) {
   auto backend = sm90();
   SKIP_WITHOUT_NVRTC(*backend);
@@ -126,9 +154,11 @@ TEST(CudaCodegen, AttentionBuildsInEveryTiling) {
     Shape q, v;
     const char* reads;  // what the source must contain
   };
-  for (const Case& c : {Case{{2, 12, 128, 64}, {2, 12, 128, 64}, "const float4 zc_t"},
-                        Case{{2, 3, 40, 24}, {2, 3, 40, 24}, "zc_d < 24"},
-                        Case{{1, 2, 130, 128}, {1, 2, 130, 96}, "% 8"}}) {
+  for (const Case& c : {Case{{2, 12, 128, 64}, {2, 12, 128, 64}, "float4 zc_qv"},
+                        Case{{2, 3, 40, 24}, {2, 3, 40, 24}, "zc_tx * 4 + 0 < 24"},
+                        Case{{1, 2, 130, 128}, {1, 2, 130, 96}, "zc_kv[32]"},
+                        Case{{2, 3, 40, 22}, {2, 3, 40, 22}, "zc_d < 22"},
+                        Case{{1, 2, 30, 192}, {1, 2, 30, 192}, "const float4 zc_t"}}) {
     for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
       manual_seed(5);
       Tensor k = randn(c.q).to(dt), v = randn(c.v).to(dt);
@@ -145,7 +175,7 @@ TEST(CudaCodegen, AttentionBuildsInEveryTiling) {
       if (dt != DType::f64) {
         EXPECT_TRUE(test::contains(code.source.text, c.reads)) << code.source.text;
       } else {
-        EXPECT_FALSE(test::contains(code.source.text, "const float4 zc_t")) << code.source.text;
+        EXPECT_FALSE(test::contains(code.source.text, "float4")) << code.source.text;
       }
       EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
     }
@@ -258,6 +288,22 @@ TEST(CudaCompile, Seed64AndGptMatchTheCpu) {
   gpt->to(Device::cuda(0));
   Tensor gpt_got = compile(gpt)(tokens.to(Device::cuda(0)));
   EXPECT_TRUE(allclose(gpt_got.to(Device::cpu()), gpt_want, 1e-3, 1e-4));
+}
+
+// A bf16 transformer block on the GPU (bf16 products on the tensor cores, layer_norm reading its
+// bf16 parameters in place, the tiled attention over bf16 projections) against the CPU's eager
+// bf16 block, within bf16's rounding.
+TEST(CudaCompile, ABf16TransformerBlockMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(9);
+  auto block = std::make_shared<nn::TransformerBlock>(128, 2, /*causal=*/true);
+  block->eval();
+  block->to(DType::bf16);
+  Tensor x = randn({2, 40, 128}).to(DType::bf16);
+  Tensor want = (*block)(x).to(DType::f32);
+  block->to(Device::cuda(0));
+  Tensor got = compile(block)(x.to(Device::cuda(0))).to(Device::cpu()).to(DType::f32);
+  EXPECT_TRUE(allclose(got, want, 3e-2, 3e-2));
 }
 
 // The same compiled kernel over an aligned input (vector steps) and over one that starts 4

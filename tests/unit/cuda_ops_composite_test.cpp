@@ -480,11 +480,14 @@ TEST_F(CudaOps, EmbeddingCatAttention) {
       {{2, 17, 16}, {2, 17, 16}, {2, 17, 3}, true, std::nullopt},  // the value dim differs
       {{1, 2, 4, 8}, {1, 2, 7, 8}, {1, 2, 7, 5}, false, 1.7},      // more keys than queries
       {{1, 1, 8}, {1, 1, 8}, {1, 1, 8}, true, std::nullopt},       // one token
-      // f32 reads the tiles four floats at a time (dims a multiple of 16); 70 keys are two tiles
+      // the tiled form: 70 keys are two tiles of 64, the causal mask cuts the second
       {{1, 2, 70, 64}, {1, 2, 70, 64}, {1, 2, 70, 64}, true, std::nullopt},
-      // head dims above 64: eight threads a row; the keys span several tiles
+      // head dims above 64: tiles of 32 keys, here five of them
       {{1, 1, 33, 128}, {1, 1, 130, 128}, {1, 1, 130, 128}, false, std::nullopt},
+      // a value dim that is not a multiple of 64: the last column group is partly idle
       {{1, 1, 9, 72}, {1, 1, 9, 72}, {1, 1, 9, 40}, true, std::nullopt},
+      // above 128 dims: the rows form, eight threads a row reading float4s (and f64 scalars)
+      {{1, 2, 20, 192}, {1, 2, 20, 192}, {1, 2, 20, 192}, true, std::nullopt},
   };
   for (const Att& a : atts) {
     const Fn f = [a](const std::vector<Tensor>& v) {

@@ -109,15 +109,20 @@ TEST(ScheduleVerifier, RejectsAStoreItsKernelDoesNotMake) {
 // CUDA backend's cuBLASLt products do).
 class HalfOperandPolicy final : public codegen::SchedulePolicy {
  public:
-  HalfOperandPolicy() : backend_(codegen::cpp::make_cpp_backend()) {}
+  // `elementwise`: elementwise nodes, reductions and attention read half inputs too (as the
+  // CUDA backend's loads do).
+  explicit HalfOperandPolicy(bool elementwise = false)
+      : backend_(codegen::cpp::make_cpp_backend()), elementwise_(elementwise) {}
   bool supports(ops::OpId op, DType t) const override { return backend_->policy().supports(op, t); }
   MatmulPath matmul_path(const ops::MatmulShapes& d, DType t) const override {
     return backend_->policy().matmul_path(d, t);
   }
   bool matmul_reads_half_operands() const override { return true; }
+  bool elementwise_reads_half_inputs() const override { return elementwise_; }
 
  private:
   std::unique_ptr<codegen::Backend> backend_;
+  bool elementwise_ = false;
 };
 
 // The cast of a value to f32 in a schedule, or -1.
@@ -172,21 +177,66 @@ TEST(ScheduleConvertingCasts, HalfOperandsOfAProductAreReadInPlace) {
   EXPECT_NE(shared.at(xf).state, codegen::ValueState::alias);
 }
 
-TEST(ScheduleVerifier, RejectsAConvertingAliasReadByAnElementwiseNode) {
+TEST(ScheduleConvertingCasts, HalfInputsOfElementwiseNodesAreReadInPlace) {
+  manual_seed(8);
+  // A bf16 nn::LayerNorm (its weight and bias are parameters, so graph inputs): x, the weight
+  // and the bias are read as bf16 and converted in the one kernel; no cast has a kernel or an
+  // f32 buffer of its own.
+  nn::LayerNorm ln(16);
+  ln.to(DType::bf16);
+  const Tensor x = randn({4, 16}).to(DType::bf16);
+  auto norm = [&](const codegen::SchedulePolicy& p) {
+    return codegen::schedule(
+        lower::lower(capture::capture_module(ln, x, nullptr, true).graph, lower::LowerContext{}),
+        p);
+  };
+  HalfOperandPolicy policy(/*elementwise=*/true);
+  codegen::Schedule s = norm(policy);
+  EXPECT_NO_THROW(codegen::verify_schedule(s));
+  ASSERT_EQ(s.kernels.size(), 1u);
+  EXPECT_EQ(s.kernels[0].kind, codegen::KernelKind::row_reduce);
+  int aliases = 0;
+  for (const ir::Node& n : s.graph.nodes) {
+    if (n.op != ops::OpId::cast || s.graph.meta(n.outputs[0]).dtype != DType::f32) continue;
+    EXPECT_EQ(s.at(n.outputs[0]).state, codegen::ValueState::alias);
+    EXPECT_EQ(s.graph.meta(s.base_of(n.outputs[0])).dtype, DType::bf16);
+    ++aliases;
+  }
+  EXPECT_EQ(aliases, 3);
+  // Products alone read half operands in place: the [16] casts are kernels of their own.
+  EXPECT_GT(norm(HalfOperandPolicy()).kernels.size(), 1u);
+
+  // A cast of a computed value is computed where it is read, never an alias.
+  codegen::Schedule computed =
+      codegen::schedule(lowered([](const Tensor& x) { return exp((x * 2.0).to(DType::f32)); },
+                                randn({4, 8}).to(DType::bf16)),
+                        policy);
+  EXPECT_NO_THROW(codegen::verify_schedule(computed));
+  for (const ir::Node& n : computed.graph.nodes) {
+    if (n.op == ops::OpId::cast)
+      EXPECT_NE(computed.at(n.outputs[0]).state, codegen::ValueState::alias);
+  }
+}
+
+TEST(ScheduleVerifier, RejectsAConvertingAliasReadByAGather) {
   SKIP_IN_DEBUG();
   manual_seed(7);
-  // exp(cast(x)) with the cast turned into an alias by hand: exp would read bf16 bits as f32.
-  codegen::Schedule s = schedule_of([](const Tensor& x) { return exp(x.to(DType::f32)); },
-                                    randn({4, 8}).to(DType::bf16));
-  const ir::ValueId xf = cast_of(s, s.graph.inputs[0].value);
-  ASSERT_GE(xf, 0);
-  for (codegen::Kernel& k : s.kernels) {
-    std::erase(k.nodes, s.graph.values[xf].producer);
-    std::erase(k.stores, xf);
-  }
-  s.values[xf] = codegen::ValueSchedule{};
-  s.values[xf].state = codegen::ValueState::alias;
-  s.values[xf].view = s.at(s.graph.inputs[0].value).view;
+  Tensor ids = randint(0, 4, {3});
+  // embedding(cast(table), ids) with the cast turned into an alias by hand: the gather would
+  // copy bf16 bits as f32.
+  codegen::Schedule s =
+      schedule_of([=](const Tensor& t) { return embedding(t.to(DType::f32), ids); },
+                  randn({4, 8}).to(DType::bf16));
+  const ir::ValueId tf = cast_of(s, s.graph.inputs[0].value);
+  ASSERT_GE(tf, 0);
+  // The cast is the first kernel, the gather the second.
+  ASSERT_EQ(s.kernels.size(), 2u);
+  ASSERT_EQ(s.at(tf).kernel, 0);
+  s.kernels.erase(s.kernels.begin());
+  for (codegen::ValueSchedule& v : s.values) v.kernel -= v.kernel > 0 ? 1 : 0;
+  s.values[tf] = codegen::ValueSchedule{};
+  s.values[tf].state = codegen::ValueState::alias;
+  s.values[tf].view = s.at(s.graph.inputs[0].value).view;
   EXPECT_TRUE(test::contains(verifier_error(s), "reads only its own dtype")) << verifier_error(s);
 }
 

@@ -103,6 +103,9 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   // cuBLASLt multiplies f16/bf16 on the tensor cores with f32 accumulation: a bf16 model's
   // products read its bf16 weights and activations, never an f32 copy of them.
   bool matmul_reads_half_operands() const override { return true; }
+  // Its loads convert too: a bf16 layer_norm's weight and bias are read where they are, and the
+  // normalization stays one kernel as in f32.
+  bool elementwise_reads_half_inputs() const override { return true; }
 
   MatmulPath matmul_path(const ops::MatmulShapes& d, DType dtype) const override {
     const bool float_type =

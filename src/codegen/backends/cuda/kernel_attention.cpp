@@ -1,5 +1,7 @@
 // Attention as one kernel: softmax(q k^T * scale [causal]) v without the [Tq, Tk] scores in
-// memory. A block takes `rows` query rows of one batch item (launch.h's attention_tiling);
+// memory. This is the "rows" form (launch.h's attention_tiling), for what the tiled form
+// (kernel_attention_tiled.cpp) does not take: f64, head dims that are not a multiple of 4 or
+// exceed 128. A block takes `rows` query rows of one batch item;
 // the `threads_per_row` threads of a row split its head dims, each holding its share of the
 // query and of the output accumulator in registers. The block stages tiles of K and V through
 // shared memory; keys are taken four at a time: each thread's partial dot products are summed
@@ -30,6 +32,15 @@ constexpr int kKeysPerStep = 4;
 
 }  // namespace
 
+KernelEmitter::Names KernelEmitter::attention_names(const Shape& operand, const Shape& batch,
+                                                    const Names& b, const std::string& row,
+                                                    const std::string& col) {
+  Names out = broadcast(Shape(operand.begin(), operand.end() - 2), batch, b);
+  out.push_back(row);
+  out.push_back(col);
+  return out;
+}
+
 void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   const ir::Node& n = s_.graph.nodes[k.anchor];
   const auto& a = std::get<ops::AttentionAttrs>(n.attrs);
@@ -44,7 +55,8 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   const DType odt = s_.graph.meta(O).dtype;
   const DType cdt = ops::compute_dtype(odt);
   const std::string T = compute_type(odt);
-  const AttentionTiling tiling = attention_tiling(std::max(d, dv));
+  const AttentionTiling tiling = attention_tiling(cdt, d, dv);
+  if (tiling.tiled) return emit_attention_tiled(k, l, tiling);
   const int tpr = tiling.threads_per_row;
   const int w = cdt == DType::f32 && d % (4 * tpr) == 0 && dv % (4 * tpr) == 0 ? 4 : 1;
   const int64_t dpt = (d + tpr - 1) / tpr, dvpt = (dv + tpr - 1) / tpr;  // dims per thread
@@ -56,12 +68,7 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   const std::string TPR = std::to_string(tpr), W = std::to_string(w);
   const std::string ROWS = std::to_string(tiling.rows);
   auto names = [&](const Shape& operand, const Names& b, const std::string& row,
-                   const std::string& col) {
-    Names out = broadcast(Shape(operand.begin(), operand.end() - 2), batch, b);
-    out.push_back(row);
-    out.push_back(col);
-    return out;
-  };
+                   const std::string& col) { return attention_names(operand, batch, b, row, col); };
   // The head dim of element i (< dims per thread) of this thread.
   const std::string dim =
       "(zc_i / " + W + ") * " + std::to_string(w * tpr) + " + zc_j * " + W + " + zc_i % " + W;

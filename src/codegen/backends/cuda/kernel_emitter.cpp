@@ -131,9 +131,6 @@ void KernelEmitter::emit_elementwise_loops(const Kernel& k, const Launch& l, Val
   if (l.vector > 1) w_.close();
 }
 
-namespace {
-
-// An unsigned type of `bytes` bytes that moves a vector in one load or store.
 std::string raw_vector_type(size_t bytes) {
   switch (bytes) {
     case 16:
@@ -148,8 +145,6 @@ std::string raw_vector_type(size_t bytes) {
       return "unsigned char";
   }
 }
-
-}  // namespace
 
 // Each thread takes `width` consecutive elements per step, all in one row of the last dim:
 // dense operands arrive in one load each into a staging array, the member nodes run once per

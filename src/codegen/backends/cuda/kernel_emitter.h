@@ -2,8 +2,8 @@
 // backend. Kernel parameters are the buffers the launch plan lists, each a __restrict__
 // pointer (the buffer planner guarantees that a kernel's buffers do not overlap). Threads map
 // onto the work as the launch plan says: a grid-stride loop over elements for the pointwise
-// kinds, a block per row for reductions, a 16x16 tile per block for matmuls, a few threads per
-// query row for attention.
+// kinds, a block per row for reductions, a 16x16 tile per block for matmuls, a tile of query rows
+// per block for attention.
 #pragma once
 
 #include <string>
@@ -12,6 +12,9 @@
 #include "codegen/c_like_emitter.h"
 
 namespace zc::codegen::cuda {
+
+// An unsigned type of `bytes` bytes that moves a vector in one load or store ("uint4" for 16).
+std::string raw_vector_type(size_t bytes);
 
 class KernelEmitter final : private CLikeEmitter {
  public:
@@ -31,6 +34,11 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_matmul(const Kernel& k, const Launch& l);
   void emit_library_epilogue(const Kernel& k, const Launch& l);
   void emit_attention(const Kernel& k, const Launch& l);
+  void emit_attention_tiled(const Kernel& k, const Launch& l, const AttentionTiling& t);
+  // The index names of attention operand `operand` (batch dims broadcast onto `batch`, whose
+  // names are `b`), then its row and column.
+  static Names attention_names(const Shape& operand, const Shape& batch, const Names& b,
+                               const std::string& row, const std::string& col);
 
   // Opens a grid-stride loop over `n` elements: the linear index is "zc_i".
   void open_grid_loop(int64_t n);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "codegen/c_like_emitter.h"
+#include "ops/eager.h"
 #include "ops/shape_rules.h"
 #include "tensor/element.h"
 #include "util/check.h"
@@ -51,6 +52,16 @@ int64_t last_dim_stride(const Schedule& s, ir::ValueId u) {
 }
 
 }  // namespace
+
+AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_dim) {
+  const int64_t widest = std::max(head_dim, value_dim);
+  if (compute == DType::f32 && head_dim % 4 == 0 && value_dim % 4 == 0 && widest <= 128) {
+    // 64 keys a tile keep the block's shared memory under 48 KiB up to 64 dims; 32 above.
+    return {.tiled = true, .rows = kAttentionTileRows, .keys = widest <= 64 ? 64 : 32};
+  }
+  const int tpr = widest > 64 ? 8 : 4;
+  return {.tiled = false, .threads_per_row = tpr, .rows = kAttentionThreads / tpr};
+}
 
 std::vector<ir::ValueId> vector_loads(const Schedule& s, int32_t k) {
   std::vector<ir::ValueId> out;
@@ -153,9 +164,11 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         const ir::Node& n = s.graph.nodes[K.anchor];
         const Shape& out = s.graph.meta(n.outputs[0]).shape;
         const int64_t tq = out[out.size() - 2];
-        const int64_t d = std::max(s.graph.meta(n.inputs[0]).shape.back(), out.back());
+        const AttentionTiling t =
+            attention_tiling(ops::compute_dtype(s.graph.meta(n.outputs[0]).dtype),
+                             s.graph.meta(n.inputs[0]).shape.back(), out.back());
         l.block_x = kAttentionThreads;
-        l.grid_x = ceil_div(tq, attention_tiling(d).rows);
+        l.grid_x = ceil_div(tq, t.rows);
         l.grid_y = shape_numel(Shape(out.begin(), out.end() - 2));
         l.work = shape_numel(out);
         for (ir::ValueId u : n.inputs)

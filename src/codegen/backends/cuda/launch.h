@@ -39,19 +39,25 @@ struct Launch {
 
 // Tile edge of the generated matmul kernel.
 inline constexpr int kMatmulTile = 16;
-// The fused attention kernel's blocks: `threads_per_row` threads share a query row (each holds
-// every threads_per_row-th element of its query and output, and a score is summed across them
-// with shuffles), so a block of kAttentionThreads takes `rows` query rows. Head dims above 64
-// use more threads per row, keeping a thread's registers bounded.
+// The fused attention kernel's blocks, kAttentionThreads threads each, in one of two forms:
+//  - tiled (kernel_attention_tiled.cpp): f32 compute (f32, f16 and bf16 operands) with head dims
+//    that are multiples of 4, up to 128. A block takes kAttentionTileRows query rows and walks
+//    the keys in tiles of `keys` through shared memory; scores and the output are small
+//    register tiles per thread, as in a matrix product.
+//  - rows (kernel_attention.cpp), for the rest (f64, odd head dims, dims above 128):
+//    `threads_per_row` threads share a query row (each holds every threads_per_row-th element
+//    of its query and output, and a score is summed across them with shuffles), so a block
+//    takes `rows` query rows. Head dims above 64 use more threads per row, keeping a thread's
+//    registers bounded.
 inline constexpr int kAttentionThreads = 128;
+inline constexpr int kAttentionTileRows = 32;
 struct AttentionTiling {
-  int threads_per_row = 4;
+  bool tiled = false;
+  int threads_per_row = 4;  // rows form only
   int rows = kAttentionThreads / 4;
+  int keys = 0;  // tiled form: keys per shared-memory tile
 };
-inline AttentionTiling attention_tiling(int64_t head_dim) {
-  const int tpr = head_dim > 64 ? 8 : 4;
-  return {tpr, kAttentionThreads / tpr};
-}
+AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_dim);
 
 // Elements per vector step of pointwise kernel k (or a library matmul's epilogue), when its
 // loads and stores allow one: every value read from memory is dense along the last dim of the
