@@ -8,7 +8,9 @@
 // A block of 128 threads takes 32 query rows of one batch item; thread (ty, tx) of the 8 x 16
 // grid owns rows ty + 8i (i < 4). Tiles are loaded into registers (converted to f32) one tile
 // ahead, so that their memory latency overlaps the previous tile's arithmetic and the query,
-// key and value tiles are waited for once, then stored to shared memory. Per tile of `keys` keys:
+// key and value tiles are waited for once, then stored to shared memory. Dense rows are read 16
+// bytes a load (4 f32 or 8 bf16) when the pointers are aligned, element by element otherwise,
+// and a thread's four output columns leave in one store. Per tile of `keys` keys:
 //   1. K's tile is in shared memory; the thread computes the scores of
 //      its 4 rows against keys tx + 16j: 4 x keys/16 dot products, reading float4s of the query
 //      tile (the same address across a row's threads: a broadcast) and of the key tile (row
@@ -24,6 +26,7 @@
 // all (an empty Tk) is zeros. A causal block stops at the last key its last row sees.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/c_expr.h"
@@ -67,6 +70,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   const Shape& os = s_.graph.meta(O).shape;
   const int64_t tq = qs[qs.size() - 2], tk = ks[ks.size() - 2], d = qs.back(), dv = vs.back();
   const Shape batch(os.begin(), os.end() - 2);
+  const DType odt = s_.graph.meta(O).dtype;
   const int64_t kt = t.keys, kpt = kt / kColThreads, groups = (dv + 63) / 64;
   const int64_t q_stride = tile_stride(d), kv_stride = tile_stride(std::max(d, dv));
   const int64_t p_stride = tile_stride(kt);
@@ -77,15 +81,68 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   auto names = [&](const Shape& operand, const Names& b, const std::string& row,
                    const std::string& col) { return attention_names(operand, batch, b, row, col); };
 
+  // How many consecutive columns of `u` (a tile of `rows` rows and `width` columns) a thread
+  // reads with one 16-byte load: when its rows are dense and every step's first column sits at
+  // a multiple of that many elements, and the row's threads divide the block; 1 otherwise. The
+  // kernel checks the pointers' alignment when it runs (zc_vec) and reads the same elements one
+  // by one when they are not aligned.
+  auto vector_of = [&](ValueId u, int64_t rows, int64_t width) -> int64_t {
+    const ValueView& view = s_.at(u).view;
+    const size_t size = dtype_size(s_.graph.meta(s_.base_of(u)).dtype);
+    if (size > 4 || view.strides.empty() || view.strides.back() != 1) return 1;
+    const int64_t v = static_cast<int64_t>(16 / size);
+    if (width % v != 0 || view.offset % v != 0) return 1;
+    const Shape& shape = s_.graph.meta(u).shape;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) {
+      if (shape[i] != 1 && view.strides[i] % v != 0) return 1;
+    }
+    const int64_t row_threads = width / v;
+    if (kAttentionThreads % row_threads != 0) return 1;
+    return rows % (kAttentionThreads / row_threads) == 0 ? v : 1;
+  };
+  const int64_t q_vec = vector_of(Q, kAttentionTileRows, d), k_vec = vector_of(K, kt, d);
+  const int64_t v_vec = vector_of(V, kt, dv);
+
   // Loads rows [first, first + rows) of `src` (all its `width` columns) as floats into the
-  // registers `regs`, zeros past `limit` rows; thread t takes elements t, t + 128, ... Every
-  // load of a tile is issued before any is waited for. When the width divides 128 (every
-  // power-of-two head dim), a thread keeps one column and steps over rows: its addresses are
-  // one base plus constant offsets, which keeps the unrolled loads from holding an address
-  // register each.
+  // registers `regs`, zeros past `limit` rows. Every load of a tile is issued before any is
+  // waited for. With vector width `v` > 1, thread t reads columns [(t % (width / v)) * v, + v)
+  // of rows t / (width / v) + step * (128 v / width). Otherwise, when the width divides 128
+  // (every power-of-two head dim), a thread keeps one column and steps over rows; else it takes
+  // elements t, t + 128, ... In the first two forms a thread's addresses are one base plus
+  // constant offsets, which keeps the unrolled loads from holding an address register each.
   auto fetch = [&](const std::string& regs, ValueId src, const Shape& shape, const Names& b,
-                   int64_t rows, int64_t width, const std::string& first, int64_t limit) {
+                   int64_t rows, int64_t width, const std::string& first, int64_t limit,
+                   int64_t v) {
     const int64_t elements = rows * width;
+    if (v > 1) {
+      const int64_t row_threads = width / v;
+      const DType base = s_.graph.meta(s_.base_of(src)).dtype;
+      w_.line("#pragma unroll");
+      w_.open("for (int zc_r = 0; zc_r < " + str(per_thread(elements) / v) + "; ++zc_r)");
+      w_.line("const idx_t zc_row = " + first + " + zc_r * " +
+              str(kAttentionThreads / row_threads) + " + threadIdx.x / " + str(row_threads) + ";");
+      w_.line("const int zc_d = (threadIdx.x % " + str(row_threads) + ") * " + str(v) + ";");
+      w_.open("if (zc_row >= " + str(limit) + ")");
+      w_.line("#pragma unroll");
+      w_.line("for (int zc_c = 0; zc_c < " + str(v) + "; ++zc_c) " + regs + "[zc_r * " + str(v) +
+              " + zc_c] = 0.f;");
+      w_.close();
+      w_.open("else if (zc_vec)");
+      w_.line("__align__(16) " + storage_type(base) + " zc_h[" + str(v) + "];");
+      w_.line("*reinterpret_cast<uint4*>(zc_h) = *reinterpret_cast<const uint4*>(&" +
+              element_ref(src, names(shape, b, "zc_row", "zc_d")) + ");");
+      w_.line("#pragma unroll");
+      w_.line("for (int zc_c = 0; zc_c < " + str(v) + "; ++zc_c) " + regs + "[zc_r * " + str(v) +
+              " + zc_c] = (float)" + from_storage(base, "zc_h[zc_c]") + ";");
+      w_.close();
+      w_.open("else");
+      w_.line("#pragma unroll");
+      w_.line("for (int zc_c = 0; zc_c < " + str(v) + "; ++zc_c) " + regs + "[zc_r * " + str(v) +
+              " + zc_c] = (float)" + load(src, names(shape, b, "zc_row", "(zc_d + zc_c)")) + ";");
+      w_.close();
+      w_.close();
+      return;
+    }
     w_.line("#pragma unroll");
     w_.open("for (int zc_r = 0; zc_r < " + str(per_thread(elements)) + "; ++zc_r)");
     std::string live;
@@ -103,16 +160,29 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
             load(src, names(shape, b, "zc_row", "zc_d")) + " : 0.f;");
     w_.close();
   };
-  // Stores what fetch() loaded into the shared tile `tile`, element for element.
-  auto put = [&](const std::string& regs, const char* tile, int64_t rows, int64_t width) {
+  // Stores what fetch() loaded into the shared tile `tile`, in the same places.
+  auto put = [&](const std::string& regs, const char* tile, int64_t rows, int64_t width,
+                 int64_t v) {
     const int64_t elements = rows * width;
     w_.line("#pragma unroll");
-    w_.open("for (int zc_r = 0; zc_r < " + str(per_thread(elements)) + "; ++zc_r)");
-    if (kAttentionThreads % width == 0) {
+    if (v > 1) {
+      const int64_t row_threads = width / v;
+      w_.open("for (int zc_r = 0; zc_r < " + str(per_thread(elements) / v) + "; ++zc_r)");
+      w_.line("const int zc_pr = zc_r * " + str(kAttentionThreads / row_threads) +
+              " + threadIdx.x / " + str(row_threads) + ", zc_pd = (threadIdx.x % " +
+              str(row_threads) + ") * " + str(v) + ";");
+      w_.line("#pragma unroll");
+      w_.line("for (int zc_c = 0; zc_c < " + str(v) + "; zc_c += 4) *reinterpret_cast<float4*>(&" +
+              tile + "[zc_pr][zc_pd + zc_c]) = make_float4(" + regs + "[zc_r * " + str(v) +
+              " + zc_c], " + regs + "[zc_r * " + str(v) + " + zc_c + 1], " + regs + "[zc_r * " +
+              str(v) + " + zc_c + 2], " + regs + "[zc_r * " + str(v) + " + zc_c + 3]);");
+    } else if (kAttentionThreads % width == 0) {
+      w_.open("for (int zc_r = 0; zc_r < " + str(per_thread(elements)) + "; ++zc_r)");
       w_.line(std::string(tile) + "[zc_r * " + str(kAttentionThreads / width) +
               " + threadIdx.x / " + str(width) + "][threadIdx.x % " + str(width) + "] = " + regs +
               "[zc_r];");
     } else {
+      w_.open("for (int zc_r = 0; zc_r < " + str(per_thread(elements)) + "; ++zc_r)");
       w_.line("const int zc_e = zc_r * " + NT + " + threadIdx.x;");
       if (elements % kAttentionThreads != 0) w_.line("if (zc_e >= " + str(elements) + ") break;");
       w_.line(std::string(tile) + "[zc_e / " + str(width) + "][zc_e % " + str(width) +
@@ -130,19 +200,39 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   // The keys this block's rows see: all, or (causal) up to its last row.
   w_.line("const idx_t zc_end = " +
           (a.causal ? "min((idx_t)" + str(tk) + ", zc_q0 + " + BQ + ")" : str(tk)) + ";");
+  // Whether the operands read with vector loads, and the output, start on 16-byte boundaries.
+  std::vector<ValueId> checked;
+  for (auto [u, v] : {std::pair{Q, q_vec}, std::pair{K, k_vec}, std::pair{V, v_vec}}) {
+    if (v > 1) checked.push_back(s_.base_of(u));
+  }
+  // The output's rows are dense; its groups of four columns can leave in one store when its
+  // offset and row strides are multiples of four elements.
+  const ValueView& o_view = s_.at(O).view;
+  bool o_vec = !o_view.strides.empty() && o_view.strides.back() == 1 && o_view.offset % 4 == 0;
+  for (size_t i = 0; i + 1 < os.size(); ++i) {
+    if (os[i] != 1 && o_view.strides[i] % 4 != 0) o_vec = false;
+  }
+  if (o_vec) checked.push_back(s_.base_of(O));
+  std::sort(checked.begin(), checked.end());
+  checked.erase(std::unique(checked.begin(), checked.end()), checked.end());
+  std::string aligned;
+  for (ValueId base : checked) aligned += "(unsigned long long)" + buffer(base) + " | ";
+  if (!aligned.empty()) {
+    w_.line("const bool zc_vec = ((" + aligned.substr(0, aligned.size() - 3) + ") & 15) == 0;");
+  }
   w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + str(l.grid_y) + "; zc_z += gridDim.y)");
   Names b = decompose(batch, "zc_z", "zb");
-  // The previous batch item's readers of the query tile are past the barriers of its last tile.
   // The query tile and the first key and value tiles are loaded together.
   w_.line("float zc_rq[" + str(per_thread(kAttentionTileRows * d)) + "], zc_rk[" +
           str(per_thread(kt * d)) + "], zc_rv[" + str(per_thread(kt * dv)) + "];");
-  fetch("zc_rq", Q, qs, b, kAttentionTileRows, d, "zc_q0", tq);
+  fetch("zc_rq", Q, qs, b, kAttentionTileRows, d, "zc_q0", tq, q_vec);
   w_.open("if (zc_end > 0)");
-  fetch("zc_rk", K, ks, b, kt, d, "(idx_t)0", tk);
-  fetch("zc_rv", V, vs, b, kt, dv, "(idx_t)0", tk);
+  fetch("zc_rk", K, ks, b, kt, d, "(idx_t)0", tk, k_vec);
+  fetch("zc_rv", V, vs, b, kt, dv, "(idx_t)0", tk, v_vec);
   w_.close();
+  // The previous batch item's readers of the query tile are past the barriers of its last tile.
   w_.line("__syncthreads();");
-  put("zc_rq", "zc_qs", kAttentionTileRows, d);
+  put("zc_rq", "zc_qs", kAttentionTileRows, d, q_vec);
   w_.line("float zc_m[" + RPT + "], zc_l[" + RPT + "], zc_o[" + RPT + "][" + str(4 * groups) +
           "];");
   w_.line("#pragma unroll");
@@ -156,7 +246,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.open("for (idx_t zc_k0 = 0; zc_k0 < zc_end; zc_k0 += " + KT + ")");
   // Everyone is done with the last tile's V (and, the first time, the query tile is written).
   w_.line("__syncthreads();");
-  put("zc_rk", "zc_kv", kt, d);
+  put("zc_rk", "zc_kv", kt, d, k_vec);
   w_.line("__syncthreads();");
   // 1. Scores of this thread's rows and keys.
   w_.line("float zc_s[" + RPT + "][" + KPT + "];");
@@ -219,10 +309,10 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.close();
   // 3. V's tile in K's place; the next tile's loads are issued before this one's products.
   w_.line("__syncthreads();");
-  put("zc_rv", "zc_kv", kt, dv);
+  put("zc_rv", "zc_kv", kt, dv, v_vec);
   w_.open("if (zc_k0 + " + KT + " < zc_end)");
-  fetch("zc_rk", K, ks, b, kt, d, "zc_k0 + " + KT, tk);
-  fetch("zc_rv", V, vs, b, kt, dv, "zc_k0 + " + KT, tk);
+  fetch("zc_rk", K, ks, b, kt, d, "zc_k0 + " + KT, tk, k_vec);
+  fetch("zc_rv", V, vs, b, kt, dv, "zc_k0 + " + KT, tk, v_vec);
   w_.close();
   w_.line("__syncthreads();");
   w_.line("#pragma unroll 4");
@@ -263,12 +353,32 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.line("const idx_t zc_q = zc_q0 + zc_ty + " + RT + " * zc_i;");
   w_.open("if (zc_q < " + str(tq) + ")");
   w_.line("#pragma unroll");
-  w_.open("for (int zc_c = 0; zc_c < " + str(4 * groups) + "; ++zc_c)");
-  w_.line("const int zc_d = zc_tx * 4 + (zc_c / 4) * 64 + zc_c % 4;");
+  w_.open("for (int zc_g = 0; zc_g < " + str(groups) + "; ++zc_g)");
+  w_.line("const int zc_d = zc_tx * 4 + zc_g * 64;");
   w_.open("if (zc_d < " + DV + ")");
   // No key at all (an empty Tk) gives zeros, as the eager kernel's empty product does.
-  w_.line("const float " + reg + " = zc_sum > 0.f ? zc_o[zc_i][zc_c] / zc_sum : 0.f;");
-  w_.line(store(O, names(os, b, "zc_q", "zc_d"), reg));
+  auto value = [&](const std::string& c) {
+    return "(zc_sum > 0.f ? zc_o[zc_i][zc_g * 4 + " + c + "] / zc_sum : 0.f)";
+  };
+  if (o_vec) {
+    // The thread's four columns leave in one store.
+    const std::string raw = raw_vector_type(4 * dtype_size(odt));
+    w_.open("if (zc_vec)");
+    w_.line("__align__(16) " + storage_type(odt) + " zc_oh[4];");
+    w_.line("#pragma unroll");
+    w_.line("for (int zc_c = 0; zc_c < 4; ++zc_c) zc_oh[zc_c] = " + to_storage(odt, value("zc_c")) +
+            ";");
+    w_.line("*reinterpret_cast<" + raw + "*>(&" + element_ref(O, names(os, b, "zc_q", "zc_d")) +
+            ") = *reinterpret_cast<const " + raw + "*>(zc_oh);");
+    w_.close();
+    w_.open("else");
+  }
+  w_.line("#pragma unroll");
+  w_.open("for (int zc_c = 0; zc_c < 4; ++zc_c)");
+  w_.line("const float " + reg + " = " + value("zc_c") + ";");
+  w_.line(store(O, names(os, b, "zc_q", "(zc_d + zc_c)"), reg));
+  w_.close();
+  if (o_vec) w_.close();
   w_.close();
   w_.close();
   w_.close();
