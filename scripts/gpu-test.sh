@@ -6,6 +6,7 @@
 #   bench/gpu-host.sh prepare              here, once: the Debian packages into .gpu-deps/
 #   scripts/gpu-test.sh OUT_DIR [REGEX]    on the host: CTest for REGEX (default ^Cuda, the GPU
 #                                          tests; '.' runs every test) and the benchmarks
+#                                          (cuda_ops, torch's eager ops, cuBLASLt's first use)
 #
 # OUT_DIR receives the logs, ctest.txt (the whole CTest output), ctest.xml (JUnit) and the
 # benchmark figures as JSON.
@@ -43,7 +44,14 @@ ZC_CACHE_DIR="$out/.zc-bench-cache" build-gpu/bench/cuda_ops --json "$out/cuda-o
   >"$out/cuda-ops-warm.txt" 2>&1 || cat "$out/cuda-ops-warm.txt"
 python3 bench/torch_cuda_eager.py --json "$out/torch-eager.json" >"$out/torch-eager.txt" 2>&1 ||
   tail -5 "$out/torch-eager.txt"
+# cuBLASLt's first product in a process: with its heuristic, then with the algorithms the first
+# process stored (one JSON line each).
+build-gpu/bench/cuda_blaslt_first_use --save "$out/blaslt-algos.bin" >"$out/blaslt-first-use.jsonl" &&
+  build-gpu/bench/cuda_blaslt_first_use --load "$out/blaslt-algos.bin" >>"$out/blaslt-first-use.jsonl" ||
+  true
+rm -f "$out/blaslt-algos.bin"
 paste "$out/cuda-ops-cold.txt" "$out/cuda-ops-warm.txt" | head -40
 cat "$out/torch-eager.txt"
+cat "$out/blaslt-first-use.jsonl" 2>/dev/null || true
 rm -rf "$out/.zc-cache" "$out/.zc-bench-cache"
 exit $rc
