@@ -11,10 +11,10 @@
 // key and value tiles are waited for once, then stored to shared memory. Dense rows are read 16
 // bytes a load (4 f32 or 8 bf16) when the pointers are aligned, element by element otherwise,
 // and a thread's four output columns leave in one store. Per tile of `keys` keys:
-//   1. K's tile is in shared memory; the thread computes the scores of
-//      its 4 rows against keys tx + 16j: 4 x keys/16 dot products, reading float4s of the query
-//      tile (the same address across a row's threads: a broadcast) and of the key tile (row
-//      strides of 4 mod 32 words, so 8 threads reading 8 rows hit distinct banks).
+//   1. With K's tile in shared memory, the thread computes the scores of its 4 rows against
+//      keys tx + 16j: 4 x keys/16 dot products, reading float4s of the query tile (the same
+//      address across a row's threads: a broadcast) and of the key tile (row strides of 4 mod
+//      32 words, so 8 threads reading 8 rows hit distinct banks).
 //   2. The online softmax: a row's maximum over the tile is combined across its 16 threads with
 //      shuffles; the accumulator and the thread's partial sum are rescaled when it grows, and
 //      the probabilities go to a shared [32, keys] tile. Masked keys (past the end, or after
@@ -30,7 +30,7 @@
 
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/c_expr.h"
-#include "ops/eager.h"
+#include "ops/attrs.h"
 
 namespace zc::codegen::cuda {
 
