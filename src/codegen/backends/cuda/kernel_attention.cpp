@@ -32,43 +32,52 @@ constexpr int kKeysPerStep = 4;
 
 }  // namespace
 
-KernelEmitter::Names KernelEmitter::attention_names(const Shape& operand, const Shape& batch,
-                                                    const Names& b, const std::string& row,
-                                                    const std::string& col) {
+KernelEmitter::Names KernelEmitter::AttentionOperands::names(const Shape& operand, const Names& b,
+                                                             const std::string& row,
+                                                             const std::string& col) const {
   Names out = broadcast(Shape(operand.begin(), operand.end() - 2), batch, b);
   out.push_back(row);
   out.push_back(col);
   return out;
 }
 
-void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
+KernelEmitter::AttentionOperands KernelEmitter::attention_operands(const Kernel& k) const {
   const ir::Node& n = s_.graph.nodes[k.anchor];
-  const auto& a = std::get<ops::AttentionAttrs>(n.attrs);
-  ValueId Q = n.inputs[0], K = n.inputs[1], V = n.inputs[2], O = n.outputs[0];
-  const Shape& qs = s_.graph.meta(Q).shape;
-  const Shape& ks = s_.graph.meta(K).shape;
-  const Shape& vs = s_.graph.meta(V).shape;
-  const Shape& os = s_.graph.meta(O).shape;
-  if (shape_numel(os) == 0) return;
-  const int64_t tq = qs[qs.size() - 2], tk = ks[ks.size() - 2], d = qs.back(), dv = vs.back();
-  const Shape batch(os.begin(), os.end() - 2);
-  const DType odt = s_.graph.meta(O).dtype;
-  const DType cdt = ops::compute_dtype(odt);
-  const std::string T = compute_type(odt);
-  const AttentionTiling tiling = attention_tiling(cdt, d, dv);
-  if (tiling.tiled) return emit_attention_tiled(k, l, tiling);
+  AttentionOperands at{.a = std::get<ops::AttentionAttrs>(n.attrs),
+                       .Q = n.inputs[0],
+                       .K = n.inputs[1],
+                       .V = n.inputs[2],
+                       .O = n.outputs[0]};
+  at.qs = s_.graph.meta(at.Q).shape;
+  at.ks = s_.graph.meta(at.K).shape;
+  at.vs = s_.graph.meta(at.V).shape;
+  at.os = s_.graph.meta(at.O).shape;
+  at.batch = Shape(at.os.begin(), at.os.end() - 2);
+  at.tq = at.qs[at.qs.size() - 2];
+  at.tk = at.ks[at.ks.size() - 2];
+  at.d = at.qs.back();
+  at.dv = at.vs.back();
+  at.odt = s_.graph.meta(at.O).dtype;
+  return at;
+}
+
+void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
+  const AttentionOperands at = attention_operands(k);
+  if (shape_numel(at.os) == 0) return;
+  const DType cdt = ops::compute_dtype(at.odt);
+  const std::string T = compute_type(at.odt);
+  const AttentionTiling tiling = attention_tiling(cdt, at.d, at.dv);
+  if (tiling.tiled) return emit_attention_tiled(at, l, tiling);
   const int tpr = tiling.threads_per_row;
-  const int w = cdt == DType::f32 && d % (4 * tpr) == 0 && dv % (4 * tpr) == 0 ? 4 : 1;
-  const int64_t dpt = (d + tpr - 1) / tpr, dvpt = (dv + tpr - 1) / tpr;  // dims per thread
+  const int w = cdt == DType::f32 && at.d % (4 * tpr) == 0 && at.dv % (4 * tpr) == 0 ? 4 : 1;
+  const int64_t dpt = (at.d + tpr - 1) / tpr, dvpt = (at.dv + tpr - 1) / tpr;  // dims per thread
   // Key tile: as many keys as fit K and V in 32 KiB of shared memory, 8 to 64.
-  const int64_t bytes_per_key = (d + dv) * static_cast<int64_t>(dtype_size(cdt));
+  const int64_t bytes_per_key = (at.d + at.dv) * static_cast<int64_t>(dtype_size(cdt));
   int64_t kt = 64;
   while (kt > 8 && kt * bytes_per_key > 32768) kt /= 2;
-  const std::string D = std::to_string(d), DV = std::to_string(dv), KT = std::to_string(kt);
+  const std::string D = std::to_string(at.d), DV = std::to_string(at.dv), KT = std::to_string(kt);
   const std::string TPR = std::to_string(tpr), W = std::to_string(w);
   const std::string ROWS = std::to_string(tiling.rows);
-  auto names = [&](const Shape& operand, const Names& b, const std::string& row,
-                   const std::string& col) { return attention_names(operand, batch, b, row, col); };
   // The head dim of element i (< dims per thread) of this thread.
   const std::string dim =
       "(zc_i / " + W + ") * " + std::to_string(w * tpr) + " + zc_j * " + W + " + zc_i % " + W;
@@ -103,30 +112,30 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.line("__shared__ __align__(16) " + T + " zc_v[" + KT + "][" + DV + "];");
   w_.line("const int zc_j = threadIdx.x % " + TPR + ";");
   w_.line("const idx_t zc_q = (idx_t)blockIdx.x * " + ROWS + " + threadIdx.x / " + TPR + ";");
-  w_.line("const bool zc_live = zc_q < " + std::to_string(tq) + ";");
+  w_.line("const bool zc_live = zc_q < " + std::to_string(at.tq) + ";");
   // The keys this block's rows see: all, or (causal) up to its last row.
-  std::string end = std::to_string(tk);
-  if (a.causal) {
-    end = "min((idx_t)" + std::to_string(tk) + ", ((idx_t)blockIdx.x + 1) * " + ROWS + ")";
+  std::string end = std::to_string(at.tk);
+  if (at.a.causal) {
+    end = "min((idx_t)" + std::to_string(at.tk) + ", ((idx_t)blockIdx.x + 1) * " + ROWS + ")";
   }
   w_.line("const idx_t zc_end = " + end + ";");
   w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + std::to_string(l.grid_y) +
           "; zc_z += gridDim.y)");
-  Names b = decompose(batch, "zc_z", "zb");
+  Names b = decompose(at.batch, "zc_z", "zb");
   w_.line(T + " q[" + std::to_string(dpt) + "], acc[" + std::to_string(dvpt) + "];");
   w_.line(T + " m = -INFINITY, s_sum = 0;");
   w_.line("#pragma unroll");
   w_.open("for (int zc_i = 0; zc_i < " + std::to_string(dpt) + "; ++zc_i)");
   w_.line("const int zc_d = " + dim + ";");
   w_.line("q[zc_i] = zc_live && zc_d < " + D + " ? (" + T + ")" +
-          load(Q, names(qs, b, "zc_q", "zc_d")) + " : (" + T + ")0;");
+          load(at.Q, at.names(at.qs, b, "zc_q", "zc_d")) + " : (" + T + ")0;");
   w_.close();
   w_.line("#pragma unroll");
   w_.line("for (int zc_i = 0; zc_i < " + std::to_string(dvpt) + "; ++zc_i) acc[zc_i] = 0;");
   w_.open("for (idx_t zc_k0 = 0; zc_k0 < zc_end; zc_k0 += " + KT + ")");
   w_.line("__syncthreads();");
   for (auto [tile, src, shape, width] :
-       {std::tuple{"zc_k", K, ks, D}, std::tuple{"zc_v", V, vs, DV}}) {
+       {std::tuple{"zc_k", at.K, at.ks, D}, std::tuple{"zc_v", at.V, at.vs, DV}}) {
     // A constant trip count, unrolled: each thread has several loads in flight, not one.
     const int64_t elements = kt * std::stoll(width);
     w_.line("#pragma unroll 8");
@@ -138,8 +147,8 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
     }
     w_.line("const int zc_kk = zc_e / " + width + ", zc_d = zc_e % " + width + ";");
     w_.line("const idx_t zc_key = zc_k0 + zc_kk;");
-    w_.line(std::string(tile) + "[zc_kk][zc_d] = zc_key < " + std::to_string(tk) + " ? (" + T +
-            ")" + load(src, names(shape, b, "zc_key", "zc_d")) + " : (" + T + ")0;");
+    w_.line(std::string(tile) + "[zc_kk][zc_d] = zc_key < " + std::to_string(at.tk) + " ? (" + T +
+            ")" + load(src, at.names(shape, b, "zc_key", "zc_d")) + " : (" + T + ")0;");
     w_.close();
   }
   w_.line("__syncthreads();");
@@ -164,8 +173,8 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.line("#pragma unroll");
   w_.open("for (int zc_u = 0; zc_u < " + U + "; ++zc_u)");
   w_.line("const idx_t zc_key = zc_k0 + zc_kk + zc_u;");
-  w_.line("s[zc_u] = zc_key < zc_end" + std::string(a.causal ? " && zc_key <= zc_q" : "") +
-          " ? s[zc_u] * " + literal(a.scale, cdt) + " : -INFINITY;");
+  w_.line("s[zc_u] = zc_key < zc_end" + std::string(at.a.causal ? " && zc_key <= zc_q" : "") +
+          " ? s[zc_u] * " + literal(at.a.scale, cdt) + " : -INFINITY;");
   w_.line("m_new = s[zc_u] > m_new ? s[zc_u] : m_new;");
   w_.close();
   // No visible key yet (m_new is -inf): nothing to add, and nothing to rescale.
@@ -186,14 +195,14 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.close();
   w_.close();
   w_.open("if (zc_live)");
-  const std::string reg = "v" + std::to_string(O);
+  const std::string reg = "v" + std::to_string(at.O);
   w_.line("#pragma unroll");
   w_.open("for (int zc_i = 0; zc_i < " + std::to_string(dvpt) + "; ++zc_i)");
   w_.line("const int zc_d = " + dim + ";");
   w_.open("if (zc_d < " + DV + ")");
   // No key at all (an empty Tk) gives zeros, as the eager kernel's empty product does.
   w_.line(T + " " + reg + " = s_sum > 0 ? acc[zc_i] / s_sum : (" + T + ")0;");
-  w_.line(store(O, names(os, b, "zc_q", "zc_d"), reg));
+  w_.line(store(at.O, at.names(at.os, b, "zc_q", "zc_d"), reg));
   w_.close();
   w_.close();
   w_.close();

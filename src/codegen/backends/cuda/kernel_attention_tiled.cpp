@@ -59,27 +59,15 @@ std::string str(int64_t v) {
 
 }  // namespace
 
-void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
+void KernelEmitter::emit_attention_tiled(const AttentionOperands& at, const Launch& l,
                                          const AttentionTiling& t) {
-  const ir::Node& n = s_.graph.nodes[k.anchor];
-  const auto& a = std::get<ops::AttentionAttrs>(n.attrs);
-  ValueId Q = n.inputs[0], K = n.inputs[1], V = n.inputs[2], O = n.outputs[0];
-  const Shape& qs = s_.graph.meta(Q).shape;
-  const Shape& ks = s_.graph.meta(K).shape;
-  const Shape& vs = s_.graph.meta(V).shape;
-  const Shape& os = s_.graph.meta(O).shape;
-  const int64_t tq = qs[qs.size() - 2], tk = ks[ks.size() - 2], d = qs.back(), dv = vs.back();
-  const Shape batch(os.begin(), os.end() - 2);
-  const DType odt = s_.graph.meta(O).dtype;
-  const int64_t kt = t.keys, kpt = kt / kColThreads, groups = (dv + 63) / 64;
-  const int64_t q_stride = tile_stride(d), kv_stride = tile_stride(std::max(d, dv));
+  const int64_t kt = t.keys, kpt = kt / kColThreads, groups = (at.dv + 63) / 64;
+  const int64_t q_stride = tile_stride(at.d), kv_stride = tile_stride(std::max(at.d, at.dv));
   const int64_t p_stride = tile_stride(kt);
   const std::string RPT = str(kRowsPerThread), KPT = str(kpt), RT = str(kRowThreads);
-  const std::string D = str(d), DV = str(dv), KT = str(kt), BQ = str(kAttentionTileRows);
+  const std::string D = str(at.d), DV = str(at.dv), KT = str(kt), BQ = str(kAttentionTileRows);
   const std::string NT = str(kAttentionThreads);
-  const std::string scale = literal(a.scale, DType::f32);
-  auto names = [&](const Shape& operand, const Names& b, const std::string& row,
-                   const std::string& col) { return attention_names(operand, batch, b, row, col); };
+  const std::string scale = literal(at.a.scale, DType::f32);
 
   // How many consecutive columns of `u` (a tile of `rows` rows and `width` columns) a thread
   // reads with one 16-byte load: when its rows are dense and every step's first column sits at
@@ -100,8 +88,9 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
     if (kAttentionThreads % row_threads != 0) return 1;
     return rows % (kAttentionThreads / row_threads) == 0 ? v : 1;
   };
-  const int64_t q_vec = vector_of(Q, kAttentionTileRows, d), k_vec = vector_of(K, kt, d);
-  const int64_t v_vec = vector_of(V, kt, dv);
+  const int64_t q_vec = vector_of(at.Q, kAttentionTileRows, at.d),
+                k_vec = vector_of(at.K, kt, at.d);
+  const int64_t v_vec = vector_of(at.V, kt, at.dv);
 
   // Loads rows [first, first + rows) of `src` (all its `width` columns) as floats into the
   // registers `regs`, zeros past `limit` rows. Every load of a tile is issued before any is
@@ -130,7 +119,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
       w_.open("else if (zc_vec)");
       w_.line("__align__(16) " + storage_type(base) + " zc_h[" + str(v) + "];");
       w_.line("*reinterpret_cast<uint4*>(zc_h) = *reinterpret_cast<const uint4*>(&" +
-              element_ref(src, names(shape, b, "zc_row", "zc_d")) + ");");
+              element_ref(src, at.names(shape, b, "zc_row", "zc_d")) + ");");
       w_.line("#pragma unroll");
       w_.line("for (int zc_c = 0; zc_c < " + str(v) + "; ++zc_c) " + regs + "[zc_r * " + str(v) +
               " + zc_c] = (float)" + from_storage(base, "zc_h[zc_c]") + ";");
@@ -138,7 +127,8 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
       w_.open("else");
       w_.line("#pragma unroll");
       w_.line("for (int zc_c = 0; zc_c < " + str(v) + "; ++zc_c) " + regs + "[zc_r * " + str(v) +
-              " + zc_c] = (float)" + load(src, names(shape, b, "zc_row", "(zc_d + zc_c)")) + ";");
+              " + zc_c] = (float)" + load(src, at.names(shape, b, "zc_row", "(zc_d + zc_c)")) +
+              ";");
       w_.close();
       w_.close();
       return;
@@ -157,7 +147,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
       if (elements % kAttentionThreads != 0) live = "zc_e < " + str(elements) + " && ";
     }
     w_.line(regs + "[zc_r] = " + live + "zc_row < " + str(limit) + " ? (float)" +
-            load(src, names(shape, b, "zc_row", "zc_d")) + " : 0.f;");
+            load(src, at.names(shape, b, "zc_row", "zc_d")) + " : 0.f;");
     w_.close();
   };
   // Stores what fetch() loaded into the shared tile `tile`, in the same places.
@@ -199,20 +189,20 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.line("const idx_t zc_q0 = (idx_t)blockIdx.x * " + BQ + ";");
   // The keys this block's rows see: all, or (causal) up to its last row.
   w_.line("const idx_t zc_end = " +
-          (a.causal ? "min((idx_t)" + str(tk) + ", zc_q0 + " + BQ + ")" : str(tk)) + ";");
+          (at.a.causal ? "min((idx_t)" + str(at.tk) + ", zc_q0 + " + BQ + ")" : str(at.tk)) + ";");
   // Whether the operands read with vector loads, and the output, start on 16-byte boundaries.
   std::vector<ValueId> checked;
-  for (auto [u, v] : {std::pair{Q, q_vec}, std::pair{K, k_vec}, std::pair{V, v_vec}}) {
+  for (auto [u, v] : {std::pair{at.Q, q_vec}, std::pair{at.K, k_vec}, std::pair{at.V, v_vec}}) {
     if (v > 1) checked.push_back(s_.base_of(u));
   }
   // The output's rows are dense; its groups of four columns can leave in one store when its
   // offset and row strides are multiples of four elements.
-  const ValueView& o_view = s_.at(O).view;
+  const ValueView& o_view = s_.at(at.O).view;
   bool o_vec = !o_view.strides.empty() && o_view.strides.back() == 1 && o_view.offset % 4 == 0;
-  for (size_t i = 0; i + 1 < os.size(); ++i) {
-    if (os[i] != 1 && o_view.strides[i] % 4 != 0) o_vec = false;
+  for (size_t i = 0; i + 1 < at.os.size(); ++i) {
+    if (at.os[i] != 1 && o_view.strides[i] % 4 != 0) o_vec = false;
   }
-  if (o_vec) checked.push_back(s_.base_of(O));
+  if (o_vec) checked.push_back(s_.base_of(at.O));
   std::sort(checked.begin(), checked.end());
   checked.erase(std::unique(checked.begin(), checked.end()), checked.end());
   std::string aligned;
@@ -221,18 +211,18 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
     w_.line("const bool zc_vec = ((" + aligned.substr(0, aligned.size() - 3) + ") & 15) == 0;");
   }
   w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + str(l.grid_y) + "; zc_z += gridDim.y)");
-  Names b = decompose(batch, "zc_z", "zb");
+  Names b = decompose(at.batch, "zc_z", "zb");
   // The query tile and the first key and value tiles are loaded together.
-  w_.line("float zc_rq[" + str(per_thread(kAttentionTileRows * d)) + "], zc_rk[" +
-          str(per_thread(kt * d)) + "], zc_rv[" + str(per_thread(kt * dv)) + "];");
-  fetch("zc_rq", Q, qs, b, kAttentionTileRows, d, "zc_q0", tq, q_vec);
+  w_.line("float zc_rq[" + str(per_thread(kAttentionTileRows * at.d)) + "], zc_rk[" +
+          str(per_thread(kt * at.d)) + "], zc_rv[" + str(per_thread(kt * at.dv)) + "];");
+  fetch("zc_rq", at.Q, at.qs, b, kAttentionTileRows, at.d, "zc_q0", at.tq, q_vec);
   w_.open("if (zc_end > 0)");
-  fetch("zc_rk", K, ks, b, kt, d, "(idx_t)0", tk, k_vec);
-  fetch("zc_rv", V, vs, b, kt, dv, "(idx_t)0", tk, v_vec);
+  fetch("zc_rk", at.K, at.ks, b, kt, at.d, "(idx_t)0", at.tk, k_vec);
+  fetch("zc_rv", at.V, at.vs, b, kt, at.dv, "(idx_t)0", at.tk, v_vec);
   w_.close();
   // The previous batch item's readers of the query tile are past the barriers of its last tile.
   w_.line("__syncthreads();");
-  put("zc_rq", "zc_qs", kAttentionTileRows, d, q_vec);
+  put("zc_rq", "zc_qs", kAttentionTileRows, at.d, q_vec);
   w_.line("float zc_m[" + RPT + "], zc_l[" + RPT + "], zc_o[" + RPT + "][" + str(4 * groups) +
           "];");
   w_.line("#pragma unroll");
@@ -246,7 +236,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.open("for (idx_t zc_k0 = 0; zc_k0 < zc_end; zc_k0 += " + KT + ")");
   // Everyone is done with the last tile's V (and, the first time, the query tile is written).
   w_.line("__syncthreads();");
-  put("zc_rk", "zc_kv", kt, d, k_vec);
+  put("zc_rk", "zc_kv", kt, at.d, k_vec);
   w_.line("__syncthreads();");
   // 1. Scores of this thread's rows and keys.
   w_.line("float zc_s[" + RPT + "][" + KPT + "];");
@@ -282,8 +272,9 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.line("#pragma unroll");
   w_.open("for (int zc_j = 0; zc_j < " + KPT + "; ++zc_j)");
   w_.line("const idx_t zc_key = zc_k0 + zc_tx + " + str(kColThreads) + " * zc_j;");
-  w_.line("zc_s[zc_i][zc_j] = zc_key < zc_end" + std::string(a.causal ? " && zc_key <= zc_q" : "") +
-          " ? zc_s[zc_i][zc_j] * " + scale + " : -INFINITY;");
+  w_.line("zc_s[zc_i][zc_j] = zc_key < zc_end" +
+          std::string(at.a.causal ? " && zc_key <= zc_q" : "") + " ? zc_s[zc_i][zc_j] * " + scale +
+          " : -INFINITY;");
   w_.line("zc_mx = fmaxf(zc_mx, zc_s[zc_i][zc_j]);");
   w_.close();
   w_.line("#pragma unroll");
@@ -309,10 +300,10 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.close();
   // 3. V's tile in K's place; the next tile's loads are issued before this one's products.
   w_.line("__syncthreads();");
-  put("zc_rv", "zc_kv", kt, dv, v_vec);
+  put("zc_rv", "zc_kv", kt, at.dv, v_vec);
   w_.open("if (zc_k0 + " + KT + " < zc_end)");
-  fetch("zc_rk", K, ks, b, kt, d, "zc_k0 + " + KT, tk, k_vec);
-  fetch("zc_rv", V, vs, b, kt, dv, "zc_k0 + " + KT, tk, v_vec);
+  fetch("zc_rk", at.K, at.ks, b, kt, at.d, "zc_k0 + " + KT, at.tk, k_vec);
+  fetch("zc_rv", at.V, at.vs, b, kt, at.dv, "zc_k0 + " + KT, at.tk, v_vec);
   w_.close();
   w_.line("__syncthreads();");
   w_.line("#pragma unroll 4");
@@ -327,7 +318,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
     for (int64_t g = 0; g < groups; ++g) {
       const std::string col = "zc_tx * 4 + " + str(64 * g);
       // Columns past dv (dv not a multiple of 64) are neither read nor kept.
-      w_.open(dv % 64 == 0 || g + 1 < groups ? "" : "if (" + col + " < " + DV + ")");
+      w_.open(at.dv % 64 == 0 || g + 1 < groups ? "" : "if (" + col + " < " + DV + ")");
       w_.line("const float4 zc_vv = *reinterpret_cast<const float4*>(&zc_kv[zc_kk + " + str(u) +
               "][" + col + "]);");
       w_.line("#pragma unroll");
@@ -343,7 +334,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.close();
   w_.close();  // key tiles
 
-  const std::string reg = "v" + std::to_string(O);
+  const std::string reg = "v" + std::to_string(at.O);
   w_.line("#pragma unroll");
   w_.open("for (int zc_i = 0; zc_i < " + RPT + "; ++zc_i)");
   w_.line("float zc_sum = zc_l[zc_i];");
@@ -351,7 +342,7 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   w_.line("for (int zc_off = " + str(kColThreads / 2) +
           "; zc_off > 0; zc_off /= 2) zc_sum += __shfl_xor_sync(0xffffffffu, zc_sum, zc_off);");
   w_.line("const idx_t zc_q = zc_q0 + zc_ty + " + RT + " * zc_i;");
-  w_.open("if (zc_q < " + str(tq) + ")");
+  w_.open("if (zc_q < " + str(at.tq) + ")");
   w_.line("#pragma unroll");
   w_.open("for (int zc_g = 0; zc_g < " + str(groups) + "; ++zc_g)");
   w_.line("const int zc_d = zc_tx * 4 + zc_g * 64;");
@@ -362,21 +353,22 @@ void KernelEmitter::emit_attention_tiled(const Kernel& k, const Launch& l,
   };
   if (o_vec) {
     // The thread's four columns leave in one store.
-    const std::string raw = raw_vector_type(4 * dtype_size(odt));
+    const std::string raw = raw_vector_type(4 * dtype_size(at.odt));
     w_.open("if (zc_vec)");
-    w_.line("__align__(16) " + storage_type(odt) + " zc_oh[4];");
+    w_.line("__align__(16) " + storage_type(at.odt) + " zc_oh[4];");
     w_.line("#pragma unroll");
-    w_.line("for (int zc_c = 0; zc_c < 4; ++zc_c) zc_oh[zc_c] = " + to_storage(odt, value("zc_c")) +
-            ";");
-    w_.line("*reinterpret_cast<" + raw + "*>(&" + element_ref(O, names(os, b, "zc_q", "zc_d")) +
-            ") = *reinterpret_cast<const " + raw + "*>(zc_oh);");
+    w_.line("for (int zc_c = 0; zc_c < 4; ++zc_c) zc_oh[zc_c] = " +
+            to_storage(at.odt, value("zc_c")) + ";");
+    w_.line("*reinterpret_cast<" + raw + "*>(&" +
+            element_ref(at.O, at.names(at.os, b, "zc_q", "zc_d")) + ") = *reinterpret_cast<const " +
+            raw + "*>(zc_oh);");
     w_.close();
     w_.open("else");
   }
   w_.line("#pragma unroll");
   w_.open("for (int zc_c = 0; zc_c < 4; ++zc_c)");
   w_.line("const float " + reg + " = " + value("zc_c") + ";");
-  w_.line(store(O, names(os, b, "zc_q", "(zc_d + zc_c)"), reg));
+  w_.line(store(at.O, at.names(at.os, b, "zc_q", "(zc_d + zc_c)"), reg));
   w_.close();
   if (o_vec) w_.close();
   w_.close();

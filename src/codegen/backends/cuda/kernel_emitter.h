@@ -10,6 +10,7 @@
 
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/c_like_emitter.h"
+#include "ops/attrs.h"
 
 namespace zc::codegen::cuda {
 
@@ -33,12 +34,22 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_row_reduce(const Kernel& k, const Launch& l);
   void emit_matmul(const Kernel& k, const Launch& l);
   void emit_library_epilogue(const Kernel& k, const Launch& l);
+  // An attention node's operands, as both forms of its kernel read them: q [.., tq, d],
+  // k [.., tk, d], v [.., tk, dv] and the output o [batch.., tq, dv].
+  struct AttentionOperands {
+    ops::AttentionAttrs a;
+    ir::ValueId Q, K, V, O;
+    Shape qs, ks, vs, os, batch;
+    int64_t tq, tk, d, dv;
+    DType odt;  // the output's dtype
+    // The index names of an operand of shape `operand` (its batch dims broadcast onto `batch`,
+    // whose names are `b`), then its row and column.
+    Names names(const Shape& operand, const Names& b, const std::string& row,
+                const std::string& col) const;
+  };
+  AttentionOperands attention_operands(const Kernel& k) const;
   void emit_attention(const Kernel& k, const Launch& l);
-  void emit_attention_tiled(const Kernel& k, const Launch& l, const AttentionTiling& t);
-  // The index names of attention operand `operand` (batch dims broadcast onto `batch`, whose
-  // names are `b`), then its row and column.
-  static Names attention_names(const Shape& operand, const Shape& batch, const Names& b,
-                               const std::string& row, const std::string& col);
+  void emit_attention_tiled(const AttentionOperands& at, const Launch& l, const AttentionTiling& t);
 
   // Opens a grid-stride loop over `n` elements: the linear index is "zc_i".
   void open_grid_loop(int64_t n);
