@@ -7,7 +7,8 @@
 
 namespace zc::codegen {
 
-inline constexpr const char* kSharedHelpers = R"HELPERS(// Integer powers, exact with wrap-around, as the eager kernel computes them.
+inline constexpr const char* kSharedHelpers =
+    R"HELPERS(// Integer powers, exact with wrap-around, as the eager kernel computes them.
 template <class T> ZC_FN T zc_ipow(T a, T b) {
   if (b < 0) return a == 1 ? (T)1 : a == -1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0;
   uint64_t r = 1, x = (uint64_t)a;
