@@ -36,6 +36,14 @@ void synchronize();
 // before measuring free memory). Tensors alive keep theirs.
 void empty_cache();
 
+// Matrix products on a GPU run through cuBLASLt, whose start costs a process 100-200 ms
+// (opening the library and its own initialization). Compiling or loading a graph that needs it
+// starts it on a background thread, and the graph's first product waits for what is left of it.
+// This starts it on `device` and waits until it is ready: a server can call it at start-up, off
+// the path of its first request. False, with the reason in `why`, when cuBLASLt cannot be used
+// here.
+bool prepare_matmul_library(int device = 0, std::string* why = nullptr);
+
 // The caching allocator's figures for one device; sizes in bytes, counts since the process
 // started.
 struct MemoryStats {

@@ -72,6 +72,12 @@ std::string describe(const GemmProblem& p);
 void gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
           int device, CUstream stream);
 
+// Loads the library, makes `device`'s handle and lets cuBLASLt run its one-time start (a
+// heuristic query): what a process's first gemm() would otherwise spend, 100-200 ms, most of it
+// in the library. Thread-safe; cheap once done. Raises what gemm() raises for a missing GPU or
+// library. blaslt_start.h runs it on a background thread.
+void prepare_blaslt(int device);
+
 // The workspace each stream gets, and the most a plan may use.
 inline constexpr size_t kBlasLtWorkspaceBytes = size_t{32} << 20;
 

@@ -35,6 +35,11 @@ void synchronize() {}
 
 void empty_cache() {}
 
+bool prepare_matmul_library(int, std::string* why) {
+  if (why) *why = kReason;
+  return false;
+}
+
 MemoryStats memory_stats(int) {
   return MemoryStats{};
 }

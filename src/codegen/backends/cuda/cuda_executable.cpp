@@ -6,6 +6,7 @@
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/call_buffers.h"
 #include "cuda/allocator.h"
+#include "cuda/blaslt_start.h"
 #include "cuda/device.h"
 #include "cuda/driver.h"
 #include "cuda/memory.h"
@@ -60,7 +61,11 @@ class CudaExecutable final : public RawExecutable {
       }
       functions_.push_back(fn);
       has_error_flag_ = has_error_flag_ || l.error_flag;
+      has_library_ = has_library_ || (l.library && l.work > 0);
     }
+    // cuBLASLt's 100-200 ms start runs on a background thread from now on, while the caller
+    // gets on with its first call (cuda/blaslt_start.h).
+    if (has_library_) zc::cuda::start_blaslt(device_);
     for (ir::ValueId v : plan_.constants) {
       for (const ir::Constant& c : g.constants) {
         if (c.value == v) constants_.push_back(c.data.contiguous().to(Device::cuda(device_)));
@@ -116,6 +121,9 @@ class CudaExecutable final : public RawExecutable {
       }
       return 0;
     };
+    // Asked by the calling thread so that, if the start is still under way, this thread waits
+    // for it before the process can exit (gemm() below waits for it anyway).
+    if (has_library_) zc::cuda::blaslt_start_state(device_);
     std::vector<CUdeviceptr> values;
     std::vector<void*> params;
     for (size_t k = 0; k < launches_.size(); ++k) {
@@ -196,6 +204,7 @@ class CudaExecutable final : public RawExecutable {
   CUmodule module_ = nullptr;
   std::vector<Launch> launches_;
   std::vector<CUfunction> functions_;
+  bool has_library_ = false;  // some launch is a cuBLASLt product
   std::vector<Tensor> constants_;
   std::vector<ops::TensorMeta> output_metas_;
   int sm_count_ = 1;

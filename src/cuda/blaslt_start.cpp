@@ -1,0 +1,133 @@
+#include "cuda/blaslt_start.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "cuda/blaslt.h"
+#include "cuda/device.h"
+#include "zc/cuda.h"
+
+namespace zc::cuda {
+
+namespace {
+
+struct Starts {
+  explicit Starts(int devices)
+      : state(std::make_unique<std::atomic<BlasLtStart>[]>(static_cast<size_t>(devices))),
+        error(static_cast<size_t>(devices)) {
+    for (int d = 0; d < devices; ++d) state[d].store(BlasLtStart::idle);
+  }
+  std::mutex mu;
+  std::condition_variable finished;
+  // Read without the lock on every call of a compiled graph; written under it.
+  std::unique_ptr<std::atomic<BlasLtStart>[]> state;
+  std::vector<std::string> error;
+  int running = 0;  // background starts not yet finished
+};
+
+// Never destroyed: a start may still be finishing (returning, past its last library call)
+// while the process exits.
+Starts& starts() {
+  static Starts* const s = new Starts(device_count());
+  return *s;
+}
+
+// Waits for every background start when the thread that holds it ends, exit() included (a
+// thread's thread_local destructors run before the process's exit handlers).
+struct WaitAtThreadEnd {
+  ~WaitAtThreadEnd() {
+    Starts& s = starts();
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.finished.wait(lock, [&] { return s.running == 0; });
+  }
+};
+
+void wait_at_thread_end() {
+  thread_local WaitAtThreadEnd wait;
+  (void)wait;
+}
+
+// prepare_blaslt, and its outcome recorded; the caller holds no lock.
+void prepare(int device, bool background) {
+  std::string error;
+  try {
+    prepare_blaslt(device);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  Starts& s = starts();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.error[device] = error;
+  s.state[device].store(error.empty() ? BlasLtStart::ready : BlasLtStart::failed,
+                        std::memory_order_release);
+  if (background) --s.running;
+  s.finished.notify_all();
+}
+
+void run_start(int device) {
+  prepare(device, true);
+}
+
+}  // namespace
+
+void start_blaslt(int device) {
+  check_device(device);
+  Starts& s = starts();
+  if (s.state[device].load(std::memory_order_acquire) != BlasLtStart::idle) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.state[device].load(std::memory_order_relaxed) != BlasLtStart::idle) return;
+  try {
+    std::thread(run_start, device).detach();
+  } catch (const std::system_error&) {
+    return;  // no thread to spare: the first product starts the library itself
+  }
+  s.state[device].store(BlasLtStart::starting, std::memory_order_release);
+  ++s.running;
+}
+
+BlasLtStart blaslt_start_state(int device) {
+  check_device(device);
+  const BlasLtStart st = starts().state[device].load(std::memory_order_acquire);
+  if (st == BlasLtStart::starting) wait_at_thread_end();
+  return st;
+}
+
+BlasLtStart wait_for_blaslt(int device) {
+  start_blaslt(device);
+  Starts& s = starts();
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.finished.wait(lock, [&] {
+    return s.state[device].load(std::memory_order_relaxed) != BlasLtStart::starting;
+  });
+  if (s.state[device].load(std::memory_order_relaxed) == BlasLtStart::idle) {
+    lock.unlock();  // no thread could be made: start it here
+    prepare(device, false);
+    lock.lock();
+  }
+  return s.state[device].load(std::memory_order_relaxed);
+}
+
+std::string blaslt_start_error(int device) {
+  check_device(device);
+  Starts& s = starts();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.error[device];
+}
+
+bool prepare_matmul_library(int device, std::string* why) {
+  if (!is_available()) {
+    if (why) *why = unavailable_reason();
+    return false;
+  }
+  if (wait_for_blaslt(device) == BlasLtStart::ready) return true;
+  if (why) *why = blaslt_start_error(device);
+  return false;
+}
+
+}  // namespace zc::cuda

@@ -1,0 +1,80 @@
+// cuBLASLt's start on a background thread (cuda/blaslt_start.h): compiling or loading a graph
+// with library products starts it, prepare_matmul_library waits for it, and short-lived
+// processes that exit while it is under way exit cleanly. Without a GPU, preparing says why.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "unit/run_model.h"
+#include "unit/test_support.h"
+#include "zc/cuda.h"
+#include "zc/zc.h"
+
+#if ZC_WITH_CUDA
+#include "cuda/blaslt_start.h"
+#endif
+
+namespace zc {
+namespace {
+
+TEST(CudaBlasLtStart, WithoutAGpuPreparingSaysWhy) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is here";
+  std::string why;
+  EXPECT_FALSE(cuda::prepare_matmul_library(0, &why));
+  EXPECT_EQ(why, cuda::unavailable_reason());
+}
+
+#if ZC_WITH_CUDA
+
+#define SKIP_WITHOUT_GPU()                                            \
+  if (!cuda::is_available()) {                                        \
+    GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason(); \
+  }
+
+// A GPT small enough to check on the CPU, with products large enough for cuBLASLt.
+TEST(CudaBlasLtStartGpu, AGraphWithProductsStartsItAndPreparingWaitsForIt) {
+  SKIP_WITHOUT_GPU();
+  manual_seed(22);
+  models::GPTConfig cfg{
+      .vocab_size = 64, .block_size = 32, .n_layer = 2, .n_head = 2, .d_model = 64};
+  auto m = models::gpt(cfg);
+  m->eval();
+  Tensor tokens = randint(0, 64, {4, 32});
+  const Tensor want = (*m)(tokens);
+  m->to(Device::cuda(0));
+  tokens = tokens.to(Device::cuda(0));
+  EXPECT_EQ(cuda::blaslt_start_state(0), cuda::BlasLtStart::idle);
+  auto fast = compile(m);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(allclose(fast(tokens).to(Device::cpu()), want, 1e-3, 1e-4)) << i;
+    EXPECT_NE(cuda::blaslt_start_state(0), cuda::BlasLtStart::idle);
+  }
+  std::string why;
+  ASSERT_TRUE(cuda::prepare_matmul_library(0, &why)) << why;
+  EXPECT_EQ(cuda::blaslt_start_state(0), cuda::BlasLtStart::ready);
+  EXPECT_TRUE(cuda::blaslt_start_error(0).empty());
+}
+
+// Short-lived processes that exit right after their first call, while cuBLASLt may still be
+// starting on its thread: eight at once, each must exit cleanly.
+TEST(CudaBlasLtStartGpu, ProcessesExitingWhileItStartsExitCleanly) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = test::test_dir("blaslt_start");
+  const std::string tool = std::string(ZC_TEST_TOOLS_DIR) + "/run_model";
+  const test::ProcessRun r = test::run_shell(
+      "cd " + dir + " && for i in 1 2 3 4 5 6 7 8; do (" + tool +
+      " --model gpt --layers 2 --device cuda --check none > out$i 2>&1; echo \"rc $?\" >> out$i) "
+      "& done; wait; cat out*");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  size_t ok = 0;
+  for (size_t at = r.out.find("rc 0\n"); at != std::string::npos;
+       at = r.out.find("rc 0\n", at + 1)) {
+    ++ok;
+  }
+  EXPECT_EQ(ok, 8u) << r.out;
+}
+
+#endif
+
+}  // namespace
+}  // namespace zc
