@@ -22,12 +22,6 @@
 
 namespace {
 
-#define REQUIRE_GPU()                                                       \
-  do {                                                                      \
-    if (!zc::cuda::is_available())                                          \
-      GTEST_SKIP() << "no CUDA device: " << zc::cuda::unavailable_reason(); \
-  } while (0)
-
 #ifdef ZC_WITH_CUDA
 
 using zc::DType;
@@ -54,33 +48,33 @@ void sweep(DType in, DType out, double tol) {
 }
 
 TEST(CudaBlasLtGpu, F32MatchesTheReference) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   sweep(DType::f32, DType::f32, 1e-5);
 }
 
 TEST(CudaBlasLtGpu, F64MatchesTheReference) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   sweep(DType::f64, DType::f64, 1e-12);
 }
 
 TEST(CudaBlasLtGpu, F16MatchesTheReference) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   sweep(DType::f16, DType::f16, 1e-2);
 }
 
 TEST(CudaBlasLtGpu, Bf16MatchesTheReference) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   sweep(DType::bf16, DType::bf16, 1e-2);
 }
 
 TEST(CudaBlasLtGpu, HalfInputsWithF32Output) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   sweep(DType::f16, DType::f32, 1e-3);
   sweep(DType::bf16, DType::f32, 1e-3);
 }
 
 TEST(CudaBlasLtGpu, StridedBatchWithABroadcastOperand) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(12);
   for (const DType t : {DType::f32, DType::f16, DType::f64}) {
     for (int trans = 0; trans < 4; ++trans) {
@@ -102,7 +96,7 @@ TEST(CudaBlasLtGpu, StridedBatchWithABroadcastOperand) {
 }
 
 TEST(CudaBlasLtGpu, EachEpilogue) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(13);
   struct Kinds {
     DType in, out;
@@ -130,7 +124,7 @@ TEST(CudaBlasLtGpu, EachEpilogue) {
 // Whether cuBLASLt has double-precision epilogue kernels is its own choice; zc promises the
 // right values or a zc::Error naming the problem, never wrong values.
 TEST(CudaBlasLtGpu, F64EpiloguesAreRightOrRefused) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(14);
   for (const Epilogue e : {Epilogue::bias, Epilogue::relu, Epilogue::bias_relu}) {
     GemmCase c{dense_problem(DType::f64, 40, 50, 60)};
@@ -150,7 +144,7 @@ TEST(CudaBlasLtGpu, F64EpiloguesAreRightOrRefused) {
 }
 
 TEST(CudaBlasLtGpu, LeadingDimensionsPastTheRow) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(15);
   for (const DType t : {DType::f32, DType::f16}) {
     for (int trans = 0; trans < 4; ++trans) {
@@ -165,7 +159,7 @@ TEST(CudaBlasLtGpu, LeadingDimensionsPastTheRow) {
 }
 
 TEST(CudaBlasLtGpu, MisalignedPointers) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(16);
   for (const DType t : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     const double tol = t == DType::f32 ? 1e-5 : t == DType::f64 ? 1e-12 : 1e-2;
@@ -182,7 +176,7 @@ TEST(CudaBlasLtGpu, MisalignedPointers) {
 }
 
 TEST(CudaBlasLtGpu, APlanIsMadeOnceAndReused) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(17);
   GemmCase c{dense_problem(DType::f32, 37, 41, 43)};
   const zc::test::GemmOperands o = zc::test::make_operands(c);
@@ -214,7 +208,7 @@ TEST(CudaBlasLtGpu, APlanIsMadeOnceAndReused) {
 // K=0 is an empty sum: D = act(bias), zeros without a bias; A and B are not read. M, N or batch
 // of 0 write nothing and call nothing.
 TEST(CudaBlasLtGpu, EmptyProblems) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(18);
   for (const DType t : {DType::f32, DType::f16}) {
     for (const Epilogue e : {Epilogue::none, Epilogue::bias, Epilogue::bias_relu}) {
@@ -244,7 +238,7 @@ TEST(CudaBlasLtGpu, EmptyProblems) {
 }
 
 TEST(CudaBlasLtGpu, Tf32OnlyWhenAllowed) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(19);
   GemmCase c{dense_problem(DType::f32, 256, 256, 1024)};
   c.p.allow_tf32 = true;
@@ -255,7 +249,7 @@ TEST(CudaBlasLtGpu, Tf32OnlyWhenAllowed) {
 }
 
 TEST(CudaBlasLtGpu, ThreadsShareAPlan) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(20);
   GemmCase c{dense_problem(DType::f16, 96, 80, 64)};
   c.p.epilogue = Epilogue::bias;  // the bias pointer is per call, the plan shared
@@ -272,7 +266,7 @@ TEST(CudaBlasLtGpu, ThreadsShareAPlan) {
 }
 
 TEST(CudaBlasLtGpu, AnotherStreamGetsItsOwnWorkspace) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(21);
   GemmCase c{dense_problem(DType::f32, 128, 128, 128)};
   const zc::test::GemmOperands o = zc::test::make_operands(c);

@@ -26,14 +26,9 @@ TEST(CudaBlasLtStart, WithoutAGpuPreparingSaysWhy) {
 
 #if ZC_WITH_CUDA
 
-#define SKIP_WITHOUT_GPU()                                            \
-  if (!cuda::is_available()) {                                        \
-    GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason(); \
-  }
-
 // A GPT small enough to check on the CPU, with products large enough for cuBLASLt.
 TEST(CudaBlasLtStartGpu, AGraphWithProductsStartsItAndPreparingWaitsForIt) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(22);
   models::GPTConfig cfg{
       .vocab_size = 64, .block_size = 32, .n_layer = 2, .n_head = 2, .d_model = 64};
@@ -58,7 +53,7 @@ TEST(CudaBlasLtStartGpu, AGraphWithProductsStartsItAndPreparingWaitsForIt) {
 // Short-lived processes that exit right after their first call, while cuBLASLt may still be
 // starting on its thread: eight at once, each must exit cleanly.
 TEST(CudaBlasLtStartGpu, ProcessesExitingWhileItStartsExitCleanly) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const std::string dir = test::test_dir("blaslt_start");
   const std::string tool = std::string(ZC_TEST_TOOLS_DIR) + "/run_model";
   const test::ProcessRun r = test::run_shell(

@@ -263,13 +263,8 @@ TEST(CudaBackend, NamedWithoutAGpuIsAClearError) {
 
 // Compiled graphs on a GPU.
 
-#define SKIP_WITHOUT_GPU()                                            \
-  if (!cuda::is_available()) {                                        \
-    GTEST_SKIP() << "no CUDA device: " << cuda::unavailable_reason(); \
-  }
-
 TEST(CudaCompile, Seed64AndGptMatchTheCpu) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(7);
   auto seed = models::seed_model(64);
   Tensor x = randn({10, 10});
@@ -294,7 +289,7 @@ TEST(CudaCompile, Seed64AndGptMatchTheCpu) {
 // at once when the pointers allow; the same compiled kernel over q, k and v that start 4 bytes
 // (f32) or 2 bytes (bf16) into their storage reads the same elements one at a time.
 TEST(CudaCompile, AttentionVectorReadsAndTheMisalignedPathMatchTheCpu) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(13);
   const Shape shape{2, 3, 40, 64};
   const int64_t n = shape_numel(shape);
@@ -329,7 +324,7 @@ TEST(CudaCompile, AttentionVectorReadsAndTheMisalignedPathMatchTheCpu) {
 // bf16 parameters in place, the tiled attention over bf16 projections) against the CPU's eager
 // bf16 block, within bf16's rounding.
 TEST(CudaCompile, ABf16TransformerBlockMatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(9);
   auto block = std::make_shared<nn::TransformerBlock>(128, 2, /*causal=*/true);
   block->eval();
@@ -344,7 +339,7 @@ TEST(CudaCompile, ABf16TransformerBlockMatchesTheCpu) {
 // The same compiled kernel over an aligned input (vector steps) and over one that starts 4
 // bytes into its storage (the element loop), and with a row broadcast and a bias.
 TEST(CudaCompile, VectorStepsAndTheMisalignedElementLoopMatchTheCpu) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(12);
   for (DType dt : {DType::f32, DType::bf16}) {
     Tensor bias = randn({256}).to(dt);
@@ -369,7 +364,7 @@ TEST(CudaCompile, VectorStepsAndTheMisalignedElementLoopMatchTheCpu) {
 }
 
 TEST(CudaCompile, AWarmProcessRunsNoNvrtc) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(8);
   auto m = models::seed_model(4);
   m->to(Device::cuda(0));
@@ -383,7 +378,7 @@ TEST(CudaCompile, AWarmProcessRunsNoNvrtc) {
 }
 
 TEST(CudaCompile, TenThousandCallsOfAModelLeakNothing) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(9);
   auto m = models::seed_model(2);
   m->to(Device::cuda(0));
@@ -415,7 +410,7 @@ TEST(CudaCompile, TenThousandCallsOfAModelLeakNothing) {
 }
 
 TEST(CudaCompile, ABundleWarmsAnEmptyCacheWithoutNvrtc) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const std::string a = test::test_dir("cuda_bundle_a"), b = test::test_dir("cuda_bundle_b");
   const std::string bundle = a + "/seed.zcb";
   test::ProcessRun cold =
@@ -444,7 +439,7 @@ struct GraphedSeed {
 };
 
 TEST(CudaGraphs, NewInputDataEveryCallReplaysOneRecording) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(10);
   GraphedSeed s;
   compiler::reset_stats();
@@ -455,7 +450,7 @@ TEST(CudaGraphs, NewInputDataEveryCallReplaysOneRecording) {
 }
 
 TEST(CudaGraphs, InputsFreedAndReallocatedBetweenCalls) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(11);
   GraphedSeed s;
   std::vector<Tensor> cpu;
@@ -474,7 +469,7 @@ TEST(CudaGraphs, InputsFreedAndReallocatedBetweenCalls) {
 }
 
 TEST(CudaGraphs, TwoThreadsAtOnce) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(12);
   GraphedSeed s;
   std::vector<Tensor> xs, want;
@@ -498,7 +493,7 @@ TEST(CudaGraphs, TwoThreadsAtOnce) {
 }
 
 TEST(CudaGraphs, MovedParametersAreRecordedAgain) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   manual_seed(13);
   GraphedSeed s;
   Tensor x = randn({10, 10}).to(Device::cuda(0));
@@ -513,7 +508,7 @@ TEST(CudaGraphs, MovedParametersAreRecordedAgain) {
 }
 
 TEST(CudaGraphs, OffLaunchesEveryKernel) {
-  SKIP_WITHOUT_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   auto m = models::seed_model(4);
   m->to(Device::cuda(0));
   auto fast = compile(m, {.cuda_graphs = false});

@@ -38,12 +38,6 @@ using zc::Tensor;
 using zc::test::contains;
 using zc::test::error_message;
 
-#define REQUIRE_GPU()                                                       \
-  do {                                                                      \
-    if (!zc::cuda::is_available())                                          \
-      GTEST_SKIP() << "no CUDA device: " << zc::cuda::unavailable_reason(); \
-  } while (0)
-
 #define REQUIRE_NO_GPU()                                                             \
   do {                                                                               \
     if (zc::cuda::is_available())                                                    \
@@ -166,7 +160,7 @@ TEST(CudaRuntimeNoGpu, DriverReasonIsTheSameEverywhere) {
 // ---- with a GPU: skipped without one ----
 
 TEST(CudaRuntimeGpu, DevicesAndProperties) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const int n = zc::cuda::device_count();
   ASSERT_GE(n, 1);
   EXPECT_TRUE(zc::cuda::unavailable_reason().empty());
@@ -189,7 +183,7 @@ TEST(CudaRuntimeGpu, DevicesAndProperties) {
 }
 
 TEST(CudaRuntimeGpu, RoundTripEveryDTypeBitExact) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(11);
   for (DType dtype : kAllDTypes) {
     SCOPED_TRACE(std::string(zc::dtype_name(dtype)));
@@ -211,7 +205,7 @@ TEST(CudaRuntimeGpu, RoundTripEveryDTypeBitExact) {
 }
 
 TEST(CudaRuntimeGpu, NonContiguousCpuSources) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(12);
   for (DType dtype : kAllDTypes) {
     SCOPED_TRACE(std::string(zc::dtype_name(dtype)));
@@ -235,7 +229,7 @@ TEST(CudaRuntimeGpu, NonContiguousCpuSources) {
 }
 
 TEST(CudaRuntimeGpu, NonContiguousCudaSources) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(13);
   for (DType dtype : kAllDTypes) {
     SCOPED_TRACE(std::string(zc::dtype_name(dtype)));
@@ -265,7 +259,7 @@ TEST(CudaRuntimeGpu, NonContiguousCudaSources) {
 }
 
 TEST(CudaRuntimeGpu, SameDeviceAndAcrossDevices) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const Tensor x = zc::arange(0.0, 24.0).reshape({4, 6});
   const Tensor d = x.to(kGpu);
   EXPECT_EQ(d.to(kGpu).unsafe_impl(), d.unsafe_impl());  // already there: no copy
@@ -279,7 +273,7 @@ TEST(CudaRuntimeGpu, SameDeviceAndAcrossDevices) {
 }
 
 TEST(CudaRuntimeGpu, ItemStrAndHostAccess) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const Tensor d = zc::from_vector({1.5f, -2.0f, 3.25f}, {3}).to(kGpu);
   EXPECT_EQ(same_view(d, {}, {}, 1).item<float>(), -2.0f);
   EXPECT_EQ(zc::scalar_tensor(2.5, DType::f64).to(kGpu).item<double>(), 2.5);
@@ -302,7 +296,7 @@ TEST(CudaRuntimeGpu, ItemStrAndHostAccess) {
 }
 
 TEST(CudaRuntimeGpu, AllocatorReusesAFreedBlock) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::cuda::empty_cache();
   const zc::cuda::MemoryStats start = zc::cuda::memory_stats();
   { const Tensor a = Tensor::empty({1000}, DType::f32, kGpu); }
@@ -328,7 +322,7 @@ TEST(CudaRuntimeGpu, AllocatorReusesAFreedBlock) {
 }
 
 TEST(CudaRuntimeGpu, ManyCyclesStayBounded) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::cuda::empty_cache();
   const zc::cuda::MemoryStats start = zc::cuda::memory_stats();
   const std::vector<int64_t> sizes = {1,       100,     511,           512,     513,          4096,
@@ -369,7 +363,7 @@ TEST(CudaRuntimeGpu, ManyCyclesStayBounded) {
 
 // Each new thread has no current context until zc makes one current; the allocator is shared.
 TEST(CudaRuntimeGpu, ThreadsCopyAndAllocateConcurrently) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const uint64_t allocated = zc::cuda::memory_stats().allocated_bytes;
   std::atomic<int> mismatches{0};
   std::vector<std::thread> threads;
@@ -387,7 +381,7 @@ TEST(CudaRuntimeGpu, ThreadsCopyAndAllocateConcurrently) {
 }
 
 TEST(CudaRuntimeGpu, ImpossibleAllocationRaisesAndRecovers) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const int64_t pebibyte = int64_t{1} << 50;
   { const Tensor warm = Tensor::empty({1 << 16}, DType::f32, kGpu); }  // something cached
   const std::string msg = error_message([&] { Tensor::empty({pebibyte}, DType::boolean, kGpu); });
@@ -408,7 +402,7 @@ TEST(CudaRuntimeGpu, ImpossibleAllocationRaisesAndRecovers) {
 }
 
 TEST(CudaRuntimeGpu, ModuleToCudaAndBackInPlace) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(5);
   zc::nn::Linear lin(8, 3);
   const Tensor weight = lin.weight;  // a handle sharing the registered TensorImpl
@@ -428,14 +422,14 @@ TEST(CudaRuntimeGpu, ModuleToCudaAndBackInPlace) {
 }
 
 TEST(CudaRuntimeGpu, TensorsFreedDuringExit) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const zc::test::ProcessRun r = zc::test::run_shell(std::string(ZC_TEST_TOOLS_DIR) + "/cuda_exit");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(r.out, "ok\n");
 }
 
 TEST(CudaRuntimeGpu, EnvListsTheGpus) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   const zc::test::ProcessRun json = zc::test::zc_cli("", "env --json");
   ASSERT_EQ(json.rc, 0) << json.out;
   EXPECT_TRUE(contains(json.out, "\"gpu\":{\"available\":true,\"count\":" +
@@ -450,7 +444,7 @@ TEST(CudaRuntimeGpu, EnvListsTheGpus) {
 // The internal runtime that kernels will use: device addresses, copies and fills on the
 // current stream, and stream guards.
 TEST(CudaRuntimeGpu, InternalMemoryAndStreams) {
-  REQUIRE_GPU();
+  ZC_SKIP_WITHOUT_GPU();
   namespace cu = zc::cuda;
   const Tensor x = zc::arange(0.0, 16.0);
   const Tensor a = x.to(kGpu);

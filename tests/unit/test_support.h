@@ -8,7 +8,15 @@
 #include <string>
 #include <string_view>
 
+#include "zc/cuda.h"
 #include "zc/error.h"
+
+// Skips the running test on a machine without a usable GPU, saying why (CI has none).
+#define ZC_SKIP_WITHOUT_GPU()                                                 \
+  do {                                                                        \
+    if (!::zc::cuda::is_available())                                          \
+      GTEST_SKIP() << "no CUDA device: " << ::zc::cuda::unavailable_reason(); \
+  } while (0)
 
 namespace zc::test {
 

@@ -123,10 +123,10 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   // NVRTC run and the library's 100-200 ms start overlap.
   static void start_library(const Schedule& s) {
     if (!zc::cuda::is_available() || s.graph.inputs.empty()) return;
-    const int device = s.graph.meta(s.graph.inputs[0].value).device.index;
-    if (!s.graph.meta(s.graph.inputs[0].value).device.is_cuda()) return;
+    const Device device = s.graph.meta(s.graph.inputs[0].value).device;
+    if (!device.is_cuda()) return;
     for (const Kernel& k : s.kernels) {
-      if (k.kind == KernelKind::matmul && k.library) return zc::cuda::start_blaslt(device);
+      if (k.kind == KernelKind::matmul && k.library) return zc::cuda::start_blaslt(device.index);
     }
   }
 
