@@ -18,6 +18,7 @@ struct Mlp : zc::nn::Module {
 };
 
 int main() {
+  zc::NoGradGuard no_grad;  // inference: no gradients recorded
   zc::manual_seed(0);
   auto model = std::make_shared<Mlp>(64, 256);
   model->eval();

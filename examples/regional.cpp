@@ -17,6 +17,7 @@ double ms_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 int main() {
+  zc::NoGradGuard no_grad;  // inference: no gradients recorded
   zc::Tensor x = zc::randn({10, 10});
   for (int layers : {8, 64}) {
     auto model = zc::models::seed_model(layers);

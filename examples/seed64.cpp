@@ -28,7 +28,8 @@ double median_us(F&& f, int calls = 200) {
 }  // namespace
 
 int main() {
-  zc::manual_seed(0);  // same weights and input on every run and every machine
+  zc::NoGradGuard no_grad;  // inference: no gradients recorded
+  zc::manual_seed(0);       // same weights and input on every run and every machine
   auto model = zc::models::seed_model(64);
   model->eval();
   zc::Tensor x = zc::randn({10, 10});

@@ -42,6 +42,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // Looks up a parameter or buffer by dotted path; nullptr when absent.
   Tensor* find_tensor(const std::string& dotted_name);
 
+  // Drops every parameter's accumulated gradient (torch's zero_grad(set_to_none=True)).
+  void zero_grad();
+
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -170,3 +173,16 @@ void load_safetensors(Module& module, const std::string& path, bool strict = fal
 void save_safetensors(const Module& module, const std::string& path);
 
 }  // namespace zc::nn
+
+namespace zc::nn::functional {
+
+// mean((input - target)^2) over every element; the shapes must be equal.
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+
+// The mean negative log-likelihood of `targets` under softmax(logits), as
+// torch.nn.functional.cross_entropy: logits [N, C] with integer targets [N] (or [C] with a
+// 0-dim target). Targets equal to ignore_index contribute nothing and are not counted; any
+// other target outside [0, C) raises zc::Error.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+
+}  // namespace zc::nn::functional

@@ -35,6 +35,10 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Counts writes into existing values (an optimizer's update of a parameter), so that
+  // autograd can refuse values that changed after it saved them.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
 
  private:
   Storage() = default;
@@ -42,6 +46,7 @@ class Storage {
   size_t nbytes_ = 0;
   Device device_;
   bool owned_ = true;
+  uint64_t version_ = 0;
 };
 
 // State the capture stage attaches to a traced tensor. The runtime only carries it: a traced
@@ -51,6 +56,11 @@ struct TraceSlot {
   virtual ~TraceSlot() = default;
   virtual void force(struct TensorImpl& self) = 0;
 };
+
+// Autograd state of a tensor (src/autograd): whether it requires a gradient, its accumulated
+// gradient when it is a leaf, and the node that produced it otherwise. Null for the many
+// tensors that never take part in autograd.
+struct AutogradMeta;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;  // null for a traced tensor not yet forced
@@ -63,6 +73,7 @@ struct TensorImpl {
   // A C++ number turned into a 0-dim tensor (wrap_scalar): it takes part in type promotion
   // with the lowest priority, like a Python number in torch.
   bool wrapped_number = false;
+  std::shared_ptr<AutogradMeta> autograd;
 };
 
 class Tensor {
@@ -125,6 +136,24 @@ class Tensor {
   Tensor to(Device device) const;
 
   std::string str() const;  // shape, dtype and (for small tensors) the values
+
+  // Autograd, shaped like LibTorch's. A leaf (a tensor no recorded op produced) that requires
+  // a gradient accumulates one in grad() on every backward() that reaches it; an op on
+  // tensors that require gradients records how to differentiate itself, unless a NoGradGuard
+  // is alive on the calling thread. Only floating-point tensors can require gradients.
+  Tensor& requires_grad_(bool requires_grad = true);  // leaves only: zc::Error otherwise
+  bool requires_grad() const;
+  bool is_leaf() const;              // true unless a recorded op produced the tensor
+  const Tensor& grad() const;        // the accumulated gradient; undefined before any
+  Tensor& mutable_grad() const;      // for optimizers: zero_grad() assigns Tensor()
+  std::string grad_fn_name() const;  // the op that produced it ("mul"), or "" for a leaf
+  // The gradient of this tensor with respect to every leaf that requires one, accumulated into
+  // their grad(). Without `gradient` the tensor must hold one element (a loss); with it,
+  // `gradient` has this tensor's shape. The graph's saved values are freed afterwards unless
+  // `retain_graph`, and a second backward() through freed values raises zc::Error.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  // The same values, cut off from autograd: requires no gradient and has no producer.
+  Tensor detach() const;
 
   TensorImpl* unsafe_impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

@@ -1,6 +1,7 @@
 // The umbrella header: everything a zc user needs.
 #pragma once
 
+#include "zc/autograd.h"
 #include "zc/cache.h"
 #include "zc/compile.h"
 #include "zc/cuda.h"
@@ -10,6 +11,7 @@
 #include "zc/factories.h"
 #include "zc/models.h"
 #include "zc/nn.h"
+#include "zc/optim.h"
 #include "zc/ops.h"
 #include "zc/serialize.h"
 #include "zc/tensor.h"

@@ -11,6 +11,8 @@
 
 #include "nn/epoch.h"
 #include "ops/dispatch.h"
+#include "tensor/assign.h"
+#include "zc/autograd.h"
 #include "zc/nn.h"
 
 namespace zc::nn {
@@ -39,14 +41,6 @@ bool has_name(const std::vector<std::pair<std::string, Named>>& entries, const s
     if (entry.first == name) return true;
   }
   return false;
-}
-
-// Replaces the contents of a registered tensor's TensorImpl so that every handle sharing it
-// (the member fields of the modules) sees the new value.
-void assign_in_place(const Tensor& target, const Tensor& value) {
-  TensorImpl replacement = *value.unsafe_impl();
-  replacement.trace.reset();
-  *target.unsafe_impl() = std::move(replacement);
 }
 
 }  // namespace
@@ -92,6 +86,10 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
                  has_name(params_, name) || has_name(buffers_, name) || has_name(children_, name));
   if (!value.defined()) {
     throw Error(type_name() + ": parameter '" + name + "' is an undefined tensor");
+  }
+  // Parameters are what training updates: they require gradients from the start, as in torch.
+  if (is_floating(value.dtype()) && value.is_leaf() && !value.requires_grad()) {
+    value.requires_grad_();
   }
   params_.emplace_back(name, value);
   bump_module_epoch();
@@ -166,6 +164,12 @@ Tensor* Module::find_tensor(const std::string& dotted_name) {
   return nullptr;
 }
 
+void Module::zero_grad() {
+  for (const Tensor& p : parameters()) {
+    if (p.unsafe_impl()->autograd) p.mutable_grad() = Tensor();
+  }
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& entry : children_) entry.second->train(on);
@@ -181,6 +185,7 @@ void convert_all(Module& module, const std::string& what, Convert&& convert) {
   auto tensors = module.named_parameters();
   auto buffers = module.named_buffers();
   tensors.insert(tensors.end(), buffers.begin(), buffers.end());
+  NoGradGuard no_grad;  // a conversion is not part of any computation to differentiate
   std::vector<Tensor> converted;
   converted.reserve(tensors.size());
   for (const auto& [name, tensor] : tensors) {
@@ -192,7 +197,7 @@ void convert_all(Module& module, const std::string& what, Convert&& convert) {
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (converted[i].unsafe_impl() != tensors[i].second.unsafe_impl()) {
-      assign_in_place(tensors[i].second, converted[i]);
+      replace_contents(tensors[i].second, converted[i]);
     }
   }
   bump_module_epoch();

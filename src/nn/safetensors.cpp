@@ -9,6 +9,7 @@
 
 #include "nn/epoch.h"
 #include "nn/json.h"
+#include "tensor/assign.h"
 #include "zc/nn.h"
 #include "zc/serialize.h"
 
@@ -368,9 +369,7 @@ void load_safetensors(Module& module, const std::string& path, bool strict) {
 
   for (const auto& [name, target] : state) {
     // Member handles share this TensorImpl, so replacing its contents updates them too.
-    TensorImpl replacement = *loaded.at(name).unsafe_impl();
-    replacement.trace.reset();
-    *target.unsafe_impl() = std::move(replacement);
+    replace_contents(target, loaded.at(name));
   }
   bump_module_epoch();
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/decompose.h"
+#include "ops/derivative.h"
 #include "ops/eager.h"
 #include "ops/gemm.h"
 #include "ops/loops.h"
@@ -107,20 +108,45 @@ std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& att
 
 // The same steps as a graph of ops; matmul broadcasts the batch dims as the eager kernel
 // expands them.
+// q k^T * scale, with the keys after each query at -inf when causal (query i sees keys 0..i,
+// top-left aligned): what softmax turns into the attention weights, for the decomposition and
+// the derivative alike. The mask is computed now: traced, it enters the graph as a constant
+// (which a compiled graph places on its device); eagerly on a GPU, it moves there.
+Tensor attention_scores(const Tensor& q, const Tensor& k, const AttentionAttrs& a, DType ct) {
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * a.scale;
+  if (!a.causal) return scores;
+  int64_t tq = q.size(-2), tk = k.size(-2);
+  Tensor mask = le(arange(tk).reshape({1, tk}), arange(tq).reshape({tq, 1}));
+  if (!q.is_traced() && !q.device().is_cpu()) mask = mask.to(q.device());
+  return where(mask, scores, full({}, -std::numeric_limits<double>::infinity(), ct));
+}
+
 std::vector<Tensor> attention_decompose(std::span<const Tensor> in, const Attrs& attrs) {
   const auto& a = std::get<AttentionAttrs>(attrs);
   DType out = output_dtype(OpId::attention, in, attrs);
   DType ct = compute_dtype(out);
   Tensor q = to_dtype(in[0], ct), k = to_dtype(in[1], ct), v = to_dtype(in[2], ct);
-  Tensor scores = matmul(q, k.transpose(-2, -1)) * a.scale;
-  if (a.causal) {
-    // Query i sees keys 0..i (top-left aligned). Computed now, the mask enters the graph as a
-    // constant.
-    int64_t tq = q.size(-2), tk = k.size(-2);
-    Tensor mask = le(arange(tk).reshape({1, tk}), arange(tq).reshape({tq, 1}));
-    scores = where(mask, scores, full({}, -std::numeric_limits<double>::infinity(), ct));
+  return {to_dtype(matmul(softmax(attention_scores(q, k, a, ct), -1), v), out)};
+}
+
+// With P = softmax(S), S = q k^T scale (+ mask): dv = P^T g, dP = g v^T,
+// dS = P (dP - sum(dP P)), dq = dS k scale, dk = dS^T q scale. P is recomputed from q and k,
+// as flash attention's backward does, rather than saved.
+std::vector<Tensor> attention_vjp(const VjpArgs& args) {
+  const auto& a = std::get<AttentionAttrs>(args.attrs);
+  DType ct = compute_dtype(args.outputs[0].dtype());
+  Tensor q = to_dtype(args.inputs[0], ct), k = to_dtype(args.inputs[1], ct);
+  Tensor v = to_dtype(args.inputs[2], ct), g = to_dtype(out_grad(args), ct);
+  Tensor p = softmax(attention_scores(q, k, a, ct), -1);
+  std::vector<Tensor> out(3);
+  if (args.wants(2)) out[2] = sum_to(matmul(p.transpose(-2, -1), g), v.shape());
+  if (args.wants(0) || args.wants(1)) {
+    Tensor dp = matmul(g, v.transpose(-2, -1));
+    Tensor ds = p * (dp - sum(dp * p, {-1}, true)) * a.scale;
+    if (args.wants(0)) out[0] = sum_to(matmul(ds, k), q.shape());
+    if (args.wants(1)) out[1] = sum_to(matmul(ds.transpose(-2, -1), q), k.shape());
   }
-  return {to_dtype(matmul(softmax(scores, -1), v), out)};
+  return out;
 }
 
 }  // namespace
@@ -132,7 +158,8 @@ void define_attention_ops(OpTable& t) {
                  .attrs_index = attrs_index_of<AttentionAttrs>(),
                  .infer = attention_infer,
                  .eager = attention_eager,
-                 .decompose = attention_decompose});
+                 .decompose = attention_decompose,
+                 .derivative = attention_vjp});
 }
 
 }  // namespace zc::ops

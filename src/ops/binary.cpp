@@ -1,6 +1,8 @@
 // Elementwise binary ops (broadcasting, promoting) and where.
+#include <array>
 #include <cmath>
 
+#include "ops/derivative.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
@@ -12,6 +14,11 @@ namespace zc::ops {
 namespace {
 
 enum class Result { same, floating, boolean };
+
+// A binary derivative gives each operand's gradient in the output's shape (binary_vjp sums
+// the broadcast dims away); Wanted says which operands want one.
+using Grads = std::array<Tensor, 2>;
+using Wanted = std::array<bool, 2>;
 
 constexpr ComputeRule rule_of(Result r) {
   return r == Result::same       ? ComputeRule::promoted
@@ -32,6 +39,9 @@ struct Add {
     return static_cast<T>(a + b);
   }
   static std::string c(const CExpr& e) { return infix(e, "+"); }
+  static Grads vjp(const Tensor& g, const Tensor&, const Tensor&, const Tensor&, Wanted) {
+    return {g, g};
+  }
 };
 struct Sub {
   static constexpr const char* name = "sub";
@@ -41,6 +51,9 @@ struct Sub {
     return static_cast<T>(a - b);
   }
   static std::string c(const CExpr& e) { return infix(e, "-"); }
+  static Grads vjp(const Tensor& g, const Tensor&, const Tensor&, const Tensor&, Wanted w) {
+    return {g, w[1] ? -g : Tensor()};
+  }
 };
 struct Mul {
   static constexpr const char* name = "mul";
@@ -50,6 +63,9 @@ struct Mul {
     return static_cast<T>(a * b);
   }
   static std::string c(const CExpr& e) { return infix(e, "*"); }
+  static Grads vjp(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&, Wanted w) {
+    return {w[0] ? g * b : Tensor(), w[1] ? g * a : Tensor()};
+  }
 };
 struct Div {
   static constexpr const char* name = "div";
@@ -59,6 +75,9 @@ struct Div {
     return a / b;
   }
   static std::string c(const CExpr& e) { return infix(e, "/"); }
+  static Grads vjp(const Tensor& g, const Tensor&, const Tensor& b, const Tensor& y, Wanted w) {
+    return {w[0] ? g / b : Tensor(), w[1] ? -g * y / b : Tensor()};
+  }
 };
 // Integer powers are exact, by repeated squaring with two's-complement wrap-around (as the
 // integer ops wrap). A negative exponent gives 1 for base 1, +-1 for base -1 and 0 otherwise,
@@ -92,6 +111,17 @@ struct Pow {
     if (e.floating()) return "zc_pow(" + e.in[0] + ", " + e.in[1] + ")";
     return "zc_ipow(" + e.in[0] + ", " + e.in[1] + ")";
   }
+  // As torch: a zero exponent has no gradient through the base, and a zero base none through
+  // a non-negative exponent (where the formulas would give 0 * inf).
+  static Grads vjp(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor& y, Wanted w) {
+    Tensor ga, gb;
+    if (w[0]) ga = where(eq(b, 0.0), zero_like(g), g * b * pow(a, b - 1.0));
+    if (w[1]) {
+      Tensor v = g * y * zc::log(a);
+      gb = where(eq(a, 0.0), where(ge(b, 0.0), zero_like(g), v), v);
+    }
+    return {ga, gb};
+  }
 };
 // maximum/minimum propagate NaN, as torch does.
 struct Maximum {
@@ -104,6 +134,11 @@ struct Maximum {
     return a > b ? a : b;
   }
   static std::string c(const CExpr& e) { return "zc_max(" + e.in[0] + ", " + e.in[1] + ")"; }
+  // Ties split the gradient evenly, as torch.
+  static Grads vjp(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&, Wanted) {
+    Tensor share = cast(gt(a, b), g.dtype()) + cast(eq(a, b), g.dtype()) * 0.5;
+    return {g * share, g * (1.0 - share)};
+  }
 };
 struct Minimum {
   static constexpr const char* name = "minimum";
@@ -115,6 +150,10 @@ struct Minimum {
     return a < b ? a : b;
   }
   static std::string c(const CExpr& e) { return "zc_min(" + e.in[0] + ", " + e.in[1] + ")"; }
+  static Grads vjp(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&, Wanted) {
+    Tensor share = cast(lt(a, b), g.dtype()) + cast(eq(a, b), g.dtype()) * 0.5;
+    return {g * share, g * (1.0 - share)};
+  }
 };
 // The C++ operator and the generated expression are the same token.
 #define ZC_COMPARISON(Name, op)                                    \
@@ -192,6 +231,27 @@ std::vector<Tensor> binary_eager(std::span<const Tensor> in, const Attrs&,
 }
 
 template <class F>
+std::vector<Tensor> binary_vjp(const VjpArgs& args) {
+  Wanted w{args.wants(0), args.wants(1)};
+  Grads g = F::vjp(out_grad(args), args.inputs[0], args.inputs[1], args.outputs[0], w);
+  std::vector<Tensor> out(2);
+  for (size_t i = 0; i < 2; ++i) {
+    if (w[i] && g[i].defined()) out[i] = sum_to(g[i], args.inputs[i].shape());
+  }
+  return out;
+}
+
+// Comparisons have no derivative: their outputs are bool.
+template <class F>
+constexpr DerivativeFn binary_derivative() {
+  if constexpr (F::result == Result::boolean) {
+    return nullptr;
+  } else {
+    return binary_vjp<F>;
+  }
+}
+
+template <class F>
 OpDef binary_def(OpId id) {
   return OpDef{.id = id,
                .min_inputs = 2,
@@ -199,6 +259,7 @@ OpDef binary_def(OpId id) {
                .attrs_index = attrs_index_of<NoAttrs>(),
                .infer = binary_infer<F>,
                .eager = binary_eager<F>,
+               .derivative = binary_derivative<F>(),
                .compute = rule_of(F::result),
                .c_expr = F::c};
 }
@@ -225,6 +286,16 @@ struct Select {
 
 std::string where_c(const CExpr& e) {
   return "(" + e.in[0] + " ? " + e.in[1] + " : " + e.in[2] + ")";
+}
+
+// The condition has no gradient; each branch gets the gradient where it was chosen.
+std::vector<Tensor> where_vjp(const VjpArgs& args) {
+  const Tensor& g = out_grad(args);
+  const Tensor& c = args.inputs[0];
+  std::vector<Tensor> out(3);
+  if (args.wants(1)) out[1] = sum_to(where(c, g, zero_like(g)), args.inputs[1].shape());
+  if (args.wants(2)) out[2] = sum_to(where(c, zero_like(g), g), args.inputs[2].shape());
+  return out;
 }
 
 std::vector<Tensor> where_eager(std::span<const Tensor> in, const Attrs&,
@@ -268,6 +339,7 @@ void define_binary_ops(OpTable& t) {
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = where_infer,
                  .eager = where_eager,
+                 .derivative = where_vjp,
                  .compute = ComputeRule::output,
                  .c_expr = where_c});
 }

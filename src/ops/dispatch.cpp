@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "autograd/record.h"
 #include "ops/shape_rules.h"
 #include "util/check.h"
 
@@ -93,14 +94,20 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
   metas.reserve(n);
   for (const Tensor& t : inputs) metas.push_back(meta_of(t));
   std::vector<TensorMeta> outs = infer_outputs(def, metas, attrs);
-  if (device.is_cpu()) return def.eager(inputs, attrs, outs);
-  DeviceKernels* kernels = device_kernels(device.type).load(std::memory_order_acquire);
-  if (!kernels) {
-    op_error(def.name, "tensors on " + device.str() +
-                           " need the CUDA backend, which this build of zerocompile lacks (it was "
-                           "built without the CUDA toolkit's headers)");
+  std::vector<Tensor> results;
+  if (device.is_cpu()) {
+    results = def.eager(inputs, attrs, outs);
+  } else {
+    DeviceKernels* kernels = device_kernels(device.type).load(std::memory_order_acquire);
+    if (!kernels) {
+      op_error(def.name, "tensors on " + device.str() +
+                             " need the CUDA backend, which this build of zerocompile lacks (it "
+                             "was built without the CUDA toolkit's headers)");
+    }
+    results = kernels->run(def, inputs, attrs, outs);
   }
-  return kernels->run(def, inputs, attrs, outs);
+  if (autograd::wants_grad(inputs)) autograd::record_op(def, inputs, attrs, results);
+  return results;
 }
 
 Tensor call1(OpId id, std::span<const Tensor> inputs, const Attrs& attrs) {

@@ -1,11 +1,15 @@
-// embedding (row gather) and cat.
+// embedding (row gather), its backward (row scatter-add), and cat.
 #include <cstring>
 
+#include "ops/decompose.h"
+#include "ops/derivative.h"
+#include "ops/dispatch.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
 #include "tensor/element.h"
+#include "zc/factories.h"
 
 namespace zc::ops {
 
@@ -45,6 +49,71 @@ std::vector<Tensor> embedding_eager(std::span<const Tensor> in, const Attrs&,
   for (int64_t i = 0; i < n; ++i)
     std::memcpy(dst + i * row_bytes, src + ip[i] * row_bytes, row_bytes);
   return {out};
+}
+
+// The weight's gradient; the indices have none.
+std::vector<Tensor> embedding_vjp(const VjpArgs& args) {
+  const Tensor &w = args.inputs[0], &idx = args.inputs[1];
+  if (!args.wants(0)) return {Tensor(), Tensor()};
+  return {ops::call1(OpId::embedding_backward, {out_grad(args), idx}, ShapeAttrs{w.shape()}),
+          Tensor()};
+}
+
+// embedding_backward(g [..., d], indices [...]) -> [n, d]: row i is the sum of g's rows whose
+// index is i. A composite, so every backend has it through the decomposition.
+std::vector<TensorMeta> embedding_backward_infer(std::span<const TensorMeta> in,
+                                                 const Attrs& attrs) {
+  const Shape& table = std::get<ShapeAttrs>(attrs).shape;
+  const TensorMeta &g = in[0], &idx = in[1];
+  if (table.size() != 2 || !is_integral(idx.dtype) || g.shape.size() != idx.shape.size() + 1 ||
+      !std::equal(idx.shape.begin(), idx.shape.end(), g.shape.begin()) ||
+      g.shape.back() != table[1]) {
+    op_error("embedding_backward", "expected a gradient [..., " +
+                                       std::to_string(table.size() == 2 ? table[1] : 0) +
+                                       "] and integer indices [...] for a table " +
+                                       shape_str(table) + ", got " + metas_str(in));
+  }
+  return {TensorMeta{table, g.dtype, g.device}};
+}
+
+std::vector<Tensor> embedding_backward_eager(std::span<const Tensor> in, const Attrs&,
+                                             std::span<const TensorMeta> outs) {
+  DType ct = compute_dtype(outs[0].dtype);
+  Tensor g = eager_contiguous(as_dtype(in[0], ct));
+  Tensor idx = eager_contiguous(as_dtype(in[1], DType::i64));
+  const int64_t rows = outs[0].shape[0], d = outs[0].shape[1], n = idx.numel();
+  Tensor out = Tensor::empty(outs[0].shape, ct);
+  const int64_t* ip = elem_ptr<int64_t>(idx);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ip[i] < 0 || ip[i] >= rows) {
+      op_error("embedding_backward", "index " + std::to_string(ip[i]) +
+                                         " is out of range for a table of " + std::to_string(rows) +
+                                         " rows");
+    }
+  }
+  visit_dtype(ct, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      T* o = elem_ptr<T>(out);
+      const T* gp = elem_ptr<T>(g);
+      std::fill(o, o + rows * d, T(0));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < d; ++j) o[ip[i] * d + j] += gp[i * d + j];
+      }
+    }
+  });
+  return {as_dtype(out, outs[0].dtype)};
+}
+
+// One-hot rows times the gradient: [n, N] x [N, d], a product every backend has.
+std::vector<Tensor> embedding_backward_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const Shape& table = std::get<ShapeAttrs>(attrs).shape;
+  DType out = in[0].dtype();
+  DType ct = compute_dtype(out);
+  Tensor g = to_dtype(in[0], ct).reshape({-1, table[1]});
+  Tensor idx = in[1].reshape({1, -1});
+  Tensor one_hot = cast(eq(arange(table[0]).reshape({table[0], 1}), idx), ct);
+  return {to_dtype(matmul(one_hot, g), out)};
 }
 
 std::vector<TensorMeta> cat_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
@@ -97,6 +166,19 @@ std::vector<Tensor> cat_eager(std::span<const Tensor> in, const Attrs& attrs,
   return {out};
 }
 
+// Each input gets its own stretch of the gradient.
+std::vector<Tensor> cat_vjp(const VjpArgs& args) {
+  int64_t dim = std::get<DimAttrs>(args.attrs).dim;
+  std::vector<Tensor> out(args.inputs.size());
+  int64_t at = 0;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    int64_t len = args.inputs[i].shape()[dim];
+    if (args.wants(i)) out[i] = out_grad(args).slice(dim, at, at + len);
+    at += len;
+  }
+  return out;
+}
+
 }  // namespace
 
 void define_gather_ops(OpTable& t) {
@@ -105,13 +187,22 @@ void define_gather_ops(OpTable& t) {
                  .max_inputs = 2,
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = embedding_infer,
-                 .eager = embedding_eager});
+                 .eager = embedding_eager,
+                 .derivative = embedding_vjp});
+  t.define(OpDef{.id = OpId::embedding_backward,
+                 .min_inputs = 2,
+                 .max_inputs = 2,
+                 .attrs_index = attrs_index_of<ShapeAttrs>(),
+                 .infer = embedding_backward_infer,
+                 .eager = embedding_backward_eager,
+                 .decompose = embedding_backward_decompose});
   t.define(OpDef{.id = OpId::cat,
                  .min_inputs = 1,
                  .max_inputs = -1,
                  .attrs_index = attrs_index_of<DimAttrs>(),
                  .infer = cat_infer,
-                 .eager = cat_eager});
+                 .eager = cat_eager,
+                 .derivative = cat_vjp});
 }
 
 }  // namespace zc::ops

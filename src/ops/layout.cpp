@@ -1,6 +1,7 @@
 // Layout ops. Eagerly they return views that share storage whenever the strides allow (the
 // same rule as torch); reshape of a non-viewable layout and copy produce new storage.
 #include "ops/decompose.h"
+#include "ops/derivative.h"
 #include "ops/eager.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
@@ -134,30 +135,83 @@ std::vector<Tensor> copy_decompose(std::span<const Tensor> in, const Attrs&) {
   return {in[0].unsafe_impl()->wrapped_number ? cast(in[0], in[0].dtype()) : in[0]};
 }
 
+// The derivatives of views move the gradient back to where each element came from.
+std::vector<Tensor> reshape_vjp(const VjpArgs& a) {
+  return {out_grad(a).reshape(a.inputs[0].shape())};
+}
+
+std::vector<Tensor> permute_vjp(const VjpArgs& a) {
+  const auto& dims = std::get<PermuteAttrs>(a.attrs).dims;
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[dims[i]] = static_cast<int64_t>(i);
+  return {out_grad(a).permute(inverse)};
+}
+
+std::vector<Tensor> expand_vjp(const VjpArgs& a) {
+  return {sum_to(out_grad(a), a.inputs[0].shape())};
+}
+
+// The gradient lands on the sliced positions, zeros elsewhere: with a step, each gradient
+// element is followed by step-1 zeros (a new dim, flattened), then the whole is padded to the
+// input's length.
+std::vector<Tensor> slice_vjp(const VjpArgs& a) {
+  const auto& s = std::get<SliceAttrs>(a.attrs);
+  const Tensor& x = a.inputs[0];
+  Tensor g = out_grad(a);
+  const int64_t n = x.shape()[s.dim], m = g.shape()[s.dim];
+  auto zeros_along = [&](const Tensor& like, int64_t dim, int64_t len) {
+    Shape shape = like.shape();
+    shape[dim] = len;
+    return zeros_like_on(like, shape);
+  };
+  if (s.step > 1 && m > 0) {
+    Tensor col = g.unsqueeze(s.dim + 1);
+    Shape flat = g.shape();
+    flat[s.dim] = m * s.step;
+    g = cat({col, zeros_along(col, s.dim + 1, s.step - 1)}, s.dim + 1).reshape(flat);
+    g = g.slice(s.dim, 0, std::min(m * s.step, n - s.start));
+  }
+  const int64_t after = n - s.start - g.shape()[s.dim];
+  std::vector<Tensor> parts;
+  if (s.start > 0) parts.push_back(zeros_along(g, s.dim, s.start));
+  parts.push_back(g);
+  if (after > 0) parts.push_back(zeros_along(g, s.dim, after));
+  return {parts.size() == 1 ? g : cat(parts, s.dim)};
+}
+
+std::vector<Tensor> copy_vjp(const VjpArgs& a) {
+  return {out_grad(a)};
+}
+
 }  // namespace
 
 void define_layout_ops(OpTable& t) {
   t.define(OpDef{.id = OpId::reshape,
                  .attrs_index = attrs_index_of<ShapeAttrs>(),
                  .infer = reshape_infer,
-                 .eager = reshape_eager});
+                 .eager = reshape_eager,
+                 .derivative = reshape_vjp});
   t.define(OpDef{.id = OpId::permute,
                  .attrs_index = attrs_index_of<PermuteAttrs>(),
                  .infer = permute_infer,
-                 .eager = permute_eager});
+                 .eager = permute_eager,
+                 .derivative = permute_vjp});
   t.define(OpDef{.id = OpId::expand,
                  .attrs_index = attrs_index_of<ShapeAttrs>(),
                  .infer = expand_infer,
-                 .eager = expand_eager});
+                 .eager = expand_eager,
+                 .derivative = expand_vjp});
   t.define(OpDef{.id = OpId::slice,
                  .attrs_index = attrs_index_of<SliceAttrs>(),
                  .infer = slice_infer,
-                 .eager = slice_eager});
+                 .eager = slice_eager,
+                 .derivative = slice_vjp});
   t.define(OpDef{.id = OpId::copy,
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = copy_infer,
                  .eager = copy_eager,
-                 .decompose = copy_decompose});
+                 .decompose = copy_decompose,
+                 .derivative = copy_vjp});
 }
 
 }  // namespace zc::ops

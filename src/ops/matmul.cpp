@@ -1,5 +1,6 @@
 // matmul (numpy semantics: 1-D operands, broadcast batch dims) and linear (x W^T + b).
 #include "ops/decompose.h"
+#include "ops/derivative.h"
 #include "ops/eager.h"
 #include "ops/gemm.h"
 #include "ops/loops.h"
@@ -169,6 +170,39 @@ std::vector<Tensor> linear_decompose(std::span<const Tensor> in, const Attrs& at
   return {to_dtype(y, out)};
 }
 
+// 1-D operands become matrices (a row, a column) and g gets the dims they dropped back, so
+// every case is the batched one: dA = g B^T and dB = A^T g, summed over broadcast batch dims.
+std::vector<Tensor> matmul_vjp(const VjpArgs& args) {
+  const Tensor &a = args.inputs[0], &b = args.inputs[1];
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(-1) : b;
+  Tensor g = out_grad(args);
+  if (b.dim() == 1) g = g.unsqueeze(-1);
+  if (a.dim() == 1) g = g.unsqueeze(-2);
+  std::vector<Tensor> out(2);
+  if (args.wants(0)) {
+    out[0] = sum_to(matmul(g, b2.transpose(-1, -2)), a2.shape()).reshape(a.shape());
+  }
+  if (args.wants(1)) {
+    out[1] = sum_to(matmul(a2.transpose(-1, -2), g), b2.shape()).reshape(b.shape());
+  }
+  return out;
+}
+
+// y = x W^T + b: dx = g W, dW = g^T x over every row of the batch, db = g summed over rows.
+std::vector<Tensor> linear_vjp(const VjpArgs& args) {
+  const Tensor &x = args.inputs[0], &w = args.inputs[1];
+  const Tensor& g = out_grad(args);
+  const int64_t out_features = w.shape()[0];
+  std::vector<Tensor> out(args.inputs.size());
+  if (args.wants(0)) out[0] = matmul(g, w);
+  if (args.wants(1)) {
+    out[1] = matmul(g.reshape({-1, out_features}).t(), x.reshape({-1, x.shape().back()}));
+  }
+  if (args.inputs.size() == 3 && args.wants(2)) out[2] = sum_to(g, args.inputs[2].shape());
+  return out;
+}
+
 }  // namespace
 
 void define_matmul_ops(OpTable& t) {
@@ -177,14 +211,16 @@ void define_matmul_ops(OpTable& t) {
                  .max_inputs = 2,
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = matmul_infer,
-                 .eager = matmul_eager});
+                 .eager = matmul_eager,
+                 .derivative = matmul_vjp});
   t.define(OpDef{.id = OpId::linear,
                  .min_inputs = 2,
                  .max_inputs = 3,
                  .attrs_index = attrs_index_of<NoAttrs>(),
                  .infer = linear_infer,
                  .eager = linear_eager,
-                 .decompose = linear_decompose});
+                 .decompose = linear_decompose,
+                 .derivative = linear_vjp});
 }
 
 }  // namespace zc::ops

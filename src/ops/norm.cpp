@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ops/decompose.h"
+#include "ops/derivative.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
@@ -210,6 +211,47 @@ std::vector<Tensor> layer_norm_decompose(std::span<const Tensor> in, const Attrs
   return {to_dtype(y, out)};
 }
 
+// softmax: dx = y (g - sum(g y)); log_softmax: dx = g - softmax(x) sum(g), along the dim, in
+// the compute type.
+template <bool Log>
+std::vector<Tensor> softmax_vjp(const VjpArgs& args) {
+  int64_t dim = std::get<DimAttrs>(args.attrs).dim;
+  DType ct = compute_dtype(args.outputs[0].dtype());
+  Tensor y = to_dtype(args.outputs[0], ct), g = to_dtype(out_grad(args), ct);
+  if (y.numel() == 0) return {g};
+  if (Log) return {g - zc::exp(y) * sum(g, {dim}, true)};
+  return {y * (g - sum(g * y, {dim}, true))};
+}
+
+// With x^ = (x - mean) * rstd over the normalized dims and gy = g * weight:
+// dx = rstd (gy - mean(gy) - x^ mean(gy x^)), dweight = sum of g x^ over the leading dims,
+// dbias = sum of g over them. Mean and rstd are recomputed from x rather than saved.
+std::vector<Tensor> layer_norm_vjp(const VjpArgs& args) {
+  const auto& a = std::get<LayerNormAttrs>(args.attrs);
+  DType ct = compute_dtype(args.outputs[0].dtype());
+  Tensor x = to_dtype(args.inputs[0], ct), g = to_dtype(out_grad(args), ct);
+  std::vector<int64_t> dims, lead;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    (d < x.dim() - a.normalized_ndim ? lead : dims).push_back(d);
+  Tensor dev = x - mean(x, dims, true);
+  Tensor rstd = rsqrt(mean(dev * dev, dims, true) + a.eps);
+  Tensor xhat = dev * rstd;
+  std::vector<Tensor> out(args.inputs.size());
+  size_t next = 1;
+  Tensor gy = g;
+  if (a.has_weight) gy = g * to_dtype(args.inputs[next], ct);
+  if (args.wants(0)) {
+    out[0] = rstd * (gy - mean(gy, dims, true) - xhat * mean(gy * xhat, dims, true));
+  }
+  auto over_lead = [&](const Tensor& t) { return lead.empty() ? t : sum(t, lead); };
+  if (a.has_weight) {
+    if (args.wants(next)) out[next] = over_lead(g * xhat);
+    ++next;
+  }
+  if (a.has_bias && args.wants(next)) out[next] = over_lead(g);
+  return out;
+}
+
 }  // namespace
 
 void define_norm_ops(OpTable& t) {
@@ -217,19 +259,22 @@ void define_norm_ops(OpTable& t) {
                  .attrs_index = attrs_index_of<DimAttrs>(),
                  .infer = softmax_infer,
                  .eager = softmax_eager<false>,
-                 .decompose = softmax_decompose<false>});
+                 .decompose = softmax_decompose<false>,
+                 .derivative = softmax_vjp<false>});
   t.define(OpDef{.id = OpId::log_softmax,
                  .attrs_index = attrs_index_of<DimAttrs>(),
                  .infer = softmax_infer,
                  .eager = softmax_eager<true>,
-                 .decompose = softmax_decompose<true>});
+                 .decompose = softmax_decompose<true>,
+                 .derivative = softmax_vjp<true>});
   t.define(OpDef{.id = OpId::layer_norm,
                  .min_inputs = 1,
                  .max_inputs = 3,
                  .attrs_index = attrs_index_of<LayerNormAttrs>(),
                  .infer = layer_norm_infer,
                  .eager = layer_norm_eager,
-                 .decompose = layer_norm_decompose});
+                 .decompose = layer_norm_decompose,
+                 .derivative = layer_norm_vjp});
 }
 
 }  // namespace zc::ops

@@ -54,6 +54,7 @@
   ZC_OP(log_softmax, composite)                                                \
   ZC_OP(layer_norm, composite)                                                 \
   ZC_OP(embedding, composite)                                                  \
+  ZC_OP(embedding_backward, composite)                                         \
   ZC_OP(cat, composite)                                                        \
   ZC_OP(attention, composite)
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "ops/decompose.h"
+#include "ops/derivative.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
@@ -194,7 +195,7 @@ std::vector<Tensor> reduce_eager(std::span<const Tensor> in, const Attrs& attrs,
 }
 
 // Elements each output element of a reduction over `dims` of x combines.
-int64_t reduced_count(const Tensor& x, const std::vector<int64_t>& dims) {
+int64_t reduced_numel(const Tensor& x, const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < x.dim()) n *= x.shape()[d];
@@ -208,7 +209,7 @@ std::vector<Tensor> mean_decompose(std::span<const Tensor> in, const Attrs& attr
   const auto& a = std::get<ReduceAttrs>(attrs);
   DType out = floating_dtype(in[0].dtype());
   Tensor x = is_floating(in[0].dtype()) ? to_dtype(in[0], compute_dtype(out)) : in[0];
-  Tensor s = zc::sum(x, a.dims, a.keepdim) / static_cast<double>(reduced_count(x, a.dims));
+  Tensor s = zc::sum(x, a.dims, a.keepdim) / static_cast<double>(reduced_numel(x, a.dims));
   return {to_dtype(s, out)};
 }
 
@@ -220,10 +221,35 @@ std::vector<Tensor> var_decompose(std::span<const Tensor> in, const Attrs& attrs
   Tensor x = to_dtype(in[0], compute_dtype(out));
   Tensor dev = x - zc::mean(x, a.dims, true);
   Tensor ss = zc::sum(dev * dev, a.dims, a.keepdim);
-  int64_t denom = reduced_count(x, a.dims) - a.correction;
+  int64_t denom = reduced_numel(x, a.dims) - a.correction;
   Tensor v =
       denom > 0 ? ss / static_cast<double>(denom) : ss * std::numeric_limits<double>::quiet_NaN();
   return {to_dtype(v, out)};
+}
+
+// Each input element gets the gradient of the output it went into: for sum as it is, for mean
+// divided by the count, for amax/amin shared evenly among the elements equal to the extreme
+// (as torch), for var through d/dx (x - mean)^2 / (n - correction).
+template <Kind K>
+std::vector<Tensor> reduce_vjp(const VjpArgs& args) {
+  const auto& a = std::get<ReduceAttrs>(args.attrs);
+  const Tensor& x = args.inputs[0];
+  Tensor g = unreduce(out_grad(args), x.shape(), a.dims, a.keepdim);
+  double n = static_cast<double>(reduced_numel(x, a.dims));
+  if constexpr (K == Kind::sum) {
+    return {g};
+  } else if constexpr (K == Kind::mean) {
+    return {g / n};
+  } else if constexpr (K == Kind::amax || K == Kind::amin) {
+    Tensor y = unreduce(args.outputs[0], x.shape(), a.dims, a.keepdim);
+    Tensor hit = cast(eq(x, y), g.dtype());
+    return {g * hit / zc::sum(hit, a.dims, true)};
+  } else if constexpr (K == Kind::var) {
+    Tensor dev = x - zc::mean(x, a.dims, true);
+    return {g * dev * (2.0 / (n - static_cast<double>(a.correction)))};
+  } else {
+    return {Tensor()};
+  }
 }
 
 template <Kind K>
@@ -232,7 +258,9 @@ OpDef reduce_def(OpId id, DecomposeFn decompose = nullptr) {
                .attrs_index = attrs_index_of<ReduceAttrs>(),
                .infer = reduce_infer<K>,
                .eager = reduce_eager<K>,
-               .decompose = decompose};
+               .decompose = decompose,
+               // argmax's output is an index: nothing to differentiate.
+               .derivative = K == Kind::argmax ? nullptr : reduce_vjp<K>};
 }
 
 }  // namespace

@@ -38,6 +38,25 @@ using EagerFn = std::vector<Tensor> (*)(std::span<const Tensor> inputs, const At
 // which is how decompositions are tested.
 using DecomposeFn = std::vector<Tensor> (*)(std::span<const Tensor> inputs, const Attrs& attrs);
 
+// What a derivative rule reads: the values of the forward call (inputs and outputs, as saved
+// by autograd), its attributes, the gradient of each output (same shape as the output;
+// undefined means zero), and which inputs want a gradient.
+struct VjpArgs {
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> outputs;
+  const Attrs& attrs;
+  std::span<const Tensor> grads;
+  uint64_t wanted = ~uint64_t{0};  // bit i: input i wants a gradient
+  bool wants(size_t i) const { return i >= 64 || ((wanted >> i) & 1) != 0; }
+};
+
+// The vector-Jacobian product of an op: each input's gradient, in the input's shape (a rule
+// undoes its own broadcasting; ops/derivative.h has the helpers), written as ordinary tensor
+// code like a decomposition, so that the same rule runs eagerly for zc::Tensor::backward()
+// and traced for a compiled backward graph. An undefined result means no gradient (an
+// integer input, or one not wanted). The caller converts results to the input's dtype.
+using DerivativeFn = std::vector<Tensor> (*)(const VjpArgs& args);
+
 struct OpDef {
   OpId id = OpId::count;
   std::string_view name;
@@ -49,6 +68,9 @@ struct OpDef {
   EagerFn eager = nullptr;
   // Null for primitives, which the code generator handles directly.
   DecomposeFn decompose = nullptr;
+  // Null for ops with no derivative (their outputs are integers or booleans, or no rule is
+  // written yet): asking a gradient through one raises zc::Error naming it.
+  DerivativeFn derivative = nullptr;
   // Elementwise ops (unary, binary, ternary classes): the type they compute in and their C
   // expression in generated code (ops/elementwise.h). Null for every other op.
   ComputeRule compute = ComputeRule::output;

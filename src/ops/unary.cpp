@@ -2,6 +2,7 @@
 // inputs produce f32, as in torch.
 #include <cmath>
 
+#include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
@@ -43,6 +44,7 @@ struct Neg {
     return -x;
   }
   static std::string c(const CExpr& e) { return "(-" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor&, const Attrs&) { return -g; }
 };
 struct Abs {
   static constexpr bool float_valued = false;
@@ -53,6 +55,10 @@ struct Abs {
   static std::string c(const CExpr& e) {
     const std::string& x = e.x();
     return e.floating() ? "zc_fabs(" + x + ")" : "(" + x + " < 0 ? -" + x + " : " + x + ")";
+  }
+  // sign(x): 0 at 0, as torch.
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+    return g * (cast(gt(x, 0.0), g.dtype()) - cast(lt(x, 0.0), g.dtype()));
   }
 };
 struct Relu {
@@ -65,6 +71,9 @@ struct Relu {
   static std::string c(const CExpr& e) {
     return "(" + e.x() + " < 0 ? " + e.lit(0) + " : " + e.x() + ")";
   }
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor& y, const Attrs&) {
+    return where(gt(y, 0.0), g, zero_like(g));
+  }
 };
 struct Exp {
   static constexpr bool float_valued = true;
@@ -73,6 +82,7 @@ struct Exp {
     return std::exp(x);
   }
   static std::string c(const CExpr& e) { return "zc_exp(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor& y, const Attrs&) { return g * y; }
 };
 struct Log {
   static constexpr bool float_valued = true;
@@ -81,6 +91,7 @@ struct Log {
     return std::log(x);
   }
   static std::string c(const CExpr& e) { return "zc_log(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) { return g / x; }
 };
 struct Sqrt {
   static constexpr bool float_valued = true;
@@ -89,6 +100,9 @@ struct Sqrt {
     return std::sqrt(x);
   }
   static std::string c(const CExpr& e) { return "zc_sqrt(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor& y, const Attrs&) {
+    return g * 0.5 / y;
+  }
 };
 struct Rsqrt {
   static constexpr bool float_valued = true;
@@ -97,6 +111,10 @@ struct Rsqrt {
     return T(1) / std::sqrt(x);
   }
   static std::string c(const CExpr& e) { return "(" + e.lit(1) + " / zc_sqrt(" + e.x() + "))"; }
+  // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 y^3.
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor& y, const Attrs&) {
+    return g * -0.5 * y * y * y;
+  }
 };
 struct Tanh {
   static constexpr bool float_valued = true;
@@ -105,6 +123,9 @@ struct Tanh {
     return std::tanh(x);
   }
   static std::string c(const CExpr& e) { return "zc_tanh(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor& y, const Attrs&) {
+    return g * (1.0 - y * y);
+  }
 };
 struct Sigmoid {
   static constexpr bool float_valued = true;
@@ -115,6 +136,9 @@ struct Sigmoid {
   static std::string c(const CExpr& e) {
     return "(" + e.lit(1) + " / (" + e.lit(1) + " + zc_exp(-" + e.x() + ")))";
   }
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor& y, const Attrs&) {
+    return g * y * (1.0 - y);
+  }
 };
 struct Erf {
   static constexpr bool float_valued = true;
@@ -123,6 +147,9 @@ struct Erf {
     return std::erf(x);
   }
   static std::string c(const CExpr& e) { return "zc_erf(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+    return g * 1.1283791670955126 * zc::exp(-(x * x));  // 2/sqrt(pi) e^-x^2
+  }
 };
 struct Gelu {
   static constexpr bool float_valued = true;
@@ -144,6 +171,18 @@ struct Gelu {
     }
     return "(" + e.lit(0.5) + " * " + x + " * (" + e.lit(1) + " + zc_erf(" + x + " * " +
            e.lit(0.7071067811865476) + ")))";
+  }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& attrs) {
+    if (std::get<GeluAttrs>(attrs).approximate == GeluApprox::tanh) {
+      const double k = 0.7978845608028654;
+      Tensor t = zc::tanh(k * (x + 0.044715 * x * x * x));
+      Tensor inner_grad = k * (1.0 + 3 * 0.044715 * x * x);
+      return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner_grad);
+    }
+    // Phi(x) + x phi(x), the standard normal's distribution and density.
+    Tensor cdf = 0.5 * (1.0 + zc::erf(x * 0.7071067811865476));
+    Tensor pdf = zc::exp(-0.5 * x * x) * 0.3989422804014327;
+    return g * (cdf + x * pdf);
   }
 };
 struct Clamp {
@@ -171,6 +210,14 @@ struct Clamp {
             ")";
     }
     return out;
+  }
+  // The gradient passes where min <= x <= max, as torch's.
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs& attrs) {
+    const auto& a = std::get<ClampAttrs>(attrs);
+    Tensor r = g;
+    if (a.max) r = where(le(x, *a.max), r, zero_like(g));
+    if (a.min) r = where(ge(x, *a.min), r, zero_like(g));
+    return r;
   }
 };
 
@@ -245,12 +292,24 @@ std::string cast_c(const CExpr& e) {
   return e.type == DType::boolean ? "(" + e.x() + " != 0)" : e.cast(e.x());
 }
 
+template <class F>
+std::vector<Tensor> unary_vjp(const VjpArgs& a) {
+  return {F::vjp(out_grad(a), a.inputs[0], a.outputs[0], a.attrs)};
+}
+
+// Only floating-point inputs have a gradient; the engine casts back to the input's dtype.
+std::vector<Tensor> cast_vjp(const VjpArgs& a) {
+  if (!is_floating(a.inputs[0].dtype())) return {Tensor()};
+  return {out_grad(a)};
+}
+
 template <class F, class A = NoAttrs>
 OpDef unary_def(OpId id) {
   return OpDef{.id = id,
                .attrs_index = attrs_index_of<A>(),
                .infer = unary_infer<F>,
                .eager = unary_eager<F>,
+               .derivative = unary_vjp<F>,
                .compute = ComputeRule::output,
                .c_expr = F::c};
 }
@@ -274,6 +333,7 @@ void define_unary_ops(OpTable& t) {
                  .attrs_index = attrs_index_of<CastAttrs>(),
                  .infer = cast_infer,
                  .eager = cast_eager,
+                 .derivative = cast_vjp,
                  .compute = ComputeRule::cast,
                  .c_expr = cast_c});
 }

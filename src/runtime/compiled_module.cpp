@@ -3,6 +3,7 @@
 #include <future>
 #include <mutex>
 
+#include "autograd/record.h"
 #include "capture/capture.h"
 #include "capture/guards.h"
 #include "ir/canonical.h"
@@ -43,6 +44,23 @@ std::vector<Tensor> run_entry(const Entry& e, const Tensor& x) {
   return e.exec->run(args);
 }
 
+// A compiled graph computes no gradients yet. When autograd would want some (grad mode on and
+// an input or a parameter requiring one), the output is marked so that backward() through it
+// raises an error naming the module, rather than silently leaving the parameters without
+// gradients.
+Tensor guard_gradients(Tensor out, const Entry& e, const Tensor& x, const nn::Module& module) {
+  if (!autograd::wants_grad(e.bound) && !autograd::wants_grad({&x, 1})) return out;
+  std::vector<Tensor> inputs = e.bound;
+  for (size_t slot : e.user_slots) inputs[slot] = x;
+  std::vector<Tensor> outs{std::move(out)};
+  autograd::record_opaque(
+      "compiled module " + module.type_name(),
+      "does not compute gradients yet; call the module uncompiled to train it, or compute "
+      "this output under a NoGradGuard",
+      inputs, outs);
+  return outs[0];
+}
+
 std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inputs,
                                 const Backend& backend) {
   auto exec = runtime::compile_graph(g, backend);
@@ -81,7 +99,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   }
   if (hit) {
     zc::stats::add(zc::stats::Counter::guard_hits);
-    return run_entry(*hit, x)[0];
+    return guard_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
   }
 
   // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
@@ -91,7 +109,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
     std::lock_guard lock(s.mu);
     if (!s.retrace_always) hit = s.entries.find(x);
   }
-  if (hit) return run_entry(*hit, x)[0];
+  if (hit) return guard_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
 
   Timer ready_timer, capture_timer;
   const Backend& backend = runtime::resolve_backend(s.options.backend, x.device());
@@ -139,7 +157,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
-  Tensor out = run_entry(*entry, x)[0];
+  Tensor out = guard_gradients(run_entry(*entry, x)[0], *entry, x, *s.module);
   {
     std::lock_guard lock(s.mu);
     if (breaks) {

@@ -3,8 +3,10 @@
 // contiguous there before it leaves, and a strided device tensor is brought to the CPU as the
 // range of storage its elements span, then made contiguous on the CPU.
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
+#include "tensor/assign.h"
 #include "tensor/device_memory.h"
 #include "util/check.h"
 #include "zc/tensor.h"
@@ -83,6 +85,31 @@ Tensor between_devices(const Tensor& src, Device device) {
 }
 
 }  // namespace
+
+void assign_values(const Tensor& dst, const Tensor& src) {
+  if (dst.shape() != src.shape() || dst.dtype() != src.dtype() || dst.device() != src.device()) {
+    throw Error("assign: cannot write " + shape_str(src.shape()) + " " +
+                std::string(dtype_name(src.dtype())) + " on " + src.device().str() + " into " +
+                shape_str(dst.shape()) + " " + std::string(dtype_name(dst.dtype())) + " on " +
+                dst.device().str() + "; expected the same shape, dtype and device");
+  }
+  if (!dst.is_contiguous() || dst.is_traced() || !dst.unsafe_impl()->storage) {
+    throw Error("assign: the target " + shape_str(dst.shape()) +
+                " must be a contiguous tensor with values (not a view or a traced tensor)");
+  }
+  if (dst.numel() == 0) return;
+  const size_t nbytes = static_cast<size_t>(dst.numel()) * dtype_size(dst.dtype());
+  const TensorImpl& d = *dst.unsafe_impl();
+  void* to = static_cast<char*>(d.storage->data()) + d.offset * dtype_size(d.dtype);
+  const Tensor c = src.contiguous();
+  if (dst.device().is_cpu()) {
+    if (to != c.raw_data()) std::memmove(to, c.raw_data(), nbytes);
+  } else {
+    hooks_for(dst.device())
+        .copy_between(to, dst.device().index, device_first_element(c), c.device().index, nbytes);
+  }
+  d.storage->bump_version();
+}
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;

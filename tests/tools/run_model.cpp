@@ -21,6 +21,7 @@
 #include "zc/zc.h"
 
 int main(int argc, char** argv) {
+  zc::NoGradGuard no_grad;  // inference only
   std::string model = "seed", load, save, regions = "auto", device = "cpu", check = "eager";
   int64_t layers = 4;
   uint64_t weights_seed = 0;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "ops/dispatch.h"
 #include "zc/zc.h"
 
 namespace zc::test {
@@ -53,6 +54,13 @@ inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
       [=](const Tensor& x) {
         Tensor idx = cast(clamp(abs(x) * 2.0, 0.0, 6.0), DType::i64);
         return sum(embedding(table, idx), {2}) + cat({x, x}, 1).slice(1, 2, 6);
+      },
+      [](const Tensor& x) {
+        // The gradient of an embedding of a [7, 4] table; not a public function.
+        Tensor idx = cast(clamp(abs(x) * 2.0, 0.0, 6.0), DType::i64);
+        Tensor g = x.unsqueeze(2).expand({3, 4, 4}) * 0.5;
+        Tensor grad = ops::call1(ops::OpId::embedding_backward, {g, idx}, ops::ShapeAttrs{{7, 4}});
+        return x + sum(grad, {0});
       },
       [](const Tensor& x) {
         Tensor q = x.reshape({1, 3, 4});

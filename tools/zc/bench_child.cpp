@@ -44,6 +44,7 @@ double steady_cpu_us(const std::function<zc::Tensor()>& call) {
 
 // Prints "ready first import per_call compiles build_ms" (ms, us for per_call).
 int child(const std::map<std::string, std::string>& a) {
+  zc::NoGradGuard no_grad;  // inference, as the torch script measures it
   auto get = [&](const std::string& k, const std::string& d) {
     auto it = a.find(k);
     return it == a.end() ? d : it->second;

@@ -1,0 +1,68 @@
+// Eager autograd on the GPU: the derivative rules are tensor code, so on CUDA tensors they run
+// as CUDA ops (embedding_backward through its decomposition). A small GPT's gradients and an
+// AdamW step on the GPU must equal the CPU's. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+std::shared_ptr<models::GPT> small_gpt() {
+  manual_seed(31);
+  models::GPTConfig cfg;
+  cfg.vocab_size = 17;
+  cfg.block_size = 16;
+  cfg.d_model = 32;
+  cfg.n_head = 4;
+  cfg.n_layer = 2;
+  return models::gpt(cfg);
+}
+
+// Gradient of the mean cross entropy of predicting each next token.
+Tensor next_token_loss(nn::Module& model, const Tensor& tokens) {
+  Tensor logits = model(tokens.slice(1, 0, tokens.size(1) - 1));
+  Tensor targets = tokens.slice(1, 1, tokens.size(1));
+  return nn::functional::cross_entropy(logits.reshape({-1, 17}), targets.reshape({-1}));
+}
+
+TEST(CudaAutograd, GptGradientsAndAnAdamWStepMatchTheCpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  auto cpu = small_gpt();
+  auto gpu = small_gpt();
+  gpu->to(Device::cuda(0));
+  manual_seed(32);
+  Tensor tokens = randint(0, 17, {3, 12});
+
+  Tensor loss_cpu = next_token_loss(*cpu, tokens);
+  Tensor loss_gpu = next_token_loss(*gpu, tokens.to(Device::cuda(0)));
+  EXPECT_NEAR(loss_gpu.item<double>(), loss_cpu.item<double>(), 1e-4);
+  loss_cpu.backward();
+  loss_gpu.backward();
+  auto cpu_params = cpu->named_parameters();
+  auto gpu_params = gpu->named_parameters();
+  ASSERT_EQ(cpu_params.size(), gpu_params.size());
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    const Tensor& g = gpu_params[i].second.grad();
+    ASSERT_TRUE(g.defined()) << gpu_params[i].first;
+    EXPECT_EQ(g.device(), Device::cuda(0)) << gpu_params[i].first;
+    EXPECT_TRUE(allclose(g.to(Device::cpu()), cpu_params[i].second.grad(), 1e-3, 1e-5))
+        << gpu_params[i].first;
+  }
+
+  // A large eps: Adam's first step is lr * g / (|g| + eps), about lr * sign(g), which turns the
+  // rounding noise of a gradient that is zero in exact arithmetic (the key bias's: it shifts
+  // every score of a row alike) into full-size steps of either sign.
+  optim::AdamW on_cpu(cpu->parameters(), {.lr = 0.01, .eps = 1e-3});
+  optim::AdamW on_gpu(gpu->parameters(), {.lr = 0.01, .eps = 1e-3});
+  on_cpu.step();
+  on_gpu.step();
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    EXPECT_TRUE(allclose(gpu_params[i].second.to(Device::cpu()), cpu_params[i].second, 1e-4, 1e-5))
+        << gpu_params[i].first;
+  }
+}
+
+}  // namespace
+}  // namespace zc
