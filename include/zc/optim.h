@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,8 @@ class Optimizer {
   // Hyperparameters by name, saved and restored with the state.
   virtual std::map<std::string, double> hyperparameters() const = 0;
   virtual void set_hyperparameters(const std::map<std::string, double>& values) = 0;
+  // load() replaced every state tensor.
+  virtual void state_replaced() {}
 
  private:
   std::vector<Tensor> params_;
@@ -73,16 +76,29 @@ struct AdamWOptions {
   std::pair<double, double> betas{0.9, 0.999};
   double eps = 1e-8;
   double weight_decay = 1e-2;  // decoupled: p -= lr * weight_decay * p
+  // The update of every parameter as one compiled kernel over all of them laid end to end
+  // (traced once, compiled and cached like any graph; one call per step) instead of a dozen
+  // eager ops per parameter, as torch's fused AdamW. A step is fused when every parameter has
+  // a gradient and all share a dtype, a device and a step count; otherwise it runs eagerly.
+  // The same arithmetic either way, with the per-step numbers rounded to the parameters'
+  // dtype (for f16 and bf16 the eager step keeps them in f32).
+  bool fused = false;
 };
 
 // Adam with decoupled weight decay, exactly torch.optim.AdamW's update (amsgrad off).
 class AdamW final : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  ~AdamW() override;
   void step() override;
   AdamWOptions options;
 
  private:
+  bool fused_step();  // false: the parameters cannot be fused (see AdamWOptions::fused)
+  void state_replaced() override;
+  struct Fused;
+  std::unique_ptr<Fused> fused_;
+
   std::map<std::string, double> hyperparameters() const override;
   void set_hyperparameters(const std::map<std::string, double>& values) override;
 };

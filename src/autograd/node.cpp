@@ -30,6 +30,42 @@ Tensor alias_without_grad(const Tensor& t) {
   return Tensor(std::move(impl));
 }
 
+namespace {
+uint64_t version_of(const Tensor& t) {
+  const Storage* s = t.defined() ? t.unsafe_impl()->storage.get() : nullptr;
+  return s ? s->version() : 0;
+}
+}  // namespace
+
+void SavedValues::save(std::span<const Tensor> values) {
+  for (const Tensor& t : values) {
+    values_.push_back(alias_without_grad(t));
+    versions_.push_back(version_of(t));
+  }
+}
+
+void SavedValues::check(const std::string& owner) const {
+  if (released_) {
+    throw Error("backward: tried to go through " + owner +
+                " a second time, but its saved values were freed after the first backward(); "
+                "pass retain_graph=true to the first backward() to keep them");
+  }
+  for (size_t i = 0; i < values_.size(); ++i) {
+    if (version_of(values_[i]) != versions_[i]) {
+      throw Error("backward: a value that " + owner +
+                  " saved for its gradient was overwritten after the forward pass (an "
+                  "optimizer step before backward()?); run backward() before updating the "
+                  "parameters");
+    }
+  }
+}
+
+void SavedValues::release() {
+  values_.clear();
+  versions_.clear();
+  released_ = true;
+}
+
 AutogradMeta& meta_of(const Tensor& t) {
   TensorImpl* impl = t.unsafe_impl();
   if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,23 @@ class Node {
 
 // A plain alias of t's values: same storage and layout, no autograd state.
 Tensor alias_without_grad(const Tensor& t);
+
+// Values a node keeps for its backward: aliases (see above) with the version of each one's
+// storage when saved, so that a value overwritten in place since (an optimizer step) is
+// refused instead of giving a wrong gradient.
+class SavedValues {
+ public:
+  void save(std::span<const Tensor> values);
+  // Raises zc::Error naming `owner` when a value changed or release() freed them.
+  void check(const std::string& owner) const;
+  const std::vector<Tensor>& values() const { return values_; }
+  void release();
+
+ private:
+  std::vector<Tensor> values_;
+  std::vector<uint64_t> versions_;
+  bool released_ = false;
+};
 
 // t's autograd state, created on first use.
 AutogradMeta& meta_of(const Tensor& t);

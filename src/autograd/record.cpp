@@ -15,11 +15,8 @@ class OpNode final : public Node {
   std::string name() const override { return std::string(op_.name); }
 
   void save(std::span<const Tensor> inputs, std::span<const Tensor> outputs) {
-    for (const Tensor& t : inputs) inputs_.push_back(alias_without_grad(t));
-    for (const Tensor& t : outputs) outputs_.push_back(alias_without_grad(t));
-    for (const auto* list : {&inputs_, &outputs_}) {
-      for (const Tensor& t : *list) versions_.push_back(version_of(t));
-    }
+    inputs_.save(inputs);
+    outputs_.save(outputs);
   }
 
   std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
@@ -28,51 +25,25 @@ class OpNode final : public Node {
                   "' has no derivative rule, and a gradient was asked through it; compute it "
                   "under a NoGradGuard or from tensors that do not require gradients");
     }
-    if (released_) {
-      throw Error("backward: tried to go through op '" + name() +
-                  "' a second time, but its saved values were freed after the first "
-                  "backward(); pass retain_graph=true to the first backward() to keep them");
-    }
-    check_unchanged();
+    const std::string owner = "op '" + name() + "'";
+    inputs_.check(owner);
+    outputs_.check(owner);
     uint64_t wants = 0;
     for (size_t i = 0; i < next.size() && i < 64; ++i) {
       if (next[i].defined()) wants |= uint64_t{1} << i;
     }
-    return op_.derivative(ops::VjpArgs{inputs_, outputs_, attrs_, grads, wants});
+    return op_.derivative(ops::VjpArgs{inputs_.values(), outputs_.values(), attrs_, grads, wants});
   }
 
   void release() override {
-    inputs_.clear();
-    outputs_.clear();
-    versions_.clear();
-    released_ = true;
+    inputs_.release();
+    outputs_.release();
   }
 
  private:
-  static uint64_t version_of(const Tensor& t) {
-    const Storage* s = t.unsafe_impl()->storage.get();
-    return s ? s->version() : 0;
-  }
-
-  void check_unchanged() const {
-    size_t i = 0;
-    for (const auto* list : {&inputs_, &outputs_}) {
-      for (const Tensor& t : *list) {
-        if (version_of(t) != versions_[i++]) {
-          throw Error("backward: a value that op '" + name() +
-                      "' saved for its gradient was overwritten after the forward pass (an "
-                      "optimizer step before backward()?); run backward() before updating the "
-                      "parameters");
-        }
-      }
-    }
-  }
-
   const ops::OpDef& op_;
   ops::Attrs attrs_;
-  std::vector<Tensor> inputs_, outputs_;
-  std::vector<uint64_t> versions_;  // of each saved value's storage, inputs then outputs
-  bool released_ = false;
+  SavedValues inputs_, outputs_;
 };
 
 class OpaqueNode final : public Node {

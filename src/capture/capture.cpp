@@ -20,4 +20,19 @@ Captured capture_module(nn::Module& module, const Tensor& x, const SegmentRunner
   return out;  // the tracer unmarks the parameters as it goes out of scope
 }
 
+Captured capture_function(std::span<const Tensor> inputs,
+                          const std::function<std::vector<Tensor>()>& fn) {
+  Captured out;
+  Tracer tracer(nullptr, /*fullgraph=*/true);
+  for (const Tensor& t : inputs) tracer.mark_parameter(t);
+  std::vector<Tensor> results;
+  {
+    ops::InterceptorScope scope(&tracer);
+    results = fn();
+  }
+  out.graph = tracer.finish(results);
+  out.bindings = tracer.bindings();
+  return out;
+}
+
 }  // namespace zc::capture

@@ -18,4 +18,11 @@ struct Captured {
 Captured capture_module(nn::Module& module, const Tensor& x, const SegmentRunner& runner,
                         bool fullgraph);
 
+// Traces `fn`, which computes on `inputs` (each marked like a parameter: it becomes a graph
+// input of kind parameter on first use, its binding the tensor itself), into one graph whose
+// outputs are fn's results. No graph breaks: reading a traced value raises zc::Error. For
+// computations that are not module calls (an optimizer's update).
+Captured capture_function(std::span<const Tensor> inputs,
+                          const std::function<std::vector<Tensor>()>& fn);
+
 }  // namespace zc::capture

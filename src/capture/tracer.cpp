@@ -222,7 +222,15 @@ void Tracer::start_segment() {
 
 ir::Graph Tracer::finish(const Tensor& result) {
   if (!result.defined()) throw Error("capture: forward() returned an undefined Tensor");
-  graph_.outputs = {value_of(result)};
+  return finish(std::span<const Tensor>(&result, 1));
+}
+
+ir::Graph Tracer::finish(std::span<const Tensor> results) {
+  graph_.outputs.clear();
+  for (const Tensor& r : results) {
+    ZC_CHECK(r.defined(), "a traced function returned an undefined Tensor");
+    graph_.outputs.push_back(value_of(r));
+  }
   while (!open_regions_.empty()) exit_region();
   return std::move(graph_);
 }

@@ -43,8 +43,9 @@ class Tracer final : public ops::OpInterceptor {
   // use. The mark is removed when the tracer is destroyed.
   void mark_parameter(const Tensor& param);
 
-  // Ends the trace: the last segment, returning `result`.
+  // Ends the trace: the last segment, returning `result` (or every one of `results`).
   ir::Graph finish(const Tensor& result);
+  ir::Graph finish(std::span<const Tensor> results);
   const std::vector<InputBinding>& bindings() const { return bindings_; }
   int breaks() const { return breaks_; }
 

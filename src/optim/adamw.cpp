@@ -3,6 +3,7 @@
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 #include <cmath>
 
+#include "runtime/compiled_function.h"
 #include "tensor/assign.h"
 #include "zc/autograd.h"
 #include "zc/factories.h"
@@ -10,6 +11,37 @@
 #include "zc/optim.h"
 
 namespace zc::optim {
+
+// The fused update: every parameter's values, gradient and moments laid end to end in flat
+// tensors, and one compiled graph over them (a dozen elementwise ops, so one kernel): inputs
+// P, G, M, V, then lr / (1 - b1^t), sqrt(1 - b2^t) and 1 - lr wd as 0-dim tensors (the same
+// graph every step); outputs P, M, V. The arithmetic is the eager step's, in the same order.
+// The moments live in the flat M and V; each parameter's state tensors are views of them, so
+// save() and an eager step see them. The flat tensors are rebuilt from the per-parameter state
+// whenever that changed behind them (an eager step, load()).
+struct AdamW::Fused {
+  double beta1, beta2, eps;
+  runtime::CompiledFunction update;
+  Tensor m, v;      // flat moments; undefined until built
+  double step = 0;  // every parameter's step count while the flat moments are in use
+
+  Fused(double b1, double b2, double e)
+      : beta1(b1),
+        beta2(b2),
+        eps(e),
+        update([this](std::span<const Tensor> in) { return compute(in); }) {}
+
+  std::vector<Tensor> compute(std::span<const Tensor> in) const {
+    const Tensor &p = in[0], &g = in[1], &m0 = in[2], &v0 = in[3];
+    const Tensor &step_size = in[4], &sqrt_bias2 = in[5], &decay = in[6];
+    Tensor m2 = m0 * beta1 + g * (1.0 - beta1);
+    Tensor v2 = v0 * beta2 + g * g * (1.0 - beta2);
+    Tensor denom = sqrt(v2) / sqrt_bias2 + eps;
+    return {p * decay - m2 / denom * step_size, m2, v2};
+  }
+};
+
+AdamW::~AdamW() = default;
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
     : Optimizer(std::move(params), "AdamW"), options(options) {
@@ -23,8 +55,88 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
   }
 }
 
+namespace {
+Tensor flat(const std::vector<Tensor>& parts) {
+  std::vector<Tensor> rows;
+  rows.reserve(parts.size());
+  for (const Tensor& t : parts) rows.push_back(t.reshape({-1}));
+  return cat(rows, 0);
+}
+}  // namespace
+
+bool AdamW::fused_step() {
+  const std::vector<Tensor>& params = parameters();
+  const DType dtype = params[0].dtype();
+  const Device device = params[0].device();
+  for (const Tensor& p : params) {
+    if (!p.grad().defined() || p.dtype() != dtype || p.device() != device) return false;
+  }
+  const auto [b1, b2] = options.betas;
+  if (fused_ && (fused_->beta1 != b1 || fused_->beta2 != b2 || fused_->eps != options.eps)) {
+    fused_.reset();
+  }
+  if (!fused_ || !fused_->m.defined()) {
+    // (Re)build the flat moments from the per-parameter state; one step count for all.
+    double t = -1;
+    std::vector<Tensor> ms, vs;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Tensor& step = state(i, "step");
+      const double ti = step.defined() ? step.item<double>() : 0.0;
+      if (t >= 0 && ti != t) return false;
+      t = ti;
+      auto moment = [&](const char* name) {
+        const Tensor& s = state(i, name);
+        return s.defined() ? s : zeros(params[i].shape(), dtype).to(device);
+      };
+      ms.push_back(moment("exp_avg"));
+      vs.push_back(moment("exp_avg_sq"));
+    }
+    if (!fused_) fused_ = std::make_unique<Fused>(b1, b2, options.eps);
+    fused_->m = flat(ms);
+    fused_->v = flat(vs);
+    fused_->step = t;
+    int64_t at = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int64_t n = params[i].numel();
+      state(i, "exp_avg") = fused_->m.slice(0, at, at + n).view(params[i].shape());
+      state(i, "exp_avg_sq") = fused_->v.slice(0, at, at + n).view(params[i].shape());
+      at += n;
+    }
+  }
+  Fused& f = *fused_;
+  const double t = f.step + 1;
+  auto number = [&](double value) { return scalar_tensor(value, dtype).to(device); };
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  for (const Tensor& p : params) grads.push_back(p.grad());
+  std::vector<Tensor> in{flat(params),
+                         flat(grads),
+                         f.m,
+                         f.v,
+                         number(options.lr / (1.0 - std::pow(b1, t))),
+                         number(std::sqrt(1.0 - std::pow(b2, t))),
+                         number(1.0 - options.lr * options.weight_decay)};
+  std::vector<Tensor> out = f.update(in);
+  // Written into the existing memory: the per-parameter views of M and V stay valid.
+  assign_values(f.m, out[1]);
+  assign_values(f.v, out[2]);
+  f.step = t;
+  int64_t at = 0;
+  const Tensor step = scalar_tensor(t, DType::f64);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t n = params[i].numel();
+    assign_values(params[i], out[0].slice(0, at, at + n).view(params[i].shape()));
+    state(i, "step") = step;
+    at += n;
+  }
+  return true;
+}
+
 void AdamW::step() {
   NoGradGuard no_grad;
+  if (options.fused && fused_step()) return;
+  // The eager update replaces the state tensors: flat moments no longer back them.
+  if (fused_) fused_->m = fused_->v = Tensor();
   const AdamWOptions& o = options;
   const auto [b1, b2] = o.betas;
   for (size_t i = 0; i < parameters().size(); ++i) {
@@ -43,6 +155,10 @@ void AdamW::step() {
     Tensor denom = sqrt(v) / std::sqrt(bias2) + o.eps;
     assign_values(p, (decayed - m / denom * (o.lr / bias1)).to(p.dtype()));
   }
+}
+
+void AdamW::state_replaced() {
+  if (fused_) fused_->m = fused_->v = Tensor();
 }
 
 std::map<std::string, double> AdamW::hyperparameters() const {

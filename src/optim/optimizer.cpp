@@ -95,6 +95,7 @@ void Optimizer::load(const std::string& path) {
   }
   set_hyperparameters(hyper);
   state_ = std::move(state);
+  state_replaced();
 }
 
 }  // namespace zc::optim

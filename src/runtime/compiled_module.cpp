@@ -44,20 +44,29 @@ std::vector<Tensor> run_entry(const Entry& e, const Tensor& x) {
   return e.exec->run(args);
 }
 
-// A compiled graph computes no gradients yet. When autograd would want some (grad mode on and
-// an input or a parameter requiring one), the output is marked so that backward() through it
-// raises an error naming the module, rather than silently leaving the parameters without
-// gradients.
-Tensor guard_gradients(Tensor out, const Entry& e, const Tensor& x, const nn::Module& module) {
-  if (!autograd::wants_grad(e.bound) && !autograd::wants_grad({&x, 1})) return out;
-  std::vector<Tensor> inputs = e.bound;
-  for (size_t slot : e.user_slots) inputs[slot] = x;
+// When autograd wants gradients of the call's inputs or parameters, the output gets the node
+// that runs the specialization's compiled backward. A trace that broke has no whole graph to
+// differentiate: its output refuses gradients with an error naming the module, rather than
+// silently leaving the parameters without them.
+Tensor with_gradients(Tensor out, const Entry& e, const Tensor& x, const nn::Module& module) {
+  if (e.backward) {
+    if (!autograd::wants_grad(e.bound) && !autograd::wants_grad({&x, 1})) return out;
+    std::vector<Tensor> inputs = e.bound;
+    for (size_t slot : e.user_slots) inputs[slot] = x;
+    return runtime::record_compiled_backward(std::move(out), std::move(inputs), e.backward,
+                                             module.type_name());
+  }
+  // The last segment's inputs are mostly values of earlier segments: whether gradients are
+  // wanted is asked of the module's parameters and the input.
+  std::vector<Tensor> sources = module.parameters();
+  sources.push_back(x);
+  if (!autograd::wants_grad(sources)) return out;
   std::vector<Tensor> outs{std::move(out)};
-  autograd::record_opaque(
-      "compiled module " + module.type_name(),
-      "does not compute gradients yet; call the module uncompiled to train it, or compute "
-      "this output under a NoGradGuard",
-      inputs, outs);
+  autograd::record_opaque("compiled module " + module.type_name(),
+                          "broke its trace into segments (a graph break), and gradients flow "
+                          "only through a whole graph; call the module uncompiled to train it, "
+                          "or remove the graph break (ZC_LOGS=graph shows where it is)",
+                          sources, outs);
   return outs[0];
 }
 
@@ -99,7 +108,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   }
   if (hit) {
     zc::stats::add(zc::stats::Counter::guard_hits);
-    return guard_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
+    return with_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
   }
 
   // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
@@ -109,7 +118,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
     std::lock_guard lock(s.mu);
     if (!s.retrace_always) hit = s.entries.find(x);
   }
-  if (hit) return guard_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
+  if (hit) return with_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
 
   Timer ready_timer, capture_timer;
   const Backend& backend = runtime::resolve_backend(s.options.backend, x.device());
@@ -154,10 +163,14 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   if (s.options.cuda_graphs && breaks == 0) {
     entry->exec = backend.replayable(std::move(entry->exec), std::move(per_call));
   }
+  if (breaks == 0) {
+    bool hierarchical = s.options.regions == Regions::Auto && !backend.interprets();
+    entry->backward = std::make_shared<runtime::BackwardPlans>(graph, backend, hierarchical);
+  }
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
-  Tensor out = guard_gradients(run_entry(*entry, x)[0], *entry, x, *s.module);
+  Tensor out = with_gradients(run_entry(*entry, x)[0], *entry, x, *s.module);
   {
     std::lock_guard lock(s.mu);
     if (breaks) {

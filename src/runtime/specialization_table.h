@@ -14,6 +14,7 @@
 
 #include "capture/guards.h"
 #include "codegen/executable.h"
+#include "runtime/compiled_backward.h"
 
 namespace zc::runtime {
 
@@ -25,6 +26,9 @@ struct Specialization {
   std::shared_ptr<const Executable> exec;
   std::vector<Tensor> bound;       // graph input values; user inputs left undefined
   std::vector<size_t> user_slots;  // where the call's input goes
+  // Its backward graphs, made when a backward() first needs one; null for a trace that broke
+  // (its graph is only the last segment).
+  std::shared_ptr<BackwardPlans> backward;
 };
 
 class SpecializationTable {

@@ -172,18 +172,5 @@ TEST(Autograd, EveryGptParameterGetsAGradient) {
   }
 }
 
-TEST(Autograd, ACompiledModulesOutputRefusesGradientsNamingIt) {
-  manual_seed(5);
-  auto lin = std::make_shared<nn::Linear>(4, 2);
-  CompiledModule fast = compile(lin);
-  Tensor y = fast(randn({3, 4}));
-  EXPECT_TRUE(y.requires_grad());
-  std::string msg = error_message([&] { sum(y).backward(); });
-  EXPECT_TRUE(contains(msg, "compiled module")) << msg;
-  EXPECT_TRUE(contains(msg, "Linear")) << msg;
-  NoGradGuard no_grad;
-  EXPECT_FALSE(fast(randn({3, 4})).requires_grad());
-}
-
 }  // namespace
 }  // namespace zc

@@ -64,5 +64,35 @@ TEST(CudaAutograd, GptGradientsAndAnAdamWStepMatchTheCpu) {
   }
 }
 
+// The compiled backward on the GPU (NVRTC kernels, cuBLASLt products) gives the CPU's
+// eager gradients.
+TEST(CudaAutograd, CompiledGptGradientsMatchTheCpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  auto cpu = small_gpt();
+  auto gpu = small_gpt();
+  gpu->to(Device::cuda(0));
+  CompiledModule fast = compile(gpu);
+  manual_seed(33);
+  Tensor tokens = randint(0, 17, {3, 12});
+  struct Compiled : nn::Module {
+    CompiledModule fast;
+    explicit Compiled(CompiledModule f) : fast(std::move(f)) {}
+    Tensor forward(const Tensor& x) override { return fast(x); }
+  } compiled(fast);
+  Tensor loss_cpu = next_token_loss(*cpu, tokens);
+  Tensor loss_gpu = next_token_loss(compiled, tokens.to(Device::cuda(0)));
+  EXPECT_NEAR(loss_gpu.item<double>(), loss_cpu.item<double>(), 1e-4);
+  loss_cpu.backward();
+  loss_gpu.backward();
+  auto cpu_params = cpu->named_parameters();
+  auto gpu_params = gpu->named_parameters();
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    const Tensor& g = gpu_params[i].second.grad();
+    ASSERT_TRUE(g.defined()) << gpu_params[i].first;
+    EXPECT_TRUE(allclose(g.to(Device::cpu()), cpu_params[i].second.grad(), 1e-3, 1e-5))
+        << gpu_params[i].first;
+  }
+}
+
 }  // namespace
 }  // namespace zc

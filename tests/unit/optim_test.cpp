@@ -107,6 +107,29 @@ TEST(Optim, AdamWFollowsTorch) {
   }
 }
 
+// The fused update (one compiled graph for every parameter) computes what the eager one does;
+// a step it cannot fuse (a parameter without a gradient) runs eagerly.
+TEST(Optim, FusedAdamWEqualsEager) {
+  auto run = [](bool fused) {
+    manual_seed(23);
+    auto model = models::seed_model(4);
+    optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1, .fused = fused});
+    Tensor x = randn({10, 10}), y = randn({10, 10});
+    for (int step = 0; step < 4; ++step) {
+      opt.zero_grad();
+      F::mse_loss((*model)(x), y).backward();
+      if (step == 2) model->parameters()[0].mutable_grad() = Tensor();  // not fusable
+      opt.step();
+    }
+    return model->parameters();
+  };
+  std::vector<Tensor> eager = run(false), fused = run(true);
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_TRUE(allclose(fused[i], eager[i], 1e-5, 1e-6))
+        << "parameter " << i << ": max difference " << max(abs(fused[i] - eager[i])).item<double>();
+  }
+}
+
 TEST(Optim, ParametersWithoutGradientsAreSkippedAndMisuseRaises) {
   Tensor a = from_vector({1.0f}, {1}).requires_grad_();
   Tensor b = from_vector({1.0f}, {1}).requires_grad_();
@@ -127,8 +150,8 @@ TEST(Optim, ParametersWithoutGradientsAreSkippedAndMisuseRaises) {
 
 // A small regression trained eagerly: 20 steps, save model and optimizer, 20 more; a second
 // run loads both after 20 and must reproduce the last 20 losses exactly.
-TEST(Optim, AResumedRunContinuesTheSameCurve) {
-  const std::string dir = test::fresh_dir("optim", "resume");
+void resumed_run_continues_the_same_curve(bool fused) {
+  const std::string dir = test::fresh_dir("optim", fused ? "resume-fused" : "resume");
   auto make = [] {
     manual_seed(21);
     auto net = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
@@ -151,7 +174,7 @@ TEST(Optim, AResumedRunContinuesTheSameCurve) {
     return losses;
   };
   auto net = make();
-  optim::AdamW opt(net->parameters(), {.lr = 0.01});
+  optim::AdamW opt(net->parameters(), {.lr = 0.01, .fused = fused});
   std::vector<double> first = train(*net, opt, 20);
   nn::save_safetensors(*net, dir + "/model.safetensors");
   opt.save(dir + "/optim.safetensors");
@@ -160,7 +183,7 @@ TEST(Optim, AResumedRunContinuesTheSameCurve) {
 
   auto again = make();
   nn::load_safetensors(*again, dir + "/model.safetensors");
-  optim::AdamW resumed(again->parameters(), {.lr = 0.5});  // the file's lr wins
+  optim::AdamW resumed(again->parameters(), {.lr = 0.5, .fused = fused});  // the file's lr wins
   resumed.load(dir + "/optim.safetensors");
   EXPECT_EQ(resumed.options.lr, 0.01);
   std::vector<double> continued = train(*again, resumed, 20);
@@ -174,6 +197,14 @@ TEST(Optim, AResumedRunContinuesTheSameCurve) {
   optim::AdamW other({lone});
   msg = error_message([&] { other.load(dir + "/optim.safetensors"); });
   EXPECT_TRUE(contains(msg, "4 parameters")) << msg;
+}
+
+TEST(Optim, AResumedRunContinuesTheSameCurve) {
+  resumed_run_continues_the_same_curve(false);
+}
+
+TEST(Optim, AResumedFusedRunContinuesTheSameCurve) {
+  resumed_run_continues_the_same_curve(true);
 }
 
 }  // namespace

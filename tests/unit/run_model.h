@@ -1,6 +1,6 @@
 // Runs programs as fresh processes for the tests of behaviour that spans processes (persistent
 // caches, the remote tier, single flight, the command line): any shell command, the zc command
-// line, and the run_model tool (tests/tools), whose output it parses.
+// line, and the tools of tests/tools (run_model, train_step), whose output it parses.
 #pragma once
 
 #include <sys/wait.h>
@@ -57,16 +57,21 @@ inline ProcessRun zc_cli(const std::string& env, const std::string& args) {
   return run_shell(env + " " + ZC_TEST_TOOLS_DIR + "/../../zc " + args);
 }
 
-// The run_model tool; `env` prefixes the command, `args` are its flags. `lines` maps the first
-// word of each output line to the rest of it.
-inline ProcessRun run_model(const std::string& env, const std::string& args = "") {
-  ProcessRun r = run_shell(env + " " + ZC_TEST_TOOLS_DIR + "/run_model " + args);
+// A tool of tests/tools (run_model, train_step); `env` prefixes the command, `args` are its
+// flags. `lines` maps the first word of each output line to the rest of it.
+inline ProcessRun run_tool(const std::string& tool, const std::string& env,
+                           const std::string& args = "") {
+  ProcessRun r = run_shell(env + " " + ZC_TEST_TOOLS_DIR + "/" + tool + " " + args);
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     size_t sp = line.find(' ');
     if (sp != std::string::npos) r.lines.emplace(line.substr(0, sp), line.substr(sp + 1));
   }
   return r;
+}
+
+inline ProcessRun run_model(const std::string& env, const std::string& args = "") {
+  return run_tool("run_model", env, args);
 }
 
 }  // namespace zc::test

@@ -1,0 +1,210 @@
+#include "lower/autodiff.h"
+
+#include <memory>
+#include <string>
+
+#include "ir/tracing.h"
+#include "ops/dispatch.h"
+#include "util/check.h"
+#include "zc/ops.h"
+
+namespace zc::lower {
+
+namespace {
+
+class Recorder;
+
+struct Slot final : TraceSlot {
+  Recorder* recorder = nullptr;
+  ir::ValueId id = -1;
+  void force(TensorImpl&) override {
+    ZC_CHECK(false,
+             "a derivative rule read the values of a traced tensor; rules must not "
+             "depend on tensor values");
+  }
+};
+
+// Appends the ops that derivative rules call on traced tensors to the graph, in the current
+// region, as they are (composite ops stay whole: lowering decomposes the joint graph later).
+// Concrete tensors the rules create (zeros, masks) become constants.
+class Recorder final : public ops::OpInterceptor {
+ public:
+  explicit Recorder(ir::Graph& g) : g_(g) {}
+
+  Tensor traced(ir::ValueId id) {
+    auto slot = std::make_shared<Slot>();
+    slot->recorder = this;
+    slot->id = id;
+    return ir::traced_tensor(g_.meta(id), std::move(slot));
+  }
+
+  ir::ValueId value_of(const Tensor& t) {
+    if (t.is_traced()) {
+      auto* slot = dynamic_cast<Slot*>(t.unsafe_impl()->trace.get());
+      ZC_CHECK(slot && slot->recorder == this, "a derivative rule used a tensor traced elsewhere");
+      return slot->id;
+    }
+    auto embed = [&](Tensor data) {
+      ir::ValueId v = g_.add_value(ops::meta_of(data));
+      g_.constants.push_back(ir::Constant{v, std::move(data)});
+      return v;
+    };
+    auto large = [&](const Tensor& big) { return embed(ir::constant_data(big)); };
+    return constants_.value_of(t, embed, large);
+  }
+
+  std::vector<Tensor> intercept(const ops::OpDef& op, std::span<const Tensor> inputs,
+                                const ops::Attrs& attrs) override {
+    ir::Node n{op.id, attrs, {}, {}, region};
+    std::vector<ops::TensorMeta> metas;
+    for (const Tensor& t : inputs) {
+      n.inputs.push_back(value_of(t));
+      metas.push_back(g_.meta(n.inputs.back()));
+    }
+    const int32_t index = static_cast<int32_t>(g_.nodes.size());
+    std::vector<Tensor> out;
+    for (ops::TensorMeta& m : ops::infer_outputs(op, metas, attrs)) {
+      n.outputs.push_back(g_.add_value(std::move(m), index));
+      out.push_back(traced(n.outputs.back()));
+    }
+    g_.nodes.push_back(std::move(n));
+    return out;
+  }
+  void enter_region(std::string_view, const void*) override {}
+  void exit_region() override {}
+
+  ir::RegionId region = ir::kNoRegion;  // of the nodes recorded next
+
+ private:
+  ir::Graph& g_;
+  ir::ConstantTable constants_;
+};
+
+// The backward nodes of a forward region's nodes go in a mirror region ("grad(Layer)"), nested
+// as the forward ones are: processed in reverse, a contiguous forward range gives a contiguous
+// backward range, so regions stay valid, and a repeated block's backward is a repeated block
+// too, which hierarchical compilation compiles once.
+class MirrorRegions {
+ public:
+  explicit MirrorRegions(ir::Graph& g) : g_(g), mirror_(g.regions.size(), ir::kNoRegion) {}
+
+  // The mirror of forward region `r`, created (with its parents) on first use.
+  ir::RegionId of(ir::RegionId r) {
+    if (r == ir::kNoRegion) return ir::kNoRegion;
+    if (mirror_[r] != ir::kNoRegion) return mirror_[r];
+    ir::RegionId parent = of(g_.regions[r].parent);
+    ir::Region m{"grad(" + g_.regions[r].type_name + ")", parent, 0, 0};
+    g_.regions.push_back(std::move(m));
+    return mirror_[r] = static_cast<ir::RegionId>(g_.regions.size() - 1);
+  }
+
+  // Sets each mirror's node range from the nodes placed in it and its descendants.
+  void finish(size_t first_node) {
+    std::vector<bool> seen(g_.regions.size(), false);
+    for (size_t i = first_node; i < g_.nodes.size(); ++i) {
+      const auto index = static_cast<int32_t>(i);
+      for (ir::RegionId r = g_.nodes[i].region; r != ir::kNoRegion; r = g_.regions[r].parent) {
+        ir::Region& reg = g_.regions[r];
+        reg.begin = seen[r] ? std::min(reg.begin, index) : index;
+        reg.end = seen[r] ? std::max(reg.end, index + 1) : index + 1;
+        seen[r] = true;
+      }
+    }
+  }
+
+ private:
+  ir::Graph& g_;
+  std::vector<ir::RegionId> mirror_;  // per forward region
+};
+
+}  // namespace
+
+JointGraph joint_graph(const ir::Graph& captured, std::span<const size_t> wrt) {
+  ir::Graph g = captured;
+  const size_t forward_nodes = g.nodes.size();
+
+  // Which values depend on a `wrt` input (only they need gradients).
+  std::vector<bool> tracked(g.values.size(), false);
+  for (size_t i : wrt) {
+    ZC_CHECK(i < g.inputs.size(), "autodiff: input " << i << " does not exist");
+    ir::ValueId v = g.inputs[i].value;
+    ZC_CHECK(is_floating(g.meta(v).dtype), "autodiff: input " << i << " is not floating");
+    tracked[v] = true;
+  }
+  for (const ir::Node& n : g.nodes) {
+    bool any = false;
+    for (ir::ValueId v : n.inputs) any = any || tracked[v];
+    for (ir::ValueId v : n.outputs) tracked[v] = any && is_floating(g.meta(v).dtype);
+  }
+
+  // The gradient of each value, as a value of g (-1: none yet, i.e. zero).
+  std::vector<ir::ValueId> grad(g.values.size(), -1);
+  for (ir::ValueId out : captured.outputs) {
+    ops::TensorMeta m = g.meta(out);
+    m.wrapped_number = false;
+    ir::ValueId v = g.add_value(m);
+    g.inputs.push_back(ir::Input{v, ir::InputKind::user});
+    if (tracked[out]) grad[out] = v;
+  }
+
+  Recorder recorder(g);
+  MirrorRegions mirrors(g);
+  ops::InterceptorScope scope(&recorder);
+  auto add_grad = [&](ir::ValueId to, const Tensor& contribution) {
+    ir::ValueId c = recorder.value_of(contribution);
+    grad.resize(g.values.size(), -1);
+    grad[to] = grad[to] < 0 ? c : recorder.value_of(recorder.traced(grad[to]) + contribution);
+  };
+  for (size_t i = forward_nodes; i-- > 0;) {
+    // Copied: recording appends to g.nodes.
+    const ir::Node node = g.nodes[i];
+    std::vector<Tensor> grads;
+    bool any = false;
+    for (ir::ValueId v : node.outputs) {
+      grads.push_back(grad[v] >= 0 ? recorder.traced(grad[v]) : Tensor());
+      any = any || grad[v] >= 0;
+    }
+    uint64_t wanted = 0;
+    for (size_t k = 0; k < node.inputs.size() && k < 64; ++k) {
+      if (tracked[node.inputs[k]]) wanted |= uint64_t{1} << k;
+    }
+    if (!any || wanted == 0) continue;
+    const ops::OpDef& def = ops::op_def(node.op);
+    recorder.region = mirrors.of(node.region);
+    if (!def.derivative) {
+      throw Error("compiled backward: op '" + std::string(def.name) +
+                  "' has no derivative rule, and a gradient must pass through it");
+    }
+    std::vector<Tensor> inputs, outputs;
+    for (ir::ValueId v : node.inputs) inputs.push_back(recorder.traced(v));
+    for (ir::ValueId v : node.outputs) outputs.push_back(recorder.traced(v));
+    std::vector<Tensor> results =
+        def.derivative(ops::VjpArgs{inputs, outputs, node.attrs, grads, wanted});
+    ZC_CHECK(results.size() == node.inputs.size(),
+             "the derivative of " << def.name << " gave " << results.size() << " gradients");
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      ir::ValueId in = node.inputs[k];
+      if (!tracked[in] || !results[k].defined()) continue;
+      Tensor r = results[k];
+      const ops::TensorMeta& m = g.meta(in);
+      ZC_CHECK(r.shape() == m.shape, "the derivative of " << def.name << " gave input " << k
+                                                          << " a gradient of shape "
+                                                          << shape_str(r.shape()));
+      if (r.dtype() != m.dtype) r = cast(r, m.dtype);
+      add_grad(in, r);
+    }
+  }
+
+  mirrors.finish(forward_nodes);
+
+  JointGraph out;
+  for (size_t i : wrt) {
+    ir::ValueId v = grad[g.inputs[i].value];
+    out.has_grad.push_back(v >= 0);
+    if (v >= 0) g.outputs.push_back(v);
+  }
+  out.graph = std::move(g);
+  return out;
+}
+
+}  // namespace zc::lower

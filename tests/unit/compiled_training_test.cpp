@@ -1,0 +1,173 @@
+// Gradients through compiled modules: the backward graph derived from the derivative rules and
+// compiled like any graph gives what eager autograd gives, step after step of training.
+#include <gtest/gtest.h>
+
+#include "test_support.h"
+#include "unit/run_model.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+using test::contains;
+using test::error_message;
+
+models::GPTConfig tiny_gpt() {
+  models::GPTConfig cfg;
+  cfg.vocab_size = 13;
+  cfg.block_size = 8;
+  cfg.d_model = 16;
+  cfg.n_head = 2;
+  cfg.n_layer = 2;
+  return cfg;
+}
+
+// Every parameter's gradient from `loss_of(model)` with the model called compiled and eagerly.
+template <class Loss>
+void expect_same_gradients(const std::shared_ptr<nn::Module>& model, Loss&& loss_of, double tol) {
+  CompiledModule fast = compile(model);
+  model->zero_grad();
+  loss_of([&](const Tensor& x) { return fast(x); }).backward();
+  std::vector<Tensor> compiled;
+  for (const Tensor& p : model->parameters()) compiled.push_back(p.grad());
+  model->zero_grad();
+  loss_of([&](const Tensor& x) { return (*model)(x); }).backward();
+  auto named = model->named_parameters();
+  for (size_t i = 0; i < named.size(); ++i) {
+    ASSERT_TRUE(compiled[i].defined()) << named[i].first;
+    EXPECT_TRUE(allclose(compiled[i], named[i].second.grad(), tol, tol)) << named[i].first;
+  }
+}
+
+TEST(CompiledTraining, Seed64GradientsEqualEager) {
+  manual_seed(51);
+  auto model = models::seed_model(64);
+  Tensor x = randn({10, 10});
+  Tensor target = randn({10, 10});
+  expect_same_gradients(
+      model, [&](auto call) { return nn::functional::mse_loss(call(x), target); }, 1e-5);
+}
+
+TEST(CompiledTraining, GptGradientsEqualEager) {
+  manual_seed(52);
+  auto model = models::gpt(tiny_gpt());
+  Tensor tokens = randint(0, 13, {2, 8});
+  Tensor targets = randint(0, 13, {2 * 8});
+  expect_same_gradients(
+      model,
+      [&](auto call) {
+        return nn::functional::cross_entropy(call(tokens).reshape({-1, 13}), targets);
+      },
+      1e-5);
+}
+
+// The input's own gradient too, and a second backward through a freed call is refused.
+TEST(CompiledTraining, InputGradientsAndFreedValues) {
+  manual_seed(53);
+  auto lin = std::make_shared<nn::Linear>(4, 3);
+  CompiledModule fast = compile(lin);
+  Tensor x = randn({2, 4}).requires_grad_();
+  Tensor y = fast(x);
+  EXPECT_EQ(y.grad_fn_name(), "compiled zc::nn::Linear");
+  Tensor loss = sum(y * y);
+  loss.backward({}, /*retain_graph=*/true);
+  Tensor expected = matmul(y.detach() * 2.0, lin->weight.detach());
+  EXPECT_TRUE(allclose(x.grad(), expected, 1e-5, 1e-6));
+  loss.backward();
+  std::string msg = error_message([&] { loss.backward(); });
+  EXPECT_TRUE(contains(msg, "second time")) << msg;
+  // No gradient wanted: no node.
+  NoGradGuard no_grad;
+  EXPECT_FALSE(fast(x).requires_grad());
+}
+
+// 50 AdamW steps on the same data: the compiled loss curve follows the eager one.
+TEST(CompiledTraining, AdamWLossCurveFollowsEager) {
+  manual_seed(54);
+  Tensor tokens = randint(0, 13, {4, 8});
+  Tensor targets = randint(0, 13, {4 * 8});
+  auto curve = [&](bool compiled) {
+    manual_seed(55);
+    auto model = models::gpt(tiny_gpt());
+    CompiledModule fast = compile(model);
+    optim::AdamW opt(model->parameters(), {.lr = 1e-2});
+    std::vector<double> losses;
+    for (int step = 0; step < 50; ++step) {
+      Tensor logits = compiled ? fast(tokens) : (*model)(tokens);
+      Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, 13}), targets);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      losses.push_back(loss.item<double>());
+    }
+    return losses;
+  };
+  std::vector<double> eager = curve(false), compiled = curve(true);
+  EXPECT_LT(eager.back(), eager.front() * 0.5);
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_NEAR(compiled[i], eager[i], 1e-3 * (1 + std::abs(eager[i]))) << "step " << i;
+  }
+}
+
+// With Regions::Auto the backward graph is compiled hierarchically too: the forward block and
+// its mirror, the block's backward, once each, so a deeper model compiles no more graphs.
+TEST(CompiledTraining, CompiledGraphsAreConstantInDepth) {
+  auto graphs_for = [](int64_t layers) {
+    manual_seed(56);
+    auto model = models::seed_model(layers);
+    CompiledModule fast = compile(model);
+    compiler::reset();
+    compiler::reset_stats();
+    Tensor loss = nn::functional::mse_loss(fast(randn({10, 10})), randn({10, 10}));
+    loss.backward();
+    compiler::Stats s = compiler::stats();
+    // Forward: the first Linear (glue) and each layer. Backward: each layer recomputed (its
+    // values that the gradients read become outputs), each layer's gradient, and two glues.
+    EXPECT_EQ(s.parts_reused + s.parts_compiled, 3 * layers + 3) << layers << " layers";
+    return s.parts_compiled;
+  };
+  const int64_t shallow = graphs_for(4);
+  EXPECT_EQ(shallow, 6);  // one graph per kind of part above
+  EXPECT_EQ(graphs_for(32), shallow);
+}
+
+// The whole training step (compiled forward and backward, fused AdamW) in fresh processes:
+// cold compiles, warm compiles nothing, and a bundle warms an empty cache; the losses agree.
+TEST(CompiledTraining, AWarmProcessOrABundleCompilesNothing) {
+  const std::string dir = test::fresh_dir("compiled_training", "warm");
+  const std::string env = "ZC_CACHE_DIR=" + dir + "/cache";
+  const std::string args = "--model seed --layers 16 --steps 3";
+  test::ProcessRun cold = test::run_tool("train_step", env, args + " --save " + dir + "/b.zcb");
+  ASSERT_EQ(cold.rc, 0) << cold.out;
+  EXPECT_GT(std::stoi(cold.lines["compiles"]), 0) << cold.out;
+  test::ProcessRun warm = test::run_tool("train_step", env, args);
+  ASSERT_EQ(warm.rc, 0) << warm.out;
+  EXPECT_EQ(warm.lines["compiles"], "0") << warm.out;
+  EXPECT_EQ(warm.lines["loss"], cold.lines["loss"]);
+  test::ProcessRun bundled = test::run_tool("train_step", "ZC_CACHE_DIR=" + dir + "/empty",
+                                            args + " --load " + dir + "/b.zcb");
+  ASSERT_EQ(bundled.rc, 0) << bundled.out;
+  EXPECT_EQ(bundled.lines["compiles"], "0") << bundled.out;
+  EXPECT_EQ(bundled.lines["loss"], cold.lines["loss"]);
+}
+
+// A trace that breaks has no whole graph to differentiate: backward names the module.
+TEST(CompiledTraining, AGraphBreakRefusesGradientsNamingTheModule) {
+  struct Breaking : nn::Module {
+    Tensor w;
+    Breaking() { w = register_parameter("w", randn({3})); }
+    Tensor forward(const Tensor& x) override {
+      Tensor y = x * w;
+      return sum(y).item<double>() > 0 ? y : -y;
+    }
+    std::string type_name() const override { return "Breaking"; }
+  };
+  CompiledModule fast = compile(std::make_shared<Breaking>());
+  Tensor y = fast(randn({3}));
+  std::string msg = error_message([&] { sum(y).backward(); });
+  EXPECT_TRUE(contains(msg, "compiled module Breaking")) << msg;
+  EXPECT_TRUE(contains(msg, "graph break")) << msg;
+}
+
+}  // namespace
+}  // namespace zc
