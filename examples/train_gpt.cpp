@@ -23,12 +23,8 @@ zc::Tensor copy_batch(int64_t batch) {
 
 int main() {
   zc::manual_seed(0);
-  zc::models::GPTConfig cfg;
-  cfg.vocab_size = kVocab;
-  cfg.block_size = 2 * kHalf + 1;
-  cfg.n_layer = 2;
-  cfg.n_head = 4;
-  cfg.d_model = 64;
+  zc::models::GPTConfig cfg{
+      .vocab_size = kVocab, .block_size = 2 * kHalf + 1, .n_layer = 2, .n_head = 4, .d_model = 64};
   auto model = zc::models::gpt(cfg);
   zc::optim::AdamW opt(model->parameters(), {.lr = 3e-3, .weight_decay = 0.0});
 

@@ -39,4 +39,32 @@ ValueId ConstantTable::find(const Tensor& t) const {
   return -1;
 }
 
+namespace {
+struct ValueSlot final : TraceSlot {
+  const void* owner = nullptr;
+  ValueId id = -1;
+  const char* reader = "";
+  void force(TensorImpl&) override {
+    ZC_CHECK(false, "traced code (" << reader
+                                    << ") read the values of a traced tensor; it must not "
+                                       "depend on tensor values");
+  }
+};
+}  // namespace
+
+Tensor value_tensor(const ops::TensorMeta& meta, const void* owner, ValueId id,
+                    const char* reader) {
+  auto slot = std::make_shared<ValueSlot>();
+  slot->owner = owner;
+  slot->id = id;
+  slot->reader = reader;
+  return traced_tensor(meta, std::move(slot));
+}
+
+ValueId value_id(const Tensor& t, const void* owner) {
+  auto* slot = dynamic_cast<const ValueSlot*>(t.unsafe_impl()->trace.get());
+  ZC_CHECK(slot && slot->owner == owner, "a tensor traced elsewhere met a lowering tracer");
+  return slot->id;
+}
+
 }  // namespace zc::ir

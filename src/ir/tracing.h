@@ -22,6 +22,14 @@ namespace zc::ir {
 Tensor traced_tensor(const ops::TensorMeta& meta, std::shared_ptr<TraceSlot> slot);
 Tensor traced_tensor(const ops::TensorMeta& meta, Shape strides, std::shared_ptr<TraceSlot> slot);
 
+// For tracers that record without ever computing (the lowering stage's: decompositions,
+// derivative rules): a tensor standing for value `id` of the graph that `owner` builds, whose
+// values must never be read; `reader` names the code that would be wrong to read them ("a
+// decomposition"), for the internal error.
+Tensor value_tensor(const ops::TensorMeta& meta, const void* owner, ValueId id, const char* reader);
+// The value traced `t` stands for; an internal error unless value_tensor made it for `owner`.
+ValueId value_id(const Tensor& t, const void* owner);
+
 // `t`'s values as a graph constant holds them: a contiguous copy, wrapped_number kept.
 Tensor constant_data(const Tensor& t);
 

@@ -12,18 +12,6 @@ namespace zc::lower {
 
 namespace {
 
-class Recorder;
-
-struct Slot final : TraceSlot {
-  Recorder* recorder = nullptr;
-  ir::ValueId id = -1;
-  void force(TensorImpl&) override {
-    ZC_CHECK(false,
-             "a derivative rule read the values of a traced tensor; rules must not "
-             "depend on tensor values");
-  }
-};
-
 // Appends the ops that derivative rules call on traced tensors to the graph, in the current
 // region, as they are (composite ops stay whole: lowering decomposes the joint graph later).
 // Concrete tensors the rules create (zeros, masks) become constants.
@@ -32,18 +20,11 @@ class Recorder final : public ops::OpInterceptor {
   explicit Recorder(ir::Graph& g) : g_(g) {}
 
   Tensor traced(ir::ValueId id) {
-    auto slot = std::make_shared<Slot>();
-    slot->recorder = this;
-    slot->id = id;
-    return ir::traced_tensor(g_.meta(id), std::move(slot));
+    return ir::value_tensor(g_.meta(id), this, id, "a derivative rule");
   }
 
   ir::ValueId value_of(const Tensor& t) {
-    if (t.is_traced()) {
-      auto* slot = dynamic_cast<Slot*>(t.unsafe_impl()->trace.get());
-      ZC_CHECK(slot && slot->recorder == this, "a derivative rule used a tensor traced elsewhere");
-      return slot->id;
-    }
+    if (t.is_traced()) return ir::value_id(t, this);
     auto embed = [&](Tensor data) {
       ir::ValueId v = g_.add_value(ops::meta_of(data));
       g_.constants.push_back(ir::Constant{v, std::move(data)});

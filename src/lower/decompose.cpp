@@ -13,19 +13,6 @@ namespace zc::lower {
 
 namespace {
 
-class Recorder;
-
-// Marks a tensor as standing for a value of the graph being built.
-struct Slot final : TraceSlot {
-  Recorder* recorder = nullptr;
-  ir::ValueId id = -1;
-  void force(TensorImpl&) override {
-    ZC_CHECK(false,
-             "a decomposition read the values of a traced tensor; decompositions must "
-             "not depend on tensor values");
-  }
-};
-
 // Records the ops a decomposition calls on traced tensors, decomposing composite ones in turn.
 // Ops on untraced tensors compute eagerly (that is how a decomposition builds a constant).
 class Recorder final : public ops::OpInterceptor {
@@ -80,11 +67,7 @@ class Recorder final : public ops::OpInterceptor {
 
  private:
   ir::ValueId value_of(const Tensor& t) {
-    if (t.is_traced()) {
-      auto* slot = dynamic_cast<Slot*>(t.unsafe_impl()->trace.get());
-      ZC_CHECK(slot && slot->recorder == this, "a decomposition used a tensor traced elsewhere");
-      return slot->id;
-    }
+    if (t.is_traced()) return ir::value_id(t, this);
     auto embed = [&](Tensor data) { return out_.add_constant(std::move(data)); };
     // A lowered graph keeps the inputs it was given, so a large constant a decomposition
     // computes (a causal mask) is embedded too.
@@ -93,10 +76,7 @@ class Recorder final : public ops::OpInterceptor {
   }
 
   Tensor traced(ir::ValueId id) {
-    auto slot = std::make_shared<Slot>();
-    slot->recorder = this;
-    slot->id = id;
-    return ir::traced_tensor(out_.meta(id), std::move(slot));
+    return ir::value_tensor(out_.meta(id), this, id, "a decomposition");
   }
 
   GraphBuilder& out_;

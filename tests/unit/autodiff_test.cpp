@@ -86,12 +86,8 @@ TEST(Autodiff, SeedModelBackwardEqualsEager) {
 
 TEST(Autodiff, GptBackwardEqualsEager) {
   manual_seed(42);
-  models::GPTConfig cfg;
-  cfg.vocab_size = 13;
-  cfg.block_size = 8;
-  cfg.d_model = 16;
-  cfg.n_head = 2;
-  cfg.n_layer = 2;
+  models::GPTConfig cfg{
+      .vocab_size = 13, .block_size = 8, .n_layer = 2, .n_head = 2, .d_model = 16};
   auto model = models::gpt(cfg);
   check_model(*model, randint(0, 13, {2, 7}), 1e-4, true);
 }

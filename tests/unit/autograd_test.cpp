@@ -155,12 +155,7 @@ TEST(Autograd, ModuleParametersRequireGradientsAndZeroGradDropsThem) {
 // cross_entropy all have gradients.
 TEST(Autograd, EveryGptParameterGetsAGradient) {
   manual_seed(4);
-  models::GPTConfig cfg;
-  cfg.vocab_size = 11;
-  cfg.block_size = 8;
-  cfg.d_model = 8;
-  cfg.n_head = 2;
-  cfg.n_layer = 2;
+  models::GPTConfig cfg{.vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .d_model = 8};
   auto model = models::gpt(cfg);
   Tensor tokens = randint(0, 11, {2, 6}, DType::i64);
   Tensor logits = (*model)(tokens);

@@ -13,12 +13,8 @@ using test::contains;
 using test::error_message;
 
 models::GPTConfig tiny_gpt() {
-  models::GPTConfig cfg;
-  cfg.vocab_size = 13;
-  cfg.block_size = 8;
-  cfg.d_model = 16;
-  cfg.n_head = 2;
-  cfg.n_layer = 2;
+  models::GPTConfig cfg{
+      .vocab_size = 13, .block_size = 8, .n_layer = 2, .n_head = 2, .d_model = 16};
   return cfg;
 }
 

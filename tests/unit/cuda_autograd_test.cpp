@@ -11,12 +11,8 @@ namespace {
 
 std::shared_ptr<models::GPT> small_gpt() {
   manual_seed(31);
-  models::GPTConfig cfg;
-  cfg.vocab_size = 17;
-  cfg.block_size = 16;
-  cfg.d_model = 32;
-  cfg.n_head = 4;
-  cfg.n_layer = 2;
+  models::GPTConfig cfg{
+      .vocab_size = 17, .block_size = 16, .n_layer = 2, .n_head = 4, .d_model = 32};
   return models::gpt(cfg);
 }
 
