@@ -1,6 +1,8 @@
 #include <memory>
 #include <string>
 
+#include "tensor/assign.h"
+#include "zc/autograd.h"
 #include "zc/factories.h"
 #include "zc/models.h"
 #include "zc/ops.h"
@@ -42,6 +44,11 @@ GPT::GPT(const GPTConfig& config) : config(config) {
         std::make_shared<nn::TransformerBlock>(config.d_model, config.n_head, /*causal=*/true));
   }
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(config.d_model));
+  // GPT-2 draws its embeddings with std 0.02, not nn::Embedding's 1: the LM head is tied to
+  // wte, so unit-variance rows would start the logits at a scale of sqrt(d_model) and the loss
+  // far above log(vocab_size).
+  NoGradGuard no_grad;
+  for (const Tensor& table : {wte->weight, wpe->weight}) assign_values(table, table * 0.02);
 }
 
 Tensor GPT::forward(const Tensor& tokens) {
