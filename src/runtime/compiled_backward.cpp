@@ -11,8 +11,7 @@
 
 namespace zc::runtime {
 
-BackwardPlans::BackwardPlans(ir::Graph forward, const codegen::Backend& backend,
-                             bool hierarchical)
+BackwardPlans::BackwardPlans(ir::Graph forward, const codegen::Backend& backend, bool hierarchical)
     : forward_(std::move(forward)), backend_(backend), hierarchical_(hierarchical) {}
 
 std::shared_ptr<const BackwardPlans::Plan> BackwardPlans::get(const std::vector<bool>& wanted) {
