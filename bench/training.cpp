@@ -25,21 +25,14 @@ struct Step {
   }
 };
 
-void BM_Seed64TrainStepEager(benchmark::State& state) {
+void BM_Seed64TrainStep(benchmark::State& state, bool compiled) {
   zc::manual_seed(0);
-  Step s(false);
-  s.run(false);
-  for (auto _ : state) s.run(false);
+  Step s(compiled);
+  s.run(compiled);
+  for (auto _ : state) s.run(compiled);
 }
-BENCHMARK(BM_Seed64TrainStepEager)->Unit(benchmark::kMicrosecond);
-
-void BM_Seed64TrainStepCompiled(benchmark::State& state) {
-  zc::manual_seed(0);
-  Step s(true);
-  s.run(true);
-  for (auto _ : state) s.run(true);
-}
-BENCHMARK(BM_Seed64TrainStepCompiled)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Seed64TrainStep, Eager, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Seed64TrainStep, Compiled, true)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "autograd/node.h"
+#include "ops/derivative.h"
 #include "util/check.h"
 #include "zc/autograd.h"
 #include "zc/factories.h"
@@ -12,17 +13,6 @@
 namespace zc::autograd {
 
 namespace {
-
-// A rule's result for input `i` of `node`, checked and converted to the input's dtype: rules
-// compute in the output's dtype, which promotion may have widened.
-Tensor conform(const Node& node, size_t i, Tensor g) {
-  const ops::TensorMeta& m = node.input_metas[i];
-  ZC_CHECK(g.shape() == m.shape,
-           "the derivative of " << node.name() << " gave input " << i << " a gradient of shape "
-                                << shape_str(g.shape()) << ", expected " << shape_str(m.shape));
-  if (g.dtype() != m.dtype) g = g.to(m.dtype);
-  return g;
-}
 
 void accumulate(Tensor& into, Tensor g) {
   into = into.defined() ? into + g : std::move(g);
@@ -125,7 +115,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
     for (size_t i = 0; i < n->next.size(); ++i) {
       const Edge& e = n->next[i];
       if (!e.defined()) continue;
-      Tensor g = any && input_grads[i].defined() ? conform(*n, i, input_grads[i]) : Tensor();
+      Tensor g = any && input_grads[i].defined()
+                     ? ops::input_gradient(n->name(), i, input_grads[i], n->input_metas[i])
+                     : Tensor();
       if (e.leaf) {
         if (g.defined()) accumulate_leaf(*e.leaf, std::move(g));
         continue;

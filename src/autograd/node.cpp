@@ -81,7 +81,10 @@ Edge edge_to(const Tensor& t) {
 }
 
 void attach(std::shared_ptr<Node> node, std::span<const Tensor> inputs,
-            std::span<const Tensor> outputs) {
+            std::vector<Tensor>& outputs) {
+  for (Tensor& t : outputs) {
+    if (t.defined() && t.unsafe_impl()->autograd) t = alias_without_grad(t);
+  }
   node->sequence = g_sequence.fetch_add(1, std::memory_order_relaxed);
   node->next.reserve(inputs.size());
   node->input_metas.reserve(inputs.size());

@@ -59,13 +59,6 @@ class OpaqueNode final : public Node {
   std::string what_, why_;
 };
 
-// Outputs that already carry autograd state (inputs returned as they were) become aliases.
-void own_outputs(std::vector<Tensor>& outputs) {
-  for (Tensor& t : outputs) {
-    if (t.defined() && t.unsafe_impl()->autograd) t = alias_without_grad(t);
-  }
-}
-
 }  // namespace
 
 bool wants_grad(std::span<const Tensor> inputs) {
@@ -78,7 +71,6 @@ bool wants_grad(std::span<const Tensor> inputs) {
 
 void record_op(const ops::OpDef& op, std::span<const Tensor> inputs, const ops::Attrs& attrs,
                std::vector<Tensor>& outputs) {
-  own_outputs(outputs);
   auto node = std::make_shared<OpNode>(op, attrs);
   node->save(inputs, outputs);
   attach(std::move(node), inputs, outputs);
@@ -86,7 +78,6 @@ void record_op(const ops::OpDef& op, std::span<const Tensor> inputs, const ops::
 
 void record_opaque(std::string what, std::string why, std::span<const Tensor> inputs,
                    std::vector<Tensor>& outputs) {
-  own_outputs(outputs);
   attach(std::make_shared<OpaqueNode>(std::move(what), std::move(why)), inputs, outputs);
 }
 

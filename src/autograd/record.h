@@ -14,14 +14,13 @@ bool wants_grad(std::span<const Tensor> inputs);
 
 // Records `op` called on `inputs` with `attrs` producing `outputs`; backward then runs the
 // op's derivative rule on the saved inputs and outputs. An op without a rule is recorded too,
-// and raises zc::Error naming it only if a gradient is asked through it. An output that is
-// one of the inputs (a kernel that had nothing to do) is replaced by an alias first, so that
-// the input keeps its own autograd state.
+// and raises zc::Error naming it only if a gradient is asked through it. Outputs may be
+// replaced by aliases (see attach).
 void record_op(const ops::OpDef& op, std::span<const Tensor> inputs, const ops::Attrs& attrs,
                std::vector<Tensor>& outputs);
 
 // Records a computation that cannot be differentiated (yet): backward through it raises
-// zc::Error with `why`. Outputs are replaced as in record_op.
+// zc::Error with `why`. Outputs may be replaced as in record_op.
 void record_opaque(std::string what, std::string why, std::span<const Tensor> inputs,
                    std::vector<Tensor>& outputs);
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ir/tracing.h"
+#include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "util/check.h"
 #include "zc/ops.h"
@@ -166,13 +167,8 @@ JointGraph joint_graph(const ir::Graph& captured, std::span<const size_t> wrt) {
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       ir::ValueId in = node.inputs[k];
       if (!tracked[in] || !results[k].defined()) continue;
-      Tensor r = results[k];
-      const ops::TensorMeta& m = g.meta(in);
-      ZC_CHECK(r.shape() == m.shape, "the derivative of " << def.name << " gave input " << k
-                                                          << " a gradient of shape "
-                                                          << shape_str(r.shape()));
-      if (r.dtype() != m.dtype) r = cast(r, m.dtype);
-      add_grad(in, r);
+      const ops::TensorMeta meta = g.meta(in);  // a copy: recording a cast grows g.values
+      add_grad(in, ops::input_gradient(def.name, k, results[k], meta));
     }
   }
 

@@ -3,9 +3,11 @@
 // and are traced into backward graphs.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "ops/registry.h"
+#include "util/check.h"
 #include "zc/factories.h"
 #include "zc/ops.h"
 
@@ -47,6 +49,16 @@ inline Tensor unreduce(const Tensor& g, const Shape& shape, const std::vector<in
     r = r.reshape(kept);
   }
   return r.expand(shape);
+}
+
+// What a rule gave input `i` of `op`, as that input's gradient: checked to have the input's
+// shape (a rule must undo its broadcasting) and converted to its dtype (rules compute in the
+// output's, which promotion may have widened). Eager backward and the joint graph both use it.
+inline Tensor input_gradient(std::string_view op, size_t i, Tensor g, const TensorMeta& input) {
+  ZC_CHECK(g.shape() == input.shape,
+           "the derivative of " << op << " gave input " << i << " a gradient of shape "
+                                << shape_str(g.shape()) << ", expected " << shape_str(input.shape));
+  return g.dtype() == input.dtype ? g : cast(g, input.dtype);
 }
 
 // The one gradient of a single-output op, in the output's compute type.

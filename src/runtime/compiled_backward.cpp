@@ -95,8 +95,6 @@ Tensor record_compiled_backward(Tensor out, std::vector<Tensor> inputs,
                                                      std::move(wanted));
   node->save(inputs);
   std::vector<Tensor> outs{std::move(out)};
-  // An output that is one of the inputs (an identity graph) gets its own handle first.
-  if (outs[0].unsafe_impl()->autograd) outs[0] = autograd::alias_without_grad(outs[0]);
   autograd::attach(std::move(node), inputs, outs);
   return outs[0];
 }

@@ -150,9 +150,10 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   // A whole trace is compiled hierarchically unless the user asked for one flat graph; graph
   // break segments stay flat (they are re-traced on every call anyway), and an interpreter has
   // nothing to compile once.
-  entry->exec = s.options.regions == Regions::Auto && !backend.interprets() && breaks == 0
-                    ? runtime::compile_hierarchical(graph, backend)
-                    : runtime::compile_graph(graph, backend);
+  const bool hierarchical =
+      s.options.regions == Regions::Auto && !backend.interprets() && breaks == 0;
+  entry->exec = hierarchical ? runtime::compile_hierarchical(graph, backend)
+                             : runtime::compile_graph(graph, backend);
   std::vector<bool> per_call;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
@@ -163,12 +164,14 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   if (s.options.cuda_graphs && breaks == 0) {
     entry->exec = backend.replayable(std::move(entry->exec), std::move(per_call));
   }
-  if (breaks == 0) {
-    bool hierarchical = s.options.regions == Regions::Auto && !backend.interprets();
-    entry->backward = std::make_shared<runtime::BackwardPlans>(graph, backend, hierarchical);
-  }
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
+  if (breaks == 0) {
+    // The graph's last use here: its backward is derived from it if a backward() needs one,
+    // and compiled the way the forward was.
+    entry->backward =
+        std::make_shared<runtime::BackwardPlans>(std::move(graph), backend, hierarchical);
+  }
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
   Tensor out = with_gradients(run_entry(*entry, x)[0], *entry, x, *s.module);
   {
