@@ -12,11 +12,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <string>
 
 #include "support/bench_model.h"
+#include "support/bundle_file.h"
 #include "util/hash.h"
 #include "zc/zc.h"
 
@@ -38,10 +38,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (!load.empty()) {
-      std::ifstream f(load, std::ios::binary);
-      std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
-                                 std::istreambuf_iterator<char>());
-      std::printf("load %s\n", zc::cache::load_artifacts(bytes).json().c_str());
+      std::printf("load %s\n",
+                  zc::cache::load_artifacts(zc_support::read_bundle(load)).json().c_str());
     }
     zc::manual_seed(weights_seed);
     zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual");
@@ -77,11 +75,7 @@ int main(int argc, char** argv) {
     std::printf("first_call_ms %.3f\n", first_ms);
     std::printf("compiler %s\n", zc::compiler::stats().json().c_str());
     std::printf("cache %s\n", zc::cache::stats().json().c_str());
-    if (!save.empty()) {
-      std::vector<uint8_t> bytes = zc::cache::save_artifacts();
-      std::ofstream(save, std::ios::binary)
-          .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    }
+    if (!save.empty()) zc_support::save_bundle(save);
     return 0;
   } catch (const zc::Error& e) {
     std::printf("error: %s\n", e.what());

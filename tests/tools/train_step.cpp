@@ -11,11 +11,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "support/bundle_file.h"
 #include "zc/zc.h"
 
 namespace {
@@ -37,12 +36,7 @@ int main(int argc, char** argv) {
     if (flag == "--save") save = value;
   }
   try {
-    if (!load.empty()) {
-      std::ifstream f(load, std::ios::binary);
-      std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
-                                 std::istreambuf_iterator<char>());
-      zc::cache::load_artifacts(bytes);
-    }
+    if (!load.empty()) zc::cache::load_artifacts(zc_support::read_bundle(load));
     const zc::Device dev = device == "cuda" ? zc::Device::cuda(0) : zc::Device::cpu();
     zc::manual_seed(0);
     std::shared_ptr<zc::nn::Module> m;
@@ -87,12 +81,7 @@ int main(int argc, char** argv) {
     std::printf("loss");
     for (double l : losses) std::printf(" %.9g", l);
     std::printf("\nstats %s\n", s.json().c_str());
-    if (!save.empty()) {
-      std::vector<uint8_t> bytes = zc::cache::save_artifacts();
-      std::ofstream(save, std::ios::binary)
-          .write(reinterpret_cast<const char*>(bytes.data()),
-                 static_cast<std::streamsize>(bytes.size()));
-    }
+    if (!save.empty()) zc_support::save_bundle(save);
   } catch (const zc::Error& e) {
     std::printf("error: %s\n", e.what());
     return 3;

@@ -1,12 +1,11 @@
 // The measurement processes of `zc bench`: each starts fresh, as a user's program would, runs
 // one model once (or in a loop for steady state) and prints what it measured on one line.
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <iterator>
 
 #include "bench.h"
 #include "support/bench_model.h"
+#include "support/bundle_file.h"
 #include "zc/zc.h"
 
 namespace zc_cli::bench {
@@ -57,9 +56,7 @@ int child(const std::map<std::string, std::string>& a) {
   if (cuda && !zc::cuda::is_available()) throw zc::Error(zc::cuda::unavailable_reason());
   double import_ms = 0;
   if (!get("load", "").empty()) {
-    std::ifstream f(get("load", ""), std::ios::binary);
-    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)),
-                               std::istreambuf_iterator<char>());
+    std::vector<uint8_t> bytes = zc_support::read_bundle(get("load", ""));
     auto t = Clock::now();
     zc::cache::load_artifacts(bytes);
     import_ms = ms_since(t);
@@ -101,11 +98,7 @@ int child(const std::map<std::string, std::string>& a) {
   zc::compiler::Stats s = zc::compiler::stats();
   double per_call_us = 0;
   if (get("steady", "0") == "1") per_call_us = cuda ? steady_cuda_us(call) : steady_cpu_us(call);
-  if (!get("save", "").empty()) {
-    std::vector<uint8_t> bytes = zc::cache::save_artifacts();
-    std::ofstream(get("save", ""), std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  }
+  if (!get("save", "").empty()) zc_support::save_bundle(get("save", ""));
   std::printf("%.4f %.4f %.4f %.4f %lld %.4f\n", s.ready_ms, first, import_ms, per_call_us,
               static_cast<long long>(s.compiler_invocations), s.cxx_ms);
   return 0;
