@@ -10,14 +10,17 @@
 #     torch-cuda   bench/torch_compile.py on cuda: seed64 and gpt12 (f32 and bf16), in mode
 #                  default and then reduce-overhead (CUDA graphs)
 #     torch-cpu    bench/torch_compile.py on the CPU: seed64 whole and regional by hand
+#     zc-train     zc bench --only train --device cuda: a training step of seed64 and gpt12
+#     torch-train  bench/torch_compile.py --train on cuda: the same step under torch.compile
 #     ratios       bench/ratios.py over what the steps above wrote
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
 #
 # OUT_DIR receives every log and figure: configure.log, build.log, nvidia-smi.txt, zc-env.txt,
-# zc-bench.json/.txt, torch-cuda-default.jsonl, torch-cuda-reduce-overhead.jsonl,
-# torch-cpu.jsonl (each with a .log of its progress and errors) and ratios.txt.
+# zc-bench.json/.txt, zc-bench-train.json/.txt, torch-cuda-default.jsonl,
+# torch-cuda-reduce-overhead.jsonl, torch-cpu.jsonl, torch-train.jsonl (each with a .log of its
+# progress and errors) and ratios.txt.
 #
 # Dependencies travel as Debian packages (scripts/gpu-host-env.sh unpacks them): OpenBLAS's
 # OpenMP build (and libgfortran, which it needs), the zstd, OpenSSL and hiredis headers and
@@ -38,10 +41,10 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|ratios ...]}"
     shift 2
     steps=("$@")
-    [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu ratios)
+    [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
     mkdir -p "$out"
     out="$(cd "$out" && pwd)"
     source "$root/scripts/gpu-host-env.sh"
@@ -89,6 +92,16 @@ case "${1:-}" in
         torch-cpu)
           torch_compile torch-cpu --device cpu --models seed64,seed64_regional
           ;;
+        zc-train)
+          build-gpu/zc bench --only train --repeats 3 --device cuda \
+            --json "$out/zc-bench-train.json" 2>"$out/zc-bench-train.log" |
+            tee "$out/zc-bench-train.txt" || echo "zc bench --only train exited with an error"
+          tr '\r' '\n' <"$out/zc-bench-train.log" | sed 's/\x1b\[K//g' |
+            grep -v -e measuring -e '^ *$' || true
+          ;;
+        torch-train)
+          torch_compile torch-train --train --device cuda --models seed64,gpt12 --dtypes f32
+          ;;
         ratios)
           shopt -s nullglob
           # zc-bench*.json: also the files of `zc bench --device cpu|cuda` run apart.
@@ -102,14 +115,15 @@ case "${1:-}" in
             tee "$out/ratios.txt"
           ;;
         *)
-          echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu or ratios" >&2
+          echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
+            "torch-train or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|ratios ...]" >&2
     exit 2
     ;;
 esac

@@ -13,6 +13,8 @@ torch / zc:
         from a bundle / Mega-Cache (zc's ready time, then its whole first call, which like
         torch's includes one forward pass), compiled and eager per call; and the share of zc's
         cold first call that NVRTC took
+  CUDA  training step (torch_compile.py --train, zc bench's train rows): seed64 and gpt12 cold
+        and warm first step, per step compiled and eager
 torch's bf16 rows of gpt12 are paired with zc's gpt12-bf16 rows.
 """
 import json
@@ -148,6 +150,26 @@ def main():
                  per_call("eager_ms_per_call")),
             ]
         paired |= table(f"CUDA, f32, torch.compile mode={mode}", rows)
+    train_modes = sorted({k[3] for k in torch if k[2] == "cuda" and k[4].startswith("train_")})
+    for mode in train_modes:
+        rows = []
+        for m in ("seed64", "gpt12"):
+            z = lambda cache, metric: zc_ms(f"cuda/train/{m}/0/auto/{cache}/{metric}")
+            g = lambda sc, f: t(m, "cuda", mode, sc, f)
+            per_step = lambda f: median(g(sc, f) for sc in ("train_cold", "train_warm"))
+            rows += [
+                (f"{m} train cold first step", z("cold", "first_ms"),
+                 g("train_cold", "first_call_ms")),
+                (f"{m} train warm start (zc ready)", z("warm", "ready_ms"),
+                 g("train_warm", "first_call_ms")),
+                (f"{m} train warm first step", z("warm", "first_ms"),
+                 g("train_warm", "first_call_ms")),
+                (f"{m} train step, compiled", zc_ms(f"cuda/train/{m}/0/auto/off/step_us", 1e-3),
+                 per_step("compiled_ms_per_call")),
+                (f"{m} train step, eager", zc_ms(f"cuda/train/{m}/0/eager/off/step_us", 1e-3),
+                 per_step("eager_ms_per_call")),
+            ]
+        paired |= table(f"CUDA training step, f32, torch.compile mode={mode}", rows)
     if not paired:
         print("no scenario was measured by both zc bench and torch (a zc run without the CUDA "
               "rows, or torch rows that all failed?)")

@@ -3,7 +3,7 @@
 
     python3 bench/torch_compile.py [--models seed64,gpt12] [--device cuda|cpu]
                                    [--mode default|reduce-overhead] [--dtypes f32,bf16]
-                                   [--json FILE] [--timeout S]
+                                   [--train] [--json FILE] [--timeout S]
 
 Models (zc's reference models, mirrored layer by layer; weights drawn from the same
 distributions, not the same values):
@@ -32,6 +32,13 @@ TF32 is off (allow_tf32 = False for matmul and cuDNN): zc computes f32 in full p
 default. dtype bf16 (gpt12 only: model.to(torch.bfloat16), bf16 input) is reported as its own
 rows.
 
+--train times a training step instead of a forward, as `zc bench`'s train rows do: the model
+in train mode, MSE loss against a fixed random target, backward, torch.optim.AdamW (lr 1e-4,
+its default foreach implementation, not compiled: the recipe of torch.compile's training
+figures); scenarios train_cold and train_warm (fresh processes, an empty cache directory and
+then the same one); first_call_ms is the whole first step, compiled_ms_per_call and
+eager_ms_per_call a step in steady state (the eager model with its own optimizer).
+
 --mode default is what the published torch.compile figures for these two models used.
 --mode reduce-overhead adds CUDA graphs (one graph launch per call), the launch-overhead
 removal that zc's CUDA backend is to have by default; bench/gpu-host.sh runs both.
@@ -56,6 +63,7 @@ SCHEMA = ("schema", "model", "dtype", "device", "mode", "scenario", "import_ms",
 SCHEMA_VERSION = 1
 MODELS = ("seed64", "seed64_regional", "gpt12")
 SCENARIOS = ("cold", "warm", "load_mega")
+TRAIN_SCENARIOS = ("train_cold", "train_warm")
 
 
 def build(name, torch, compile_fn):
@@ -173,14 +181,38 @@ def child(spec):
         times.sort()
         return times[len(times) // 2] * 1e3
 
-    with torch.no_grad():
+    if spec.get("train"):
+        eager.train()
+        target = torch.randn_like(x)
+
+        def trainer(m):
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+
+            def step(inp):
+                opt.zero_grad(set_to_none=True)
+                loss = torch.nn.functional.mse_loss(m(inp), target)
+                loss.backward()
+                opt.step()
+                return loss
+            return step
+
+        compiled_step = trainer(model)
         sync()
         t = time.perf_counter()
-        model(x)
+        compiled_step(x)
         sync()
         first_call_ms = (time.perf_counter() - t) * 1e3
-        compiled_ms = steady_ms(model)
-        eager_ms = None if regional else steady_ms(eager)
+        compiled_ms = steady_ms(compiled_step)
+        eager_ms = None if regional else steady_ms(trainer(eager))
+    else:
+        with torch.no_grad():
+            sync()
+            t = time.perf_counter()
+            model(x)
+            sync()
+            first_call_ms = (time.perf_counter() - t) * 1e3
+            compiled_ms = steady_ms(model)
+            eager_ms = None if regional else steady_ms(eager)
     graphs = None
     try:
         from torch._dynamo.utils import counters
@@ -252,6 +284,8 @@ def main():
     ap.add_argument("--dtypes", default=None,
                     help="f32 and/or bf16 (bf16 applies to gpt12); default f32,bf16 on cuda, "
                          "f32 on cpu")
+    ap.add_argument("--train", action="store_true",
+                    help="time a training step (scenarios train_cold, train_warm)")
     ap.add_argument("--json", help="write every row to FILE, one JSON object per line")
     ap.add_argument("--timeout", type=float, default=900,
                     help="seconds one scenario's process may take")
@@ -282,9 +316,10 @@ def main():
             blob_dir = tempfile.mkdtemp(prefix="torch-compile-mega-")
             blob = os.path.join(blob_dir, "mega.bin")
             scratch += [cache_dir, blob_dir]
-            for scenario in SCENARIOS:
+            for scenario in TRAIN_SCENARIOS if args.train else SCENARIOS:
                 spec = {"model": model, "dtype": dtype, "device": args.device,
-                        "mode": args.mode, "scenario": scenario, "blob": blob}
+                        "mode": args.mode, "scenario": scenario, "blob": blob,
+                        "train": args.train}
                 if scenario == "load_mega" and not os.path.exists(blob):
                     row = dict.fromkeys(SCHEMA)
                     row.update(schema=SCHEMA_VERSION, model=model, dtype=dtype,

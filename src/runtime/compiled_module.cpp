@@ -3,6 +3,7 @@
 #include <future>
 #include <mutex>
 
+#include "autograd/node.h"
 #include "autograd/record.h"
 #include "capture/capture.h"
 #include "capture/guards.h"
@@ -37,25 +38,45 @@ struct CompiledModule::State {
 
 namespace {
 
-std::vector<Tensor> run_entry(const Entry& e, const Tensor& x) {
-  std::vector<const Tensor*> args(e.bound.size());
-  for (size_t i = 0; i < e.bound.size(); ++i) args[i] = &e.bound[i];
-  for (size_t s : e.user_slots) args[s] = &x;
-  return e.exec->run(args);
+// The call's graph inputs: the bound values, with `x` in the user slots.
+std::vector<Tensor> entry_inputs(const Entry& e, const Tensor& x) {
+  std::vector<Tensor> inputs = e.bound;
+  for (size_t slot : e.user_slots) inputs[slot] = x;
+  return inputs;
 }
 
-// When autograd wants gradients of the call's inputs or parameters, the output gets the node
-// that runs the specialization's compiled backward. A trace that broke has no whole graph to
-// differentiate: its output refuses gradients with an error naming the module, rather than
-// silently leaving the parameters without them.
-Tensor with_gradients(Tensor out, const Entry& e, const Tensor& x, const nn::Module& module) {
-  if (e.backward) {
-    if (!autograd::wants_grad(e.bound) && !autograd::wants_grad({&x, 1})) return out;
-    std::vector<Tensor> inputs = e.bound;
-    for (size_t slot : e.user_slots) inputs[slot] = x;
-    return runtime::record_compiled_backward(std::move(out), std::move(inputs), e.backward,
-                                             module.type_name());
+// Which graph inputs want gradients; empty when none does (or grad mode is off).
+std::vector<bool> wanted_gradients(const std::vector<Tensor>& inputs) {
+  if (!autograd::wants_grad(inputs)) return {};
+  std::vector<bool> wanted;
+  for (const Tensor& t : inputs) wanted.push_back(autograd::requires_grad(t));
+  return wanted;
+}
+
+// Compiles what a call with these wanted gradients runs, if it is not compiled yet.
+void prepare(const Entry& e, const std::vector<bool>& wanted) {
+  if (!wanted.empty() && e.code->whole()) {
+    e.code->training(wanted);
+  } else {
+    e.code->inference();
   }
+}
+
+// A call: when autograd wants gradients of the call's inputs or parameters, the training
+// forward runs and its output gets the node that runs the compiled backward. A trace that
+// broke has no whole graph to differentiate: its output refuses gradients with an error naming
+// the module, rather than silently leaving the parameters without them.
+Tensor run_entry(const Entry& e, const Tensor& x, const std::vector<bool>& wanted,
+                 const nn::Module& module) {
+  std::vector<Tensor> inputs = entry_inputs(e, x);
+  if (!wanted.empty() && e.code->whole()) {
+    return runtime::run_for_training(e.code->training(wanted), std::move(inputs),
+                                     module.type_name())[0];
+  }
+  std::vector<const Tensor*> args;
+  for (const Tensor& t : inputs) args.push_back(&t);
+  Tensor out = e.code->inference()->run(args)[0];
+  if (e.code->whole()) return out;
   // The last segment's inputs are mostly values of earlier segments: whether gradients are
   // wanted is asked of the module's parameters and the input.
   std::vector<Tensor> sources = module.parameters();
@@ -68,6 +89,10 @@ Tensor with_gradients(Tensor out, const Entry& e, const Tensor& x, const nn::Mod
                           "or remove the graph break (ZC_LOGS=graph shows where it is)",
                           sources, outs);
   return outs[0];
+}
+
+Tensor run_entry(const Entry& e, const Tensor& x, const nn::Module& module) {
+  return run_entry(e, x, wanted_gradients(entry_inputs(e, x)), module);
 }
 
 std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inputs,
@@ -108,7 +133,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   }
   if (hit) {
     zc::stats::add(zc::stats::Counter::guard_hits);
-    return with_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
+    return run_entry(*hit, x, *s.module);
   }
 
   // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
@@ -118,7 +143,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
     std::lock_guard lock(s.mu);
     if (!s.retrace_always) hit = s.entries.find(x);
   }
-  if (hit) return with_gradients(run_entry(*hit, x)[0], *hit, x, *s.module);
+  if (hit) return run_entry(*hit, x, *s.module);
 
   Timer ready_timer, capture_timer;
   const Backend& backend = runtime::resolve_backend(s.options.backend, x.device());
@@ -147,33 +172,28 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
 
   auto entry = std::make_shared<Entry>();
   entry->guard = capture::input_guard(x);
+  runtime::GraphVariants::Options variants;
   // A whole trace is compiled hierarchically unless the user asked for one flat graph; graph
   // break segments stay flat (they are re-traced on every call anyway), and an interpreter has
   // nothing to compile once.
-  const bool hierarchical =
+  variants.hierarchical =
       s.options.regions == Regions::Auto && !backend.interprets() && breaks == 0;
-  entry->exec = hierarchical ? runtime::compile_hierarchical(graph, backend)
-                             : runtime::compile_graph(graph, backend);
-  std::vector<bool> per_call;
+  variants.replay = s.options.cuda_graphs && breaks == 0;  // a broken trace re-traces
+  variants.whole = breaks == 0;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
-    per_call.push_back(bindings[i].kind == ir::InputKind::user);
-    if (per_call.back()) entry->user_slots.push_back(i);
-  }
-  // A whole trace only: a broken one is traced again on every call.
-  if (s.options.cuda_graphs && breaks == 0) {
-    entry->exec = backend.replayable(std::move(entry->exec), std::move(per_call));
+    variants.per_call.push_back(bindings[i].kind == ir::InputKind::user);
+    if (variants.per_call.back()) entry->user_slots.push_back(i);
   }
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
-  if (breaks == 0) {
-    // The graph's last use here: its backward is derived from it if a backward() needs one,
-    // and compiled the way the forward was.
-    entry->backward =
-        std::make_shared<runtime::BackwardPlans>(std::move(graph), backend, hierarchical);
-  }
+  entry->code =
+      std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
+  // Compiled now, for what this call needs (training or inference), so that "ready" counts it.
+  const std::vector<bool> wanted = wanted_gradients(entry_inputs(*entry, x));
+  prepare(*entry, wanted);
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
-  Tensor out = with_gradients(run_entry(*entry, x)[0], *entry, x, *s.module);
+  Tensor out = run_entry(*entry, x, wanted, *s.module);
   {
     std::lock_guard lock(s.mu);
     if (breaks) {

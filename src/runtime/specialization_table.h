@@ -14,7 +14,7 @@
 
 #include "capture/guards.h"
 #include "codegen/executable.h"
-#include "runtime/compiled_backward.h"
+#include "runtime/graph_variants.h"
 
 namespace zc::runtime {
 
@@ -23,12 +23,11 @@ using codegen::Executable;
 // One compiled specialization: valid while its guard holds.
 struct Specialization {
   capture::InputGuard guard;
-  std::shared_ptr<const Executable> exec;
+  // Its executables, inference and training, each compiled when a call first needs it; for a
+  // trace that broke, its last segment (inference only).
+  std::shared_ptr<GraphVariants> code;
   std::vector<Tensor> bound;       // graph input values; user inputs left undefined
   std::vector<size_t> user_slots;  // where the call's input goes
-  // Its backward graphs, made when a backward() first needs one; null for a trace that broke
-  // (its graph is only the last segment).
-  std::shared_ptr<BackwardPlans> backward;
 };
 
 class SpecializationTable {

@@ -1,11 +1,13 @@
 // The joint forward+backward graph (lower/autodiff.h): its backward half, interpreted and
-// compiled by the C++ backend, gives the gradients eager backward() gives.
+// compiled by the C++ backend, gives the gradients eager backward() gives, whole and split
+// into forward and backward by the partitioner (lower/partition.h).
 #include <gtest/gtest.h>
 
 #include "capture/capture.h"
 #include "codegen/backends/eager/interpreter.h"
 #include "ir/verifier.h"
 #include "lower/autodiff.h"
+#include "lower/partition.h"
 #include "lower/pipeline.h"
 #include "runtime/compile_graph.h"
 #include "test_support.h"
@@ -72,9 +74,33 @@ void check_model(nn::Module& model, const Tensor& x, double tol, bool compile) {
   lower::LowerContext ctx;
   ir::Graph lowered = lower::lower(joint.graph, ctx);
   check_outputs(codegen::eager::interpret(lowered, args), "lowered, interpreted");
+  const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
   if (compile) {
-    const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
     check_outputs(runtime::compile_graph(joint.graph, cpp)->run(args), "compiled (cpp)");
+  }
+
+  // Partitioned: the forward returns the saved values, the backward reads them.
+  lower::Partition part = lower::partition(fwd, joint);
+  ir::verify(part.forward);
+  ir::verify(part.backward);
+  auto run_partition = [&](auto run) {
+    std::vector<const Tensor*> fargs(args.begin(), args.begin() + fwd.inputs.size());
+    std::vector<Tensor> f = run(part.forward, fargs);
+    std::vector<const Tensor*> bargs = args;
+    for (size_t index : part.saved) bargs.push_back(&f.at(index));
+    std::vector<Tensor> b = run(part.backward, bargs);
+    b.insert(b.begin(), f[0]);
+    return b;
+  };
+  check_outputs(run_partition([](const ir::Graph& g, const std::vector<const Tensor*>& a) {
+                  return codegen::eager::interpret(g, a);
+                }),
+                "partitioned, interpreted");
+  if (compile) {
+    check_outputs(run_partition([&](const ir::Graph& g, const std::vector<const Tensor*>& a) {
+                    return runtime::compile_graph(g, cpp)->run(a);
+                  }),
+                  "partitioned, compiled (cpp)");
   }
 }
 

@@ -93,4 +93,9 @@ std::map<std::string, double> read_medians(const std::string& path);
 // Returns what failed, one line each; the rows of what did not fail are added.
 std::vector<std::string> measure_cuda(const Context& ctx, std::vector<Row>& rows);
 
+// The training rows (bench_train.cpp): seed64 on each device asked for, gpt12 on cuda. Returns
+// what failed, as measure_cuda.
+std::vector<std::string> measure_training(const Context& ctx, bool cpu, bool cuda,
+                                          std::vector<Row>& rows);
+
 }  // namespace zc_cli::bench

@@ -2,6 +2,8 @@
 // one model once (or in a loop for steady state) and prints what it measured on one line.
 #include <cstdio>
 #include <functional>
+#include <memory>
+#include <optional>
 
 #include "bench.h"
 #include "support/bench_model.h"
@@ -41,13 +43,17 @@ double steady_cpu_us(const std::function<zc::Tensor()>& call) {
 
 }  // namespace
 
-// Prints "ready first import per_call compiles build_ms" (ms, us for per_call).
+// Prints "ready first import per_call compiles build_ms" (ms, us for per_call). With
+// `--train 1` a call is a training step (see bench.h), else a forward without gradients.
 int child(const std::map<std::string, std::string>& a) {
-  zc::NoGradGuard no_grad;  // inference, as the torch script measures it
   auto get = [&](const std::string& k, const std::string& d) {
     auto it = a.find(k);
     return it == a.end() ? d : it->second;
   };
+  const bool train = get("train", "0") == "1";
+  // Inference, as the torch script measures it, unless training.
+  std::optional<zc::NoGradGuard> no_grad;
+  if (!train) no_grad.emplace();
   std::string model = get("model", "seed"), regions = get("regions", "auto");
   int64_t layers = std::stoll(get("layers", "64"));
   const bool cuda = get("device", "cpu") == "cuda";
@@ -83,12 +89,37 @@ int child(const std::map<std::string, std::string>& a) {
     zc::cuda::synchronize();
   }
   std::function<zc::Tensor()> call;
-  if (regions == "manual" || regions == "eager") {
+  const bool eager = regions == "manual" || regions == "eager";
+  if (eager) {
     call = [&] { return (*m)(x); };
   } else {
     auto fast =
         zc::compile(m, {.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto});
     call = [fast, &x] { return fast(x); };
+  }
+  // A training step: MSE against a fixed random target, backward, AdamW (one compiled kernel
+  // over all parameters when the model is compiled; per parameter, eager, when not).
+  std::unique_ptr<zc::optim::AdamW> opt;
+  zc::Tensor target;
+  if (train) {
+    m->train();
+    opt = std::make_unique<zc::optim::AdamW>(m->parameters(),
+                                             zc::optim::AdamWOptions{.lr = 1e-4, .fused = !eager});
+    // The bench models keep a float input's shape; token ids give logits (one eager call).
+    zc::Shape out_shape = x.shape();
+    if (!zc::is_floating(x.dtype())) {
+      zc::NoGradGuard shape_only;
+      out_shape = (*m)(x).shape();
+    }
+    target = zc::randn(out_shape).to(zc::is_floating(x.dtype()) ? x.dtype() : zc::DType::f32);
+    target = target.to(x.device());
+    call = [forward = std::move(call), &opt, &target] {
+      opt->zero_grad();
+      zc::Tensor loss = zc::nn::functional::mse_loss(forward(), target);
+      loss.backward();
+      opt->step();
+      return loss;
+    };
   }
   auto t = Clock::now();
   call();

@@ -11,6 +11,9 @@
 //   steady    seed64 and gpt-small per call: eager, compiled Auto, compiled None
 //   cuda/...  with a GPU (--device): seed64 and gpt12 cache and steady rows on cuda:0
 //             (bench_cuda.cpp)
+//   train     a training step: seed64 on each device, gpt12 on cuda, cold, warm and per step
+//             (bench_train.cpp)
+// --only train measures the training rows alone.
 // `ready ms` is compiler::Stats::ready_ms: the wall time of the first call less its arithmetic
 // (capture, region planning, cache lookups, compile or load); `first ms` is the whole first
 // call. The Redis scenarios use --remote URL (a server whose zc keys may be cleared), or else a
@@ -188,7 +191,7 @@ int cmd_bench(Args args) {
   }
   int repeats = 3;
   bool quick = false;
-  std::string json_path, compare_path, remote_url, device;
+  std::string json_path, compare_path, remote_url, device, only;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
     auto value = [&]() -> std::string {
@@ -207,10 +210,13 @@ int cmd_bench(Args args) {
       remote_url = value();
     } else if (a == "--device") {
       device = value();
+    } else if (a == "--only") {
+      only = value();
+      if (only != "train") throw UsageError{"zc bench: --only takes train, not '" + only + "'"};
     } else {
       throw UsageError{"zc bench: unknown option '" + std::string(a) +
                        "'; expected --repeats N, --json FILE, --compare FILE, --quick, "
-                       "--remote redis://HOST[:PORT][/DB] or --device cpu|cuda|all"};
+                       "--remote redis://HOST[:PORT][/DB], --device cpu|cuda|all or --only train"};
     }
   }
   const Devices devices = choose_devices(device);
@@ -246,8 +252,13 @@ int cmd_bench(Args args) {
   };
   std::vector<Row> rows;
   std::vector<std::string> failures;
-  if (devices.cpu) measure_cpu(ctx, quick, rows);
-  if (devices.cuda) failures = bench::measure_cuda(ctx, rows);
+  if (only.empty()) {
+    if (devices.cpu) measure_cpu(ctx, quick, rows);
+    if (devices.cuda) failures = bench::measure_cuda(ctx, rows);
+  }
+  for (std::string& f : bench::measure_training(ctx, devices.cpu, devices.cuda, rows)) {
+    failures.push_back(std::move(f));
+  }
   std::fprintf(stderr, "\r\033[K");
   std::filesystem::remove_all(ctx.root);
 
@@ -255,8 +266,7 @@ int cmd_bench(Args args) {
   if (!json_path.empty()) bench::write_json(json_path, rows, repeats, devices.gpu);
   for (const std::string& f : failures) std::fprintf(stderr, "zc bench: %s\n", f.c_str());
   if (!failures.empty()) {
-    std::fprintf(stderr,
-                 "zc bench: %zu CUDA scenario(s) failed and have no rows; the rest are above\n",
+    std::fprintf(stderr, "zc bench: %zu scenario(s) failed and have no rows; the rest are above\n",
                  failures.size());
     return kExitError;
   }

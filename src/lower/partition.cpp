@@ -1,0 +1,180 @@
+#include "lower/partition.h"
+
+#include <algorithm>
+
+#include "lower/dce.h"
+#include "util/check.h"
+#include "util/min_cut.h"
+
+namespace zc::lower {
+
+namespace {
+
+// Ops cheap enough to run again in the backward rather than keep their outputs: they read
+// each input element about once and fuse into the backward kernel that reads their output.
+bool recomputable(ops::OpId op) {
+  return ops::is_elementwise(op) || ops::op_def(op).cls == ops::OpClass::layout ||
+         op == ops::OpId::embedding;
+}
+
+int64_t bytes_of(const ops::TensorMeta& m) {
+  return shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype));
+}
+
+// Which forward values the backward keeps (saved, or free to keep), by the minimum cut the
+// header describes. Each non-free forward value v is an edge in(v) -> out(v) whose capacity is
+// its cost to save; a recomputable node's inputs feed its outputs' in() vertices; everything
+// that is not recomputable (and the free values) hangs off the source; what the backward reads
+// runs into the sink. A value is kept when its edge is cut.
+std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>& free,
+                              const std::vector<bool>& read) {
+  const int n = static_cast<int>(captured.values.size());
+  const int s = 2 * n, t = 2 * n + 1;
+  auto in = [](int v) { return 2 * v; };
+  auto out = [](int v) { return 2 * v + 1; };
+  MinCut cut(2 * n + 2);
+  for (int v = 0; v < n; ++v) {
+    if (free[v]) {
+      cut.add_edge(s, out(v), MinCut::kInfinite);
+      continue;
+    }
+    if (read[v]) cut.add_edge(out(v), t, MinCut::kInfinite);
+    const int32_t p = captured.values[v].producer;
+    ZC_CHECK(p >= 0, "partition: value %" << v << " is neither an input nor a node output");
+    // Saving costs bytes; among equal byte counts, a value the backward reads directly costs
+    // less than one it would only recompute from.
+    cut.add_edge(in(v), out(v), bytes_of(captured.meta(v)) * 4 + (read[v] ? 1 : 2));
+    const ir::Node& node = captured.nodes[p];
+    if (recomputable(node.op)) {
+      for (ir::ValueId u : node.inputs) cut.add_edge(out(u), in(v), MinCut::kInfinite);
+    } else {
+      cut.add_edge(s, in(v), MinCut::kInfinite);
+    }
+  }
+  std::vector<bool> side = cut.source_side(s, t);
+  std::vector<bool> kept(n, false);
+  for (int v = 0; v < n; ++v) kept[v] = free[v] || (side[in(v)] && !side[out(v)]);
+  return kept;
+}
+
+// Region ranges from the nodes placed in each region and its descendants. Regions left without
+// nodes (the forward's, whose recomputed nodes moved into mirror regions) are dropped: an empty
+// region at a block's start would be taken into that block's subgraph and make the first copy
+// of a repeated block differ from the others.
+void set_regions(ir::Graph& g) {
+  std::vector<bool> seen(g.regions.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto index = static_cast<int32_t>(i);
+    for (ir::RegionId r = g.nodes[i].region; r != ir::kNoRegion; r = g.regions[r].parent) {
+      ir::Region& reg = g.regions[r];
+      reg.begin = seen[r] ? std::min(reg.begin, index) : index;
+      reg.end = seen[r] ? std::max(reg.end, index + 1) : index + 1;
+      seen[r] = true;
+    }
+  }
+  // A region with nodes has a parent with nodes, so parents keep coming first.
+  std::vector<ir::RegionId> renumber(g.regions.size(), ir::kNoRegion);
+  std::vector<ir::Region> kept;
+  for (size_t r = 0; r < g.regions.size(); ++r) {
+    if (!seen[r]) continue;
+    renumber[r] = static_cast<ir::RegionId>(kept.size());
+    ir::Region reg = g.regions[r];
+    if (reg.parent != ir::kNoRegion) reg.parent = renumber[reg.parent];
+    kept.push_back(std::move(reg));
+  }
+  g.regions = std::move(kept);
+  for (ir::Node& n : g.nodes) {
+    if (n.region != ir::kNoRegion) n.region = renumber[n.region];
+  }
+}
+
+}  // namespace
+
+Partition partition(const ir::Graph& captured, const JointGraph& joint) {
+  const ir::Graph& j = joint.graph;
+  const size_t n_values = captured.values.size();
+  const size_t n_nodes = captured.nodes.size();
+  const size_t n_outputs = captured.outputs.size();
+  ZC_CHECK(j.nodes.size() >= n_nodes && j.values.size() >= n_values &&
+               j.outputs.size() >= n_outputs &&
+               j.inputs.size() == captured.inputs.size() + n_outputs,
+           "partition: the joint graph was not made from this captured graph");
+
+  std::vector<bool> free(n_values, false), read(n_values, false);
+  std::vector<int64_t> output_index(n_values, -1);
+  for (const ir::Input& in : captured.inputs) free[in.value] = true;
+  for (const ir::Constant& c : captured.constants) free[c.value] = true;
+  for (size_t k = n_outputs; k-- > 0;) {
+    free[captured.outputs[k]] = true;
+    output_index[captured.outputs[k]] = static_cast<int64_t>(k);
+  }
+  for (size_t i = n_nodes; i < j.nodes.size(); ++i) {
+    for (ir::ValueId v : j.nodes[i].inputs) {
+      if (static_cast<size_t>(v) < n_values) read[v] = true;
+    }
+  }
+  for (size_t k = n_outputs; k < j.outputs.size(); ++k) {
+    if (static_cast<size_t>(j.outputs[k]) < n_values) read[j.outputs[k]] = true;
+  }
+  const std::vector<bool> kept = kept_values(captured, free, read);
+
+  // The backward graph: the joint graph's values, its backward nodes, and the recomputed
+  // forward nodes each needs, emitted just before it.
+  ir::Graph b;
+  b.values = j.values;
+  b.inputs = j.inputs;
+  b.constants = j.constants;
+  b.regions = j.regions;
+  std::vector<bool> ready(j.values.size(), false);
+  for (const ir::Input& in : j.inputs) ready[in.value] = true;
+  for (const ir::Constant& c : j.constants) ready[c.value] = true;
+  std::vector<ir::ValueId> saved;
+  auto emit = [&](ir::Node node) {
+    for (ir::ValueId o : node.outputs) {
+      ready[o] = true;
+      b.values[o].producer = static_cast<int32_t>(b.nodes.size());
+    }
+    b.nodes.push_back(std::move(node));
+  };
+  auto ensure = [&](auto& self, ir::ValueId v, ir::RegionId region) -> void {
+    if (ready[v]) return;
+    ZC_CHECK(static_cast<size_t>(v) < n_values,
+             "partition: backward value %" << v << " is read before it is defined");
+    if (kept[v]) {
+      ready[v] = true;
+      b.values[v].producer = -1;
+      saved.push_back(v);
+      return;
+    }
+    const int32_t p = captured.values[v].producer;
+    ZC_CHECK(p >= 0 && recomputable(j.nodes[p].op),
+             "partition: value %" << v << " is neither kept nor recomputable");
+    ir::Node node = j.nodes[p];
+    for (ir::ValueId u : node.inputs) self(self, u, region);
+    node.region = region;
+    emit(std::move(node));
+  };
+  for (size_t i = n_nodes; i < j.nodes.size(); ++i) {
+    for (ir::ValueId u : j.nodes[i].inputs) ensure(ensure, u, j.nodes[i].region);
+    emit(j.nodes[i]);
+  }
+  b.outputs.assign(j.outputs.begin() + static_cast<std::ptrdiff_t>(n_outputs), j.outputs.end());
+  for (ir::ValueId v : b.outputs) ensure(ensure, v, ir::kNoRegion);
+
+  std::sort(saved.begin(), saved.end());
+  Partition result;
+  result.forward = captured;
+  for (ir::ValueId v : saved) {
+    b.inputs.push_back(ir::Input{v, ir::InputKind::carried});
+    if (output_index[v] < 0) {
+      output_index[v] = static_cast<int64_t>(result.forward.outputs.size());
+      result.forward.outputs.push_back(v);
+    }
+    result.saved.push_back(static_cast<size_t>(output_index[v]));
+  }
+  set_regions(b);
+  result.backward = eliminate_dead_code(b);
+  return result;
+}
+
+}  // namespace zc::lower

@@ -1,0 +1,145 @@
+#include "runtime/graph_variants.h"
+
+#include <future>
+
+#include "autograd/node.h"
+#include "autograd/record.h"
+#include "lower/autodiff.h"
+#include "lower/partition.h"
+#include "runtime/compile_graph.h"
+#include "runtime/hierarchical.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/timer.h"
+#include "zc/factories.h"
+
+namespace zc::runtime {
+
+GraphVariants::GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options)
+    : graph_(std::move(graph)), backend_(backend), options_(std::move(options)) {}
+
+std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Graph& g,
+                                                                  bool replay) const {
+  auto exec =
+      options_.hierarchical ? compile_hierarchical(g, backend_) : compile_graph(g, backend_);
+  if (replay && options_.replay) exec = backend_.replayable(std::move(exec), options_.per_call);
+  return exec;
+}
+
+std::shared_ptr<const codegen::Executable> GraphVariants::inference() {
+  std::lock_guard lock(mu_);
+  if (!inference_) inference_ = compile(graph_, /*replay=*/true);
+  return inference_;
+}
+
+std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bool>& wanted) {
+  ZC_CHECK(options_.whole, "a training plan for a graph break's segment");
+  ZC_CHECK(wanted.size() == graph_.inputs.size(),
+           "wanted flags for " << wanted.size() << " inputs");
+  std::lock_guard lock(mu_);
+  auto it = training_.find(wanted);
+  if (it != training_.end()) return it->second;
+  Timer timer;
+  std::vector<size_t> wrt;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (wanted[i]) wrt.push_back(i);
+  }
+  lower::JointGraph joint = lower::joint_graph(graph_, wrt);
+  auto plan = std::make_shared<TrainingPlan>();
+  plan->outputs = graph_.outputs.size();
+  plan->has_grad.assign(wanted.size(), false);
+  size_t with_grad = 0;
+  for (size_t k = 0; k < wrt.size(); ++k) {
+    plan->has_grad[wrt[k]] = joint.has_grad[k];
+    with_grad += joint.has_grad[k] ? 1 : 0;
+  }
+  if (with_grad == 0) {
+    plan->forward = compile(graph_, /*replay=*/true);
+  } else {
+    lower::Partition part = lower::partition(graph_, joint);
+    // The two halves compile side by side: on a warm start each is mostly region planning and
+    // cache loads, on a cold one compiler runs.
+    auto forward =
+        std::async(std::launch::async, [&] { return compile(part.forward, /*replay=*/true); });
+    plan->backward = compile(part.backward, /*replay=*/false);
+    plan->forward = forward.get();
+    plan->saved = std::move(part.saved);
+  }
+  ZC_LOG(timing) << "training graphs: " << timer.ms() << " ms, " << with_grad << " gradients, "
+                 << plan->saved.size() << " saved values";
+  training_.emplace(wanted, plan);
+  return plan;
+}
+
+namespace {
+
+class CompiledBackwardNode final : public autograd::Node {
+ public:
+  CompiledBackwardNode(std::shared_ptr<const TrainingPlan> plan, std::string module_type,
+                       std::vector<ops::TensorMeta> output_metas)
+      : plan_(std::move(plan)),
+        module_type_(std::move(module_type)),
+        output_metas_(std::move(output_metas)) {}
+
+  // The call's graph inputs, then the saved values.
+  void save(std::span<const Tensor> values) { values_.save(values); }
+
+  std::string name() const override { return "compiled " + module_type_; }
+
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
+    values_.check("compiled module " + module_type_);
+    std::vector<Tensor> out(next.size());
+    if (!plan_->backward) return out;
+    ZC_CHECK(grads.size() == output_metas_.size(),
+             "" << grads.size() << " gradients for " << output_metas_.size() << " outputs");
+    const std::vector<Tensor>& values = values_.values();
+    const size_t n_inputs = values.size() - plan_->saved.size();
+    std::vector<Tensor> dense;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      const ops::TensorMeta& m = output_metas_[k];
+      dense.push_back(grads[k].defined() ? grads[k].contiguous()
+                                         : zeros(m.shape, m.dtype).to(m.device));
+    }
+    std::vector<const Tensor*> args;
+    for (size_t i = 0; i < n_inputs; ++i) args.push_back(&values[i]);
+    for (const Tensor& g : dense) args.push_back(&g);
+    for (size_t i = n_inputs; i < values.size(); ++i) args.push_back(&values[i]);
+    std::vector<Tensor> results = plan_->backward->run(args);
+    size_t k = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (plan_->has_grad[i]) out[i] = std::move(results[k++]);
+    }
+    return out;
+  }
+
+  void release() override { values_.release(); }
+
+ private:
+  std::shared_ptr<const TrainingPlan> plan_;
+  std::string module_type_;
+  std::vector<ops::TensorMeta> output_metas_;
+  autograd::SavedValues values_;
+};
+
+}  // namespace
+
+std::vector<Tensor> run_for_training(std::shared_ptr<const TrainingPlan> plan,
+                                     std::vector<Tensor> inputs, const std::string& module_type) {
+  std::vector<const Tensor*> args;
+  for (const Tensor& t : inputs) args.push_back(&t);
+  std::vector<Tensor> results = plan->forward->run(args);
+  ZC_CHECK(results.size() >= plan->outputs, "the training forward returned too few outputs");
+  std::vector<Tensor> outs(results.begin(),
+                           results.begin() + static_cast<std::ptrdiff_t>(plan->outputs));
+  std::vector<ops::TensorMeta> metas;
+  for (const Tensor& t : outs) metas.push_back(ops::meta_of(t));
+  std::vector<Tensor> kept = inputs;
+  for (size_t index : plan->saved) kept.push_back(results[index]);
+  auto node =
+      std::make_shared<CompiledBackwardNode>(std::move(plan), module_type, std::move(metas));
+  node->save(kept);
+  autograd::attach(std::move(node), inputs, outs);
+  return outs;
+}
+
+}  // namespace zc::runtime
