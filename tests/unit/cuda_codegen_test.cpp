@@ -380,6 +380,7 @@ TEST(CudaCompile, AWarmProcessRunsNoNvrtc) {
 TEST(CudaCompile, TenThousandCallsOfAModelLeakNothing) {
   ZC_SKIP_WITHOUT_GPU();
   manual_seed(9);
+  NoGradGuard no_grad;  // inference: no saved values held by autograd between calls
   auto m = models::seed_model(2);
   m->to(Device::cuda(0));
   auto fast = compile(m);
