@@ -26,6 +26,21 @@ class Recorder final : public ops::OpInterceptor {
 
   ir::ValueId value_of(const Tensor& t) {
     if (t.is_traced()) return ir::value_id(t, this);
+    // A broadcast view (rules make zeros as a scalar expanded to a shape) is embedded as its
+    // one row and expanded in the graph: a [4, 127, 768] block of zeros would otherwise be a
+    // constant of that size in the graph's bytes, hashed and copied on every start.
+    Shape base = t.shape();
+    bool broadcast = false;
+    for (size_t d = 0; d < base.size(); ++d) {
+      if (t.stride(static_cast<int64_t>(d)) == 0 && base[d] > 1) base[d] = 1, broadcast = true;
+    }
+    if (broadcast) {
+      Tensor row = t;
+      for (size_t d = 0; d < base.size(); ++d) {
+        if (base[d] == 1) row = row.slice(static_cast<int64_t>(d), 0, 1);
+      }
+      return value_of(traced(value_of(row.contiguous())).expand(t.shape()));
+    }
     auto embed = [&](Tensor data) {
       ir::ValueId v = g_.add_value(ops::meta_of(data));
       g_.constants.push_back(ir::Constant{v, std::move(data)});
