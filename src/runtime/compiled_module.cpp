@@ -45,11 +45,12 @@ std::vector<Tensor> entry_inputs(const Entry& e, const Tensor& x) {
   return inputs;
 }
 
-// Which graph inputs want gradients; empty when none does (or grad mode is off).
-std::vector<bool> wanted_gradients(const std::vector<Tensor>& inputs) {
-  if (!autograd::wants_grad(inputs)) return {};
+// Which graph inputs want gradients; empty when none does (or grad mode is off). Copies
+// nothing when none does: inference calls run it too.
+std::vector<bool> wanted_gradients(const Entry& e, const Tensor& x) {
+  if (!autograd::wants_grad(e.bound) && !autograd::wants_grad({&x, 1})) return {};
   std::vector<bool> wanted;
-  for (const Tensor& t : inputs) wanted.push_back(autograd::requires_grad(t));
+  for (const Tensor& t : entry_inputs(e, x)) wanted.push_back(autograd::requires_grad(t));
   return wanted;
 }
 
@@ -68,13 +69,13 @@ void prepare(const Entry& e, const std::vector<bool>& wanted) {
 // the module, rather than silently leaving the parameters without them.
 Tensor run_entry(const Entry& e, const Tensor& x, const std::vector<bool>& wanted,
                  const nn::Module& module) {
-  std::vector<Tensor> inputs = entry_inputs(e, x);
   if (!wanted.empty() && e.code->whole()) {
-    return runtime::run_for_training(e.code->training(wanted), std::move(inputs),
+    return runtime::run_for_training(e.code->training(wanted), entry_inputs(e, x),
                                      module.type_name())[0];
   }
-  std::vector<const Tensor*> args;
-  for (const Tensor& t : inputs) args.push_back(&t);
+  std::vector<const Tensor*> args(e.bound.size());
+  for (size_t i = 0; i < e.bound.size(); ++i) args[i] = &e.bound[i];
+  for (size_t slot : e.user_slots) args[slot] = &x;
   Tensor out = e.code->inference()->run(args)[0];
   if (e.code->whole()) return out;
   // The last segment's inputs are mostly values of earlier segments: whether gradients are
@@ -92,7 +93,7 @@ Tensor run_entry(const Entry& e, const Tensor& x, const std::vector<bool>& wante
 }
 
 Tensor run_entry(const Entry& e, const Tensor& x, const nn::Module& module) {
-  return run_entry(e, x, wanted_gradients(entry_inputs(e, x)), module);
+  return run_entry(e, x, wanted_gradients(e, x), module);
 }
 
 std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inputs,
@@ -190,7 +191,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   entry->code =
       std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
   // Compiled now, for what this call needs (training or inference), so that "ready" counts it.
-  const std::vector<bool> wanted = wanted_gradients(entry_inputs(*entry, x));
+  const std::vector<bool> wanted = wanted_gradients(*entry, x);
   prepare(*entry, wanted);
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
   Tensor out = run_entry(*entry, x, wanted, *s.module);
