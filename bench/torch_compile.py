@@ -181,6 +181,15 @@ def child(spec):
         times.sort()
         return times[len(times) // 2] * 1e3
 
+    def measure(compiled_call, eager_call):
+        """The first call of the compiled side, then both in steady state."""
+        sync()
+        t = time.perf_counter()
+        compiled_call(x)
+        sync()
+        first = (time.perf_counter() - t) * 1e3
+        return first, steady_ms(compiled_call), None if regional else steady_ms(eager_call)
+
     if spec.get("train"):
         eager.train()
         target = torch.randn_like(x)
@@ -196,23 +205,10 @@ def child(spec):
                 return loss
             return step
 
-        compiled_step = trainer(model)
-        sync()
-        t = time.perf_counter()
-        compiled_step(x)
-        sync()
-        first_call_ms = (time.perf_counter() - t) * 1e3
-        compiled_ms = steady_ms(compiled_step)
-        eager_ms = None if regional else steady_ms(trainer(eager))
+        first_call_ms, compiled_ms, eager_ms = measure(trainer(model), trainer(eager))
     else:
         with torch.no_grad():
-            sync()
-            t = time.perf_counter()
-            model(x)
-            sync()
-            first_call_ms = (time.perf_counter() - t) * 1e3
-            compiled_ms = steady_ms(model)
-            eager_ms = None if regional else steady_ms(eager)
+            first_call_ms, compiled_ms, eager_ms = measure(model, eager)
     graphs = None
     try:
         from torch._dynamo.utils import counters

@@ -1,5 +1,7 @@
 #include "ir/graph.h"
 
+#include <algorithm>
+
 namespace zc::ir {
 
 const char* input_kind_name(InputKind k) {
@@ -27,6 +29,20 @@ std::vector<RegionId> Graph::top_regions() const {
     if (regions[i].parent == kNoRegion) out.push_back(static_cast<RegionId>(i));
   }
   return out;
+}
+
+std::vector<bool> Graph::fit_region_ranges(size_t first_node) {
+  std::vector<bool> seen(regions.size(), false);
+  for (size_t i = first_node; i < nodes.size(); ++i) {
+    const auto index = static_cast<int32_t>(i);
+    for (RegionId r = nodes[i].region; r != kNoRegion; r = regions[r].parent) {
+      Region& reg = regions[r];
+      reg.begin = seen[r] ? std::min(reg.begin, index) : index;
+      reg.end = seen[r] ? std::max(reg.end, index + 1) : index + 1;
+      seen[r] = true;
+    }
+  }
+  return seen;
 }
 
 }  // namespace zc::ir

@@ -88,6 +88,10 @@ struct Graph {
   const ops::TensorMeta& meta(ValueId v) const { return values[v].meta; }
   // Regions whose parent is kNoRegion, in order.
   std::vector<RegionId> top_regions() const;
+  // Sets the node range of each region that holds (itself or through a descendant) a node at
+  // index >= first_node to span those nodes; returns which regions got a range. Passes that
+  // place nodes in regions by their `region` field call it once they are done.
+  std::vector<bool> fit_region_ranges(size_t first_node = 0);
 };
 
 // Small constants (at most this many elements) are embedded by value; larger captured

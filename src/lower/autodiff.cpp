@@ -96,18 +96,7 @@ class MirrorRegions {
   }
 
   // Sets each mirror's node range from the nodes placed in it and its descendants.
-  void finish(size_t first_node) {
-    std::vector<bool> seen(g_.regions.size(), false);
-    for (size_t i = first_node; i < g_.nodes.size(); ++i) {
-      const auto index = static_cast<int32_t>(i);
-      for (ir::RegionId r = g_.nodes[i].region; r != ir::kNoRegion; r = g_.regions[r].parent) {
-        ir::Region& reg = g_.regions[r];
-        reg.begin = seen[r] ? std::min(reg.begin, index) : index;
-        reg.end = seen[r] ? std::max(reg.end, index + 1) : index + 1;
-        seen[r] = true;
-      }
-    }
-  }
+  void finish(size_t first_node) { g_.fit_region_ranges(first_node); }
 
  private:
   ir::Graph& g_;

@@ -26,7 +26,7 @@ int64_t bytes_of(const ops::TensorMeta& m) {
 // its cost to save; a recomputable node's inputs feed its outputs' in() vertices; everything
 // that is not recomputable (and the free values) hangs off the source; what the backward reads
 // runs into the sink. A value is kept when its edge is cut.
-std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>& free,
+std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>& costless,
                               const std::vector<bool>& read) {
   const int n = static_cast<int>(captured.values.size());
   const int s = 2 * n, t = 2 * n + 1;
@@ -34,7 +34,7 @@ std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>
   auto out = [](int v) { return 2 * v + 1; };
   MinCut cut(2 * n + 2);
   for (int v = 0; v < n; ++v) {
-    if (free[v]) {
+    if (costless[v]) {
       cut.add_edge(s, out(v), MinCut::kInfinite);
       continue;
     }
@@ -53,7 +53,7 @@ std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>
   }
   std::vector<bool> side = cut.source_side(s, t);
   std::vector<bool> kept(n, false);
-  for (int v = 0; v < n; ++v) kept[v] = free[v] || (side[in(v)] && !side[out(v)]);
+  for (int v = 0; v < n; ++v) kept[v] = costless[v] || (side[in(v)] && !side[out(v)]);
   return kept;
 }
 
@@ -62,16 +62,7 @@ std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>
 // region at a block's start would be taken into that block's subgraph and make the first copy
 // of a repeated block differ from the others.
 void set_regions(ir::Graph& g) {
-  std::vector<bool> seen(g.regions.size(), false);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const auto index = static_cast<int32_t>(i);
-    for (ir::RegionId r = g.nodes[i].region; r != ir::kNoRegion; r = g.regions[r].parent) {
-      ir::Region& reg = g.regions[r];
-      reg.begin = seen[r] ? std::min(reg.begin, index) : index;
-      reg.end = seen[r] ? std::max(reg.end, index + 1) : index + 1;
-      seen[r] = true;
-    }
-  }
+  const std::vector<bool> seen = g.fit_region_ranges();
   // A region with nodes has a parent with nodes, so parents keep coming first.
   std::vector<ir::RegionId> renumber(g.regions.size(), ir::kNoRegion);
   std::vector<ir::Region> kept;
@@ -100,12 +91,12 @@ Partition partition(const ir::Graph& captured, const JointGraph& joint) {
                j.inputs.size() == captured.inputs.size() + n_outputs,
            "partition: the joint graph was not made from this captured graph");
 
-  std::vector<bool> free(n_values, false), read(n_values, false);
+  std::vector<bool> costless(n_values, false), read(n_values, false);
   std::vector<int64_t> output_index(n_values, -1);
-  for (const ir::Input& in : captured.inputs) free[in.value] = true;
-  for (const ir::Constant& c : captured.constants) free[c.value] = true;
+  for (const ir::Input& in : captured.inputs) costless[in.value] = true;
+  for (const ir::Constant& c : captured.constants) costless[c.value] = true;
   for (size_t k = n_outputs; k-- > 0;) {
-    free[captured.outputs[k]] = true;
+    costless[captured.outputs[k]] = true;
     output_index[captured.outputs[k]] = static_cast<int64_t>(k);
   }
   for (size_t i = n_nodes; i < j.nodes.size(); ++i) {
@@ -116,7 +107,7 @@ Partition partition(const ir::Graph& captured, const JointGraph& joint) {
   for (size_t k = n_outputs; k < j.outputs.size(); ++k) {
     if (static_cast<size_t>(j.outputs[k]) < n_values) read[j.outputs[k]] = true;
   }
-  const std::vector<bool> kept = kept_values(captured, free, read);
+  const std::vector<bool> kept = kept_values(captured, costless, read);
 
   // The backward graph: the joint graph's values, its backward nodes, and the recomputed
   // forward nodes each needs, emitted just before it.
