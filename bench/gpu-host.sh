@@ -13,6 +13,11 @@
 #     zc-train     zc bench --only train --device cuda: a training step of seed64 and gpt12
 #     torch-train  bench/torch_compile.py --train on cuda: the same step under torch.compile
 #     ratios       bench/ratios.py over what the steps above wrote
+#     profile      where a gpt12 training step's time goes: zc's warm first step with
+#                  ZC_LOGS=timing (profile-zc-warm.log), zc's kernels with ZC_LOGS=kernels
+#                  (profile-zc-kernels.log, over 54 steps) and torch.compile's under
+#                  torch.profiler (profile-torch.log, 5 steps); cuBLASLt's algorithms against
+#                  torch on each f32 product of the step (profile-gemm-*.jsonl)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
@@ -41,7 +46,7 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|ratios ...]}"
     shift 2
     steps=("$@")
     [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
@@ -102,6 +107,26 @@ case "${1:-}" in
         torch-train)
           torch_compile torch-train --train --device cuda --models seed64,gpt12 --dtypes f32
           ;;
+        profile)
+          cache="$(mktemp -d)"
+          gpt12=(bench --child --train 1 --model gpt-blocks --layers 12 --device cuda)
+          ZC_CACHE_DIR="$cache" build-gpu/zc "${gpt12[@]}" >/dev/null
+          ZC_CACHE_DIR="$cache" ZC_LOGS=timing build-gpu/zc "${gpt12[@]}" \
+            >"$out/profile-zc-warm.txt" 2>"$out/profile-zc-warm.log" || tail -5 "$out/profile-zc-warm.log"
+          ZC_CACHE_DIR="$cache" ZC_LOGS=kernels build-gpu/zc "${gpt12[@]}" --steady 1 \
+            >"$out/profile-zc-kernels.txt" 2>"$out/profile-zc-kernels.log" ||
+            tail -5 "$out/profile-zc-kernels.log"
+          rm -rf "$cache"
+          grep -A45 "kernel times" "$out/profile-zc-kernels.log" || true
+          grep "by kind" "$out/profile-zc-kernels.log" || true
+          # cuBLASLt's heuristic choice against its other candidates, and torch, per product.
+          cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1
+          cmake --build build-gpu --target bench_cuda_gemm_algos >>"$out/build.log" 2>&1 &&
+            build-gpu/bench/cuda_gemm_algos | tee "$out/profile-gemm-zc.jsonl" || true
+          python3 bench/torch_gemm.py | tee "$out/profile-gemm-torch.jsonl" || true
+          torch_compile profile-torch --train --profile --device cuda --models gpt12 --dtypes f32
+          grep -B2 -A50 "torch.profiler" "$out/profile-torch.log" | tail -60 || true
+          ;;
         ratios)
           shopt -s nullglob
           # zc-bench*.json: also the files of `zc bench --device cpu|cuda` run apart.
@@ -116,14 +141,14 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train or ratios" >&2
+            "torch-train, profile or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|ratios ...]" >&2
     exit 2
     ;;
 esac

@@ -3,7 +3,7 @@
 
     python3 bench/torch_compile.py [--models seed64,gpt12] [--device cuda|cpu]
                                    [--mode default|reduce-overhead] [--dtypes f32,bf16]
-                                   [--train] [--json FILE] [--timeout S]
+                                   [--train] [--profile] [--json FILE] [--timeout S]
 
 Models (zc's reference models, mirrored layer by layer; weights drawn from the same
 distributions, not the same values):
@@ -188,7 +188,10 @@ def child(spec):
         compiled_call(x)
         sync()
         first = (time.perf_counter() - t) * 1e3
-        return first, steady_ms(compiled_call), None if regional else steady_ms(eager_call)
+        compiled_ms = steady_ms(compiled_call)
+        if spec.get("profile"):
+            profile_kernels(torch, lambda: compiled_call(x), sync)
+        return first, compiled_ms, None if regional else steady_ms(eager_call)
 
     if spec.get("train"):
         eager.train()
@@ -232,6 +235,19 @@ def child(spec):
     print("RESULT " + json.dumps(row), flush=True)
 
 
+def profile_kernels(torch, call, sync, calls=5):
+    """--profile: the GPU kernels of `calls` calls under torch.profiler, longest first, on stderr
+    (zc's counterpart is ZC_LOGS=kernels)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        sync()
+    print(f"torch.profiler: kernels of {calls} calls", file=sys.stderr)
+    print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=80,
+                                    max_name_column_width=110), file=sys.stderr, flush=True)
+
+
 def probe(device):
     """Whether torch imports and, for cuda, sees a GPU; prints the reason when not."""
     import torch
@@ -257,6 +273,8 @@ def run(spec, cache_dir, timeout):
         row["error"] = f"timed out after {timeout} s; raise --timeout"
         return row
     row["process_ms"] = (time.perf_counter() - t) * 1e3
+    if spec.get("profile"):  # the kernel table is the scenario's stderr
+        sys.stderr.write(p.stderr)
     result = [line for line in p.stdout.splitlines() if line.startswith("RESULT ")]
     if p.returncode != 0 or not result:
         row["error"] = (p.stderr or p.stdout)[-2000:] or f"exit code {p.returncode}"
@@ -282,6 +300,9 @@ def main():
                          "f32 on cpu")
     ap.add_argument("--train", action="store_true",
                     help="time a training step (scenarios train_cold, train_warm)")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the steady-state calls, print the kernels of 5 compiled calls "
+                         "under torch.profiler to the scenario's stderr")
     ap.add_argument("--json", help="write every row to FILE, one JSON object per line")
     ap.add_argument("--timeout", type=float, default=900,
                     help="seconds one scenario's process may take")
@@ -315,7 +336,7 @@ def main():
             for scenario in TRAIN_SCENARIOS if args.train else SCENARIOS:
                 spec = {"model": model, "dtype": dtype, "device": args.device,
                         "mode": args.mode, "scenario": scenario, "blob": blob,
-                        "train": args.train}
+                        "train": args.train, "profile": args.profile}
                 if scenario == "load_mega" and not os.path.exists(blob):
                     row = dict.fromkeys(SCHEMA)
                     row.update(schema=SCHEMA_VERSION, model=model, dtype=dtype,

@@ -71,6 +71,10 @@ class Backend {
   // Composite ops this backend generates whole (fused attention on a GPU): lowering leaves them
   // undecomposed, and the scheduler gives each a kernel of its own.
   virtual std::vector<ops::OpId> native_ops() const { return {}; }
+  // Whether lowering splits long sums into two stages (lower/split_reductions.h): a backend
+  // whose row reductions take one block per row, which a loss over a whole batch would leave
+  // on one multiprocessor.
+  virtual bool splits_long_reductions() const { return false; }
   // Input: a schedule that verifies and its buffer plan.
   virtual GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const;
   // Raises zc::Error with the toolchain's diagnostics when the source does not build.

@@ -318,6 +318,20 @@ class Scheduler {
     }
   }
 
+  // Whether every input of n is a graph input or constant, or a view of one.
+  bool reads_no_kernel(const ir::Node& n) const {
+    for (ValueId u : n.inputs) {
+      const ValueSchedule& v = s_.values[u];
+      if (v.state == ValueState::input || v.state == ValueState::constant) continue;
+      if (v.state == ValueState::alias) {
+        const ValueState base = s_.values[v.view.base].state;
+        if (base == ValueState::input || base == ValueState::constant) continue;
+      }
+      return false;
+    }
+    return true;
+  }
+
   void place_elementwise(int32_t idx) {
     const ir::Node& n = s_.graph.nodes[idx];
     ValueId out = n.outputs[0];
@@ -351,6 +365,15 @@ class Scheduler {
           shape != s_.kernels[cand].space) {
         row = true;
       }
+    }
+    if (cand < 0 && reads_no_kernel(n) && !s_.kernels.empty()) {
+      // A node that reads only graph inputs and constants joins the last kernel when that is
+      // an open pointwise kernel over the same shape: independent chains of one size (an
+      // optimizer's update of the values and of each moment) share one loop and one launch.
+      // Nothing reads an open kernel's values yet, so the kernel order stays acyclic.
+      const int32_t last = static_cast<int32_t>(s_.kernels.size()) - 1;
+      const Kernel& K = s_.kernels[last];
+      if (!K.closed && K.kind == KernelKind::pointwise && K.space == shape) cand = last;
     }
     if (cand < 0) {
       for (ValueId u : n.inputs) materialize(u);

@@ -13,7 +13,9 @@
 #include "cuda/device.h"
 #include "cuda/driver.h"
 #include "cuda/stream.h"
+#include "util/log.h"
 #include "util/size_text.h"
+#include "util/timer.h"
 #include "zc/error.h"
 
 namespace zc::cuda {
@@ -130,12 +132,15 @@ CUdeviceptr allocate(size_t nbytes, int device, CUstream stream) {
 
   const Driver& drv = driver();
   CUdeviceptr ptr = 0;
+  Timer timer;
   CUresult r = drv.cuMemAlloc(&ptr, size);
   if (r == CUDA_ERROR_OUT_OF_MEMORY && !d.cached.empty()) {
     free_cached(device, d);
     r = drv.cuMemAlloc(&ptr, size);
   }
   if (r != CUDA_SUCCESS) raise_allocation_failure(r, nbytes, device, d);
+  ZC_LOG(timing) << "cuMemAlloc of " << size << " bytes on cuda:" << device << ": " << timer.ms()
+                 << " ms";
   s.live.emplace(ptr, Block{size, device, stream});
   d.stats.device_mallocs += 1;
   d.stats.reserved_bytes += size;

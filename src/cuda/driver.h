@@ -53,6 +53,7 @@
   X(cuEventCreate)                    \
   X(cuEventRecord)                    \
   X(cuEventSynchronize)               \
+  X(cuEventQuery)                     \
   X(cuEventElapsedTime)               \
   X(cuEventDestroy)                   \
   X(cuModuleLoadData)                 \

@@ -8,6 +8,7 @@
 #include "ir/verifier.h"
 #include "lower/canonicalize.h"
 #include "lower/decompose.h"
+#include "lower/split_reductions.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -25,6 +26,11 @@ struct Pass {
 constexpr Pass kPasses[] = {
     // composite ops become primitive ones (but those the backend keeps)
     {"decompose", [](const ir::Graph& g, const LowerContext& c) { return decompose(g, c.keep); }},
+    // a GPU's long sums into two stages (only where the backend asks)
+    {"split_reductions",
+     [](const ir::Graph& g, const LowerContext& c) {
+       return c.split_long_reductions ? split_reductions(g) : g;
+     }},
     // identities, small constant work, duplicates, dead code go
     {"canonicalize", [](const ir::Graph& g, const LowerContext&) { return canonicalize(g); }},
 };

@@ -14,6 +14,9 @@ struct LowerContext {
   // generates better than their decompositions). What lowering makes depends on it, so it is
   // part of the lowering level's cache key.
   std::vector<ops::OpId> keep;
+  // Split long sums into two stages (split_reductions.h; Backend::splits_long_reductions). Part
+  // of the lowering level's cache key too.
+  bool split_long_reductions = false;
 };
 
 // Input: a captured graph that verifies. Output: a graph that verifies, computes the same

@@ -16,9 +16,9 @@ namespace zc::optim {
 // tensors, and one compiled graph over them (a dozen elementwise ops, so one kernel): inputs
 // P, G, M, V, then lr / (1 - b1^t), sqrt(1 - b2^t) and 1 - lr wd as 0-dim tensors (the same
 // graph every step); outputs P, M, V. The arithmetic is the eager step's, in the same order.
-// The moments live in the flat M and V; each parameter's state tensors are views of them, so
-// save() and an eager step see them. The flat tensors are rebuilt from the per-parameter state
-// whenever that changed behind them (an eager step, load()).
+// The moments live in the flat M and V, which each step replaces; each parameter's state
+// tensors are views of the current ones, so save() and an eager step see them. The flat tensors are
+// rebuilt from the per-parameter state whenever that changed behind them (an eager step, load()).
 struct AdamW::Fused {
   double beta1, beta2, eps;
   runtime::CompiledFunction update;
@@ -117,15 +117,20 @@ bool AdamW::fused_step() {
                          number(std::sqrt(1.0 - std::pow(b2, t))),
                          number(1.0 - options.lr * options.weight_decay)};
   std::vector<Tensor> out = f.update(in);
-  // Written into the existing memory: the per-parameter views of M and V stay valid.
-  assign_values(f.m, out[1]);
-  assign_values(f.v, out[2]);
+  // The new moments replace the old ones, and each parameter's state is a view of them again
+  // (as the eager step replaces its state tensors): copying them back into the old memory
+  // would move twice their bytes every step. The parameters are written in place: the model
+  // and its recorded CUDA graphs hold their storage.
+  f.m = out[1];
+  f.v = out[2];
   f.step = t;
   int64_t at = 0;
   const Tensor step = scalar_tensor(t, DType::f64);
   for (size_t i = 0; i < params.size(); ++i) {
     const int64_t n = params[i].numel();
     assign_values(params[i], out[0].slice(0, at, at + n).view(params[i].shape()));
+    state(i, "exp_avg") = f.m.slice(0, at, at + n).view(params[i].shape());
+    state(i, "exp_avg_sq") = f.v.slice(0, at, at + n).view(params[i].shape());
     state(i, "step") = step;
     at += n;
   }

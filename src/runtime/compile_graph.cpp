@@ -56,6 +56,7 @@ std::vector<uint8_t> lowered_bytes(const Compile& c) {
   }
   lower::LowerContext ctx;
   ctx.keep = c.backend.native_ops();
+  ctx.split_long_reductions = c.backend.splits_long_reductions();
   std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(c.graph, ctx));
   if (c.store) c.store->put(key, bytes, t.ms());
   return bytes;

@@ -14,6 +14,7 @@ CompileKeys compile_keys(const std::string& graph_hex, const codegen::Backend& b
   std::string lowering = kLoweringVersion;
   for (ops::OpId op : backend.native_ops())
     lowering += std::string(";keep ") + std::string(ops::op_def(op).name);
+  if (backend.splits_long_reductions()) lowering += ";split_reductions";
   return CompileKeys{graph_hex, std::string(backend.name()), lowering, zc::build_id(),
                      backend.key_parts()};
 }

@@ -1,6 +1,8 @@
-// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion: what to log to stderr, each
-// line prefixed "[zc:<topic>]". Topics are read from the environment once; a disabled topic
-// costs one predictable branch and builds no message.
+// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion,kernels: what to log to
+// stderr, each line prefixed "[zc:<topic>]". Topics are read from the environment once; a
+// disabled topic costs one predictable branch and builds no message. `all` is every topic but
+// kernels: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a wait per
+// call; codegen/backends/cuda/kernel_profile.h), which a debugging log should not do unasked.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@ enum class Topic : uint8_t {
   recompiles,
   regions,
   fusion,
+  kernels,
   count
 };
 

@@ -21,6 +21,7 @@
 
 #if ZC_WITH_CUDA
 #include "codegen/backends/cuda/cuda_backend.h"
+#include "codegen/backends/cuda/launch.h"
 #endif
 
 namespace zc {
@@ -81,6 +82,47 @@ TEST(CudaCodegen, LargeMatmulsGoToTheLibraryWithAGeneratedEpilogue) {
   EXPECT_FALSE(test::contains(code.source.text, "zc_at[")) << code.source.text;
   EXPECT_TRUE(test::contains(code.source.text, "matmul epilogue")) << code.source.text;
   EXPECT_TRUE(is_elf(backend->build(code.source)));
+}
+
+// The launch forms of reductions and generated products: a sum over every dim but the last
+// takes the column form (a lane per row), a sum along the last dim one block per row; a
+// generated product of at least 64x64 register-tiles 4x4 elements per thread, a smaller one
+// one element; and a loss-sized sum is split into two stages before it is scheduled.
+TEST(CudaCodegen, ReductionsAndGeneratedProductsTakeTheirLaunchForms) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(3);
+  lower::LowerContext lc;
+  lc.split_long_reductions = backend->splits_long_reductions();
+  auto launches = [&](const test::Program& f, const Tensor& x) {
+    ir::Graph low = lower::lower(captured(f, x), lc);
+    codegen::CodegenResult code = codegen::codegen(low, *backend);
+    EXPECT_TRUE(is_elf(backend->build(code.source)));
+    return codegen::cuda::launch_plan(code.schedule, code.plan);
+  };
+  std::vector<codegen::cuda::Launch> l = launches(
+      [](const Tensor& x) {
+        return sum(x, {0, 1});
+      },
+      randn({8, 128, 96}));
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(l[0].columns);
+  l = launches([](const Tensor& x) { return sum(x, {2}); }, randn({8, 128, 96}));
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0].columns);
+  l = launches([](const Tensor& x) { return mean(x); }, randn({8, 128, 768}));
+  EXPECT_EQ(l.size(), 2u);  // 1024 row sums, then one sum of them (and the mean's division)
+  // Heads viewed out of [batch, tokens, heads, dim] (attention's layout) have batch strides
+  // cuBLASLt cannot take: the product is generated.
+  Tensor k = randn({2, 3, 64, 96});
+  auto heads = [k](const Tensor& q) { return matmul(q.transpose(1, 2), k); };
+  l = launches(heads, randn({2, 80, 3, 64}));
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0].library);
+  EXPECT_EQ(l[0].micro, 4);
+  l = launches(heads, randn({2, 20, 3, 64}));
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].micro, 1);
 }
 
 // A bf16 transformer block in as many kernels as in f32: layer_norm's bf16 weight and bias are
@@ -360,6 +402,42 @@ TEST(CudaCompile, VectorStepsAndTheMisalignedElementLoopMatchTheCpu) {
       EXPECT_TRUE(allclose(got.to(DType::f32), f(cpu).to(DType::f32), tol, tol))
           << name << " " << dtype_name(dt);
     }
+  }
+}
+
+// Column sums (with a lane past the last row, and an element epilogue), a split loss-sized
+// mean, and register-tiled generated products (edges that are not multiples of the tile, a
+// transposed operand) on the GPU against the CPU.
+TEST(CudaCompile, ColumnSumsSplitMeansAndTiledProductsMatchTheCpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  manual_seed(21);
+  const Tensor k = randn({2, 3, 70, 97});
+  // Each program over the weight k on a device.
+  using Make = std::function<test::Program(const Tensor&)>;
+  std::vector<std::pair<Make, Tensor>> cases = {
+      {[](const Tensor&) -> test::Program {
+         return [](const Tensor& x) { return sum(x * 2.0, {0, 1}) + 1.0; };
+       },
+       randn({7, 33, 45})},
+      {[](const Tensor&) -> test::Program {
+         return [](const Tensor& x) { return mean((x - 0.5) * (x - 0.5)); };
+       },
+       randn({8, 128, 768})},
+      {[](const Tensor& w) -> test::Program {
+         return [w](const Tensor& q) { return relu(matmul(q.transpose(1, 2), w)); };
+       },
+       randn({2, 81, 3, 70})},
+      {[](const Tensor& w) -> test::Program {
+         return [w](const Tensor& q) { return matmul(q.transpose(1, 2).transpose(2, 3), w); };
+       },
+       randn({2, 70, 3, 66})},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [make, x] = cases[i];
+    Tensor want = make(k)(x);
+    Tensor got =
+        compile(std::make_shared<test::Fn>(make(k.to(Device::cuda(0)))))(x.to(Device::cuda(0)));
+    EXPECT_TRUE(allclose(got.to(Device::cpu()), want, 1e-4, 1e-4)) << "case " << i;
   }
 }
 

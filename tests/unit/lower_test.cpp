@@ -24,6 +24,7 @@
 #include "lower/fold_constants.h"
 #include "lower/peephole.h"
 #include "lower/pipeline.h"
+#include "lower/split_reductions.h"
 #include "ops/registry.h"
 #include "unit/op_programs.h"
 #include "util/log.h"
@@ -542,6 +543,33 @@ TEST(LowerIR, FoldConstantsLeavesLargeResults) {
   f = lower::eliminate_dead_code(lower::fold_constants(b.g));
   EXPECT_EQ(f.nodes.size(), 0u);
   EXPECT_EQ(f.constants.size(), 1u);
+}
+
+// A loss's sum over a whole [8, 128, 768] batch becomes 1024 row sums and one sum of those,
+// with the original's shape; sums with many results, or too few elements, stay whole.
+TEST(LowerIR, SplitReductionsSplitsOnlyLongSumsIntoFewResults) {
+  Builder b;
+  ir::ValueId x = b.input({8, 128, 768});
+  ir::ValueId all = b.node(OpId::sum, {x}, ops::ReduceAttrs{.dims = {0, 1, 2}});
+  ir::ValueId kept = b.node(OpId::sum, {x}, ops::ReduceAttrs{.dims = {1, 2}, .keepdim = true});
+  ir::ValueId columns = b.node(OpId::sum, {x}, ops::ReduceAttrs{.dims = {0, 1}});
+  ir::ValueId y = b.input({4, 64});
+  ir::ValueId small = b.node(OpId::sum, {y}, ops::ReduceAttrs{.dims = {0, 1}});
+  b.g.outputs = {all, kept, columns, small};
+  ir::Graph s = lower::split_reductions(b.g);
+  ir::verify(s);
+  const std::string after = ir::print(s);
+  EXPECT_EQ(count_op(s, "sum"), 6) << after;  // all and kept split; columns, small whole
+  EXPECT_NE(after.find("f32[8,128,1] = sum("), std::string::npos) << after;
+  EXPECT_NE(after.find("f32[8,1,1] = sum("), std::string::npos) << after;
+  for (size_t i = 0; i < b.g.outputs.size(); ++i) {
+    EXPECT_EQ(s.meta(s.outputs[i]).shape, b.g.meta(b.g.outputs[i]).shape);
+  }
+  Tensor in = randn({8, 128, 768}), in2 = randn({4, 64});
+  std::vector<const Tensor*> ptrs{&in, &in2};
+  std::vector<Tensor> got = codegen::eager::interpret(s, ptrs);
+  std::vector<Tensor> want = codegen::eager::interpret(b.g, ptrs);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same(got[i], want[i], 1e-4)) << i;
 }
 
 TEST(LowerIR, CanonicalizeReachesAFixedPoint) {

@@ -5,6 +5,7 @@
 #include "codegen/backends/cuda/cuda_emit.h"
 #include "codegen/backends/cuda/cuda_executable.h"
 #include "codegen/backends/cuda/graph_executable.h"
+#include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/backends/cuda/support.h"
 #include "cuda/blaslt_start.h"
@@ -50,9 +51,11 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   const KeyParts& key_parts() const override {
     std::call_once(key_once_, [&] {
       unavailable_reason();
-      key_.codegen = "cuda;block=256;row_block<=256;matmul_tile=" + std::to_string(kMatmulTile) +
-                     ";attention_threads=" + std::to_string(kAttentionThreads) +
-                     ";library_matmul>" + std::to_string(kLibraryMatmulMinFlops);
+      key_.codegen =
+          "cuda;block=256;row_block<=256;matmul_threads=" + std::to_string(kMatmulThreads) +
+          ";matmul_k=" + std::to_string(kMatmulTileK) + ";matmul_micro=4@64" +
+          ";attention_threads=" + std::to_string(kAttentionThreads) + ";library_matmul>" +
+          std::to_string(kLibraryMatmulMinFlops);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
@@ -95,11 +98,14 @@ class CudaBackend final : public Backend, private SchedulePolicy {
                                                std::vector<bool> per_call) const override {
     auto* raw = dynamic_cast<const RawExecutable*>(exec.get());
     if (!raw || !raw->can_run_raw() || !exec->device().is_cuda()) return exec;
+    // A replay runs kernels that ZC_LOGS=kernels cannot bracket with its events.
+    if (timing_kernels()) return exec;
     return make_graph_executable(std::move(exec), std::move(per_call));
   }
 
  private:
   bool supports(ops::OpId, DType) const override { return true; }
+  bool splits_long_reductions() const override { return true; }
   // cuBLASLt for every product of a float dtype but the smallest (seed64's 10x10 layers stay in
   // the generated kernel, fused with their epilogue, where a library call would cost more than
   // the arithmetic); integer products are generated.

@@ -1,8 +1,10 @@
 #include "codegen/backends/cuda/cuda_executable.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "codegen/backends/cuda/device_errors.h"
+#include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/call_buffers.h"
 #include "cuda/allocator.h"
@@ -13,6 +15,8 @@
 #include "cuda/stream.h"
 #include "cuda/tensors.h"
 #include "util/check.h"
+#include "util/log.h"
+#include "util/timer.h"
 #include "zc/cuda.h"
 
 namespace zc::codegen::cuda {
@@ -60,6 +64,7 @@ class CudaExecutable final : public RawExecutable {
         }
       }
       functions_.push_back(fn);
+      if (timing_kernels()) labels_.push_back(launch_label(schedule_, l, functions_.size() - 1));
       has_error_flag_ = has_error_flag_ || l.error_flag;
       has_library_ = has_library_ || (l.library && l.work > 0);
     }
@@ -95,7 +100,18 @@ class CudaExecutable final : public RawExecutable {
     std::vector<void*> in = dense_inputs(inputs, keep), out;
     std::vector<Tensor> outputs = new_outputs(output_metas_, out);
     ArenaPool::Lease arena = arenas_.take();
+    // ZC_LOGS=timing: what a graph's first run costs on the GPU (modules loaded lazily,
+    // cuBLASLt plans, first launches), waited for on both sides, which only this log does.
+    const bool time_first = logging::enabled(logging::Topic::timing) && !ran_.exchange(true);
+    if (time_first) zc::cuda::synchronize();
+    Timer first;
     run_raw(in.data(), out.data(), arena.get());
+    if (time_first) {
+      zc::cuda::synchronize();
+      ZC_LOG(timing) << "first run of a compiled graph on cuda:" << device_ << " ("
+                     << launches_.size() << " kernels, arena " << plan_.arena_bytes
+                     << " bytes): " << first.ms() << " ms";
+    }
     finish_run();
     return outputs;
   }
@@ -126,16 +142,21 @@ class CudaExecutable final : public RawExecutable {
     if (has_library_) zc::cuda::blaslt_start_state(device_);
     std::vector<CUdeviceptr> values;
     std::vector<void*> params;
+    KernelTimer timer(device_, stream, launches_.size());  // ZC_LOGS=kernels
     for (size_t k = 0; k < launches_.size(); ++k) {
       const Launch& l = launches_[k];
       if (l.work == 0) continue;
+      timer.before(k);
       if (l.library) {
         const LibraryMatmul& lm = *l.library;
         const CUdeviceptr esize = dtype_size(lm.problem.a);
         zc::cuda::gemm(lm.problem, buffer(lm.a) + lm.a_offset * esize,
                        buffer(lm.b) + lm.b_offset * dtype_size(lm.problem.b),
                        buffer(lm.d) + lm.d_offset * dtype_size(lm.problem.d), 0, device_, stream);
-        if (!l.has_kernel) continue;
+        if (!l.has_kernel) {
+          timer.after(k);
+          continue;
+        }
       }
       values.clear();
       for (ir::ValueId b : l.buffers) values.push_back(buffer(b));
@@ -147,7 +168,9 @@ class CudaExecutable final : public RawExecutable {
       check(driver().cuLaunchKernel(functions_[k], gx, gy, gz, l.block_x, l.block_y, 1, 0, stream,
                                     params.data(), nullptr),
             "launching " + l.symbol);
+      timer.after(k);
     }
+    timer.finish(labels_);
   }
 
   void finish_run() const override {
@@ -169,7 +192,7 @@ class CudaExecutable final : public RawExecutable {
         *gx = static_cast<unsigned>(std::min<int64_t>(l.grid_x, int64_t{1} << 30));
         break;
       case KernelKind::matmul:
-        ZC_CHECK(l.grid_y <= 65535, "matmul of " << l.grid_y * kMatmulTile << " rows");
+        ZC_CHECK(l.grid_y <= 65535, "matmul of " << l.grid_y << " tiles of rows");
         *gx = static_cast<unsigned>(std::min<int64_t>(l.grid_x, int64_t{1} << 30));
         *gy = static_cast<unsigned>(l.grid_y);
         *gz = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(l.grid_z, 1), 65535));
@@ -204,11 +227,13 @@ class CudaExecutable final : public RawExecutable {
   CUmodule module_ = nullptr;
   std::vector<Launch> launches_;
   std::vector<CUfunction> functions_;
-  bool has_library_ = false;  // some launch is a cuBLASLt product
+  std::vector<std::string> labels_;  // per launch, when timing kernels (ZC_LOGS=kernels)
+  bool has_library_ = false;         // some launch is a cuBLASLt product
   std::vector<Tensor> constants_;
   std::vector<ops::TensorMeta> output_metas_;
   int sm_count_ = 1;
   bool has_error_flag_ = false;
+  mutable std::atomic<bool> ran_{false};  // for the timing log's first run
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "util/check.h"
 #include "util/log.h"
 #include "util/stats.h"
+#include "util/timer.h"
 
 namespace zc::codegen::cuda {
 
@@ -106,6 +107,7 @@ class GraphExecutable final : public Executable {
 
   Recording& record(CUstream stream, const std::vector<void*>& in) const {
     const Device device = Device::cuda(device_);
+    Timer timer;
     Recording r;
     r.stream = stream;
     std::vector<void*> ins(in.size()), outs;
@@ -150,7 +152,8 @@ class GraphExecutable final : public Executable {
     driver().cuGraphDestroy(graph);
     check(rc, "instantiating a CUDA graph");
     zc::stats::add(zc::stats::Counter::graph_recordings);
-    ZC_LOG(timing) << "CUDA graph recorded for a compiled graph on cuda:" << device_;
+    ZC_LOG(timing) << "CUDA graph recorded for a compiled graph on cuda:" << device_ << ": "
+                   << timer.ms() << " ms";
     recordings_.push_back(std::move(r));
     return recordings_.back();
   }

@@ -2,8 +2,10 @@
 // elements, each thread striding by the block size (computing the element values it needs on
 // the way) and the block combining the threads' partial results; row-level values then live in
 // every thread's registers, element-level stores make one more pass, row-level stores are
-// written by thread 0. Floating sums accumulate in double and integer ones in int64, as the
-// eager kernels do.
+// written by thread 0. In the column form (launch.h) a block takes kColumnRows rows along x,
+// and the threads along y share a row: the same passes, striding by blockDim.y, and the
+// partial results combined per row. Floating sums accumulate in double and integer ones in int64,
+// as the eager kernels do.
 #include <algorithm>
 
 #include "codegen/backends/cuda/kernel_emitter.h"
@@ -25,17 +27,32 @@ void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
     row *= S[d];
   }
   if (l.work == 0) return;
-  // Partial results of 32 warps, of the widest accumulator (a double with its position).
-  w_.line("__shared__ __align__(16) unsigned char zc_smem[32 * 16];");
-  w_.open("for (idx_t zc_row = blockIdx.x; zc_row < " + std::to_string(l.work) +
-          "; zc_row += gridDim.x)");
+  const std::string work = std::to_string(l.work);
+  if (l.columns) {
+    // kColumnRows rows a block, one per x; a thread past the last row reads the last row
+    // (every thread takes part in the block's sums) and stores nothing.
+    w_.line("__shared__ __align__(16) unsigned char zc_smem[" +
+            std::to_string(kColumnThreads * (kColumnRows + 1) * 8) + "];");
+    w_.open("for (idx_t zc_rb = (idx_t)blockIdx.x * " + std::to_string(kColumnRows) + "; zc_rb < " +
+            work + "; zc_rb += (idx_t)gridDim.x * " + std::to_string(kColumnRows) + ")");
+    w_.line("const bool zc_on = zc_rb + threadIdx.x < " + work + ";");
+    w_.line("const idx_t zc_row = zc_on ? zc_rb + threadIdx.x : " + work + " - 1;");
+  } else {
+    // Partial results of 32 warps, of the widest accumulator (a double with its position).
+    w_.line("__shared__ __align__(16) unsigned char zc_smem[32 * 16];");
+    w_.open("for (idx_t zc_row = blockIdx.x; zc_row < " + work + "; zc_row += gridDim.x)");
+  }
   Names rowv = decompose(outer, "zc_row", "i");
   const RowIndex rows = row_index(k, rowv);
   auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };
+  const std::string thread = l.columns ? "threadIdx.y" : "threadIdx.x";
   // Opens a pass over the row's elements; returns the full index names.
   auto open_pass = [&] {
-    w_.open("for (idx_t zc_j = threadIdx.x; zc_j < " + std::to_string(row) +
-            "; zc_j += blockDim.x)");
+    // The column form's threads each take few rows' elements far apart: unrolled, a thread
+    // has several loads in flight (its sum still adds them in order).
+    if (l.columns) w_.line("#pragma unroll 8");
+    w_.open("for (idx_t zc_j = " + thread + "; zc_j < " + std::to_string(row) + "; zc_j += " +
+            (l.columns ? std::to_string(kColumnThreads) : std::string("blockDim.x")) + ")");
     Names in = decompose(inner, "zc_j", "r");
     Names full = rowv;
     for (int64_t d : k.reduce_dims) full[d] = in[d];
@@ -63,7 +80,8 @@ void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
       emit_elements({in}, full);
       w_.line(acc + " += " + operand(in, S, full) + ";");
       w_.close();
-      w_.line(acc + " = zc_block_sum(" + acc + ", (" + A + "*)zc_smem);");
+      w_.line(acc + " = " + (l.columns ? "zc_column_sum(" : "zc_block_sum(") + acc + ", (" + A +
+              "*)zc_smem);");
       w_.line(compute_type(ot) + " v" + std::to_string(o) + " = (" + compute_type(ot) + ")" + acc +
               ";");
       continue;
@@ -93,7 +111,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
     w_.close();
   }
   if (!row_stores.empty()) {
-    w_.open("if (threadIdx.x == 0)");
+    w_.open(l.columns ? "if (zc_on && threadIdx.y == 0)" : "if (threadIdx.x == 0)");
     for (ValueId v : row_stores) w_.line(store(v, row_names(v), "v" + std::to_string(v)));
     w_.close();
   }

@@ -51,6 +51,26 @@ int64_t last_dim_stride(const Schedule& s, ir::ValueId u) {
   return s.at(u).view.strides.back();
 }
 
+// Whether row_reduce kernel K takes the column form: the last dim of its space is kept (so
+// consecutive rows are consecutive elements), there are rows enough to fill a block's lanes,
+// every reduction is a sum, and nothing is stored per element (the column form computes only
+// row values).
+bool column_form(const Schedule& s, const Kernel& K, int64_t rows) {
+  if (K.space.empty() || rows < kColumnRows) return false;
+  const int64_t last = static_cast<int64_t>(K.space.size()) - 1;
+  if (std::find(K.reduce_dims.begin(), K.reduce_dims.end(), last) != K.reduce_dims.end()) {
+    return false;
+  }
+  for (int32_t n : K.nodes) {
+    const ir::Node& node = s.graph.nodes[n];
+    if (ops::is_primitive_reduction(node.op) && node.op != ops::OpId::sum) return false;
+  }
+  for (ir::ValueId v : K.stores) {
+    if (!s.at(v).row_level) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_dim) {
@@ -102,6 +122,10 @@ int vector_width(const Schedule& s, int32_t k) {
   return width;
 }
 
+int matmul_micro_tile(int64_t M, int64_t N) {
+  return M >= 64 && N >= 64 ? 4 : 1;
+}
+
 std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
   std::vector<Launch> plan;
   for (size_t k = 0; k < s.kernels.size(); ++k) {
@@ -139,6 +163,12 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         l.work = row == 0 ? 0 : shape_numel(K.space) / row;
         l.grid_x = l.work;
         l.block_x = row_block(row);
+        if (column_form(s, K, l.work)) {
+          l.columns = true;
+          l.block_x = kColumnRows;
+          l.block_y = kColumnThreads;
+          l.grid_x = ceil_div(l.work, int64_t{kColumnRows});
+        }
         break;
       }
       case KernelKind::matmul: {
@@ -152,9 +182,10 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         }
         ops::MatmulShapes d =
             ops::matmul_shapes(s.graph.meta(n.inputs[0]).shape, s.graph.meta(n.inputs[1]).shape);
-        l.block_x = l.block_y = kMatmulTile;
-        l.grid_x = ceil_div(d.N, kMatmulTile);
-        l.grid_y = ceil_div(d.M, kMatmulTile);
+        l.micro = matmul_micro_tile(d.M, d.N);
+        l.block_x = l.block_y = kMatmulThreads;
+        l.grid_x = ceil_div(d.N, int64_t{kMatmulThreads} * l.micro);
+        l.grid_y = ceil_div(d.M, int64_t{kMatmulThreads} * l.micro);
         l.grid_z = shape_numel(d.batch);
         l.work = shape_numel(K.space);
         largest = std::max(largest, d.M * d.K);

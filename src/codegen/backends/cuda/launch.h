@@ -35,10 +35,28 @@ struct Launch {
   // written with one load or store of up to 16 bytes per dense operand (vector_width()); 1
   // for element-by-element code.
   int vector = 1;
+  // A generated matmul: elements per thread along each edge (matmul_micro_tile).
+  int micro = 1;
+  // A row reduction in column form (kColumnRows rows a block, see above).
+  bool columns = false;
 };
 
-// Tile edge of the generated matmul kernel.
-inline constexpr int kMatmulTile = 16;
+// Row reductions whose rows are strided in memory (a bias gradient: a sum over every dim but
+// the last) take kColumnRows consecutive rows per block along x, and split each row over
+// kColumnThreads threads along y (launch: `columns`): a warp's load is 4 runs of 8 consecutive
+// f32 elements, a 32-byte sector each, where one block per row would read 4 bytes of 32
+// sectors. Others take one block per row.
+inline constexpr int kColumnRows = 8;
+inline constexpr int kColumnThreads = 32;
+
+// The generated matmul kernel (kernel_matmul.cpp): blocks of kMatmulThreads x kMatmulThreads
+// threads, each thread computing micro x micro elements, over slices of kMatmulTileK along k.
+inline constexpr int kMatmulThreads = 16;
+inline constexpr int kMatmulTileK = 16;
+// 4 (a 64x64 tile per block, 16 products per pair of shared loads) for products with at least
+// 64 rows and 64 columns; 1 (16x16, one element per thread) for smaller ones, whose blocks
+// would otherwise compute mostly padding.
+int matmul_micro_tile(int64_t M, int64_t N);
 // The fused attention kernel's blocks, kAttentionThreads threads each, in one of two forms:
 //  - tiled (kernel_attention_tiled.cpp): f32 compute (f32, f16 and bf16 operands) with head dims
 //    that are multiples of 4, up to 128. A block takes kAttentionTileRows query rows and walks

@@ -73,6 +73,18 @@ template <class T> static __device__ T zc_block_sum(T v, T* smem) {
   return zc_warp_sum(lane < warps ? smem[lane] : (T)0);
 }
 
+// Column reductions (a block of blockDim.x rows, blockDim.y threads per row): the sum over
+// threadIdx.y of each row's partials, in y order, returned to every thread of the row.
+template <class T> static __device__ T zc_column_sum(T v, T* smem) {
+  const int stride = blockDim.x + 1;
+  smem[threadIdx.y * stride + threadIdx.x] = v;
+  __syncthreads();
+  T r = 0;
+  for (int y = 0; y < (int)blockDim.y; ++y) r += smem[y * stride + threadIdx.x];
+  __syncthreads();
+  return r;
+}
+
 // A value and the position it was found at; `at` < 0: no value yet. amax, amin and argmax
 // keep a NaN once met and, on equal values, the first position, as the eager kernels do.
 template <class T> struct ZcPick {

@@ -1,0 +1,193 @@
+#include "codegen/backends/cuda/kernel_profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "util/check.h"
+#include "util/log.h"
+
+namespace zc::codegen::cuda {
+
+namespace {
+
+using zc::cuda::check;
+using zc::cuda::driver;
+
+struct Entry {
+  double ms = 0;
+  int64_t launches = 0;
+};
+
+// The process's table; printed by its destructor, at exit. Never touched by the driver then.
+// A launch's events, read once the GPU has passed them.
+struct Pending {
+  std::string label;
+  CUevent start, end;
+};
+
+class Profile {
+ public:
+  // Takes the events of one call's launches. Reads those the GPU has finished (without
+  // waiting, so that timing does not starve the GPU between calls), waiting only for the
+  // oldest when too many are outstanding.
+  void add(std::vector<Pending> launches) {
+    std::lock_guard lock(mu_);
+    for (Pending& p : launches) pending_.push_back(std::move(p));
+    drain(/*wait=*/false);
+    while (pending_.size() > kMaxPending) read(pending_.front(), /*wait=*/true);
+  }
+  ~Profile() {
+    std::lock_guard lock(mu_);
+    // The driver stays usable while the process exits (cuda/driver.h); a failure to read the
+    // last calls' events leaves them out.
+    drain(/*wait=*/true);
+    if (table_.empty()) return;
+    std::vector<std::pair<std::string, Entry>> rows(table_.begin(), table_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double total = 0;
+    std::map<std::string, double> by_kind;  // the label's first word
+    for (const auto& [label, e] : rows) {
+      total += e.ms;
+      by_kind[label.substr(0, label.find(' '))] += e.ms;
+    }
+    std::ostringstream os;
+    os << "kernel times over the process (CUDA events per launch; CUDA graphs were off):\n";
+    char line[160];
+    std::snprintf(line, sizeof line, "%10s %7s %9s %6s  %s\n", "total ms", "launches", "mean us",
+                  "share", "kernel");
+    os << line;
+    for (const auto& [label, e] : rows) {
+      std::snprintf(line, sizeof line, "%10.3f %7lld %9.1f %5.1f%%  ", e.ms,
+                    static_cast<long long>(e.launches), 1e3 * e.ms / e.launches,
+                    100 * e.ms / total);
+      os << line << label << "\n";
+    }
+    os << "by kind:";
+    for (const auto& [kind, ms] : by_kind) {
+      std::snprintf(line, sizeof line, " %s %.3f ms (%.1f%%);", kind.c_str(), ms, 100 * ms / total);
+      os << line;
+    }
+    std::snprintf(line, sizeof line, " total %.3f ms", total);
+    os << line;
+    logging::write(logging::Topic::kernels, os.str());
+  }
+
+ private:
+  static constexpr size_t kMaxPending = 4096;
+
+  // Reads p if the GPU has passed its end (waiting for it if `wait`) and releases its events;
+  // false if it has not been reached yet.
+  bool read(const Pending& p, bool wait) {
+    const CUresult r = wait ? driver().cuEventSynchronize(p.end) : driver().cuEventQuery(p.end);
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    float ms = 0;
+    if (r == CUDA_SUCCESS && driver().cuEventElapsedTime(&ms, p.start, p.end) == CUDA_SUCCESS) {
+      Entry& e = table_[p.label];
+      e.ms += ms;
+      e.launches += 1;
+    }
+    driver().cuEventDestroy(p.start);
+    driver().cuEventDestroy(p.end);
+    pending_.pop_front();
+    return true;
+  }
+  void drain(bool wait) {
+    while (!pending_.empty() && read(pending_.front(), wait)) {
+    }
+  }
+
+  std::mutex mu_;
+  std::map<std::string, Entry> table_;
+  std::deque<Pending> pending_;  // in launch order
+};
+
+Profile& profile() {
+  static Profile p;
+  return p;
+}
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+bool timing_kernels() {
+  return logging::enabled(logging::Topic::kernels);
+}
+
+std::string launch_label(const Schedule& s, const Launch& l, size_t k) {
+  const Kernel& K = s.kernels[k];
+  std::ostringstream os;
+  if (l.library) {
+    os << "matmul cuBLASLt " << zc::cuda::describe(l.library->problem);
+    if (l.has_kernel) os << " +epilogue";
+  } else {
+    os << kernel_kind_name(K.kind) << " " << shape_text(K.space);
+  }
+  // The member ops, each once, in graph order: enough to tell layer_norm from softmax.
+  std::set<std::string> seen;
+  int shown = 0;
+  for (int32_t n : K.nodes) {
+    const std::string name(ops::op_def(s.graph.nodes[n].op).name);
+    if (!seen.insert(name).second) continue;
+    if (shown++ == 8) {
+      os << " ...";
+      break;
+    }
+    os << " " << name;
+  }
+  return os.str();
+}
+
+KernelTimer::KernelTimer(int device, CUstream stream, size_t launches) {
+  (void)device;
+  if (!timing_kernels()) return;
+  active_ = true;
+  stream_ = stream;
+  start_.assign(launches, nullptr);
+  end_.assign(launches, nullptr);
+}
+
+KernelTimer::~KernelTimer() {
+  // Events of a call that raised before finish(): nothing reads them.
+  for (CUevent e : start_) {
+    if (e) driver().cuEventDestroy(e);
+  }
+  for (CUevent e : end_) {
+    if (e) driver().cuEventDestroy(e);
+  }
+}
+
+void KernelTimer::before(size_t k) {
+  if (!active_) return;
+  check(driver().cuEventCreate(&start_[k], CU_EVENT_DEFAULT), "creating a timing event");
+  check(driver().cuEventRecord(start_[k], stream_), "recording a timing event");
+}
+
+void KernelTimer::after(size_t k) {
+  if (!active_) return;
+  check(driver().cuEventCreate(&end_[k], CU_EVENT_DEFAULT), "creating a timing event");
+  check(driver().cuEventRecord(end_[k], stream_), "recording a timing event");
+}
+
+void KernelTimer::finish(const std::vector<std::string>& labels) {
+  if (!active_) return;
+  ZC_CHECK(labels.size() == start_.size(), "kernel timer: one label per launch");
+  std::vector<Pending> launches;
+  for (size_t k = 0; k < start_.size(); ++k) {
+    if (start_[k] && end_[k]) launches.push_back({labels[k], start_[k], end_[k]});
+    start_[k] = end_[k] = nullptr;  // the profile owns them now
+  }
+  profile().add(std::move(launches));
+}
+
+}  // namespace zc::codegen::cuda
