@@ -85,7 +85,7 @@ TEST(CudaCodegen, LargeMatmulsGoToTheLibraryWithAGeneratedEpilogue) {
 }
 
 // The launch forms of reductions and generated products: a sum over every dim but the last
-// takes the column form (a lane per row), a sum along the last dim one block per row; a
+// into enough results takes the column form, a sum along the last dim one block per row; a
 // generated product of at least 64x64 register-tiles 4x4 elements per thread, a smaller one
 // one element; and a loss-sized sum is split into two stages before it is scheduled.
 TEST(CudaCodegen, ReductionsAndGeneratedProductsTakeTheirLaunchForms) {
@@ -100,14 +100,14 @@ TEST(CudaCodegen, ReductionsAndGeneratedProductsTakeTheirLaunchForms) {
     EXPECT_TRUE(is_elf(backend->build(code.source)));
     return codegen::cuda::launch_plan(code.schedule, code.plan);
   };
-  std::vector<codegen::cuda::Launch> l = launches(
-      [](const Tensor& x) {
-        return sum(x, {0, 1});
-      },
-      randn({8, 128, 96}));
+  auto columns = [](const Tensor& x) { return sum(x, {0, 1}); };
+  std::vector<codegen::cuda::Launch> l = launches(columns, randn({4, 16, 3072}));
   ASSERT_EQ(l.size(), 1u);
   EXPECT_TRUE(l[0].columns);
-  l = launches([](const Tensor& x) { return sum(x, {2}); }, randn({8, 128, 96}));
+  l = launches(columns, randn({4, 16, 768}));
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0].columns);  // too few rows for the column form
+  l = launches([](const Tensor& x) { return sum(x, {2}); }, randn({4, 16, 3072}));
   ASSERT_EQ(l.size(), 1u);
   EXPECT_FALSE(l[0].columns);
   l = launches([](const Tensor& x) { return mean(x); }, randn({8, 128, 768}));
@@ -418,7 +418,7 @@ TEST(CudaCompile, ColumnSumsSplitMeansAndTiledProductsMatchTheCpu) {
       {[](const Tensor&) -> test::Program {
          return [](const Tensor& x) { return sum(x * 2.0, {0, 1}) + 1.0; };
        },
-       randn({7, 33, 45})},
+       randn({7, 33, 2100})},
       {[](const Tensor&) -> test::Program {
          return [](const Tensor& x) { return mean((x - 0.5) * (x - 0.5)); };
        },

@@ -52,11 +52,11 @@ int64_t last_dim_stride(const Schedule& s, ir::ValueId u) {
 }
 
 // Whether row_reduce kernel K takes the column form: the last dim of its space is kept (so
-// consecutive rows are consecutive elements), there are rows enough to fill a block's lanes,
+// consecutive rows are consecutive elements), there are kColumnMinRows rows or more,
 // every reduction is a sum, and nothing is stored per element (the column form computes only
 // row values).
 bool column_form(const Schedule& s, const Kernel& K, int64_t rows) {
-  if (K.space.empty() || rows < kColumnRows) return false;
+  if (K.space.empty() || rows < kColumnMinRows) return false;
   const int64_t last = static_cast<int64_t>(K.space.size()) - 1;
   if (std::find(K.reduce_dims.begin(), K.reduce_dims.end(), last) != K.reduce_dims.end()) {
     return false;
