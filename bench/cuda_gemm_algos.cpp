@@ -29,10 +29,12 @@ struct Case {
 
 // gpt12's products: forward x W^T, input gradients dY W, weight gradients dY^T X.
 const std::vector<Case> kCases = {
-    {1024, 2304, 768, false, true}, {1024, 768, 768, false, true},   {1024, 3072, 768, false, true},
-    {1024, 768, 3072, false, true}, {1024, 768, 2304, false, false}, {1024, 768, 768, false, false},
-    {1024, 3072, 768, false, false}, {1024, 768, 3072, false, false}, {2304, 768, 1024, true, false},
-    {768, 768, 1024, true, false},  {3072, 768, 1024, true, false},  {768, 3072, 1024, true, false},
+    {1024, 2304, 768, false, true},  {1024, 768, 768, false, true},
+    {1024, 3072, 768, false, true},  {1024, 768, 3072, false, true},
+    {1024, 768, 2304, false, false}, {1024, 768, 768, false, false},
+    {1024, 3072, 768, false, false}, {1024, 768, 3072, false, false},
+    {2304, 768, 1024, true, false},  {768, 768, 1024, true, false},
+    {3072, 768, 1024, true, false},  {768, 3072, 1024, true, false},
 };
 
 float median(std::vector<float> v) {
@@ -65,10 +67,9 @@ int run() {
     const GemmDescriptors desc(lt, p, gemm_alignment(p, a, b, d, 0), 0);
     cublasLtMatmulHeuristicResult_t results[16];
     int count = 0;
-    check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(handle, desc.op.get(), desc.lt_a.get(),
-                                                   desc.lt_b.get(), desc.lt_d.get(),
-                                                   desc.lt_d.get(), desc.preference.get(), 16,
-                                                   results, &count),
+    check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(
+                     handle, desc.op.get(), desc.lt_a.get(), desc.lt_b.get(), desc.lt_d.get(),
+                     desc.lt_d.get(), desc.preference.get(), 16, results, &count),
                  "cublasLtMatmulAlgoGetHeuristic");
     const float one = 1.0f, zero = 0.0f;
     std::string times;

@@ -17,8 +17,9 @@ namespace zc::optim {
 // P, G, M, V, then lr / (1 - b1^t), sqrt(1 - b2^t) and 1 - lr wd as 0-dim tensors (the same
 // graph every step); outputs P, M, V. The arithmetic is the eager step's, in the same order.
 // The moments live in the flat M and V, which each step replaces; each parameter's state
-// tensors are views of the current ones, so save() and an eager step see them. The flat tensors are
-// rebuilt from the per-parameter state whenever that changed behind them (an eager step, load()).
+// tensors are views of the current ones, so save() and an eager step see them. The flat
+// tensors are rebuilt from the per-parameter state whenever that changed behind them (an eager
+// step, load()).
 struct AdamW::Fused {
   double beta1, beta2, eps;
   runtime::CompiledFunction update;

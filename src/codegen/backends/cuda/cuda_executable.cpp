@@ -142,7 +142,7 @@ class CudaExecutable final : public RawExecutable {
     if (has_library_) zc::cuda::blaslt_start_state(device_);
     std::vector<CUdeviceptr> values;
     std::vector<void*> params;
-    KernelTimer timer(device_, stream, launches_.size());  // ZC_LOGS=kernels
+    KernelTimer timer(stream, launches_.size());  // ZC_LOGS=kernels
     for (size_t k = 0; k < launches_.size(); ++k) {
       const Launch& l = launches_[k];
       if (l.work == 0) continue;

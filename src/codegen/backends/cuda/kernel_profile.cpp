@@ -148,8 +148,7 @@ std::string launch_label(const Schedule& s, const Launch& l, size_t k) {
   return os.str();
 }
 
-KernelTimer::KernelTimer(int device, CUstream stream, size_t launches) {
-  (void)device;
+KernelTimer::KernelTimer(CUstream stream, size_t launches) {
   if (!timing_kernels()) return;
   active_ = true;
   stream_ = stream;

@@ -29,7 +29,7 @@ std::string launch_label(const Schedule& s, const Launch& l, size_t k);
 // One compiled call's launches; inactive (every method a no-op) unless timing_kernels().
 class KernelTimer {
  public:
-  KernelTimer(int device, CUstream stream, size_t launches);
+  KernelTimer(CUstream stream, size_t launches);
   ~KernelTimer();
   KernelTimer(const KernelTimer&) = delete;
   KernelTimer& operator=(const KernelTimer&) = delete;
