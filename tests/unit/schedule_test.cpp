@@ -213,8 +213,9 @@ TEST(ScheduleConvertingCasts, HalfInputsOfElementwiseNodesAreReadInPlace) {
                         policy);
   EXPECT_NO_THROW(codegen::verify_schedule(computed));
   for (const ir::Node& n : computed.graph.nodes) {
-    if (n.op == ops::OpId::cast)
+    if (n.op == ops::OpId::cast) {
       EXPECT_NE(computed.at(n.outputs[0]).state, codegen::ValueState::alias);
+    }
   }
 }
 
