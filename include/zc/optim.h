@@ -44,6 +44,9 @@ class Optimizer {
   virtual void set_hyperparameters(const std::map<std::string, double>& values) = 0;
   // load() replaced every state tensor.
   virtual void state_replaced() {}
+  // Parameter i's state as save() writes it: state(i, ...), unless the optimizer keeps some of
+  // it in another form between steps (AdamW's flat moments).
+  virtual std::map<std::string, Tensor> saved_state(size_t i) const { return state_[i]; }
 
  private:
   std::vector<Tensor> params_;
@@ -96,6 +99,8 @@ class AdamW final : public Optimizer {
  private:
   bool fused_step();  // false: the parameters cannot be fused (see AdamWOptions::fused)
   void state_replaced() override;
+  std::map<std::string, Tensor> saved_state(size_t i) const override;
+  void write_moment_views();  // each parameter's moments, views of the flat ones, into state()
   struct Fused;
   std::unique_ptr<Fused> fused_;
 

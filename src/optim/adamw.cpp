@@ -16,15 +16,24 @@ namespace zc::optim {
 // tensors, and one compiled graph over them (a dozen elementwise ops, so one kernel): inputs
 // P, G, M, V, then lr / (1 - b1^t), sqrt(1 - b2^t) and 1 - lr wd as 0-dim tensors (the same
 // graph every step); outputs P, M, V. The arithmetic is the eager step's, in the same order.
-// The moments live in the flat M and V, which each step replaces; each parameter's state
-// tensors are views of the current ones, so save() and an eager step see them. The flat
+// The moments live in the flat M and V, which each step replaces rather than copying the new
+// ones back (twice their bytes a step). Each parameter's state tensors are views of them,
+// written only when something reads them (save(), an eager step): a view per parameter and
+// moment, every step, would cost a small model's CPU step a fifth of its time. The flat
 // tensors are rebuilt from the per-parameter state whenever that changed behind them (an eager
 // step, load()).
 struct AdamW::Fused {
   double beta1, beta2, eps;
   runtime::CompiledFunction update;
-  Tensor m, v;      // flat moments; undefined until built
-  double step = 0;  // every parameter's step count while the flat moments are in use
+  Tensor m, v;                  // flat moments; undefined until built
+  double step = 0;              // every parameter's step count while the flat moments are in use
+  std::vector<int64_t> offset;  // where each parameter starts in the flat tensors
+  bool views_current = true;    // state()'s moments are views of m and v
+
+  // Parameter i's part of flat tensor `t`, in the parameter's shape.
+  Tensor part(const Tensor& t, size_t i, const Tensor& param) const {
+    return t.slice(0, offset[i], offset[i] + param.numel()).view(param.shape());
+  }
 
   Fused(double b1, double b2, double e)
       : beta1(b1),
@@ -96,13 +105,14 @@ bool AdamW::fused_step() {
     fused_->m = flat(ms);
     fused_->v = flat(vs);
     fused_->step = t;
+    fused_->offset.clear();
     int64_t at = 0;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const int64_t n = params[i].numel();
-      state(i, "exp_avg") = fused_->m.slice(0, at, at + n).view(params[i].shape());
-      state(i, "exp_avg_sq") = fused_->v.slice(0, at, at + n).view(params[i].shape());
-      at += n;
+    for (const Tensor& p : params) {
+      fused_->offset.push_back(at);
+      at += p.numel();
     }
+    fused_->views_current = false;
+    write_moment_views();
   }
   Fused& f = *fused_;
   const double t = f.step + 1;
@@ -118,22 +128,16 @@ bool AdamW::fused_step() {
                          number(std::sqrt(1.0 - std::pow(b2, t))),
                          number(1.0 - options.lr * options.weight_decay)};
   std::vector<Tensor> out = f.update(in);
-  // The new moments replace the old ones, and each parameter's state is a view of them again
-  // (as the eager step replaces its state tensors): copying them back into the old memory
-  // would move twice their bytes every step. The parameters are written in place: the model
-  // and its recorded CUDA graphs hold their storage.
+  // The new moments replace the old ones (see Fused). The parameters are written in place: the
+  // model and its recorded CUDA graphs hold their storage.
   f.m = out[1];
   f.v = out[2];
+  f.views_current = false;
   f.step = t;
-  int64_t at = 0;
   const Tensor step = scalar_tensor(t, DType::f64);
   for (size_t i = 0; i < params.size(); ++i) {
-    const int64_t n = params[i].numel();
-    assign_values(params[i], out[0].slice(0, at, at + n).view(params[i].shape()));
-    state(i, "exp_avg") = f.m.slice(0, at, at + n).view(params[i].shape());
-    state(i, "exp_avg_sq") = f.v.slice(0, at, at + n).view(params[i].shape());
+    assign_values(params[i], f.part(out[0], i, params[i]));
     state(i, "step") = step;
-    at += n;
   }
   return true;
 }
@@ -142,6 +146,7 @@ void AdamW::step() {
   NoGradGuard no_grad;
   if (options.fused && fused_step()) return;
   // The eager update replaces the state tensors: flat moments no longer back them.
+  if (fused_ && fused_->m.defined()) write_moment_views();
   if (fused_) fused_->m = fused_->v = Tensor();
   const AdamWOptions& o = options;
   const auto [b1, b2] = o.betas;
@@ -161,6 +166,27 @@ void AdamW::step() {
     Tensor denom = sqrt(v) / std::sqrt(bias2) + o.eps;
     assign_values(p, (decayed - m / denom * (o.lr / bias1)).to(p.dtype()));
   }
+}
+
+void AdamW::write_moment_views() {
+  Fused& f = *fused_;
+  if (f.views_current) return;
+  const std::vector<Tensor>& params = parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    state(i, "exp_avg") = f.part(f.m, i, params[i]);
+    state(i, "exp_avg_sq") = f.part(f.v, i, params[i]);
+  }
+  f.views_current = true;
+}
+
+std::map<std::string, Tensor> AdamW::saved_state(size_t i) const {
+  std::map<std::string, Tensor> out = Optimizer::saved_state(i);
+  if (fused_ && fused_->m.defined() && !fused_->views_current) {
+    const Tensor& p = parameters()[i];
+    out["exp_avg"] = fused_->part(fused_->m, i, p);
+    out["exp_avg_sq"] = fused_->part(fused_->v, i, p);
+  }
+  return out;
 }
 
 void AdamW::state_replaced() {

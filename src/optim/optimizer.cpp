@@ -43,7 +43,7 @@ void Optimizer::save(const std::string& path) const {
     out[kind_ + ".hyper." + name] = scalar_tensor(value, DType::f64);
   }
   for (size_t i = 0; i < state_.size(); ++i) {
-    for (const auto& [name, value] : state_[i]) {
+    for (const auto& [name, value] : saved_state(i)) {
       if (value.defined()) {
         out[kind_ + ".state." + std::to_string(i) + "." + name] =
             value.to(Device::cpu()).contiguous();

@@ -94,6 +94,9 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   void load_support(std::span<const uint8_t> binary) const override { set_support_binary(binary); }
   Tensor dense_copy(const Tensor& t) const override { return cuda::dense_copy(t); }
 
+  // One block per row (kernel_reduce.cpp): a loss over a whole batch would be one block.
+  bool splits_long_reductions() const override { return true; }
+
   std::shared_ptr<const Executable> replayable(std::shared_ptr<const Executable> exec,
                                                std::vector<bool> per_call) const override {
     auto* raw = dynamic_cast<const RawExecutable*>(exec.get());
@@ -105,7 +108,6 @@ class CudaBackend final : public Backend, private SchedulePolicy {
 
  private:
   bool supports(ops::OpId, DType) const override { return true; }
-  bool splits_long_reductions() const override { return true; }
   // cuBLASLt for every product of a float dtype but the smallest (seed64's 10x10 layers stay in
   // the generated kernel, fused with their epilogue, where a library call would cost more than
   // the arithmetic); integer products are generated.

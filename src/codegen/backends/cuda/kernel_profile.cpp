@@ -23,13 +23,13 @@ struct Entry {
   int64_t launches = 0;
 };
 
-// The process's table; printed by its destructor, at exit. Never touched by the driver then.
 // A launch's events, read once the GPU has passed them.
 struct Pending {
   std::string label;
   CUevent start, end;
 };
 
+// The process's table, printed by its destructor at exit (after reading what is still pending).
 class Profile {
  public:
   // Takes the events of one call's launches. Reads those the GPU has finished (without
@@ -112,12 +112,6 @@ Profile& profile() {
   return p;
 }
 
-std::string shape_text(const Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 }  // namespace
 
 bool timing_kernels() {
@@ -131,7 +125,7 @@ std::string launch_label(const Schedule& s, const Launch& l, size_t k) {
     os << "matmul cuBLASLt " << zc::cuda::describe(l.library->problem);
     if (l.has_kernel) os << " +epilogue";
   } else {
-    os << kernel_kind_name(K.kind) << " " << shape_text(K.space);
+    os << kernel_kind_name(K.kind) << " " << shape_str(K.space);
   }
   // The member ops, each once, in graph order: enough to tell layer_norm from softmax.
   std::set<std::string> seen;
