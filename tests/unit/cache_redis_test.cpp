@@ -135,8 +135,11 @@ class DelayProxy {
       ssize_t n = read(from, buf.data(), buf.size());
       if (n <= 0) break;
       if (replies) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+      // Counted before the client can see it: a client that exits on this reply must not find
+      // replies() short (a loaded machine may not run this thread again before it asks).
+      const int count = replies ? ++replies_ : 0;
       if (send(to, buf.data(), static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
-      if (replies && ++replies_ == cut_after_) cut();
+      if (replies && count == cut_after_) cut();
     }
     shutdown(to, SHUT_RDWR);
     shutdown(from, SHUT_RDWR);
