@@ -14,8 +14,9 @@
 #     torch-train  bench/torch_compile.py --train on cuda: the same step under torch.compile
 #     ratios       bench/ratios.py over what the steps above wrote
 #     profile      where a gpt12 training step's time goes: zc's warm first step with
-#                  ZC_LOGS=timing (profile-zc-warm.log), zc's kernels with ZC_LOGS=kernels
-#                  (profile-zc-kernels.log, over 54 steps) and torch.compile's under
+#                  ZC_LOGS=timing (profile-zc-warm.log) and sampled on its main thread
+#                  (profile-zc-warm-sampled.txt, bench/wall_sampler.c), zc's kernels with
+#                  ZC_LOGS=kernels (profile-zc-kernels.log, over 54 steps) and torch.compile's under
 #                  torch.profiler (profile-torch.log, 5 steps); cuBLASLt's algorithms against
 #                  torch on each f32 product of the step (profile-gemm-*.jsonl)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
@@ -113,6 +114,15 @@ case "${1:-}" in
           ZC_CACHE_DIR="$cache" build-gpu/zc "${gpt12[@]}" >/dev/null
           ZC_CACHE_DIR="$cache" ZC_LOGS=timing build-gpu/zc "${gpt12[@]}" \
             >"$out/profile-zc-warm.txt" 2>"$out/profile-zc-warm.log" || tail -5 "$out/profile-zc-warm.log"
+          # Where that first step's wall time goes on the main thread (bench/wall_sampler.c),
+          # from its capture to the process's end.
+          gcc -O2 -shared -fPIC -o "$cache/libwall_sampler.so" "$root/bench/wall_sampler.c" -lrt &&
+            SAMPLER_OUT="$cache/samples.txt" LD_PRELOAD="$cache/libwall_sampler.so" \
+              ZC_CACHE_DIR="$cache" ZC_LOGS=timing build-gpu/zc "${gpt12[@]}" \
+              >/dev/null 2>"$cache/sampled.log" &&
+            python3 "$root/bench/wall_sampler.py" "$cache/samples.txt" \
+              "$(grep -m1 'capture' "$cache/sampled.log" | sed 's/.*\[\([0-9.]*\) ms\].*/\1/')" \
+              1e9 >"$out/profile-zc-warm-sampled.txt" 2>&1 || true
           ZC_CACHE_DIR="$cache" ZC_LOGS=kernels build-gpu/zc "${gpt12[@]}" --steady 1 \
             >"$out/profile-zc-kernels.txt" 2>"$out/profile-zc-kernels.log" ||
             tail -5 "$out/profile-zc-kernels.log"

@@ -13,6 +13,9 @@ namespace zc {
 void manual_seed(uint64_t seed);
 
 Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+// Zeros made on `device` itself: no host buffer, no copy (on a GPU, a memset queued with the
+// device's later work).
+Tensor zeros(const Shape& shape, DType dtype, Device device);
 Tensor ones(const Shape& shape, DType dtype = DType::f32);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
 Tensor arange(int64_t end, DType dtype = DType::i64);

@@ -2,14 +2,17 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "cuda/blaslt.h"
+#include "cuda/blaslt_library.h"
 #include "cuda/device.h"
 #include "zc/cuda.h"
 
@@ -38,10 +41,29 @@ Starts& starts() {
   return *s;
 }
 
+// The library's opening ahead of any device (preload_blaslt). Apart from Starts, which counts
+// the devices: the preload begins while they are being found.
+struct Preload {
+  std::once_flag once;
+  std::mutex mu;
+  std::condition_variable finished;
+  bool running = false;
+};
+
+Preload& preload() {
+  static Preload* const p = new Preload();  // never destroyed, as Starts
+  return *p;
+}
+
 // Waits for every background start when the thread that holds it ends, exit() included (a
 // thread's thread_local destructors run before the process's exit handlers).
 struct WaitAtThreadEnd {
   ~WaitAtThreadEnd() {
+    {
+      Preload& p = preload();
+      std::unique_lock<std::mutex> lock(p.mu);
+      p.finished.wait(lock, [&] { return !p.running; });
+    }
     Starts& s = starts();
     std::unique_lock<std::mutex> lock(s.mu);
     s.finished.wait(lock, [&] { return s.running == 0; });
@@ -74,7 +96,45 @@ void run_start(int device) {
   prepare(device, true);
 }
 
+// ZC_CUDA_PRESTART=0 leaves cuBLASLt alone until a compiled graph needs it.
+bool prestart_enabled() {
+  const char* v = std::getenv("ZC_CUDA_PRESTART");
+  return !(v && std::string_view(v) == "0");
+}
+
+void run_preload() {
+  try {
+    (void)blaslt();  // maps the library; a failure is kept and raised by whoever uses it
+  } catch (const std::exception&) {
+  }
+  Preload& p = preload();
+  std::lock_guard<std::mutex> lock(p.mu);
+  p.running = false;
+  p.finished.notify_all();
+}
+
 }  // namespace
+
+void preload_blaslt() {
+  if (!prestart_enabled() || !blaslt_found()) return;
+  Preload& p = preload();
+  std::call_once(p.once, [&] {
+    std::lock_guard<std::mutex> lock(p.mu);
+    try {
+      std::thread(run_preload).detach();
+    } catch (const std::system_error&) {
+      return;  // no thread to spare: the first start opens the library itself
+    }
+    p.running = true;
+    wait_at_thread_end();
+  });
+}
+
+void prestart_blaslt(int device) {
+  if (!prestart_enabled() || !blaslt_found()) return;
+  start_blaslt(device);
+  (void)blaslt_start_state(device);  // this thread waits for it at its end if still starting
+}
 
 void start_blaslt(int device) {
   check_device(device);

@@ -1,8 +1,15 @@
-// cuBLASLt's start on a background thread. Opening the library and its one-time initialization
-// cost a process 100-200 ms (prepare_blaslt), more than a warm process spends on everything
-// else before its first result. The CUDA backend starts it as soon as it knows a graph needs
-// it: when it emits the graph's source (so a cold compile's NVRTC run overlaps it) and when it
-// loads the compiled graph (a warm process), so the first product waits only for what is left.
+// cuBLASLt's start on a background thread. Opening the library (50-70 ms) and its one-time
+// initialization on a device (80-110 ms; prepare_blaslt) cost more than a warm process spends on
+// everything else before its first result. So both start as early as the process shows it will
+// use a GPU, and run while it builds or loads its model:
+//   - the library is opened when the process first looks for CUDA devices (preload_blaslt);
+//   - it is initialized on a device when that device's context is made (prestart_blaslt), which
+//     the first tensor moved there does;
+//   - and, should ZC_CUDA_PRESTART=0 turn those two off, when the CUDA backend knows a graph
+//     needs it: when it emits the graph's source (so a cold compile's NVRTC run overlaps it) and
+//     when it loads the compiled graph (a warm process).
+// The first product waits only for what is left. A process that never asks about CUDA loads
+// nothing.
 //
 // A process that exits while the start is under way would run the library's exit handlers
 // while the start is still inside the library. So every thread told that it is still starting
@@ -28,6 +35,12 @@ enum class BlasLtStart : uint8_t {
 // Starts preparing cuBLASLt for `device` on a background thread unless that was asked before;
 // returns at once. Needs a usable GPU (check_device).
 void start_blaslt(int device);
+// The early starts above; each returns at once and does nothing when ZC_CUDA_PRESTART=0 or no
+// cuBLASLt is installed. preload_blaslt opens the library on a background thread (no device
+// needed; called once devices are found); prestart_blaslt(device) is start_blaslt, called when
+// the device's context is made. The calling thread waits for them at its end, as above.
+void preload_blaslt();
+void prestart_blaslt(int device);
 // Where the start stands; a thread told `starting` waits for it at its end, as above.
 BlasLtStart blaslt_start_state(int device);
 // Starts it if needed and waits until it is no longer starting; returns the state.

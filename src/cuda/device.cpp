@@ -1,5 +1,11 @@
 #include "cuda/device.h"
 
+#include <cstdlib>
+
+#include "cuda/blaslt_start.h"
+#include "util/log.h"
+#include "util/timer.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -78,6 +84,13 @@ Devices* discover() {
 // Never destroyed, like the driver: a tensor freed during exit still finds its device.
 const Devices& devices() {
   static const Devices* const d = discover();
+  // A process that looks for CUDA devices and finds one will most likely multiply matrices on
+  // it: cuBLASLt's library starts opening now, on a background thread (cuda/blaslt_start.h).
+  static const bool preloading = [] {
+    if (d->error.empty() && !d->slots.empty()) preload_blaslt();
+    return true;
+  }();
+  (void)preloading;
   return *d;
 }
 
@@ -106,9 +119,14 @@ CUcontext primary_context(int device) {
   Slot& slot = *devices().slots[device];
   std::call_once(slot.retain_once, [&] {
     CUcontext ctx = nullptr;
+    Timer timer;
     check(driver().cuDevicePrimaryCtxRetain(&ctx, slot.handle),
           "cuDevicePrimaryCtxRetain(cuda:" + std::to_string(device) + ")");
+    ZC_LOG(timing) << "CUDA context on cuda:" << device << ": " << timer.ms() << " ms";
     slot.context.store(ctx, std::memory_order_release);
+    // A tensor is about to live here: cuBLASLt's start on this device overlaps what the process
+    // does before its first product (cuda/blaslt_start.h). Its thread waits for this call.
+    prestart_blaslt(device);
   });
   return slot.context.load(std::memory_order_acquire);
 }

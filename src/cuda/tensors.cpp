@@ -35,8 +35,12 @@ void copy_between(void* dst, int dst_index, const void* src, int src_index, size
   copy_between_devices(address(dst), dst_index, address(src), src_index, nbytes);
 }
 
-constexpr DeviceMemoryHooks kHooks{allocate_storage, release_storage, copy_from_host, copy_to_host,
-                                   copy_between};
+void fill_zero(void* dst, int index, size_t nbytes) {
+  fill_bytes(address(dst), 0, nbytes, index);
+}
+
+constexpr DeviceMemoryHooks kHooks{allocate_storage, release_storage, copy_from_host,
+                                   copy_to_host,     copy_between,    fill_zero};
 
 // libzc is a shared library linked from all of its objects, so this runs whenever it is loaded.
 [[maybe_unused]] const bool registered =

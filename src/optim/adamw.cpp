@@ -88,22 +88,30 @@ bool AdamW::fused_step() {
   if (!fused_ || !fused_->m.defined()) {
     // (Re)build the flat moments from the per-parameter state; one step count for all.
     double t = -1;
-    std::vector<Tensor> ms, vs;
+    bool any_state = false;
+    int64_t total = 0;
     for (size_t i = 0; i < params.size(); ++i) {
       const Tensor& step = state(i, "step");
       const double ti = step.defined() ? step.item<double>() : 0.0;
       if (t >= 0 && ti != t) return false;
       t = ti;
-      auto moment = [&](const char* name) {
-        const Tensor& s = state(i, name);
-        return s.defined() ? s : zeros(params[i].shape(), dtype).to(device);
-      };
-      ms.push_back(moment("exp_avg"));
-      vs.push_back(moment("exp_avg_sq"));
+      any_state = any_state || state(i, "exp_avg").defined() || state(i, "exp_avg_sq").defined();
+      total += params[i].numel();
     }
+    // A first step's moments are zeros made in place on the device; loaded or earlier state is
+    // joined, with zeros for what a parameter lacks.
+    auto moments = [&](const char* name) {
+      if (!any_state) return zeros({total}, dtype, device);
+      std::vector<Tensor> parts;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const Tensor& s = state(i, name);
+        parts.push_back(s.defined() ? s : zeros(params[i].shape(), dtype, device));
+      }
+      return flat(parts);
+    };
     if (!fused_) fused_ = std::make_unique<Fused>(b1, b2, options.eps);
-    fused_->m = flat(ms);
-    fused_->v = flat(vs);
+    fused_->m = moments("exp_avg");
+    fused_->v = moments("exp_avg_sq");
     fused_->step = t;
     fused_->offset.clear();
     int64_t at = 0;

@@ -98,7 +98,7 @@ class CompiledBackwardNode final : public autograd::Node {
     for (size_t k = 0; k < grads.size(); ++k) {
       const ops::TensorMeta& m = output_metas_[k];
       dense.push_back(grads[k].defined() ? grads[k].contiguous()
-                                         : zeros(m.shape, m.dtype).to(m.device));
+                                         : zeros(m.shape, m.dtype, m.device));
     }
     std::vector<const Tensor*> args;
     for (size_t i = 0; i < n_inputs; ++i) args.push_back(&values[i]);

@@ -22,6 +22,9 @@ struct DeviceMemoryHooks {
   void (*copy_to_host)(void* dst, const void* src, int index, size_t nbytes);
   // Between two devices of the type, or within one.
   void (*copy_between)(void* dst, int dst_index, const void* src, int src_index, size_t nbytes);
+  // Sets `nbytes` bytes to zero without a copy from the host; queued in order with the device's
+  // later work (which is what reads it), so it may return before the memory is written.
+  void (*fill_zero)(void* dst, int index, size_t nbytes);
 };
 
 // `hooks` must live as long as the process.

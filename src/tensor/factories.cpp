@@ -3,8 +3,10 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/device_memory.h"
 #include "tensor/element.h"
 #include "tensor/random.h"
+#include "util/check.h"
 
 namespace zc {
 
@@ -45,6 +47,16 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 
 Tensor zeros(const Shape& shape, DType dtype) {
   return full(shape, 0.0, dtype);
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  if (device.is_cpu()) return zeros(shape, dtype);
+  check_shape(shape, "zeros");
+  Tensor t = Tensor::empty(shape, dtype, device);  // raises for an unusable device
+  const DeviceMemoryHooks* hooks = device_memory(device.type);
+  ZC_CHECK(hooks != nullptr, "no memory hooks for " << device.str());
+  const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(dtype);
+  if (bytes > 0) hooks->fill_zero(t.unsafe_impl()->storage->data(), device.index, bytes);
+  return t;
 }
 Tensor ones(const Shape& shape, DType dtype) {
   return full(shape, 1.0, dtype);

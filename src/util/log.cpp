@@ -1,6 +1,7 @@
 #include "util/log.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -48,6 +49,10 @@ Config& config() {
   static Config c;
   return c;
 }
+// The timing topic's clock: set while the library is initialized, before main, so its lines
+// say when (ms into the process) as well as how long, and overlapping work shows as such.
+const std::chrono::steady_clock::time_point kProcessStart = std::chrono::steady_clock::now();
+
 // Never destroyed: what is logged while the process exits (the kernel profile) still has it.
 std::mutex& out_mutex() {
   static std::mutex* m = new std::mutex;
@@ -66,14 +71,21 @@ std::string_view topic_name(Topic t) {
 }
 
 void write(Topic t, std::string_view message) {
+  char when[32] = "";
+  if (t == Topic::timing) {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - kProcessStart)
+            .count();
+    std::snprintf(when, sizeof when, "[%.2f ms] ", ms);
+  }
   std::lock_guard lock(out_mutex());
   // Prefix every line so that multi-line blocks (graphs, source) stay greppable.
   size_t pos = 0;
   do {
     size_t end = message.find('\n', pos);
     if (end == std::string_view::npos) end = message.size();
-    std::fprintf(stderr, "[zc:%.*s] %.*s\n", static_cast<int>(topic_name(t).size()),
-                 topic_name(t).data(), static_cast<int>(end - pos), message.data() + pos);
+    std::fprintf(stderr, "[zc:%.*s] %s%.*s\n", static_cast<int>(topic_name(t).size()),
+                 topic_name(t).data(), when, static_cast<int>(end - pos), message.data() + pos);
     pos = end + 1;
   } while (pos < message.size());
 }

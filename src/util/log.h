@@ -3,6 +3,8 @@
 // disabled topic costs one predictable branch and builds no message. `all` is every topic but
 // kernels: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a wait per
 // call; codegen/backends/cuda/kernel_profile.h), which a debugging log should not do unasked.
+// Timing lines also say when: "[zc:timing] [812.40 ms] ...", ms since libzc was loaded, so work
+// that overlaps (a background start, a wait for it) shows as such.
 #pragma once
 
 #include <cstdint>

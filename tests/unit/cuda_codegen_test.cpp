@@ -143,7 +143,9 @@ TEST(CudaCodegen, ABf16TransformerBlockHasTheKernelsOfAnF32One) {
     codegen::CodegenResult code = codegen::codegen(low, *backend);
     std::vector<codegen::KernelKind> kinds;
     for (const codegen::Kernel& k : code.schedule.kernels) kinds.push_back(k.kind);
-    if (dt == DType::bf16) EXPECT_TRUE(is_elf(backend->build(code.source)));
+    if (dt == DType::bf16) {
+      EXPECT_TRUE(is_elf(backend->build(code.source)));
+    }
     return kinds;
   };
   const std::vector<codegen::KernelKind> f32 = kernels(DType::f32), bf16 = kernels(DType::bf16);

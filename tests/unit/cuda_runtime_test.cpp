@@ -110,6 +110,7 @@ TEST(CudaRuntimeNoGpu, TensorToCudaNamesTheReason) {
   // Even an empty tensor needs a usable device.
   EXPECT_TRUE(contains(error_message([] { Tensor::empty({0}, DType::f32, kGpu); }), reason));
   EXPECT_TRUE(contains(error_message([&] { x.t().to(kGpu); }), reason));
+  EXPECT_TRUE(contains(error_message([] { zc::zeros({2}, DType::f32, kGpu); }), reason));
 }
 
 TEST(CudaRuntimeNoGpu, ModuleToCudaRaisesAndStaysOnCpu) {
@@ -319,6 +320,25 @@ TEST(CudaRuntimeGpu, AllocatorReusesAFreedBlock) {
   EXPECT_EQ(zc::cuda::memory_stats().device_mallocs, third.device_mallocs);
   { const Tensor c = Tensor::empty({int64_t{1} << 20}, DType::boolean, kGpu); }  // a small one
   EXPECT_EQ(zc::cuda::memory_stats().device_mallocs, third.device_mallocs + 1);
+}
+
+// zeros on the device are made there (a memset), also in a reused block that held other values.
+TEST(CudaRuntimeGpu, ZerosMadeOnTheDevice) {
+  ZC_SKIP_WITHOUT_GPU();
+  zc::cuda::empty_cache();
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::i64, DType::boolean}) {
+    SCOPED_TRACE(std::string(zc::dtype_name(t)));
+    { const Tensor dirty = zc::ones({1000}, t).to(kGpu); }
+    const zc::cuda::MemoryStats before = zc::cuda::memory_stats();
+    const Tensor z = zc::zeros({10, 100}, t, kGpu);
+    EXPECT_EQ(zc::cuda::memory_stats().cache_hits, before.cache_hits + 1) << "not a reused block";
+    EXPECT_EQ(z.device(), kGpu);
+    EXPECT_EQ(z.shape(), (Shape{10, 100}));
+    EXPECT_EQ(zc::dtype_name(z.dtype()), zc::dtype_name(t));
+    EXPECT_TRUE(
+        zc::allclose(z.to(Device::cpu()).to(DType::f64), zc::zeros({10, 100}, DType::f64), 0, 0));
+  }
+  EXPECT_EQ(zc::zeros({0, 4}, DType::f32, kGpu).numel(), 0);
 }
 
 TEST(CudaRuntimeGpu, ManyCyclesStayBounded) {

@@ -268,7 +268,9 @@ TEST(Derivatives, EveryRuleHasACase) {
   for (const Case& c : cases()) covered.insert(c.op);
   for (int i = 0; i < ops::kNumOps; ++i) {
     const ops::OpDef& def = ops::op_def(static_cast<ops::OpId>(i));
-    if (def.derivative) EXPECT_TRUE(covered.count(std::string(def.name))) << def.name;
+    if (def.derivative) {
+      EXPECT_TRUE(covered.count(std::string(def.name))) << def.name;
+    }
   }
 }
 

@@ -66,6 +66,11 @@ TEST(TensorFactories, ConstantFillsEveryDType) {
   EXPECT_EQ(zc::dtype_name(zc::zeros({2, 3}).dtype()),
             zc::dtype_name(DType::f32));  // the default dtype
   EXPECT_EQ(values(zc::full({2}, -2.5, DType::f16)), (std::vector<double>{-2.5, -2.5}));
+  // On the CPU, zeros made "on a device" are the plain factory's.
+  const Tensor on_cpu = zc::zeros({2, 2}, DType::i32, zc::Device::cpu());
+  EXPECT_EQ(on_cpu.device(), zc::Device::cpu());
+  EXPECT_EQ(values(on_cpu), std::vector<double>(4, 0.0));
+  EXPECT_THROW(zc::zeros({-1}, DType::f32, zc::Device::cpu()), zc::Error);
 }
 
 TEST(TensorFactories, Arange) {
