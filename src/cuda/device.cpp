@@ -1,17 +1,14 @@
 #include "cuda/device.h"
 
-#include <cstdlib>
-
-#include "cuda/blaslt_start.h"
-#include "util/log.h"
-#include "util/timer.h"
-
 #include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
 
+#include "cuda/blaslt_start.h"
 #include "cuda/driver.h"
+#include "util/log.h"
+#include "util/timer.h"
 #include "zc/error.h"
 
 namespace zc::cuda {
