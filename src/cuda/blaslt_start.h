@@ -37,8 +37,9 @@ enum class BlasLtStart : uint8_t {
 void start_blaslt(int device);
 // The early starts above; each returns at once and does nothing when ZC_CUDA_PRESTART=0 or no
 // cuBLASLt is installed. preload_blaslt opens the library on a background thread (no device
-// needed; called once devices are found); prestart_blaslt(device) is start_blaslt, called when
-// the device's context is made. The calling thread waits for them at its end, as above.
+// needed; called by device discovery, so it must not ask for the devices); prestart_blaslt(device)
+// is start_blaslt, called when the device's context is made. The calling thread waits for them at
+// its end, as above.
 void preload_blaslt();
 void prestart_blaslt(int device);
 // Where the start stands; a thread told `starting` waits for it at its end, as above.

@@ -74,20 +74,18 @@ Devices* discover() {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     out->error = "CUDA is not available: the NVIDIA driver is loaded but reports no CUDA device";
     if (visible) out->error += std::string(" (CUDA_VISIBLE_DEVICES=") + visible + " hides others)";
+    return out;
   }
+  // A process that looks for CUDA devices and finds one will most likely multiply matrices on
+  // one: cuBLASLt's library starts opening now, on a background thread (cuda/blaslt_start.h,
+  // which does not ask for the devices while they are being found).
+  preload_blaslt();
   return out;
 }
 
 // Never destroyed, like the driver: a tensor freed during exit still finds its device.
 const Devices& devices() {
   static const Devices* const d = discover();
-  // A process that looks for CUDA devices and finds one will most likely multiply matrices on
-  // it: cuBLASLt's library starts opening now, on a background thread (cuda/blaslt_start.h).
-  static const bool preloading = [] {
-    if (d->error.empty() && !d->slots.empty()) preload_blaslt();
-    return true;
-  }();
-  (void)preloading;
   return *d;
 }
 

@@ -119,8 +119,7 @@ bool AdamW::fused_step() {
       fused_->offset.push_back(at);
       at += p.numel();
     }
-    fused_->views_current = false;
-    write_moment_views();
+    fused_->views_current = false;  // written when read (save(), an eager step)
   }
   Fused& f = *fused_;
   const double t = f.step + 1;

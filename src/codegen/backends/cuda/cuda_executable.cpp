@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <optional>
 
 #include "codegen/backends/cuda/device_errors.h"
 #include "codegen/backends/cuda/kernel_profile.h"
@@ -17,7 +16,6 @@
 #include "cuda/tensors.h"
 #include "util/check.h"
 #include "util/log.h"
-#include "util/timer.h"
 #include "zc/cuda.h"
 
 namespace zc::codegen::cuda {
@@ -101,19 +99,12 @@ class CudaExecutable final : public RawExecutable {
     std::vector<void*> in = dense_inputs(inputs, keep), out;
     std::vector<Tensor> outputs = new_outputs(output_metas_, out);
     ArenaPool::Lease arena = arenas_.take();
-    // ZC_LOGS=timing: what a graph's first run costs on the GPU (modules loaded lazily,
-    // cuBLASLt plans, first launches), waited for on both sides, which only this log does.
-    std::optional<Timer> first;
-    if (logging::enabled(logging::Topic::timing) && !ran_.exchange(true)) {
-      zc::cuda::synchronize();
-      first.emplace();
-    }
+    // The flag is asked only while timing is logged: a call costs nothing more otherwise.
+    FirstRunTimer first(device_, logging::enabled(logging::Topic::timing) && !ran_.exchange(true));
     run_raw(in.data(), out.data(), arena.get());
     if (first) {
-      zc::cuda::synchronize();
-      ZC_LOG(timing) << "first run of a compiled graph on cuda:" << device_ << " ("
-                     << launches_.size() << " kernels, arena " << plan_.arena_bytes
-                     << " bytes): " << first->ms() << " ms";
+      first.done("(" + std::to_string(launches_.size()) + " kernels, arena " +
+                 std::to_string(plan_.arena_bytes) + " bytes)");
     }
     finish_run();
     return outputs;

@@ -1,8 +1,8 @@
 #include "codegen/backends/cuda/graph_executable.h"
 
 #include <mutex>
-#include <optional>
 
+#include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/call_buffers.h"
 #include "cuda/driver.h"
 #include "cuda/memory.h"
@@ -48,18 +48,9 @@ class GraphExecutable final : public Executable {
     std::lock_guard lock(mu_);
     if (output_metas_.empty()) {
       // The first call runs as it is; its outputs tell the recording what to allocate.
-      // ZC_LOGS=timing: what it costs, waited for on both sides, which only this log does.
-      std::optional<Timer> first;
-      if (logging::enabled(logging::Topic::timing)) {
-        zc::cuda::synchronize(device_);
-        first.emplace();
-      }
+      FirstRunTimer first(device_, true);  // ZC_LOGS=timing
       std::vector<Tensor> out = inner_->run(inputs);
-      if (first) {
-        zc::cuda::synchronize(device_);
-        ZC_LOG(timing) << "first run of a compiled graph on cuda:" << device_ << " (before its "
-                       << "CUDA graph is recorded): " << first->ms() << " ms";
-      }
+      first.done("(before its CUDA graph is recorded)");
       for (const Tensor& t : out) output_metas_.push_back(ops::meta_of(t));
       for (const Tensor* t : inputs) {
         input_sizes_.push_back(static_cast<size_t>(t->numel()) * dtype_size(t->dtype()));

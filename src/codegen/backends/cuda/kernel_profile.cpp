@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "cuda/stream.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -116,6 +117,19 @@ Profile& profile() {
 
 bool timing_kernels() {
   return logging::enabled(logging::Topic::kernels);
+}
+
+FirstRunTimer::FirstRunTimer(int device, bool first) : device_(device) {
+  if (!first || !logging::enabled(logging::Topic::timing)) return;
+  zc::cuda::synchronize(device_);
+  timer_.emplace();
+}
+
+void FirstRunTimer::done(std::string_view what) {
+  if (!timer_) return;
+  zc::cuda::synchronize(device_);
+  ZC_LOG(timing) << "first run of a compiled graph on cuda:" << device_ << " " << what << ": "
+                 << timer_->ms() << " ms";
 }
 
 std::string launch_label(const Schedule& s, const Launch& l, size_t k) {

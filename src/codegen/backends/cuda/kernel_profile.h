@@ -9,14 +9,19 @@
 // events cannot bracket), so launches are issued one by one: a kernel that the CPU is slow to
 // issue shows the GPU's wait for it in its time. The figures are each kernel's own time, not
 // the step's time.
+//
+// FirstRunTimer is ZC_LOGS=timing's part: a compiled graph's first run as a whole.
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/backends/cuda/launch.h"
 #include "cuda/driver.h"
+#include "util/timer.h"
 
 namespace zc::codegen::cuda {
 
@@ -43,6 +48,22 @@ class KernelTimer {
   bool active_ = false;
   CUstream stream_ = nullptr;
   std::vector<CUevent> start_, end_;
+};
+
+// ZC_LOGS=timing: what a compiled graph's first run costs (modules loaded lazily, cuBLASLt
+// plans, first launches), waited for on both sides of the run, which only this log does.
+// Inactive (no wait, no line) unless `first` and the topic is on.
+class FirstRunTimer {
+ public:
+  FirstRunTimer(int device, bool first);
+  explicit operator bool() const {
+    return timer_.has_value();
+  }  // active  // Waits for the run and logs "first run of a compiled graph on cuda:N <what>: ms".
+  void done(std::string_view what);
+
+ private:
+  int device_;
+  std::optional<Timer> timer_;
 };
 
 }  // namespace zc::codegen::cuda
