@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "zc/nn.h"
 #include "zc/tensor.h"
@@ -22,6 +23,22 @@ enum class Mode : uint8_t { Default, MaxAutotune };
 // Auto: compile a block repeated across the model once and call it (hierarchical
 // compilation); None: compile the whole graph inline.
 enum class Regions : uint8_t { Auto, None };
+
+// Dynamic shapes (docs/dynamic-shapes.md). Auto: a dim that shows a second size on a guard
+// miss becomes dynamic, and the module compiles once for every size of it; Static: every size
+// compiles anew; All: every dim of the input is dynamic from the first call. Sizes 0 and 1
+// are never dynamic: they compile as themselves, as torch.compile specializes them.
+enum class Dynamic : uint8_t { Auto, Static, All };
+
+// A dim marked dynamic before the first call (torch's mark_dynamic): input `input`'s dim `dim`
+// (negative counts from the end), sizes in [min, max]. A size outside the range compiles for
+// itself. min below 2 counts as 2.
+struct DynamicDim {
+  size_t input = 0;
+  int64_t dim = 0;
+  int64_t min = 2;
+  int64_t max = INT64_MAX;
+};
 
 struct CompileOptions {
   Mode mode = Mode::Default;
@@ -37,6 +54,9 @@ struct CompileOptions {
   // is copied into the recording and the outputs out of it, so results are fresh tensors and
   // inputs may be freed and reallocated freely. Off: every call launches every kernel.
   bool cuda_graphs = true;
+  Dynamic dynamic = Dynamic::Auto;
+  // Dims dynamic from the first call, under any `dynamic` but Static.
+  std::vector<DynamicDim> dynamic_dims;
 };
 
 class CompiledModule {
@@ -82,6 +102,10 @@ struct Stats {
   int64_t parts_reused = 0;      // calls that reused one of them
   int64_t graph_recordings = 0;  // CUDA graphs recorded (CompileOptions::cuda_graphs)
   int64_t graph_replays = 0;     // calls that replayed one
+  // Dynamic shapes (docs/dynamic-shapes.md): graphs whose code was made once for many sizes,
+  // and graphs of a new size that ran such code without compiling.
+  int64_t size_templates = 0;
+  int64_t template_hits = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   double ready_ms = 0;

@@ -73,6 +73,12 @@ std::shared_ptr<const Executable> Backend::load(Schedule, BufferPlan,
   not_generating(*this, "load a binary");
 }
 
+std::shared_ptr<const Executable> Backend::load_for_size(Schedule, BufferPlan,
+                                                         std::span<const uint8_t>,
+                                                         std::vector<int64_t>) const {
+  ZC_CHECK(false, "backend " << name() << " does not run code generated for many sizes");
+}
+
 void Backend::load_support(std::span<const uint8_t>) const {
   ZC_CHECK(false, "backend " << name() << " has no support kernels to load");
 }

@@ -46,6 +46,9 @@ struct GeneratedSource {
   std::string text;
   int generated_kernels = 0;
   int extern_ops = 0;  // nodes left to their eager kernels
+  // For a schedule whose sizes vary: `text` holds a marker for each integer derived from sizes
+  // and these are the integers, in order (codegen/size_template.h). Empty otherwise.
+  std::vector<int64_t> sizes;
 };
 
 class Backend {
@@ -75,6 +78,9 @@ class Backend {
   // whose row reductions take one block per row, which a loss over a whole batch would leave
   // on one multiprocessor.
   virtual bool splits_long_reductions() const { return false; }
+  // Whether emit() takes schedules whose sizes vary (Schedule::varying) and load_for_size()
+  // runs the result: code generated once for many sizes.
+  virtual bool serves_many_sizes() const { return false; }
   // Input: a schedule that verifies and its buffer plan.
   virtual GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const;
   // Raises zc::Error with the toolchain's diagnostics when the source does not build.
@@ -83,6 +89,11 @@ class Backend {
   // another process). Raises zc::Error when it does not fit them (a missing kernel).
   virtual std::shared_ptr<const Executable> load(Schedule s, BufferPlan plan,
                                                  std::span<const uint8_t> binary) const;
+  // The same for a binary built from a size template's source (serves_many_sizes): `s` and
+  // `plan` are this size's, `symbols` the values its kernels receive.
+  virtual std::shared_ptr<const Executable> load_for_size(Schedule s, BufferPlan plan,
+                                                          std::span<const uint8_t> binary,
+                                                          std::vector<int64_t> symbols) const;
 
   // Kernels a backend needs besides generated ones (a strided copy on a GPU), as one fixed
   // source: the runtime builds it through the kernel-level cache, like generated code, and

@@ -27,10 +27,10 @@ std::string CLikeEmitter::element_ref(ValueId u, const Names& idx) const {
   const ValueView& v = s_.at(u).view;
   ZC_CHECK(v.base >= 0, "value %" << u << " is not materialized");
   ZC_CHECK(idx.size() == v.strides.size(), "index rank mismatch for %" << u);
-  std::string off = std::to_string(v.offset);
+  std::string off = num(v.offset);
   for (size_t j = 0; j < idx.size(); ++j) {
     if (idx[j] == "0" || v.strides[j] == 0) continue;
-    off += " + " + idx[j] + (v.strides[j] == 1 ? "" : " * " + std::to_string(v.strides[j]));
+    off += " + " + idx[j] + (v.strides[j] == 1 ? "" : " * " + num(v.strides[j]));
   }
   return buffer(v.base) + "[" + off + "]";
 }
@@ -143,7 +143,7 @@ CLikeEmitter::Names CLikeEmitter::MatmulIndex::b(const Names& batch, const std::
 std::string CLikeEmitter::concat_store(ValueId out, ValueId u, const Names& names, int64_t dim,
                                        int64_t shift) const {
   Names dst = names;
-  dst[dim] = "(" + names[dim] + " + " + std::to_string(shift) + ")";
+  dst[dim] = "(" + names[dim] + " + " + num(shift) + ")";
   return store(out, dst,
                "(" + compute_type(s_.graph.meta(out).dtype) + ")(" + load(u, names) + ")");
 }

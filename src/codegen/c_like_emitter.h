@@ -11,6 +11,7 @@
 
 #include "codegen/buffer_plan.h"
 #include "codegen/code_writer.h"
+#include "codegen/size_template.h"
 #include "ops/shape_rules.h"
 
 namespace zc::codegen {
@@ -27,7 +28,14 @@ class CLikeEmitter {
   virtual ~CLikeEmitter() = default;
 
  protected:
-  CLikeEmitter(const Schedule& s, const BufferPlan& plan) : s_(s), plan_(plan) {}
+  CLikeEmitter(const Schedule& s, const BufferPlan& plan)
+      : s_(s), plan_(plan), sizes_(s.symbolic()) {}
+
+  // Every integer derived from sizes is printed through num(): the number for code of one
+  // size, a recorded marker for a size template (size_template.h).
+  std::string num(int64_t n) const { return sizes_(n); }
+  // Whether the numel of `shape`, the shape of value v or of a part of it, can vary.
+  bool varies(ir::ValueId v) const { return s_.varies(v); }
 
   // The name, inside the kernel being written, of a pointer to the first element of the buffer
   // holding base value `base` (a stored value, an input or a constant), typed as its storage.
@@ -81,6 +89,7 @@ class CLikeEmitter {
 
   const Schedule& s_;
   const BufferPlan& plan_;
+  mutable SizeRecorder sizes_;
   CodeWriter w_{1};  // the body of the kernel being written
   int32_t kernel_ = -1;
   ir::ValueId library_output_ = -1;  // a matmul result a library wrote: read from memory

@@ -101,7 +101,14 @@ struct Schedule {
   // Graph outputs in order: the value whose buffer is returned. Usually the graph output
   // itself; a fresh copy when the output is an alias, an input or a constant.
   std::vector<ir::ValueId> outputs;
+  // Per graph value: bit d is set when dim d varies between the sizes the generated code must
+  // serve (a size template, codegen/size_template.h). Empty for code of one size. Such code
+  // prints no size as such: every integer derived from sizes goes through the emitter's
+  // SizeRecorder, and decisions that depend on a varying size are taken at run time.
+  std::vector<uint64_t> varying;
 
+  bool symbolic() const { return !varying.empty(); }
+  bool varies(ir::ValueId v) const { return !varying.empty() && varying[v] != 0; }
   const ValueSchedule& at(ir::ValueId v) const { return values[v]; }
   // The value whose buffer holds v: its view's base when v is an alias, else v.
   ir::ValueId base_of(ir::ValueId v) const {

@@ -21,12 +21,13 @@ std::string describe(const Schedule& s) {
 }
 }  // namespace
 
-CodegenResult codegen(const ir::Graph& lowered, const Backend& backend, bool emit_source) {
+CodegenResult codegen(const ir::Graph& lowered, const Backend& backend, bool emit_source,
+                      std::vector<uint64_t> varying) {
   CodegenResult r;
   // The passes, in order:
   Timer t;
-  r.schedule = schedule(lowered, backend.policy());  // group nodes into kernels (fusion)
-  verify_schedule(r.schedule);                       // the scheduler's promises hold
+  r.schedule = schedule(lowered, backend.policy(), std::move(varying));  // group nodes (fusion)
+  verify_schedule(r.schedule);  // the scheduler's promises hold
   ZC_LOG(timing) << "codegen pass schedule: " << t.ms() << " ms";
   ZC_LOG(graph) << "schedule (" << r.schedule.kernels.size() << " kernels):\n"
                 << describe(r.schedule);

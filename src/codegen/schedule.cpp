@@ -53,8 +53,10 @@ Shape row_shape(const Shape& space, const std::vector<int64_t>& dims, bool keepd
 
 class Scheduler {
  public:
-  Scheduler(const ir::Graph& g, const SchedulePolicy& policy) : policy_(policy) {
+  Scheduler(const ir::Graph& g, const SchedulePolicy& policy, std::vector<uint64_t> varying)
+      : policy_(policy) {
     s_.graph = g;
+    s_.varying = std::move(varying);
     s_.values.assign(g.values.size(), ValueSchedule{});
     for (const ir::Input& in : g.inputs) set_base(in.value, ValueState::input);
     for (const ir::Constant& c : g.constants) set_base(c.value, ValueState::constant);
@@ -227,7 +229,7 @@ class Scheduler {
       auto a = cast_source(n.inputs[0]), b = cast_source(n.inputs[1]);
       if (!a || !b || *a != *b) return false;
       const auto dims = ops::matmul_shapes(meta(n.inputs[0]).shape, meta(n.inputs[1]).shape);
-      return policy_.matmul_path(dims, meta(n.outputs[0]).dtype) != MatmulPath::extern_call &&
+      return matmul_path(n, dims) != MatmulPath::extern_call &&
              policy_.supports(OpId::matmul, meta(n.outputs[0]).dtype);
     };
     std::function<bool(ValueId)> only_matmuls = [&](ValueId v) {
@@ -430,10 +432,18 @@ class Scheduler {
     define(out, k, ValueState::fused);
   }
 
+  // Where matmul node n runs: by its sizes, or on one path for all when they vary.
+  MatmulPath matmul_path(const ir::Node& n, const ops::MatmulShapes& dims) const {
+    DType dtype = meta(n.outputs[0]).dtype;
+    if (s_.varies(n.inputs[0]) || s_.varies(n.inputs[1]) || s_.varies(n.outputs[0]))
+      return policy_.matmul_path_any_size(dtype);
+    return policy_.matmul_path(dims, dtype);
+  }
+
   void place_matmul(int32_t idx) {
     const ir::Node& n = s_.graph.nodes[idx];
     ops::MatmulShapes dims = ops::matmul_shapes(meta(n.inputs[0]).shape, meta(n.inputs[1]).shape);
-    MatmulPath path = policy_.matmul_path(dims, meta(n.outputs[0]).dtype);
+    MatmulPath path = matmul_path(n, dims);
     if (path == MatmulPath::extern_call) {
       place_single(idx, KernelKind::extern_op);
       return;
@@ -479,6 +489,7 @@ class Scheduler {
       materialize(o);
       ValueId copy = s_.graph.add_value(meta(o));
       s_.values.emplace_back();
+      if (s_.symbolic()) s_.varying.push_back(s_.varying[o]);
       used.push_back(true);
       Kernel k;
       k.kind = KernelKind::copy;
@@ -541,8 +552,11 @@ class Scheduler {
 
 }  // namespace
 
-Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy) {
-  return Scheduler(g, policy).run();
+Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy, std::vector<uint64_t> varying) {
+  ZC_CHECK(
+      varying.empty() || varying.size() == g.values.size(),
+      "size variation given for " << varying.size() << " values of a graph of " << g.values.size());
+  return Scheduler(g, policy, std::move(varying)).run();
 }
 
 }  // namespace zc::codegen

@@ -35,6 +35,12 @@ class SchedulePolicy {
   // call (BLAS, cuBLAS) writing memory that its epilogue then reads, or the eager kernel.
   enum class MatmulPath : uint8_t { inline_loop, library, extern_call };
   virtual MatmulPath matmul_path(const ops::MatmulShapes& dims, DType dtype) const = 0;
+  // The same for a product whose sizes vary (Schedule::varying): one path for every size, as
+  // the generated code serves them all. Default: the eager kernel, which takes any size.
+  virtual MatmulPath matmul_path_any_size(DType dtype) const {
+    (void)dtype;
+    return MatmulPath::extern_call;
+  }
 
   // Whether a matmul kernel reads f16/bf16 operands itself where the graph casts them to f32
   // first (a library that multiplies half inputs on tensor cores with f32 accumulation, which
@@ -47,6 +53,8 @@ class SchedulePolicy {
   virtual bool elementwise_reads_half_inputs() const { return false; }
 };
 
-Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy);
+// `varying`: per value of `g`, the dims that vary (Schedule::varying); empty for one size.
+Schedule schedule(const ir::Graph& g, const SchedulePolicy& policy,
+                  std::vector<uint64_t> varying = {});
 
 }  // namespace zc::codegen

@@ -1,5 +1,6 @@
 #include "ir/canonical.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ops/attrs.h"
@@ -12,12 +13,24 @@ namespace {
 
 constexpr uint32_t kMagic = 0x3167637a;  // "zcg1"
 
-void write_meta(ByteWriter& w, const ops::TensorMeta& m) {
+// With `sizes` false (structure_hash) a shape is written as its rank alone.
+void write_meta(ByteWriter& w, const ops::TensorMeta& m, bool sizes = true) {
   w.u8(static_cast<uint8_t>(m.dtype));
   w.u8(static_cast<uint8_t>(m.device.type));
   w.u32(static_cast<uint32_t>(m.device.index));
   w.u8(m.wrapped_number);
-  w.i64s(m.shape);
+  if (sizes) {
+    w.i64s(m.shape);
+  } else {
+    w.u64(m.shape.size());
+  }
+}
+
+// Attributes without the sizes they hold (reshape and expand targets, slice bounds).
+ops::Attrs without_sizes(ops::Attrs a) {
+  if (auto* s = std::get_if<ops::ShapeAttrs>(&a)) std::fill(s->shape.begin(), s->shape.end(), 0);
+  if (auto* s = std::get_if<ops::SliceAttrs>(&a)) s->start = s->end = 0;
+  return a;
 }
 
 ops::TensorMeta read_meta(ByteReader& r) {
@@ -39,7 +52,8 @@ ops::TensorMeta read_meta(ByteReader& r) {
 
 }  // namespace
 
-std::vector<uint8_t> canonical_bytes(const Graph& g) {
+namespace {
+std::vector<uint8_t> write_graph(const Graph& g, bool sizes) {
   std::vector<int32_t> id(g.values.size(), -1);
   int32_t next = 0;
   for (const Input& in : g.inputs) id[in.value] = next++;
@@ -52,22 +66,25 @@ std::vector<uint8_t> canonical_bytes(const Graph& g) {
   w.u64(g.inputs.size());
   for (const Input& in : g.inputs) {
     w.u8(static_cast<uint8_t>(in.kind));
-    write_meta(w, g.meta(in.value));
+    write_meta(w, g.meta(in.value), sizes);
   }
   w.u64(g.constants.size());
   for (const Constant& c : g.constants) {
-    write_meta(w, g.meta(c.value));
+    write_meta(w, g.meta(c.value), sizes);
+    // Without sizes, only one-element constants keep their value: a larger constant's values
+    // are data the code reads, like an input's (arange(T) traced at two lengths).
+    if (!sizes && c.data.numel() != 1) continue;
     Tensor data = ops::eager_contiguous(c.data);
     w.raw(data.raw_data(), static_cast<size_t>(data.numel()) * dtype_size(data.dtype()));
   }
   w.u64(g.nodes.size());
   for (const Node& n : g.nodes) {
     w.str(ops::op_def(n.op).name);
-    ops::write_attrs(w, n.attrs);
+    ops::write_attrs(w, sizes ? n.attrs : without_sizes(n.attrs));
     w.u64(n.inputs.size());
     for (ValueId v : n.inputs) w.u32(static_cast<uint32_t>(id[v]));
     w.u64(n.outputs.size());
-    for (ValueId v : n.outputs) write_meta(w, g.meta(v));
+    for (ValueId v : n.outputs) write_meta(w, g.meta(v), sizes);
     w.u32(static_cast<uint32_t>(n.region));
   }
   w.u64(g.outputs.size());
@@ -81,9 +98,18 @@ std::vector<uint8_t> canonical_bytes(const Graph& g) {
   }
   return w.take();
 }
+}  // namespace
+
+std::vector<uint8_t> canonical_bytes(const Graph& g) {
+  return write_graph(g, true);
+}
 
 Digest graph_hash(const Graph& g) {
   return sha256(canonical_bytes(g));
+}
+
+Digest structure_hash(const Graph& g) {
+  return sha256(write_graph(g, false));
 }
 
 Graph read_canonical(std::span<const uint8_t> bytes) {

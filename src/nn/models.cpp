@@ -61,7 +61,9 @@ Tensor GPT::forward(const Tensor& tokens) {
     throw Error("zc::models::GPT: sequence length " + std::to_string(seq) + " exceeds block_size " +
                 std::to_string(config.block_size));
   }
-  Tensor x = (*wte)(tokens) + (*wpe)(arange(seq).to(tokens.device()));
+  // Positions 0..seq-1 are the first seq rows of the position table: a view of the parameter,
+  // so the traced graph holds no arange(seq) constant whose values change with the length.
+  Tensor x = (*wte)(tokens) + wpe->weight.slice(0, 0, seq);
   for (const auto& block : *blocks) x = (*block)(x);
   // The LM head shares the token embedding's weights (GPT-2's weight tying).
   return matmul((*ln_f)(x), wte->weight.t());

@@ -13,6 +13,7 @@
 #include "runtime/artifact.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_keys.h"
+#include "runtime/size_templates.h"
 #include "util/log.h"
 #include "util/stats.h"
 #include "util/timer.h"
@@ -47,22 +48,23 @@ std::shared_ptr<const Executable> load_graph_entry(const Compile& c,
   }
 }
 
-// Lowering level: the canonical bytes of the lowered graph.
-std::vector<uint8_t> lowered_bytes(const Compile& c) {
+}  // namespace
+
+std::vector<uint8_t> lowered_bytes(const ir::Graph& captured, const Backend& backend,
+                                   cache::Cache* store, const CompileKeys& keys) {
   Timer t;
-  const cache::Key key = c.keys.lowering_key();
-  if (c.store) {
-    if (auto e = c.store->get(key)) return std::move(e->payload);
+  const cache::Key key = keys.lowering_key();
+  if (store) {
+    if (auto e = store->get(key)) return std::move(e->payload);
   }
   lower::LowerContext ctx;
-  ctx.keep = c.backend.native_ops();
-  ctx.split_long_reductions = c.backend.splits_long_reductions();
-  std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(c.graph, ctx));
-  if (c.store) c.store->put(key, bytes, t.ms());
+  ctx.keep = backend.native_ops();
+  ctx.split_long_reductions = backend.splits_long_reductions();
+  std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(captured, ctx));
+  if (store) store->put(key, bytes, t.ms());
   return bytes;
 }
 
-// Kernel level: the binary of `source` for the backend's target and toolchain.
 std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
                                 cache::Cache* store, const codegen::GeneratedSource& source,
                                 double* build_ms) {
@@ -78,8 +80,6 @@ std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
   if (store) store->put(key, binary, *build_ms);
   return binary;
 }
-
-}  // namespace
 
 std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
                                                    cache::Cache* store,
@@ -117,11 +117,22 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   } release{store, graph_key, flight.token};
 
   Timer t;
-  std::vector<uint8_t> lowered = lowered_bytes(c);
+  std::vector<uint8_t> lowered = lowered_bytes(g, backend, store, c.keys);
   // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
   ir::Graph lowered_graph = ir::read_canonical(lowered);
   double lower_ms = t.ms();
   zc::stats::add_time(zc::stats::Stage::lower, lower_ms);
+
+  // Code made once for many sizes of this graph serves it when it verifies for these sizes:
+  // no compiler runs. Such executables are not stored at the graph level (each size would
+  // store a copy of the shared binary); a later process lowers again and finds the template.
+  if (backend.serves_many_sizes()) {
+    if (auto exec = executable_from_template(lowered_graph, backend, store, c.keys)) {
+      ZC_LOG(timing) << "graph " << c.short_hash << ": from its size template in " << total.ms()
+                     << " ms (lower " << lower_ms << " ms)";
+      return exec;
+    }
+  }
 
   t = Timer();
   codegen::CodegenResult code = codegen::codegen(lowered_graph, backend);

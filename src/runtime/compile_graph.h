@@ -10,6 +10,7 @@
 
 #include "codegen/backend.h"
 #include "ir/graph.h"
+#include "runtime/compile_keys.h"
 #include "util/hash.h"
 #include "zc/device.h"
 
@@ -63,5 +64,16 @@ void ensure_support(const Backend& backend);
 std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
                                                    cache::Cache* store = nullptr,
                                                    std::optional<Digest> hash = std::nullopt);
+
+// The lowering level: the canonical bytes of `captured` lowered for `backend`, from `store`
+// when it has them (null: no cache). `keys` are compile_keys() of the captured graph.
+std::vector<uint8_t> lowered_bytes(const ir::Graph& captured, const Backend& backend,
+                                   cache::Cache* store, const CompileKeys& keys);
+
+// The kernel level: the binary of `source`, from `store` or built by the backend (then
+// `build_ms` is set and the build counted as a compiler invocation).
+std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
+                                cache::Cache* store, const codegen::GeneratedSource& source,
+                                double* build_ms);
 
 }  // namespace zc::runtime

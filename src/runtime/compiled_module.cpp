@@ -11,6 +11,7 @@
 #include "nn/epoch.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_graph.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/hierarchical.h"
 #include "runtime/specialization_table.h"
 #include "util/log.h"
@@ -34,6 +35,7 @@ struct CompiledModule::State {
   uint64_t fingerprint = 0;
   uint64_t generation = 0;
   std::mutex capture_mu;  // one capture at a time per module: it marks shared parameters
+  runtime::DynamicShapes dynamic{Dynamic::Auto, {}};  // under capture_mu
 };
 
 namespace {
@@ -188,6 +190,12 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   }
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
+  // A dim that became dynamic with this call: code for all its sizes is made now, and this
+  // size (like every later one) then finds it in the caches.
+  std::vector<runtime::DynamicRange> dynamic = s.dynamic.on_guard_miss(x);
+  if (!dynamic.empty() && breaks == 0 && backend.serves_many_sizes()) {
+    runtime::compile_for_all_sizes(*s.module, x, dynamic, graph, backend, variants.hierarchical);
+  }
   entry->code =
       std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
   // Compiled now, for what this call needs (training or inference), so that "ready" counts it.
@@ -235,7 +243,19 @@ const CompileOptions& CompiledModule::options() const {
 CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
   if (!module) throw Error("compile: the module is null");
   runtime::check_backend(options.backend);
+  for (const DynamicDim& d : options.dynamic_dims) {
+    if (d.input != 0) {
+      throw Error("compile: dynamic_dims names input " + std::to_string(d.input) +
+                  "; a compiled module takes one input, input 0");
+    }
+    if (d.max < std::max<int64_t>(d.min, 2)) {
+      throw Error("compile: dynamic_dims for dim " + std::to_string(d.dim) + " has range [" +
+                  std::to_string(d.min) + ", " + std::to_string(d.max) +
+                  "]; a dynamic dim needs sizes of 2 or more (max >= max(min, 2))");
+    }
+  }
   auto state = std::make_shared<CompiledModule::State>();
+  state->dynamic = runtime::DynamicShapes(options.dynamic, options.dynamic_dims);
   state->module = std::move(module);
   state->options = std::move(options);
   return CompiledModule(std::move(state));

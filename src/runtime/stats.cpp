@@ -30,6 +30,8 @@ Stats stats() {
   out.parts_reused = c(Counter::parts_reused);
   out.graph_recordings = c(Counter::graph_recordings);
   out.graph_replays = c(Counter::graph_replays);
+  out.size_templates = c(Counter::size_templates);
+  out.template_hits = c(Counter::template_hits);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -62,6 +64,8 @@ std::string Stats::str() const {
      << "parts reused        " << parts_reused << "\n"
      << "CUDA graphs recorded " << graph_recordings << "\n"
      << "CUDA graph replays  " << graph_replays << "\n"
+     << "size templates      " << size_templates << "\n"
+     << "template hits       " << template_hits << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -82,6 +86,7 @@ std::string Stats::json() const {
      << ",\"regions_found\":" << regions_found << ",\"region_graphs\":" << region_graphs
      << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
      << ",\"graph_recordings\":" << graph_recordings << ",\"graph_replays\":" << graph_replays
+     << ",\"size_templates\":" << size_templates << ",\"template_hits\":" << template_hits
      << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
      << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
      << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms

@@ -22,6 +22,8 @@ enum class Counter : uint8_t {
   parts_reused,      // parts that reused one of those
   graph_recordings,  // CUDA graphs recorded
   graph_replays,     // calls that replayed one
+  size_templates,    // code made once for many sizes of a graph
+  template_hits,     // executables for a new size from such code (no compiler run)
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready

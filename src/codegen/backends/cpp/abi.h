@@ -17,6 +17,8 @@
     void* const* consts;                                                                      \
     char* arena;                                                                              \
     const struct ZcServices* svc;                                                             \
+    const int64_t* sym;    /* code for many sizes: the symbols' values of this call */        \
+    const int64_t* places; /* and each arena value's byte offset, by value id */              \
   };
 
 #define ZC_ABI_STRINGIFY(...) #__VA_ARGS__

@@ -46,7 +46,8 @@ class CppBackend final : public Backend, private SchedulePolicy {
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
     CppModule m = cpp::emit(s, plan, opt_.emit);
-    return GeneratedSource{std::move(m.source), m.generated_kernels, m.extern_ops};
+    return GeneratedSource{std::move(m.source), m.generated_kernels, m.extern_ops,
+                           std::move(m.sizes)};
   }
 
   std::vector<uint8_t> build(const GeneratedSource& source) const override {
@@ -60,16 +61,30 @@ class CppBackend final : public Backend, private SchedulePolicy {
     return binary;
   }
 
+  bool serves_many_sizes() const override { return true; }
+
   std::shared_ptr<const Executable> load(Schedule s, BufferPlan plan,
                                          std::span<const uint8_t> binary) const override {
     return make_cpp_executable(std::move(s), std::move(plan),
                                toolchain::SharedLibrary::from_bytes(binary));
   }
 
+  std::shared_ptr<const Executable> load_for_size(Schedule s, BufferPlan plan,
+                                                  std::span<const uint8_t> binary,
+                                                  std::vector<int64_t> symbols) const override {
+    return make_cpp_executable(std::move(s), std::move(plan),
+                               toolchain::SharedLibrary::from_bytes(binary), std::move(symbols));
+  }
+
  private:
   bool supports(ops::OpId op, DType) const override {
     return std::find(opt_.force_extern.begin(), opt_.force_extern.end(), op) ==
            opt_.force_extern.end();
+  }
+
+  MatmulPath matmul_path_any_size(DType dtype) const override {
+    return dtype == DType::f32 || dtype == DType::f64 ? MatmulPath::library
+                                                      : MatmulPath::extern_call;
   }
 
   MatmulPath matmul_path(const ops::MatmulShapes& d, DType dtype) const override {

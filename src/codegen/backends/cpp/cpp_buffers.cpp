@@ -25,8 +25,11 @@ std::string KernelEmitter::buffer(ValueId base) const {
       init = "const " + T + "* __restrict " + name + " = (const " + T + "*)a->consts[" + i + "];";
       break;
     case BufferKind::arena:
-      name = "ar" + i;
-      init = T + "* __restrict " + name + " = (" + T + "*)(a->arena + " + i + ");";
+      // Code for many sizes finds its arena places in a table made per size: the planner's
+      // reuse of space depends on the sizes, so the places are no polynomials of them.
+      name = s_.symbolic() ? "ar_v" + std::to_string(base) : "ar" + i;
+      init = T + "* __restrict " + name + " = (" + T + "*)(a->arena + " +
+             (s_.symbolic() ? "a->places[" + std::to_string(base) + "]" : i) + ");";
       break;
   }
   for (const auto& [n, d] : locals_) {

@@ -42,6 +42,7 @@ CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& opt
     ++m.generated_kernels;
   }
   m.source = w.str();
+  m.sizes = emitter.take_sizes();
   return m;
 }
 

@@ -26,6 +26,7 @@ struct CppModule {
   std::vector<LaunchStep> steps;  // in execution order
   int generated_kernels = 0;
   int extern_ops = 0;
+  std::vector<int64_t> sizes;  // a schedule whose sizes vary: the recorded sizes (GeneratedSource)
 };
 
 CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& options);

@@ -30,12 +30,21 @@ const ZcServices kServices{sgemm, dgemm};
 
 class CppExecutable final : public RawExecutable {
  public:
-  CppExecutable(Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> lib)
+  CppExecutable(Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> lib,
+                std::vector<int64_t> symbols)
       : schedule_(std::move(schedule)),
         plan_(std::move(plan)),
         lib_(std::move(lib)),
+        symbols_(std::move(symbols)),
         arenas_(plan_.arena_bytes) {
     const Schedule& s = schedule_;
+    if (s.symbolic()) {
+      // This size's arena places, by value id (the template's kernels look them up).
+      places_.assign(plan_.slot.size(), 0);
+      for (size_t v = 0; v < plan_.slot.size(); ++v) {
+        if (plan_.slot[v].kind == BufferKind::arena) places_[v] = plan_.slot[v].index;
+      }
+    }
     for (const LaunchStep& step : launch_steps(s)) {
       steps_.push_back(Step{
           step.symbol.empty() ? nullptr : lib_->function<int(const ZcArgs*)>(step.symbol.c_str()),
@@ -65,7 +74,8 @@ class CppExecutable final : public RawExecutable {
   int64_t scratch_bytes() const override { return plan_.arena_bytes; }
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
-    ZcArgs args{inputs, outputs, const_ptrs_.data(), scratch, &kServices};
+    ZcArgs args{inputs,     outputs,         const_ptrs_.data(), scratch,
+                &kServices, symbols_.data(), places_.data()};
     for (const Step& step : steps_) {
       if (step.fn) {
         int rc = step.fn(&args);
@@ -138,6 +148,7 @@ class CppExecutable final : public RawExecutable {
   Schedule schedule_;
   BufferPlan plan_;
   std::shared_ptr<toolchain::SharedLibrary> lib_;
+  std::vector<int64_t> symbols_, places_;  // code for many sizes (ZcArgs)
   std::vector<Step> steps_;
   std::vector<Tensor> constants_;
   std::vector<void*> const_ptrs_;
@@ -148,8 +159,10 @@ class CppExecutable final : public RawExecutable {
 }  // namespace
 
 std::shared_ptr<const Executable> make_cpp_executable(
-    Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> library) {
-  return std::make_shared<CppExecutable>(std::move(schedule), std::move(plan), std::move(library));
+    Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> library,
+    std::vector<int64_t> symbols) {
+  return std::make_shared<CppExecutable>(std::move(schedule), std::move(plan), std::move(library),
+                                         std::move(symbols));
 }
 
 }  // namespace zc::codegen::cpp

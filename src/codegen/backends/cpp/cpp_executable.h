@@ -11,9 +11,11 @@
 
 namespace zc::codegen::cpp {
 
-// `library` holds the kernels emit() wrote for this schedule and plan. Raises zc::Error when a
-// kernel's symbol is missing from it.
+// `library` holds the kernels emit() wrote for this schedule and plan, or for a size template
+// that serves this schedule's sizes (schedule.symbolic()), whose kernels then receive
+// `symbols`. Raises zc::Error when a kernel's symbol is missing from it.
 std::shared_ptr<const Executable> make_cpp_executable(
-    Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> library);
+    Schedule schedule, BufferPlan plan, std::shared_ptr<toolchain::SharedLibrary> library,
+    std::vector<int64_t> symbols = {});
 
 }  // namespace zc::codegen::cpp

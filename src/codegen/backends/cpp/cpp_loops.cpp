@@ -51,24 +51,45 @@ void KernelEmitter::emit(int32_t k, const std::string& name) {
 }
 
 KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::string& prefix,
-                                               bool parallel_ok, int* opened) {
+                                               bool parallel_ok, int* opened, bool varies) {
   Names names(shape.size(), "0");
   int loops = 0;
   for (int64_t d : shape) loops += d > 1;
-  if (parallel_ok && loops > 0 && shape_numel(shape) >= opt_.parallel_threshold) {
-    // All but the innermost loop are shared out; the innermost stays whole to vectorize.
-    w_.line(loops > 1 ? "#pragma omp parallel for collapse(" + std::to_string(loops - 1) + ")"
-                      : "#pragma omp parallel for");
+  // All but the innermost loop are shared out; the innermost stays whole to vectorize. Where
+  // the size varies, whether to share it out is asked at run time.
+  const bool large = shape_numel(shape) >= opt_.parallel_threshold;
+  if (parallel_ok && loops > 0 && (large || varies)) {
+    std::string pragma =
+        loops > 1 ? "#pragma omp parallel for collapse(" + std::to_string(loops - 1) + ")"
+                  : "#pragma omp parallel for";
+    if (varies) {
+      pragma +=
+          " if(" + num(shape_numel(shape)) + " >= " + std::to_string(opt_.parallel_threshold) + ")";
+    }
+    w_.line(pragma);
   }
   *opened = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] <= 1) continue;
     names[d] = prefix + std::to_string(d);
-    w_.open("for (int64_t " + names[d] + " = 0; " + names[d] + " < " + std::to_string(shape[d]) +
-            "; ++" + names[d] + ")");
+    w_.open("for (int64_t " + names[d] + " = 0; " + names[d] + " < " + num(shape[d]) + "; ++" +
+            names[d] + ")");
     ++*opened;
   }
   return names;
+}
+
+bool KernelEmitter::kernel_varies(const Kernel& k) const {
+  if (k.copy_from >= 0 && varies(k.copy_from)) return true;
+  for (int32_t n : k.nodes) {
+    for (ValueId o : s_.graph.nodes[n].outputs) {
+      if (varies(o)) return true;
+    }
+    for (ValueId u : s_.graph.nodes[n].inputs) {
+      if (varies(u)) return true;
+    }
+  }
+  return false;
 }
 
 void KernelEmitter::close_loops(int opened) {
@@ -78,7 +99,7 @@ void KernelEmitter::close_loops(int opened) {
 void KernelEmitter::emit_pointwise(const Kernel& k) {
   if (shape_numel(k.space) == 0) return;
   int opened = 0;
-  Names names = open_loops(k.space, "i", true, &opened);
+  Names names = open_loops(k.space, "i", true, &opened, kernel_varies(k));
   for (int32_t n : k.nodes) emit_node(n, names);
   for (ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
   close_loops(opened);
@@ -93,7 +114,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
   }
   if (shape_numel(outer) == 0) return;
   int outer_opened = 0;
-  Names row = open_loops(outer, "i", true, &outer_opened);
+  Names row = open_loops(outer, "i", true, &outer_opened, kernel_varies(k));
   // Row values are named by the kept dims only, with or without the reduced dims as 1.
   const RowIndex rows = row_index(k, row);
   auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };
@@ -170,12 +191,12 @@ void KernelEmitter::emit_copy(const Kernel& k) {
   const Shape& shape = s_.graph.meta(k.copy_from).shape;
   if (shape_numel(shape) == 0) return;
   int opened = 0;
-  Names names = open_loops(shape, "i", true, &opened);
+  Names names = open_loops(shape, "i", true, &opened, varies(k.copy_from));
   // Row-major position in the source is the position in the dense destination.
   Shape dense = contiguous_strides(shape);
   std::string lin = "0";
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (names[d] != "0") lin += " + " + names[d] + " * " + std::to_string(dense[d]);
+    if (names[d] != "0") lin += " + " + names[d] + " * " + num(dense[d]);
   }
   DType t = s_.graph.meta(k.copy_to).dtype;
   std::string dst = buffer(s_.at(k.copy_to).view.base);
@@ -193,7 +214,7 @@ void KernelEmitter::emit_concat(const Kernel& k) {
     if (shape_numel(shape) > 0) {
       w_.open("");
       int opened = 0;
-      Names names = open_loops(shape, "i", true, &opened);
+      Names names = open_loops(shape, "i", true, &opened, varies(u));
       w_.line(concat_store(out, u, names, dim, shift));
       close_loops(opened);
       w_.close();
@@ -212,9 +233,9 @@ void KernelEmitter::emit_gather(const Kernel& k) {
   Names names = open_loops(is, "i", false, &opened);
   w_.line("int64_t t = (int64_t)" + load(idx, names) + ";");
   // The eager kernel raises for a bad index; generated code reports it to the runtime.
-  w_.line("if (t < 0 || t >= " + std::to_string(ts[0]) + ") return " +
-          std::to_string(kErrIndexOutOfRange) + ";");
-  w_.open("for (int64_t d = 0; d < " + std::to_string(ts[1]) + "; ++d)");
+  w_.line("if (t < 0 || t >= " + num(ts[0]) + ") return " + std::to_string(kErrIndexOutOfRange) +
+          ";");
+  w_.open("for (int64_t d = 0; d < " + num(ts[1]) + "; ++d)");
   Names dst = names;
   dst.push_back("d");
   w_.line(store(out, dst, load(table, {"t", "d"})));

@@ -27,24 +27,26 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   bool blas = k.library && !d.a_vec && !d.b_vec && (ct_d == DType::f32 || ct_d == DType::f64) &&
               shape_numel(cs) * d.K > 0;
   // BLAS needs each operand unit-stride along one of its two matrix dims.
-  auto blas_layout = [&](ValueId v, int64_t rows, int64_t cols, std::string* trans,
-                         std::string* ld) {
+  auto blas_layout = [&](ValueId v, int64_t rows, int64_t cols, std::string* trans, int64_t* ld) {
     const Shape& st = s_.at(v).view.strides;
     int64_t rs = st[st.size() - 2], cs2 = st.back();
     if (cs2 == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
       *trans = "0";
-      *ld = std::to_string(std::max<int64_t>(rows <= 1 ? cols : rs, 1));
+      *ld = std::max<int64_t>(rows <= 1 ? cols : rs, 1);
       return true;
     }
     if (rs == 1 && (cols <= 1 || cs2 >= std::max<int64_t>(rows, 1))) {
       *trans = "1";
-      *ld = std::to_string(std::max<int64_t>(cols <= 1 ? rows : cs2, 1));
+      *ld = std::max<int64_t>(cols <= 1 ? rows : cs2, 1);
       return true;
     }
     return false;
   };
-  std::string ta, lda, tb, ldb;
+  std::string ta, tb;
+  int64_t lda = 0, ldb = 0;
   if (blas) blas = blas_layout(A, d.M, d.K, &ta, &lda) && blas_layout(B, d.K, d.N, &tb, &ldb);
+  // Code that serves many sizes keeps no size-dependent local arrays.
+  const bool any_size = varies(A) || varies(B) || varies(C);
 
   if (blas) {
     library_output_ = C;
@@ -60,7 +62,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
       for (size_t x = 0; x < bbs.size(); ++x) {
         b_shared = b_shared && (bbs[x] == 1 || s_.at(B).view.strides[x] == 0);
       }
-      bool even = ast[nb] == std::stoll(lda);
+      bool even = ast[nb] == lda;
       for (size_t x = nb; x-- > 0 && even;) even = ast[x] == ast[x + 1] * as[x + 1];
       if (b_shared && even) {
         rows = shape_numel(d.batch) * d.M;
@@ -72,14 +74,14 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     Names bn(batch.begin(), batch.begin() + nb);
     std::string gemm = ct_d == DType::f32 ? "sgemm" : "dgemm";
     auto addr = [&](ValueId v, const Names& idx) { return "&" + element_ref(v, idx); };
-    w_.line("a->svc->" + gemm + "(" + ta + ", " + tb + ", " + std::to_string(rows) + ", " +
-            std::to_string(d.N) + ", " + std::to_string(d.K) + ", " + addr(A, mi.a(bn, "0", "0")) +
-            ", " + lda + ", " + addr(B, mi.b(bn, "0", "0")) + ", " + ldb + ", " +
-            addr(C, mi.c(bn, "0", "0")) + ", " + std::to_string(d.N) + ");");
+    w_.line("a->svc->" + gemm + "(" + ta + ", " + tb + ", " + num(rows) + ", " + num(d.N) + ", " +
+            num(d.K) + ", " + addr(A, mi.a(bn, "0", "0")) + ", " + num(lda) + ", " +
+            addr(B, mi.b(bn, "0", "0")) + ", " + num(ldb) + ", " + addr(C, mi.c(bn, "0", "0")) +
+            ", " + num(d.N) + ");");
     close_loops(opened);
     if (k.nodes.size() > 1) {  // the epilogue, over the product in memory
       int eo = 0;
-      Names names = open_loops(cs, "i", true, &eo);
+      Names names = open_loops(cs, "i", true, &eo, any_size);
       for (int32_t idx : k.nodes) {
         if (idx != k.anchor) emit_node(idx, names);
       }
@@ -95,15 +97,15 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   // row-major, the order of the eager small-matrix kernel, else as dot products), then the
   // epilogue runs over the row as a separate loop, which the compiler vectorizes.
   std::string T = ct;
-  if (d.b_vec || d.N > 16384) {
+  if (d.b_vec || d.N > 16384 || any_size) {
     int opened = 0;
-    Names names = open_loops(cs, "i", true, &opened);
+    Names names = open_loops(cs, "i", true, &opened, any_size);
     Names bn(names.begin(), names.begin() + nb);
     std::string i = d.a_vec ? "0" : names[nb];
     std::string j = d.b_vec ? "0" : names[nb + (d.a_vec ? 0 : 1)];
     w_.line(T + " acc = 0;");
     w_.line("#pragma omp simd reduction(+:acc)");
-    w_.open("for (int64_t kk = 0; kk < " + std::to_string(d.K) + "; ++kk)");
+    w_.open("for (int64_t kk = 0; kk < " + num(d.K) + "; ++kk)");
     w_.line("acc += (" + T + ")" + load(A, mi.a(bn, i, "kk")) + " * (" + T + ")" +
             load(B, mi.b(bn, "kk", j)) + ";");
     w_.close();

@@ -19,6 +19,8 @@ class KernelEmitter final : private CLikeEmitter {
 
   // Writes `extern "C" int <name>(const ZcArgs* a) { ... }` for kernel k.
   void emit(int32_t k, const std::string& name);
+  // The sizes recorded so far, for a schedule whose sizes vary (size_template.h).
+  std::vector<int64_t> take_sizes() { return sizes_.take(); }
 
  private:
   void emit_pointwise(const Kernel& k);
@@ -30,9 +32,13 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_concat(const Kernel& k);
   void emit_gather(const Kernel& k);
 
-  // Loops over `shape` (size-1 dims get no loop), parallel when large; returns the index
-  // names, and how many loops were opened (close them with close_loops).
-  Names open_loops(const Shape& shape, const std::string& prefix, bool parallel_ok, int* opened);
+  // Loops over `shape` (size-1 dims get no loop), parallel when large (decided at run time
+  // when `varies`: its numel can change from call to call); returns the index names, and how
+  // many loops were opened (close them with close_loops).
+  Names open_loops(const Shape& shape, const std::string& prefix, bool parallel_ok, int* opened,
+                   bool varies = false);
+  // Whether the iteration space of k can vary: a value computed or stored by it does.
+  bool kernel_varies(const Kernel& k) const;
   void close_loops(int opened);
 
   // Each buffer a kernel touches is hoisted into a __restrict local at the top of the kernel:

@@ -1,0 +1,59 @@
+// Dynamic shapes at the level of a compiled module: which dims of its input vary, and the
+// compile that serves every size of them (docs/dynamic-shapes.md).
+//
+// A dim is dynamic when the user marked it (CompileOptions::dynamic_dims, Dynamic::All) or,
+// under Dynamic::Auto, when a guard miss shows a second size of it. Sizes 0 and 1 never count:
+// a call with one compiles for itself. Once a set of dims is dynamic, the module is traced at a
+// few sample sizes of them and a size template (runtime/size_templates.h) is made for its graph,
+// or for each distinct part of a hierarchical compile; every later size then finds its code in
+// the caches (this process's or a fresh one's) and compiles nothing.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "codegen/backend.h"
+#include "ir/graph.h"
+#include "zc/compile.h"
+
+namespace zc::runtime {
+
+struct DynamicRange {
+  int64_t dim = 0;  // non-negative
+  int64_t min = 2, max = INT64_MAX;
+};
+
+// The sizes a module has seen per kind of input, and the dims it made dynamic. Not
+// synchronized: the caller holds its capture lock.
+class DynamicShapes {
+ public:
+  DynamicShapes(Dynamic mode, std::vector<DynamicDim> marked)
+      : mode_(mode), marked_(std::move(marked)) {}
+
+  // Called on a guard miss with the call's input: records its sizes and returns the dims to
+  // make a size template for now (every dynamic dim of its kind of input, when one became
+  // dynamic with this call), or nothing. Raises zc::Error for a marked dim the input lacks.
+  std::vector<DynamicRange> on_guard_miss(const Tensor& x);
+
+ private:
+  struct Kind {
+    size_t rank;
+    DType dtype;
+    Device device;
+    std::vector<std::vector<int64_t>> seen;  // per dim, the sizes >= 2 seen
+    uint64_t dynamic = 0;                    // dims with a template made (or tried)
+  };
+  Dynamic mode_;
+  std::vector<DynamicDim> marked_;
+  std::vector<Kind> kinds_;
+};
+
+// Traces `module` at sample sizes of `dims` of `x` (the structure of the trace at `x`,
+// `captured`, kept) and makes the size templates of the traces on `backend`: of each distinct
+// part when `hierarchical`, else of the whole graph. Returns whether every one was made;
+// ZC_LOGS=recompiles says why not, and the call then compiles for its own size.
+bool compile_for_all_sizes(nn::Module& module, const Tensor& x,
+                           const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+                           const codegen::Backend& backend, bool hierarchical);
+
+}  // namespace zc::runtime

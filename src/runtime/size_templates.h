@@ -1,0 +1,43 @@
+// Size templates in the compile path: code generated and built once for many sizes of one
+// graph (codegen/size_template.h), stored in the caches beside the graph level, and found for
+// a new size by the graph's structure hash.
+//
+// make_size_template() is given one captured graph at several sizes (the samples a compiled
+// module traces when a dimension becomes dynamic). It lowers each, finds the dims that vary,
+// names the graph's symbols after the inputs' varying dims, generates each sample with those
+// dims varying, fits the recorded sizes to polynomials, builds the source once and stores the
+// template under the lowered graph's structure hash.
+//
+// executable_from_template() is asked by build_executable for every lowered graph of a backend
+// that serves many sizes, before anything is generated for it alone. It generates the graph
+// with the template's varying dims (which compiles nothing) and accepts the template only when
+// the text is the template's and every recorded size is its polynomial's value at this
+// graph's symbols: the code then does exactly what code generated for this size alone would.
+// Every relation the code relies on (two sizes equal, a size in a range, a branch taken) is
+// checked that way; a graph the template does not serve is compiled for its own size.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "cache/cache.h"
+#include "codegen/backend.h"
+#include "ir/graph.h"
+#include "runtime/compile_keys.h"
+
+namespace zc::runtime {
+
+// `family`: captured graphs with equal structure hashes after lowering, one per sample; two or
+// more sizes of each varying dim beyond a fit's degree (size_poly.h). Returns whether a
+// template was made (ZC_LOGS=recompiles says why not). Builds through the kernel level of
+// `store` (null: no cache, and the template is kept nowhere).
+bool make_size_template(std::span<const ir::Graph> family, const codegen::Backend& backend,
+                        cache::Cache* store);
+
+// The executable of `lowered` (canonically numbered) from its stored template, or null.
+std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
+                                                                    const codegen::Backend& backend,
+                                                                    cache::Cache* store,
+                                                                    const CompileKeys& keys);
+
+}  // namespace zc::runtime

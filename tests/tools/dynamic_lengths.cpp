@@ -1,0 +1,78 @@
+// Calls one compiled gpt-small with several sequence lengths in a fresh process and reports,
+// per call, how many times the system compiler ran and how far the output is from eager: what
+// the dynamic-shape tests count.
+//
+//   dynamic_lengths [--dynamic auto|static|marked] [--layers N] [--batch B] [--steady R]
+//                   LENGTH...
+//
+// Prints one line per call, "call <length> compiler_runs <n> template_hits <n> max_diff <d>
+// ms <first-call ms>" (with --steady, "steady_ms <median of R more calls>" added), then
+// "compiler <json>"; or "error: <message>" and exits with 3.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "zc/zc.h"
+
+int main(int argc, char** argv) {
+  zc::NoGradGuard no_grad;
+  std::string dynamic = "auto";
+  int64_t layers = 2, batch = 2, steady = 0;
+  std::vector<int64_t> lengths;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--dynamic" && i + 1 < argc) {
+      dynamic = argv[++i];
+    } else if (a == "--layers" && i + 1 < argc) {
+      layers = std::stoll(argv[++i]);
+    } else if (a == "--steady" && i + 1 < argc) {
+      steady = std::stoll(argv[++i]);
+    } else if (a == "--batch" && i + 1 < argc) {
+      batch = std::stoll(argv[++i]);
+    } else {
+      lengths.push_back(std::stoll(a));
+    }
+  }
+  try {
+    zc::manual_seed(0);
+    auto model = zc::models::gpt(zc::models::gpt_small_config(layers));
+    zc::CompileOptions options;
+    if (dynamic == "static") options.dynamic = zc::Dynamic::Static;
+    if (dynamic == "marked") options.dynamic_dims = {{.input = 0, .dim = 1, .min = 2, .max = 128}};
+    zc::CompiledModule fast = zc::compile(model, options);
+    for (int64_t t : lengths) {
+      zc::Tensor tokens = zc::randint(0, 1024, {batch, t});
+      auto before = zc::compiler::stats();
+      auto t0 = std::chrono::steady_clock::now();
+      zc::Tensor y = fast(tokens);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      auto after = zc::compiler::stats();
+      double diff = zc::max(zc::abs(y - (*model)(tokens))).item<double>();
+      std::printf("call %lld compiler_runs %lld template_hits %lld max_diff %.3g ms %.3f",
+                  static_cast<long long>(t),
+                  static_cast<long long>(after.compiler_invocations - before.compiler_invocations),
+                  static_cast<long long>(after.template_hits - before.template_hits), diff, ms);
+      if (steady > 0) {
+        std::vector<double> times;
+        for (int64_t r = 0; r < steady; ++r) {
+          auto s0 = std::chrono::steady_clock::now();
+          fast(tokens);
+          times.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0)
+                  .count());
+        }
+        std::sort(times.begin(), times.end());
+        std::printf(" steady_ms %.4f", times[times.size() / 2]);
+      }
+      std::printf("\n");
+    }
+    std::printf("compiler %s\n", zc::compiler::stats().json().c_str());
+    return 0;
+  } catch (const zc::Error& e) {
+    std::printf("error: %s\n", e.what());
+    return 3;
+  }
+}

@@ -1,0 +1,242 @@
+// Dynamic shapes: sizes as polynomials, code made once for many sizes, and the compiled
+// module's automatic and marked dynamic dims.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "codegen/size_poly.h"
+#include "codegen/size_template.h"
+#include "unit/run_model.h"
+#include "unit/test_support.h"
+#include "util/bytes.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+using codegen::fit_sizes;
+using codegen::SizePoly;
+
+std::vector<std::vector<int64_t>> one_symbol(std::initializer_list<int64_t> sizes) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t s : sizes) out.push_back({s});
+  return out;
+}
+
+TEST(SizePoly, FitsShapeArithmeticInOneSymbol) {
+  auto points = one_symbol({32, 31, 33, 30, 34});
+  std::vector<std::vector<int64_t>> values;
+  for (const auto& p : points) {
+    int64_t t = p[0];
+    values.push_back({7, 256 * t, 16 * t * t + 3, 2 * t * t * t - t});
+  }
+  std::string why;
+  auto polys = fit_sizes(points, values, &why);
+  ASSERT_TRUE(polys) << why;
+  EXPECT_EQ((*polys)[0].str(), "7");
+  EXPECT_EQ((*polys)[1].str(), "256*s0");
+  EXPECT_EQ((*polys)[2].str(), "3 + 16*s0*s0");
+  EXPECT_EQ((*polys)[3].eval(std::vector<int64_t>{1000}), 2 * 1000LL * 1000 * 1000 - 1000);
+  EXPECT_EQ((*polys)[1].c_expr("a->sym"), "(256*a->sym[0])");
+  EXPECT_EQ((*polys)[0].c_expr("a->sym"), "7");
+}
+
+TEST(SizePoly, FitsProductsOfTwoSymbolsOnAGrid) {
+  std::vector<std::vector<int64_t>> points, values;
+  const int64_t bs[] = {4, 3, 5, 6}, ts[] = {32, 31, 33, 34};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) points.push_back({bs[i], ts[j]});
+  }
+  points.push_back({bs[3], ts[3]});  // the check
+  for (const auto& p : points) values.push_back({p[0] * p[1] * 64, p[1] * p[1] + p[0]});
+  std::string why;
+  auto polys = fit_sizes(points, values, &why);
+  ASSERT_TRUE(polys) << why;
+  EXPECT_EQ((*polys)[0].eval(std::vector<int64_t>{8, 100}), 8 * 100 * 64);
+  EXPECT_EQ((*polys)[1].eval(std::vector<int64_t>{8, 100}), 100 * 100 + 8);
+}
+
+TEST(SizePoly, RefusesWhatIsNoPolynomial) {
+  std::string why;
+  // A rounding to a multiple of 16 is no polynomial.
+  auto points = one_symbol({97, 113, 120, 130, 141});
+  std::vector<std::vector<int64_t>> round;
+  for (const auto& p : points) round.push_back({(p[0] + 15) / 16 * 16});
+  EXPECT_FALSE(fit_sizes(points, round, &why));
+  EXPECT_TRUE(test::contains(why, "polynomial")) << why;
+  // Rounding at sizes that all round alike looks constant, and the check says otherwise.
+  auto alike = one_symbol({97, 98, 99, 100, 113});
+  std::vector<std::vector<int64_t>> round2;
+  for (const auto& p : alike) round2.push_back({(p[0] + 15) / 16 * 16});
+  EXPECT_FALSE(fit_sizes(alike, round2, &why));
+  EXPECT_TRUE(test::contains(why, "no polynomial of degree")) << why;
+  // t / 2 at even sizes is a polynomial, but not with integer coefficients.
+  auto even = one_symbol({2, 4, 6, 8, 10});
+  std::vector<std::vector<int64_t>> half;
+  for (const auto& p : even) half.push_back({p[0] / 2});
+  EXPECT_FALSE(fit_sizes(even, half, &why));
+  EXPECT_TRUE(test::contains(why, "integer coefficients")) << why;
+  // Two sizes cannot both fit and check.
+  EXPECT_FALSE(fit_sizes(one_symbol({8, 9}), std::vector<std::vector<int64_t>>{{8}, {9}}, &why));
+  EXPECT_TRUE(test::contains(why, "a fit needs 3 or more")) << why;
+}
+
+TEST(SizePoly, RoundTripsThroughBytes) {
+  auto points = one_symbol({5, 6, 7, 8, 9});
+  std::vector<std::vector<int64_t>> values;
+  for (const auto& p : points) values.push_back({3 * p[0] * p[0] - 2});
+  std::string why;
+  auto polys = fit_sizes(points, values, &why);
+  ASSERT_TRUE(polys) << why;
+  ByteWriter w;
+  (*polys)[0].write(w);
+  std::vector<uint8_t> bytes = w.take();
+  ByteReader r(bytes, "test");
+  EXPECT_EQ(SizePoly::read(r), (*polys)[0]);
+}
+
+TEST(SizeTemplate, MarkersBecomeTheirPolynomials) {
+  codegen::SizeRecorder rec(true);
+  std::string a = rec(64), b = rec(5);
+  // Built in the other order, as argument evaluation may do: markers carry their numbers.
+  std::string text = "x[" + b + "] = y[" + a + "];";
+  std::vector<SizePoly> polys{SizePoly::constant(64), SizePoly{{SizePoly::Term{{1}, 1}}}};
+  EXPECT_EQ(codegen::instantiate_sizes(text, polys, "s"), "x[(s[0])] = y[64];");
+  EXPECT_EQ(rec.values(), (std::vector<int64_t>{64, 5}));
+  codegen::SizeRecorder plain(false);
+  EXPECT_EQ(plain(64), "64");
+  EXPECT_TRUE(test::contains(test::error_message([&] {
+                               codegen::instantiate_sizes(text, {polys.data(), 1}, "s");
+                             }),
+                             "names size 1 of 1"));
+}
+
+// Layer norm, softmax over the dynamic dim, a product with it, a reduction over it and a
+// reshape through it: what symbolic code must get right at every size.
+struct Mixer : nn::Module {
+  std::shared_ptr<nn::Linear> lin = register_module("lin", std::make_shared<nn::Linear>(8, 8));
+  std::shared_ptr<nn::LayerNorm> ln = register_module("ln", std::make_shared<nn::LayerNorm>(8));
+  Tensor forward(const Tensor& x) override {
+    Tensor h = gelu((*lin)((*ln)(x)));                          // [n, 8]
+    Tensor scores = softmax(matmul(h, h.transpose(0, 1)), -1);  // [n, n]
+    Tensor mixed = matmul(scores, h) + h;                       // [n, 8]
+    Tensor flat = mixed.reshape({-1});
+    return flat.reshape({x.size(0), 8}) * sum(x, {0}, true);
+  }
+};
+
+TEST(DynamicShapes, SymbolicCodeEqualsStaticCodeAtEverySize) {
+  manual_seed(1);
+  auto model = std::make_shared<Mixer>();
+  CompileOptions dyn;
+  dyn.dynamic_dims = {{.input = 0, .dim = 0}};
+  CompileOptions fixed;
+  fixed.dynamic = Dynamic::Static;
+  CompiledModule a = compile(model, dyn), b = compile(model, fixed);
+  NoGradGuard no_grad;
+  for (int64_t n : {16, 1, 2, 3, 7, 8, 9, 127, 128, 1000}) {
+    Tensor x = randn({n, 8});
+    Tensor ys = a(x), yf = b(x), ye = (*model)(x);
+    EXPECT_TRUE(allclose(ys, yf, 1e-5, 1e-5)) << "size " << n;
+    EXPECT_TRUE(allclose(ys, ye, 1e-4, 1e-5)) << "size " << n;
+  }
+}
+
+// Takes another branch for small inputs: a relation (size > 8) the code relies on.
+struct Branchy : nn::Module {
+  Tensor forward(const Tensor& x) override {
+    return x.size(0) > 8 ? relu(x) * 2.0 : sigmoid(x) + sum(x, {0}, true);
+  }
+};
+
+TEST(DynamicShapes, ABrokenRelationCompilesAnewAndStaysCorrect) {
+  auto model = std::make_shared<Branchy>();
+  CompileOptions o;
+  o.dynamic_dims = {{.input = 0, .dim = 0}};
+  CompiledModule fast = compile(model, o);
+  NoGradGuard no_grad;
+  for (int64_t n : {20, 30, 4, 5, 12}) {
+    Tensor x = randn({n, 3});
+    EXPECT_TRUE(allclose(fast(x), (*model)(x), 1e-5, 1e-6)) << "size " << n;
+  }
+  // Another rank compiles as before.
+  Tensor x3 = randn({10, 3, 2});
+  EXPECT_TRUE(allclose(fast(x3), (*model)(x3), 1e-5, 1e-6));
+}
+
+TEST(DynamicShapes, BadMarksAreErrors) {
+  auto model = std::make_shared<Branchy>();
+  CompileOptions o;
+  o.dynamic_dims = {{.input = 1, .dim = 0}};
+  EXPECT_TRUE(test::contains(test::error_message([&] { compile(model, o); }), "takes one input"));
+  o.dynamic_dims = {{.input = 0, .dim = 0, .min = 10, .max = 4}};
+  EXPECT_TRUE(test::contains(test::error_message([&] { compile(model, o); }), "range [10, 4]"));
+  o.dynamic_dims = {{.input = 0, .dim = 5}};
+  CompiledModule fast = compile(model, o);
+  EXPECT_TRUE(test::contains(test::error_message([&] {
+                               fast(randn({4, 3}));
+                             }),
+                             "marks dim 5 of an input of rank 2"));
+}
+
+// The per-call lines of tests/tools/dynamic_lengths: compiler runs and max_diff, in order.
+struct Calls {
+  std::vector<int> compiler_runs;
+  std::vector<double> max_diff;
+};
+Calls calls(const test::ProcessRun& r) {
+  Calls c;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream w(line);
+    std::string word, len, k1, k2, k3;
+    int runs = 0, hits = 0;
+    double diff = 0;
+    if (!(w >> word) || word != "call") continue;
+    w >> len >> k1 >> runs >> k2 >> hits >> k3 >> diff;
+    c.compiler_runs.push_back(runs);
+    c.max_diff.push_back(diff);
+  }
+  return c;
+}
+
+const char* kLengths = " 16 32 24 40 64 100 77 120";
+
+TEST(DynamicShapes, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) {
+  const std::string dir = test::test_dir("dynamic");
+  for (const std::string mode : {"auto", "marked", "static"}) {
+    test::ProcessRun r = test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir + "/" + mode,
+                                        "--dynamic " + mode + kLengths);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    Calls c = calls(r);
+    ASSERT_EQ(c.compiler_runs.size(), 8u) << r.out;
+    int compiling_calls = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      compiling_calls += c.compiler_runs[i] > 0;
+      EXPECT_LT(c.max_diff[i], 1e-4) << mode << " call " << i << "\n" << r.out;
+    }
+    if (mode == "auto") {
+      EXPECT_EQ(compiling_calls, 2) << r.out;
+      EXPECT_GT(c.compiler_runs[0], 0);
+      EXPECT_GT(c.compiler_runs[1], 0);
+    } else if (mode == "marked") {
+      EXPECT_EQ(compiling_calls, 1) << r.out;
+      EXPECT_GT(c.compiler_runs[0], 0);
+    } else {
+      EXPECT_EQ(compiling_calls, 8) << r.out;
+    }
+  }
+  // A fresh process with the automatic run's cache, at lengths it never saw: no compiler run.
+  test::ProcessRun warm =
+      test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir + "/auto", "--dynamic auto 50 90 3");
+  ASSERT_EQ(warm.rc, 0) << warm.out;
+  Calls c = calls(warm);
+  ASSERT_EQ(c.compiler_runs.size(), 3u) << warm.out;
+  EXPECT_EQ(c.compiler_runs[0], 0) << warm.out;
+  EXPECT_EQ(c.compiler_runs[1], 0) << warm.out;
+  for (double d : c.max_diff) EXPECT_LT(d, 1e-4);
+}
+
+}  // namespace
+}  // namespace zc
