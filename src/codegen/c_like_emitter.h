@@ -34,7 +34,7 @@ class CLikeEmitter {
   // Every integer derived from sizes is printed through num(): the number for code of one
   // size, a recorded marker for a size template (size_template.h).
   std::string num(int64_t n) const { return sizes_(n); }
-  // Whether the numel of `shape`, the shape of value v or of a part of it, can vary.
+  // Whether any dim of value v varies between the sizes the code serves (Schedule::varying).
   bool varies(ir::ValueId v) const { return s_.varies(v); }
 
   // The name, inside the kernel being written, of a pointer to the first element of the buffer

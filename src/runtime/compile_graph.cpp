@@ -82,8 +82,8 @@ std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
 }
 
 std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
-                                                   cache::Cache* store,
-                                                   std::optional<Digest> hash) {
+                                                   cache::Cache* store, std::optional<Digest> hash,
+                                                   bool size_templates) {
   std::string why = backend.unavailable_reason();
   if (!why.empty()) throw Error(why);
   const std::string graph_hex = hex(hash ? *hash : ir::graph_hash(g));
@@ -126,7 +126,7 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   // Code made once for many sizes of this graph serves it when it verifies for these sizes:
   // no compiler runs. Such executables are not stored at the graph level (each size would
   // store a copy of the shared binary); a later process lowers again and finds the template.
-  if (backend.serves_many_sizes()) {
+  if (size_templates && backend.serves_many_sizes()) {
     if (auto exec = executable_from_template(lowered_graph, backend, store, c.keys)) {
       ZC_LOG(timing) << "graph " << c.short_hash << ": from its size template in " << total.ms()
                      << " ms (lower " << lower_ms << " ms)";
@@ -258,17 +258,21 @@ const Backend& resolve_backend(const std::string& requested, Device device) {
 }
 
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
-                                                std::optional<Digest> hash) {
+                                                std::optional<Digest> hash, bool size_templates) {
   Digest h = hash ? *hash : ir::graph_hash(g);
-  std::string key = hex(h) + ":" + std::string(backend.name());
+  // Code for this size only, or possibly a template's: they differ (in the last bits, and in
+  // speed), so they are two entries.
+  std::string key =
+      hex(h) + ":" + std::string(backend.name()) + (size_templates ? ":any-size" : "");
   std::string short_hash = hex(h).substr(0, 16);
   return code_cache_get(key, [&]() -> std::shared_ptr<const Executable> {
     Timer t;
     ir::verify(g);
     ZC_LOG(graph) << "captured graph " << short_hash << ":\n" << ir::print(g);
     std::shared_ptr<const Executable> exec =
-        backend.interprets() ? backend.interpret(g)
-                             : build_executable(g, backend, &cache::process_cache(), h);
+        backend.interprets()
+            ? backend.interpret(g)
+            : build_executable(g, backend, &cache::process_cache(), h, size_templates);
     zc::stats::add_time(zc::stats::Stage::compile, t.ms());
     ZC_LOG(timing) << "compile " << short_hash << " (" << backend.name() << "): " << t.ms()
                    << " ms";

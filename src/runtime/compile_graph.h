@@ -47,9 +47,11 @@ std::future<void> prefetch_remote(const Backend& backend);
 
 // The executable for `g` on `backend`, from the in-process code cache or made through
 // build_executable with the process cache. `hash`, when the caller already has it, must be
-// ir::graph_hash(g): it saves hashing again.
+// ir::graph_hash(g): it saves hashing again. `size_templates`: code made once for many sizes
+// (runtime/size_templates.h) may serve it; false for a module compiled with Dynamic::Static.
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
-                                                std::optional<Digest> hash = std::nullopt);
+                                                std::optional<Digest> hash = std::nullopt,
+                                                bool size_templates = false);
 
 // Builds and loads the backend's support kernels (Backend::support_source) once per process,
 // through the kernel level of the process cache, before their first use (Backend::dense_copy);
@@ -60,10 +62,11 @@ void ensure_support(const Backend& backend);
 // Lowering, code generation, building and loading for a code-generating backend, through the
 // cache levels of `store` (graph, lowering, kernel; null: no cache at all). Raises zc::Error
 // when the backend's toolchain rejects the generated source (with its diagnostics) or is
-// missing. `hash` as for compile_graph.
+// missing. `hash` and `size_templates` as for compile_graph.
 std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
                                                    cache::Cache* store = nullptr,
-                                                   std::optional<Digest> hash = std::nullopt);
+                                                   std::optional<Digest> hash = std::nullopt,
+                                                   bool size_templates = false);
 
 // The lowering level: the canonical bytes of `captured` lowered for `backend`, from `store`
 // when it has them (null: no cache). `keys` are compile_keys() of the captured graph.

@@ -163,13 +163,8 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   zc::stats::add_time(zc::stats::Stage::capture, capture_ms);
   zc::stats::add(zc::stats::Counter::graphs_captured);
   if (breaks) zc::stats::add(zc::stats::Counter::graph_breaks, breaks);
-  if (had_entries && !s.retrace_always) {
-    zc::stats::add(zc::stats::Counter::recompiles);
-    ZC_LOG(recompiles) << s.module->type_name() << ": recompiling for input "
-                       << shape_str(x.shape()) << " " << dtype_name(x.dtype())
-                       << (x.is_contiguous() ? "" : " (non-contiguous)")
-                       << ": no compiled graph matches its guards";
-  }
+  const bool recapture = had_entries && !s.retrace_always;
+  if (recapture) zc::stats::add(zc::stats::Counter::recompiles);
   ZC_LOG(timing) << "capture " << s.module->type_name() << ": " << capture_ms << " ms, "
                  << graph.nodes.size() << " nodes, " << breaks << " graph breaks";
 
@@ -183,6 +178,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
       s.options.regions == Regions::Auto && !backend.interprets() && breaks == 0;
   variants.replay = s.options.cuda_graphs && breaks == 0;  // a broken trace re-traces
   variants.whole = breaks == 0;
+  variants.size_templates = s.options.dynamic != Dynamic::Static;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
     variants.per_call.push_back(bindings[i].kind == ir::InputKind::user);
@@ -191,16 +187,29 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
   // A dim that became dynamic with this call: code for all its sizes is made now, and this
-  // size (like every later one) then finds it in the caches.
-  std::vector<runtime::DynamicRange> dynamic = s.dynamic.on_guard_miss(x);
-  if (!dynamic.empty() && breaks == 0 && backend.serves_many_sizes()) {
-    runtime::compile_for_all_sizes(*s.module, x, dynamic, graph, backend, variants.hierarchical);
+  // size (like every later one) then finds it in the caches. Templates serve inference graphs;
+  // a training call leaves the dim to the next inference call.
+  const std::vector<bool> wanted = wanted_gradients(*entry, x);
+  const int64_t compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
+  runtime::GuardMiss miss =
+      s.dynamic.on_guard_miss(x, breaks == 0 && backend.serves_many_sizes() && wanted.empty());
+  if (!miss.dynamic.empty()) {
+    runtime::compile_for_all_sizes(*s.module, x, miss.dynamic, graph, backend,
+                                   variants.hierarchical);
   }
   entry->code =
       std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
   // Compiled now, for what this call needs (training or inference), so that "ready" counts it.
-  const std::vector<bool> wanted = wanted_gradients(*entry, x);
   prepare(*entry, wanted);
+  if (recapture) {
+    // The process-wide count: exact unless other modules compile at the same time.
+    const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;
+    ZC_LOG(recompiles) << s.module->type_name() << ": input " << shape_str(x.shape()) << " "
+                       << dtype_name(x.dtype()) << (x.is_contiguous() ? "" : " (non-contiguous)")
+                       << " matched no compiled graph's guards (" << miss.changed << "): "
+                       << (ran == 0 ? "served by the caches and size templates, no compiler run"
+                                    : std::to_string(ran) + " compiler run(s)");
+  }
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
   Tensor out = run_entry(*entry, x, wanted, *s.module);
   {

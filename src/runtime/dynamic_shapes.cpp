@@ -16,22 +16,15 @@
 
 namespace zc::runtime {
 
-std::vector<DynamicRange> DynamicShapes::on_guard_miss(const Tensor& x) {
-  if (mode_ == Dynamic::Static) return {};
+DynamicShapes::Kind DynamicShapes::make_kind(const Tensor& x) const {
   const size_t rank = x.shape().size();
-  auto it = std::find_if(kinds_.begin(), kinds_.end(), [&](const Kind& k) {
-    return k.rank == rank && k.dtype == x.dtype() && k.device == x.device();
-  });
-  if (it == kinds_.end()) {
-    kinds_.push_back(Kind{rank, x.dtype(), x.device(), std::vector<std::vector<int64_t>>(rank)});
-    it = kinds_.end() - 1;
-  }
-  Kind& kind = *it;
-  // What may be dynamic, and in which range: every dim under All, the marked ones, and under
-  // Auto any dim once it shows a second size.
-  std::vector<DynamicRange> ranges(rank);
-  std::vector<bool> eligible(rank, mode_ == Dynamic::All);
-  for (size_t d = 0; d < rank; ++d) ranges[d].dim = static_cast<int64_t>(d);
+  Kind kind{rank,
+            x.dtype(),
+            x.device(),
+            std::vector<DynamicRange>(rank),
+            std::vector<bool>(rank, mode_ == Dynamic::All),
+            std::vector<std::vector<int64_t>>(rank)};
+  for (size_t d = 0; d < rank; ++d) kind.ranges[d].dim = static_cast<int64_t>(d);
   for (const DynamicDim& m : marked_) {
     if (m.input != 0) continue;  // a compiled module takes one input
     int64_t d = m.dim < 0 ? m.dim + static_cast<int64_t>(rank) : m.dim;
@@ -40,29 +33,55 @@ std::vector<DynamicRange> DynamicShapes::on_guard_miss(const Tensor& x) {
                   " of an input of rank " + std::to_string(rank) + " (" + shape_str(x.shape()) +
                   "); mark a dim in [-rank, rank)");
     }
-    eligible[d] = true;
-    ranges[d].min = std::max<int64_t>(m.min, 2);
-    ranges[d].max = m.max;
+    kind.eligible[d] = true;
+    kind.ranges[d].min = std::max<int64_t>(m.min, 2);
+    kind.ranges[d].max = m.max;
   }
+  return kind;
+}
+
+GuardMiss DynamicShapes::on_guard_miss(const Tensor& x, bool can_template) {
+  const size_t rank = x.shape().size();
+  auto it = std::find_if(kinds_.begin(), kinds_.end(), [&](const Kind& k) {
+    return k.rank == rank && k.dtype == x.dtype() && k.device == x.device();
+  });
+  GuardMiss miss;
+  if (it == kinds_.end()) {
+    kinds_.push_back(make_kind(x));  // validates the marks against this rank first
+    it = kinds_.end() - 1;
+    miss.changed = "a new kind of input";
+  }
+  Kind& kind = *it;
+  // What may be dynamic: the eligible dims, and under Auto any dim once it shows a second size.
   uint64_t now = 0;
   for (size_t d = 0; d < rank; ++d) {
     const int64_t size = x.shape()[d];
     if (size < 2) continue;  // 0 and 1 are specialized
     std::vector<int64_t>& seen = kind.seen[d];
-    const bool second = !seen.empty() && std::find(seen.begin(), seen.end(), size) == seen.end();
-    if (std::find(seen.begin(), seen.end(), size) == seen.end()) seen.push_back(size);
-    const bool in_range = size >= ranges[d].min && size <= ranges[d].max;
-    if (in_range && (eligible[d] || (mode_ == Dynamic::Auto && second))) now |= uint64_t{1} << d;
+    if (std::find(seen.begin(), seen.end(), size) != seen.end()) continue;
+    const bool second = !seen.empty();
+    if (second) {
+      std::string before;
+      for (int64_t v : seen) before += (before.empty() ? "" : ", ") + std::to_string(v);
+      miss.changed +=
+          (miss.changed.empty() ? "" : "; ") +
+          ("dim " + std::to_string(d) + " = " + std::to_string(size) + " (seen " + before + ")");
+    }
+    seen.push_back(size);
+    const bool in_range = size >= kind.ranges[d].min && size <= kind.ranges[d].max;
+    if (in_range && (kind.eligible[d] || (mode_ == Dynamic::Auto && second))) {
+      now |= uint64_t{1} << d;
+    }
   }
+  if (miss.changed.empty()) miss.changed = "a size 0 or 1, or another layout";
   // A template is made when a dim joins the dynamic set; the set then holds every dynamic dim
   // of this kind of input that this size can join.
-  if ((now & ~kind.dynamic) == 0) return {};
+  if (mode_ == Dynamic::Static || !can_template || (now & ~kind.dynamic) == 0) return miss;
   kind.dynamic |= now;
-  std::vector<DynamicRange> out;
   for (size_t d = 0; d < rank; ++d) {
-    if (kind.dynamic >> d & 1 && x.shape()[d] >= 2) out.push_back(ranges[d]);
+    if (kind.dynamic >> d & 1 && x.shape()[d] >= 2) miss.dynamic.push_back(kind.ranges[d]);
   }
-  return out;
+  return miss;
 }
 
 namespace {

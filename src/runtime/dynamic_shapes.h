@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "codegen/backend.h"
@@ -23,6 +24,16 @@ struct DynamicRange {
   int64_t min = 2, max = INT64_MAX;
 };
 
+// What a guard miss changed, and what to do about it.
+struct GuardMiss {
+  // The dims to make a size template for now: every dynamic dim of this kind of input, when
+  // one became dynamic with this call; else empty.
+  std::vector<DynamicRange> dynamic;
+  // For ZC_LOGS=recompiles: the dims whose size is new, with the sizes seen before
+  // ("dim 1 = 24 (seen 16, 32)"), or "a new kind of input".
+  std::string changed;
+};
+
 // The sizes a module has seen per kind of input, and the dims it made dynamic. Not
 // synchronized: the caller holds its capture lock.
 class DynamicShapes {
@@ -30,19 +41,24 @@ class DynamicShapes {
   DynamicShapes(Dynamic mode, std::vector<DynamicDim> marked)
       : mode_(mode), marked_(std::move(marked)) {}
 
-  // Called on a guard miss with the call's input: records its sizes and returns the dims to
-  // make a size template for now (every dynamic dim of its kind of input, when one became
-  // dynamic with this call), or nothing. Raises zc::Error for a marked dim the input lacks.
-  std::vector<DynamicRange> on_guard_miss(const Tensor& x);
+  // Called on a guard miss with the call's input: records its sizes. A dim joins the dynamic
+  // set only when `can_template` (the caller will make templates now: an inference call on a
+  // backend that serves many sizes); otherwise it stays eligible for a later call. Raises
+  // zc::Error for a marked dim the input lacks.
+  GuardMiss on_guard_miss(const Tensor& x, bool can_template);
 
  private:
   struct Kind {
     size_t rank;
     DType dtype;
     Device device;
+    std::vector<DynamicRange> ranges;        // per dim: its range, from the marks
+    std::vector<bool> eligible;              // per dim: marked, or every dim under All
     std::vector<std::vector<int64_t>> seen;  // per dim, the sizes >= 2 seen
     uint64_t dynamic = 0;                    // dims with a template made (or tried)
   };
+  Kind make_kind(const Tensor& x) const;
+
   Dynamic mode_;
   std::vector<DynamicDim> marked_;
   std::vector<Kind> kinds_;

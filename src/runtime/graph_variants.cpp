@@ -20,8 +20,9 @@ GraphVariants::GraphVariants(ir::Graph graph, const codegen::Backend& backend, O
 
 std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Graph& g,
                                                                   bool replay) const {
-  auto exec =
-      options_.hierarchical ? compile_hierarchical(g, backend_) : compile_graph(g, backend_);
+  const bool any = options_.size_templates;
+  auto exec = options_.hierarchical ? compile_hierarchical(g, backend_, RegionRule{}, any)
+                                    : compile_graph(g, backend_, std::nullopt, any);
   if (replay && options_.replay) exec = backend_.replayable(std::move(exec), options_.per_call);
   return exec;
 }

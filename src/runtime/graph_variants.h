@@ -40,6 +40,8 @@ class GraphVariants {
     std::vector<bool> per_call;
     // A whole traced graph: it can be differentiated. False for a graph break's last segment.
     bool whole = true;
+    // Code made once for many sizes may serve it (compile_graph); not under Dynamic::Static.
+    bool size_templates = false;
   };
   GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options);
 

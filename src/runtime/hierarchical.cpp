@@ -173,9 +173,10 @@ class HierarchicalExecutable final : public RawExecutable {
 }  // namespace
 
 std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const Backend& backend,
-                                                       const RegionRule& rule) {
+                                                       const RegionRule& rule,
+                                                       bool size_templates) {
   RegionPlan plan = plan_regions(g, rule);
-  if (plan.outlined_calls == 0) return compile_graph(g, backend);
+  if (plan.outlined_calls == 0) return compile_graph(g, backend, std::nullopt, size_templates);
   std::map<ir::ValueId, int32_t> input_of;
   for (size_t i = 0; i < g.inputs.size(); ++i)
     input_of[g.inputs[i].value] = static_cast<int32_t>(i);
@@ -197,8 +198,8 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
     ++compiled;
     const ir::Graph* part_graph = &gp.sub.graph;
     const Digest hash = gp.hash;
-    by_hash[gp.hash] = std::async(std::launch::async, [part_graph, hash, &backend] {
-                         return compile_graph(*part_graph, backend, hash);
+    by_hash[gp.hash] = std::async(std::launch::async, [part_graph, hash, &backend, size_templates] {
+                         return compile_graph(*part_graph, backend, hash, size_templates);
                        }).share();
   }
   std::vector<Part> parts;

@@ -14,9 +14,10 @@ namespace zc::runtime {
 
 // Plans the regions of `g`, compiles each distinct part once (through compile_graph and its
 // caches) and returns an executable that runs the parts in order; the whole graph compiled
-// as one when no region repeats.
+// as one when no region repeats. `size_templates` as for compile_graph.
 std::shared_ptr<const codegen::Executable> compile_hierarchical(const ir::Graph& g,
                                                                 const codegen::Backend& backend,
-                                                                const RegionRule& rule = {});
+                                                                const RegionRule& rule = {},
+                                                                bool size_templates = false);
 
 }  // namespace zc::runtime

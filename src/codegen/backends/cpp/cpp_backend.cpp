@@ -7,6 +7,7 @@
 #include "codegen/backends/cpp/cpp_executable.h"
 #include "toolchain/compiler.h"
 #include "toolchain/target.h"
+#include "util/hash.h"
 
 namespace zc::codegen::cpp {
 
@@ -72,8 +73,8 @@ class CppBackend final : public Backend, private SchedulePolicy {
   std::shared_ptr<const Executable> load_for_size(Schedule s, BufferPlan plan,
                                                   std::span<const uint8_t> binary,
                                                   std::vector<int64_t> symbols) const override {
-    return make_cpp_executable(std::move(s), std::move(plan),
-                               toolchain::SharedLibrary::from_bytes(binary), std::move(symbols));
+    return make_cpp_executable(std::move(s), std::move(plan), shared_library(binary),
+                               std::move(symbols));
   }
 
  private:
@@ -95,7 +96,23 @@ class CppBackend final : public Backend, private SchedulePolicy {
                                                       : MatmulPath::extern_call;
   }
 
+  // A size template's binary serves every size: the executables of its sizes share one
+  // loaded copy while any of them lives.
+  std::shared_ptr<toolchain::SharedLibrary> shared_library(std::span<const uint8_t> binary) const {
+    const Digest key = sha256(binary);
+    std::lock_guard lock(loaded_mu_);
+    std::erase_if(loaded_, [](const auto& e) { return e.second.expired(); });
+    for (const auto& [k, weak] : loaded_) {
+      if (auto lib = weak.lock(); lib && k == key) return lib;
+    }
+    auto lib = toolchain::SharedLibrary::from_bytes(binary);
+    loaded_.emplace_back(key, lib);
+    return lib;
+  }
+
   CppOptions opt_;
+  mutable std::mutex loaded_mu_;
+  mutable std::vector<std::pair<Digest, std::weak_ptr<toolchain::SharedLibrary>>> loaded_;
   mutable std::once_flag key_once_;
   mutable KeyParts key_;
 };
