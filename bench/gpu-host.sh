@@ -13,6 +13,11 @@
 #     zc-train     zc bench --only train --device cuda: a training step of seed64 and gpt12
 #     torch-train  bench/torch_compile.py --train on cuda: the same step under torch.compile
 #     ratios       bench/ratios.py over what the steps above wrote
+#     dynamic      dynamic shapes: the 12-layer GPT (d 768, 12 heads, batch 4) called at 8
+#                  lengths on cuda, automatic / marked / static, zc (bench/zc_dynamic.py over
+#                  tests/tools/dynamic_lengths) and torch.compile (bench/torch_dynamic.py), each
+#                  mode in a fresh process with an empty cache: dynamic-zc.jsonl,
+#                  dynamic-torch.jsonl, dynamic.txt (the two side by side)
 #     profile      where a gpt12 training step's time goes: zc's warm first step with
 #                  ZC_LOGS=timing (profile-zc-warm.log) and sampled on its main thread
 #                  (profile-zc-warm-sampled.txt, bench/wall_sampler.c), zc's kernels with
@@ -47,7 +52,7 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|dynamic|ratios ...]}"
     shift 2
     steps=("$@")
     [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
@@ -137,6 +142,18 @@ case "${1:-}" in
           torch_compile profile-torch --train --profile --device cuda --models gpt12 --dtypes f32
           grep -B2 -A50 "torch.profiler" "$out/profile-torch.log" | tail -60 || true
           ;;
+        dynamic)
+          cmake -S . -B build-gpu -DZC_BUILD_TESTS=ON >>"$out/configure.log" 2>&1
+          cmake --build build-gpu --target test_tool_dynamic_lengths >>"$out/build.log" 2>&1 ||
+            { tail -30 "$out/build.log"; exit 1; }
+          gpt12=(--device cuda --layers 12 --d-model 768 --heads 12 --batch 4 --steady 20)
+          python3 bench/zc_dynamic.py --tool build-gpu/tests/tools/dynamic_lengths "${gpt12[@]}" \
+            >"$out/dynamic-zc.jsonl" || echo "zc_dynamic.py reported an error (see the table)"
+          python3 bench/torch_dynamic.py "${gpt12[@]}" >"$out/dynamic-torch.jsonl" 2>"$out/dynamic-torch.log" ||
+            { echo "torch_dynamic.py did not complete:"; tail -5 "$out/dynamic-torch.log"; }
+          python3 bench/zc_dynamic.py --table "$out/dynamic-zc.jsonl" "$out/dynamic-torch.jsonl" |
+            tee "$out/dynamic.txt"
+          ;;
         ratios)
           shopt -s nullglob
           # zc-bench*.json: also the files of `zc bench --device cpu|cuda` run apart.
@@ -151,14 +168,14 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train, profile or ratios" >&2
+            "torch-train, profile, dynamic or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|dynamic|ratios ...]" >&2
     exit 2
     ;;
 esac

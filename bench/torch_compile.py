@@ -56,6 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 
 SCHEMA = ("schema", "model", "dtype", "device", "mode", "scenario", "import_ms",
           "mega_load_ms", "first_call_ms", "compiled_ms_per_call", "eager_ms_per_call",
@@ -66,9 +67,10 @@ SCENARIOS = ("cold", "warm", "load_mega")
 TRAIN_SCENARIOS = ("train_cold", "train_warm")
 
 
-def build(name, torch, compile_fn):
-    """The model and input, as zc builds them (see the module docstring); compile_fn wraps each
-    layer of seed64_regional."""
+def modules(torch):
+    """zc's reference modules in torch, layer by layer (see the module docstring); GPT is
+    zc::models::gpt (token and position embeddings, the blocks, a final LayerNorm and an LM head
+    tied to the token embedding), which bench/torch_dynamic.py calls at many lengths."""
     nn, F = torch.nn, torch.nn.functional
 
     class SeedLayer(nn.Module):
@@ -127,6 +129,30 @@ def build(name, torch, compile_fn):
             h = x + self.attn(self.ln1(x))
             return h + self.proj(F.gelu(self.fc(self.ln2(h)), approximate="tanh"))
 
+    class GPT(nn.Module):
+        def __init__(self, vocab, block_size, n_layer, n_head, d_model):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d_model)
+            self.wpe = nn.Embedding(block_size, d_model)
+            self.blocks = nn.Sequential(*[TransformerBlock(d_model, n_head) for _ in range(n_layer)])
+            self.ln_f = nn.LayerNorm(d_model)
+            with torch.no_grad():  # GPT-2's std 0.02, as zc draws them
+                self.wte.weight.mul_(0.02)
+                self.wpe.weight.mul_(0.02)
+
+        def forward(self, tokens):
+            x = self.wte(tokens) + self.wpe.weight[: tokens.shape[1]]
+            return self.ln_f(self.blocks(x)) @ self.wte.weight.t()
+
+    return SimpleNamespace(SeedModel=SeedModel, TransformerBlock=TransformerBlock, GPT=GPT)
+
+
+def build(name, torch, compile_fn):
+    """The model and input, as zc builds them (see the module docstring); compile_fn wraps each
+    layer of seed64_regional."""
+    m = modules(torch)
+    SeedModel, TransformerBlock = m.SeedModel, m.TransformerBlock
+    nn = torch.nn
     if name == "seed64":
         return SeedModel(), torch.randn(10, 10)
     if name == "seed64_regional":

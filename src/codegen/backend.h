@@ -49,6 +49,9 @@ struct GeneratedSource {
   // For a schedule whose sizes vary: `text` holds a marker for each integer derived from sizes
   // and these are the integers, in order (codegen/size_template.h). Empty otherwise.
   std::vector<int64_t> sizes;
+  // How that code names its array of symbol values: the expression a marker's polynomial
+  // indexes (instantiate_sizes).
+  std::string symbol_array;
 };
 
 class Backend {
@@ -81,6 +84,8 @@ class Backend {
   // Whether emit() takes schedules whose sizes vary (Schedule::varying) and load_for_size()
   // runs the result: code generated once for many sizes.
   virtual bool serves_many_sizes() const { return false; }
+  // The most symbols such code can take: a template that needs more is not made.
+  virtual size_t max_symbols() const { return 64; }
   // Input: a schedule that verifies and its buffer plan.
   virtual GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const;
   // Raises zc::Error with the toolchain's diagnostics when the source does not build.

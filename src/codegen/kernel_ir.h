@@ -109,6 +109,8 @@ struct Schedule {
 
   bool symbolic() const { return !varying.empty(); }
   bool varies(ir::ValueId v) const { return !varying.empty() && varying[v] != 0; }
+  // Whether a value kernel k reads or writes varies.
+  bool varies(const Kernel& k) const;
   const ValueSchedule& at(ir::ValueId v) const { return values[v]; }
   // The value whose buffer holds v: its view's base when v is an alias, else v.
   ir::ValueId base_of(ir::ValueId v) const {

@@ -9,6 +9,20 @@
 
 namespace zc::codegen {
 
+bool Schedule::varies(const Kernel& k) const {
+  if (varying.empty()) return false;
+  if (k.copy_from >= 0 && varies(k.copy_from)) return true;
+  for (int32_t n : k.nodes) {
+    for (ir::ValueId o : graph.nodes[n].outputs) {
+      if (varies(o)) return true;
+    }
+    for (ir::ValueId u : graph.nodes[n].inputs) {
+      if (varies(u)) return true;
+    }
+  }
+  return false;
+}
+
 const char* kernel_kind_name(KernelKind k) {
   switch (k) {
     case KernelKind::pointwise:
@@ -436,7 +450,7 @@ class Scheduler {
   MatmulPath matmul_path(const ir::Node& n, const ops::MatmulShapes& dims) const {
     DType dtype = meta(n.outputs[0]).dtype;
     if (s_.varies(n.inputs[0]) || s_.varies(n.inputs[1]) || s_.varies(n.outputs[0]))
-      return policy_.matmul_path_any_size(dtype);
+      return policy_.matmul_path_any_size(dims, dtype);
     return policy_.matmul_path(dims, dtype);
   }
 

@@ -37,8 +37,8 @@ class SchedulePolicy {
   virtual MatmulPath matmul_path(const ops::MatmulShapes& dims, DType dtype) const = 0;
   // The same for a product whose sizes vary (Schedule::varying): one path for every size, as
   // the generated code serves them all. Default: the eager kernel, which takes any size.
-  virtual MatmulPath matmul_path_any_size(DType dtype) const {
-    (void)dtype;
+  virtual MatmulPath matmul_path_any_size(const ops::MatmulShapes& dims, DType dtype) const {
+    (void)dims, (void)dtype;
     return MatmulPath::extern_call;
   }
 

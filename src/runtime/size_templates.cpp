@@ -19,8 +19,6 @@ namespace {
 using codegen::SizePoly;
 
 constexpr uint32_t kRecordMagic = 0x3174737a;  // "zst1"
-// The source's symbol array, as the C++ ABI names it (codegen/backends/cpp/abi.h).
-constexpr const char* kSymbols = "a->sym";
 
 // What is stored for one template.
 struct Record {
@@ -147,6 +145,11 @@ bool make_size_template(std::span<const ir::Graph> family, const codegen::Backen
     }
   }
   if (r.symbols.empty()) return refuse(short_hash, "none of its inputs' sizes varies");
+  if (r.symbols.size() > backend.max_symbols()) {
+    return refuse(short_hash, std::to_string(r.symbols.size()) + " symbols; backend " +
+                                  std::string(backend.name()) + " takes " +
+                                  std::to_string(backend.max_symbols()));
+  }
   std::vector<std::vector<int64_t>> points(lowered.size()), values;
   for (size_t p = 0; p < lowered.size(); ++p) {
     for (const auto& seq : sequences) points[p].push_back(seq[p]);
@@ -166,7 +169,7 @@ bool make_size_template(std::span<const ir::Graph> family, const codegen::Backen
   r.text_hex = hex(sha256(text));
   r.sizes = std::move(*polys);
   codegen::GeneratedSource source = code.source;
-  source.text = codegen::instantiate_sizes(text, r.sizes, kSymbols);
+  source.text = codegen::instantiate_sizes(text, r.sizes, source.symbol_array);
   source.sizes.clear();
   r.source_hex = hex(sha256(source.text));
   ZC_LOG(output_code) << "size template of graph " << short_hash << ":\n" << source.text;
@@ -226,7 +229,7 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
     binary = std::move(e->payload);
   } else {
     // The binary was evicted or never shared: built again from the template.
-    source.text = codegen::instantiate_sizes(code.source.text, r.sizes, kSymbols);
+    source.text = codegen::instantiate_sizes(code.source.text, r.sizes, source.symbol_array);
     source.sizes.clear();
     double ms = 0;
     binary = binary_for(keys, backend, store, source, &ms);

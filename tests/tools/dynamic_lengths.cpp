@@ -3,7 +3,11 @@
 // the dynamic-shape tests count.
 //
 //   dynamic_lengths [--dynamic auto|static|marked] [--layers N] [--batch B] [--steady R]
-//                   LENGTH...
+//                   [--device cpu|cuda] [--d-model D --heads H] LENGTH...
+//
+// The model is gpt-small with N layers (d=256, 4 heads) unless --d-model and --heads say
+// otherwise (768 and 12: the 12-layer GPT of the GPU comparisons). Times on cuda include
+// waiting for the GPU.
 //
 // Prints one line per call, "call <length> compiler_runs <n> template_hits <n> max_diff <d>
 // ms <first-call ms>" (with --steady, "steady_ms <median of R more calls>" added), then
@@ -14,12 +18,14 @@
 #include <string>
 #include <vector>
 
+#include "zc/cuda.h"
 #include "zc/zc.h"
 
 int main(int argc, char** argv) {
   zc::NoGradGuard no_grad;
   std::string dynamic = "auto";
-  int64_t layers = 2, batch = 2, steady = 0;
+  int64_t layers = 2, batch = 2, steady = 0, d_model = 0, heads = 0;
+  std::string device = "cpu";
   std::vector<int64_t> lengths;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -31,22 +37,44 @@ int main(int argc, char** argv) {
       steady = std::stoll(argv[++i]);
     } else if (a == "--batch" && i + 1 < argc) {
       batch = std::stoll(argv[++i]);
+    } else if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
+    } else if (a == "--d-model" && i + 1 < argc) {
+      d_model = std::stoll(argv[++i]);
+    } else if (a == "--heads" && i + 1 < argc) {
+      heads = std::stoll(argv[++i]);
     } else {
       lengths.push_back(std::stoll(a));
     }
   }
   try {
     zc::manual_seed(0);
-    auto model = zc::models::gpt(zc::models::gpt_small_config(layers));
+    zc::models::GPTConfig config = zc::models::gpt_small_config(layers);
+    if (d_model > 0) config.d_model = d_model;
+    if (heads > 0) config.n_head = heads;
+    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    config.block_size = std::max(config.block_size, longest);
+    auto model = zc::models::gpt(config);
+    model->eval();
+    const zc::Device dev = device == "cuda" ? zc::Device::cuda(0) : zc::Device::cpu();
+    const bool gpu = dev.is_cuda();
+    model->to(dev);
     zc::CompileOptions options;
     if (dynamic == "static") options.dynamic = zc::Dynamic::Static;
-    if (dynamic == "marked") options.dynamic_dims = {{.input = 0, .dim = 1, .min = 2, .max = 128}};
+    if (dynamic == "marked") {
+      options.dynamic_dims = {{.input = 0, .dim = 1, .min = 2, .max = config.block_size}};
+    }
     zc::CompiledModule fast = zc::compile(model, options);
+    auto finish = [&] {
+      if (gpu) zc::cuda::synchronize();
+    };
     for (int64_t t : lengths) {
-      zc::Tensor tokens = zc::randint(0, 1024, {batch, t});
+      zc::Tensor tokens = zc::randint(0, config.vocab_size, {batch, t}).to(dev);
+      finish();
       auto before = zc::compiler::stats();
       auto t0 = std::chrono::steady_clock::now();
       zc::Tensor y = fast(tokens);
+      finish();
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       auto after = zc::compiler::stats();
@@ -60,6 +88,7 @@ int main(int argc, char** argv) {
         for (int64_t r = 0; r < steady; ++r) {
           auto s0 = std::chrono::steady_clock::now();
           fast(tokens);
+          finish();
           times.push_back(
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0)
                   .count());

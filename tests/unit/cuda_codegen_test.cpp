@@ -13,6 +13,7 @@
 #include "lower/pipeline.h"
 #include "runtime/compile_graph.h"
 #include "runtime/compile_keys.h"
+#include "runtime/size_templates.h"
 #include "unit/op_programs.h"
 #include "unit/run_model.h"
 #include "unit/test_support.h"
@@ -224,6 +225,26 @@ TEST(CudaCodegen, AttentionBuildsInEveryTiling) {
       EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
     }
   }
+}
+
+// Code for many sizes: a GPT captured at five lengths gives one CUDA text whose sizes fit
+// polynomials in the length, and that text, with the polynomials over the kernels' ZcSym in
+// place, builds to one cubin (tests/unit/dynamic_shapes_test.cpp runs such code on a GPU).
+TEST(CudaCodegen, AGptOfEveryLengthBuildsToOneCubin) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(3);
+  auto gpt =
+      models::gpt({.vocab_size = 64, .block_size = 64, .n_layer = 2, .n_head = 2, .d_model = 32});
+  gpt->eval();
+  std::vector<ir::Graph> family;
+  for (int64_t t : {16, 15, 17, 14, 18}) {
+    family.push_back(capture::capture_module(*gpt, randint(0, 64, {2, t}), nullptr, true).graph);
+  }
+  const int64_t made = compiler::stats().size_templates;
+  cache::Cache store(cache::CacheConfig{.persistent = false});
+  ASSERT_TRUE(runtime::make_size_template(family, *backend, &store));
+  EXPECT_EQ(compiler::stats().size_templates, made + 1);
 }
 
 TEST(CudaCodegen, ACubinIsCachedAndFoundAgain) {

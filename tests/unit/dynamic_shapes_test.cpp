@@ -207,11 +207,15 @@ Calls calls(const test::ProcessRun& r) {
 
 const char* kLengths = " 16 32 24 40 64 100 77 120";
 
-TEST(DynamicShapes, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) {
-  const std::string dir = test::test_dir("dynamic");
+// gpt-small over eight lengths in fresh processes of tests/tools/dynamic_lengths on `device`:
+// automatic dynamic compiles twice, a marked length once, static every length; a fresh process
+// on the automatic run's cache compiles nothing at lengths it never saw.
+void gpt_over_eight_lengths(const std::string& device) {
+  const std::string dir = test::test_dir("dynamic-" + device);
+  const std::string on = " --device " + device;
   for (const std::string mode : {"auto", "marked", "static"}) {
     test::ProcessRun r = test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir + "/" + mode,
-                                        "--dynamic " + mode + kLengths);
+                                        "--dynamic " + mode + on + kLengths);
     ASSERT_EQ(r.rc, 0) << r.out;
     Calls c = calls(r);
     ASSERT_EQ(c.compiler_runs.size(), 8u) << r.out;
@@ -231,15 +235,53 @@ TEST(DynamicShapes, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) {
       EXPECT_EQ(compiling_calls, 8) << r.out;
     }
   }
-  // A fresh process with the automatic run's cache, at lengths it never saw: no compiler run.
-  test::ProcessRun warm =
-      test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir + "/auto", "--dynamic auto 50 90 3");
+  test::ProcessRun warm = test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir + "/auto",
+                                         "--dynamic auto" + on + " 50 90 3");
   ASSERT_EQ(warm.rc, 0) << warm.out;
   Calls c = calls(warm);
   ASSERT_EQ(c.compiler_runs.size(), 3u) << warm.out;
   EXPECT_EQ(c.compiler_runs[0], 0) << warm.out;
   EXPECT_EQ(c.compiler_runs[1], 0) << warm.out;
   for (double d : c.max_diff) EXPECT_LT(d, 1e-4);
+}
+
+TEST(DynamicShapes, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) {
+  gpt_over_eight_lengths("cpu");
+}
+
+TEST(DynamicShapesGpu, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) {
+  ZC_SKIP_WITHOUT_GPU();
+  gpt_over_eight_lengths("cuda");
+}
+
+// The CPU test's sizes on the GPU: the CUDA kernels' remainder paths, vector steps that a size
+// turns off, one block size for rows of every length, size-1 broadcast.
+TEST(DynamicShapesGpu, SymbolicCodeEqualsStaticCodeAtEverySize) {
+  ZC_SKIP_WITHOUT_GPU();
+  manual_seed(1);
+  auto model = std::make_shared<Mixer>();
+  NoGradGuard no_grad;
+  const std::vector<int64_t> sizes{16, 1, 2, 3, 7, 8, 9, 127, 128, 1000};
+  std::vector<Tensor> xs, eager;
+  for (int64_t n : sizes) {
+    xs.push_back(randn({n, 8}));
+    eager.push_back((*model)(xs.back()));
+  }
+  model->to(Device::cuda(0));
+  CompileOptions dyn;
+  dyn.dynamic_dims = {{.input = 0, .dim = 0}};
+  CompileOptions fixed;
+  fixed.dynamic = Dynamic::Static;
+  CompiledModule a = compile(model, dyn), b = compile(model, fixed);
+  const int64_t hits = compiler::stats().template_hits;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Tensor xg = xs[i].to(Device::cuda(0));
+    Tensor ys = a(xg).to(Device::cpu()), yf = b(xg).to(Device::cpu());
+    EXPECT_TRUE(allclose(ys, yf, 1e-4, 1e-5)) << "size " << sizes[i];
+    EXPECT_TRUE(allclose(ys, eager[i], 1e-4, 1e-5)) << "size " << sizes[i];
+  }
+  // Every size >= 2 but the first ran the template.
+  EXPECT_GE(compiler::stats().template_hits - hits, 7);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ class CppBackend final : public Backend, private SchedulePolicy {
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
     CppModule m = cpp::emit(s, plan, opt_.emit);
     return GeneratedSource{std::move(m.source), m.generated_kernels, m.extern_ops,
-                           std::move(m.sizes)};
+                           std::move(m.sizes), "a->sym"};
   }
 
   std::vector<uint8_t> build(const GeneratedSource& source) const override {
@@ -83,7 +83,7 @@ class CppBackend final : public Backend, private SchedulePolicy {
            opt_.force_extern.end();
   }
 
-  MatmulPath matmul_path_any_size(DType dtype) const override {
+  MatmulPath matmul_path_any_size(const ops::MatmulShapes&, DType dtype) const override {
     return dtype == DType::f32 || dtype == DType::f64 ? MatmulPath::library
                                                       : MatmulPath::extern_call;
   }

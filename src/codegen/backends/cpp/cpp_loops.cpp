@@ -79,19 +79,6 @@ KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::st
   return names;
 }
 
-bool KernelEmitter::kernel_varies(const Kernel& k) const {
-  if (k.copy_from >= 0 && varies(k.copy_from)) return true;
-  for (int32_t n : k.nodes) {
-    for (ValueId o : s_.graph.nodes[n].outputs) {
-      if (varies(o)) return true;
-    }
-    for (ValueId u : s_.graph.nodes[n].inputs) {
-      if (varies(u)) return true;
-    }
-  }
-  return false;
-}
-
 void KernelEmitter::close_loops(int opened) {
   for (int i = 0; i < opened; ++i) w_.close();
 }
@@ -99,7 +86,7 @@ void KernelEmitter::close_loops(int opened) {
 void KernelEmitter::emit_pointwise(const Kernel& k) {
   if (shape_numel(k.space) == 0) return;
   int opened = 0;
-  Names names = open_loops(k.space, "i", true, &opened, kernel_varies(k));
+  Names names = open_loops(k.space, "i", true, &opened, s_.varies(k));
   for (int32_t n : k.nodes) emit_node(n, names);
   for (ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
   close_loops(opened);
@@ -114,7 +101,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
   }
   if (shape_numel(outer) == 0) return;
   int outer_opened = 0;
-  Names row = open_loops(outer, "i", true, &outer_opened, kernel_varies(k));
+  Names row = open_loops(outer, "i", true, &outer_opened, s_.varies(k));
   // Row values are named by the kept dims only, with or without the reduced dims as 1.
   const RowIndex rows = row_index(k, row);
   auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };

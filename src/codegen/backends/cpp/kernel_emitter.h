@@ -37,8 +37,6 @@ class KernelEmitter final : private CLikeEmitter {
   // many loops were opened (close them with close_loops).
   Names open_loops(const Shape& shape, const std::string& prefix, bool parallel_ok, int* opened,
                    bool varies = false);
-  // Whether the iteration space of k can vary: a value computed or stored by it does.
-  bool kernel_varies(const Kernel& k) const;
   void close_loops(int opened);
 
   // Each buffer a kernel touches is hoisted into a __restrict local at the top of the kernel:

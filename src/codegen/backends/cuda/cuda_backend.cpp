@@ -5,6 +5,7 @@
 #include "codegen/backends/cuda/cuda_emit.h"
 #include "codegen/backends/cuda/cuda_executable.h"
 #include "codegen/backends/cuda/graph_executable.h"
+#include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/backends/cuda/support.h"
@@ -76,7 +77,7 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
     start_library(s);
     CudaModule m = cuda::emit(s, plan);
-    return GeneratedSource{std::move(m.source), m.kernels, 0};
+    return GeneratedSource{std::move(m.source), m.kernels, 0, std::move(m.sizes), kSymbolArray};
   }
 
   std::vector<uint8_t> build(const GeneratedSource& source) const override {
@@ -88,6 +89,16 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   std::shared_ptr<const Executable> load(Schedule s, BufferPlan plan,
                                          std::span<const uint8_t> binary) const override {
     return make_cuda_executable(std::move(s), std::move(plan), binary);
+  }
+
+  // Kernels read the sizes that vary from a ZcSym parameter; grids, cuBLASLt's problems and the
+  // arena come from each size's own schedule and plan (launch_plan) when it loads.
+  bool serves_many_sizes() const override { return true; }
+  size_t max_symbols() const override { return kMaxSymbols; }
+  std::shared_ptr<const Executable> load_for_size(Schedule s, BufferPlan plan,
+                                                  std::span<const uint8_t> binary,
+                                                  std::vector<int64_t> symbols) const override {
+    return make_cuda_executable(std::move(s), std::move(plan), binary, std::move(symbols));
   }
 
   std::string support_source() const override { return cuda::support_source(); }
@@ -117,6 +128,14 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   // Its loads convert too: a bf16 layer_norm's weight and bias are read where they are, and the
   // normalization stays one kernel as in f32.
   bool elementwise_reads_half_inputs() const override { return true; }
+
+  // Every size of a varying float product through cuBLASLt (its problem is set per size at
+  // load); the generated kernel for the rest, whose bounds are symbols like any loop's.
+  MatmulPath matmul_path_any_size(const ops::MatmulShapes& d, DType dtype) const override {
+    const bool float_type =
+        dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+    return float_type && !d.a_vec && !d.b_vec ? MatmulPath::library : MatmulPath::inline_loop;
+  }
 
   MatmulPath matmul_path(const ops::MatmulShapes& d, DType dtype) const override {
     const bool float_type =

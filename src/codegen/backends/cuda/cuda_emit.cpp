@@ -23,6 +23,7 @@ CudaModule emit(const Schedule& s, const BufferPlan& plan) {
     ++m.kernels;
   }
   m.source = w.str();
+  m.sizes = emitter.take_sizes();
   return m;
 }
 

@@ -3,7 +3,9 @@
 // parametrized as launch_plan() says.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "codegen/buffer_plan.h"
 
@@ -12,6 +14,7 @@ namespace zc::codegen::cuda {
 struct CudaModule {
   std::string source;
   int kernels = 0;
+  std::vector<int64_t> sizes;  // for a schedule whose sizes vary (GeneratedSource::sizes)
 };
 
 CudaModule emit(const Schedule& s, const BufferPlan& plan);

@@ -1,9 +1,13 @@
 #include "codegen/backends/cuda/cuda_executable.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <map>
+#include <mutex>
 
 #include "codegen/backends/cuda/device_errors.h"
+#include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/call_buffers.h"
@@ -15,6 +19,7 @@
 #include "cuda/stream.h"
 #include "cuda/tensors.h"
 #include "util/check.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "zc/cuda.h"
 
@@ -38,20 +43,42 @@ std::string device_arch(int device, std::string* why) {
 
 namespace {
 
+// The module of `cubin` on the current device (`device`). Modules stay loaded for the life of
+// the process: an executable may be dropped (compiler::reset) while the process exits, when
+// unloading is no longer safe; a module is a few kilobytes. A size template's cubin serves
+// many sizes, each its own executable: they share one module.
+CUmodule module_of(std::span<const uint8_t> cubin, int device) {
+  static std::mutex mu;
+  static std::map<std::pair<Digest, int>, CUmodule> loaded;
+  const std::pair<Digest, int> key{sha256(cubin), device};
+  std::lock_guard lock(mu);
+  auto it = loaded.find(key);
+  if (it != loaded.end()) return it->second;
+  CUmodule module = nullptr;
+  check(driver().cuModuleLoadData(&module, cubin.data()),
+        "loading a compiled graph's cubin (built for another GPU architecture?)");
+  loaded.emplace(key, module);
+  return module;
+}
+
 class CudaExecutable final : public RawExecutable {
  public:
-  CudaExecutable(Schedule s, BufferPlan plan, std::span<const uint8_t> cubin)
+  CudaExecutable(Schedule s, BufferPlan plan, std::span<const uint8_t> cubin,
+                 std::vector<int64_t> symbols)
       : schedule_(std::move(s)),
         plan_(std::move(plan)),
         device_(device_of(schedule_.graph)),
         arenas_(plan_.arena_bytes, Device::cuda(device_)) {
     const ir::Graph& g = schedule_.graph;
     zc::cuda::use_device(device_);
-    // The module stays loaded for the life of the process: an executable may be dropped
-    // (compiler::reset) while the process exits, when unloading is no longer safe; a module is a
-    // few kilobytes.
-    check(driver().cuModuleLoadData(&module_, cubin.data()),
-          "loading a compiled graph's cubin (built for another GPU architecture?)");
+    module_ = module_of(cubin, device_);
+    if (schedule_.symbolic()) {
+      if (symbols.size() > kMaxSymbols) {
+        throw Error("a size template's cubin takes at most " + std::to_string(kMaxSymbols) +
+                    " symbols, got " + std::to_string(symbols.size()));
+      }
+      for (size_t i = 0; i < symbols.size(); ++i) symbols_[i] = symbols[i];
+    }
     launches_ = launch_plan(schedule_, plan_);
     for (const Launch& l : launches_) {
       CUfunction fn = nullptr;
@@ -157,6 +184,8 @@ class CudaExecutable final : public RawExecutable {
       if (l.error_flag) values.push_back(error_flag_);
       params.clear();
       for (CUdeviceptr& v : values) params.push_back(&v);
+      // The kernel's ZcSym, by value.
+      if (schedule_.symbolic()) params.push_back(const_cast<int64_t*>(symbols_.data()));
       unsigned gx = 1, gy = 1, gz = 1;
       grid(l, &gx, &gy, &gz);
       check(driver().cuLaunchKernel(functions_[k], gx, gy, gz, l.block_x, l.block_y, 1, 0, stream,
@@ -219,6 +248,7 @@ class CudaExecutable final : public RawExecutable {
   ArenaPool arenas_;
   CUdeviceptr error_flag_ = 0;
   CUmodule module_ = nullptr;
+  std::array<int64_t, kMaxSymbols> symbols_{};  // ZcSym, for a symbolic schedule
   std::vector<Launch> launches_;
   std::vector<CUfunction> functions_;
   std::vector<std::string> labels_;  // per launch, when timing kernels (ZC_LOGS=kernels)
@@ -233,8 +263,10 @@ class CudaExecutable final : public RawExecutable {
 }  // namespace
 
 std::shared_ptr<const Executable> make_cuda_executable(Schedule schedule, BufferPlan plan,
-                                                       std::span<const uint8_t> cubin) {
-  return std::make_shared<CudaExecutable>(std::move(schedule), std::move(plan), cubin);
+                                                       std::span<const uint8_t> cubin,
+                                                       std::vector<int64_t> symbols) {
+  return std::make_shared<CudaExecutable>(std::move(schedule), std::move(plan), cubin,
+                                          std::move(symbols));
 }
 
 }  // namespace zc::codegen::cuda

@@ -5,9 +5,11 @@
 // behind each other like eager ops and return without waiting for the GPU.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "codegen/buffer_plan.h"
 #include "codegen/executable.h"
@@ -20,8 +22,10 @@ std::string device_arch(int device, std::string* why);
 
 // Loads `cubin` (built from emit()'s source for this schedule and plan) on the device the
 // graph's inputs live on. Raises zc::Error when the driver refuses it (another architecture)
-// or a kernel is missing.
+// or a kernel is missing. `symbols`: the symbol values of a size template's cubin at this
+// size (every kernel of a symbolic schedule takes them, ZcSym); empty for code of one size.
 std::shared_ptr<const Executable> make_cuda_executable(Schedule schedule, BufferPlan plan,
-                                                       std::span<const uint8_t> cubin);
+                                                       std::span<const uint8_t> cubin,
+                                                       std::vector<int64_t> symbols = {});
 
 }  // namespace zc::codegen::cuda

@@ -112,15 +112,12 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.line("__shared__ __align__(16) " + T + " zc_v[" + KT + "][" + DV + "];");
   w_.line("const int zc_j = threadIdx.x % " + TPR + ";");
   w_.line("const idx_t zc_q = (idx_t)blockIdx.x * " + ROWS + " + threadIdx.x / " + TPR + ";");
-  w_.line("const bool zc_live = zc_q < " + std::to_string(at.tq) + ";");
+  w_.line("const bool zc_live = zc_q < " + num(at.tq) + ";");
   // The keys this block's rows see: all, or (causal) up to its last row.
-  std::string end = std::to_string(at.tk);
-  if (at.a.causal) {
-    end = "min((idx_t)" + std::to_string(at.tk) + ", ((idx_t)blockIdx.x + 1) * " + ROWS + ")";
-  }
+  std::string end = num(at.tk);
+  if (at.a.causal) end = "min((idx_t)" + end + ", ((idx_t)blockIdx.x + 1) * " + ROWS + ")";
   w_.line("const idx_t zc_end = " + end + ";");
-  w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + std::to_string(l.grid_y) +
-          "; zc_z += gridDim.y)");
+  w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + num(l.grid_y) + "; zc_z += gridDim.y)");
   Names b = decompose(at.batch, "zc_z", "zb");
   w_.line(T + " q[" + std::to_string(dpt) + "], acc[" + std::to_string(dvpt) + "];");
   w_.line(T + " m = -INFINITY, s_sum = 0;");
@@ -147,8 +144,8 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
     }
     w_.line("const int zc_kk = zc_e / " + width + ", zc_d = zc_e % " + width + ";");
     w_.line("const idx_t zc_key = zc_k0 + zc_kk;");
-    w_.line(std::string(tile) + "[zc_kk][zc_d] = zc_key < " + std::to_string(at.tk) + " ? (" + T +
-            ")" + load(src, at.names(shape, b, "zc_key", "zc_d")) + " : (" + T + ")0;");
+    w_.line(std::string(tile) + "[zc_kk][zc_d] = zc_key < " + num(at.tk) + " ? (" + T + ")" +
+            load(src, at.names(shape, b, "zc_key", "zc_d")) + " : (" + T + ")0;");
     w_.close();
   }
   w_.line("__syncthreads();");

@@ -111,7 +111,7 @@ void KernelEmitter::emit_attention_tiled(const AttentionOperands& at, const Laun
       w_.line("const idx_t zc_row = " + first + " + zc_r * " +
               str(kAttentionThreads / row_threads) + " + threadIdx.x / " + str(row_threads) + ";");
       w_.line("const int zc_d = (threadIdx.x % " + str(row_threads) + ") * " + str(v) + ";");
-      w_.open("if (zc_row >= " + str(limit) + ")");
+      w_.open("if (zc_row >= " + num(limit) + ")");
       w_.line("#pragma unroll");
       w_.line("for (int zc_c = 0; zc_c < " + str(v) + "; ++zc_c) " + regs + "[zc_r * " + str(v) +
               " + zc_c] = 0.f;");
@@ -146,7 +146,7 @@ void KernelEmitter::emit_attention_tiled(const AttentionOperands& at, const Laun
       w_.line("const int zc_d = zc_e % " + str(width) + ";");
       if (elements % kAttentionThreads != 0) live = "zc_e < " + str(elements) + " && ";
     }
-    w_.line(regs + "[zc_r] = " + live + "zc_row < " + str(limit) + " ? (float)" +
+    w_.line(regs + "[zc_r] = " + live + "zc_row < " + num(limit) + " ? (float)" +
             load(src, at.names(shape, b, "zc_row", "zc_d")) + " : 0.f;");
     w_.close();
   };
@@ -189,7 +189,7 @@ void KernelEmitter::emit_attention_tiled(const AttentionOperands& at, const Laun
   w_.line("const idx_t zc_q0 = (idx_t)blockIdx.x * " + BQ + ";");
   // The keys this block's rows see: all, or (causal) up to its last row.
   w_.line("const idx_t zc_end = " +
-          (at.a.causal ? "min((idx_t)" + str(at.tk) + ", zc_q0 + " + BQ + ")" : str(at.tk)) + ";");
+          (at.a.causal ? "min((idx_t)" + num(at.tk) + ", zc_q0 + " + BQ + ")" : num(at.tk)) + ";");
   // Whether the operands read with vector loads, and the output, start on 16-byte boundaries.
   std::vector<ValueId> checked;
   for (auto [u, v] : {std::pair{at.Q, q_vec}, std::pair{at.K, k_vec}, std::pair{at.V, v_vec}}) {
@@ -210,7 +210,7 @@ void KernelEmitter::emit_attention_tiled(const AttentionOperands& at, const Laun
   if (!aligned.empty()) {
     w_.line("const bool zc_vec = ((" + aligned.substr(0, aligned.size() - 3) + ") & 15) == 0;");
   }
-  w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + str(l.grid_y) + "; zc_z += gridDim.y)");
+  w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + num(l.grid_y) + "; zc_z += gridDim.y)");
   Names b = decompose(at.batch, "zc_z", "zb");
   // The query tile and the first key and value tiles are loaded together.
   w_.line("float zc_rq[" + str(per_thread(kAttentionTileRows * at.d)) + "], zc_rk[" +
@@ -342,7 +342,7 @@ void KernelEmitter::emit_attention_tiled(const AttentionOperands& at, const Laun
   w_.line("for (int zc_off = " + str(kColThreads / 2) +
           "; zc_off > 0; zc_off /= 2) zc_sum += __shfl_xor_sync(0xffffffffu, zc_sum, zc_off);");
   w_.line("const idx_t zc_q = zc_q0 + zc_ty + " + RT + " * zc_i;");
-  w_.open("if (zc_q < " + str(at.tq) + ")");
+  w_.open("if (zc_q < " + num(at.tq) + ")");
   w_.line("#pragma unroll");
   w_.open("for (int zc_g = 0; zc_g < " + str(groups) + "; ++zc_g)");
   w_.line("const int zc_d = zc_tx * 4 + zc_g * 64;");

@@ -15,6 +15,13 @@ void KernelEmitter::emit(int32_t k, const Launch& launch) {
   library_output_ = -1;
   w_ = CodeWriter(1);
   w_.line(std::string("typedef ") + (launch.use_32bit_index ? "int" : "int64_t") + " idx_t;");
+  // The symbols in the index type: size arithmetic stays in 32 bits where indices are.
+  if (s_.symbolic()) {
+    w_.line("idx_t " + std::string(kSymbolArray) + "[" + std::to_string(kMaxSymbols) + "];");
+    w_.line("#pragma unroll");
+    w_.line("for (int zc_n = 0; zc_n < " + std::to_string(kMaxSymbols) + "; ++zc_n) " +
+            std::string(kSymbolArray) + "[zc_n] = (idx_t)zc_sym.v[zc_n];");
+  }
   const Kernel& K = s_.kernels[k];
   switch (K.kind) {
     case KernelKind::pointwise:
@@ -49,6 +56,8 @@ void KernelEmitter::emit(int32_t k, const Launch& launch) {
               storage_type(s_.graph.meta(b).dtype) + "* __restrict__ " + buffer(b);
   }
   if (launch.error_flag) params += std::string(params.empty() ? "" : ", ") + "int* zc_err";
+  // Code for many sizes reads the sizes that vary from the symbols (size_template.h).
+  if (s_.symbolic()) params += std::string(params.empty() ? "" : ", ") + "const ZcSym zc_sym";
   out_.open("extern \"C\" __global__ void __launch_bounds__(" +
             std::to_string(launch.block_x * launch.block_y) + ") " + launch.symbol + "(" + params +
             ")");
@@ -64,8 +73,8 @@ std::string KernelEmitter::buffer(ValueId base) const {
 }
 
 void KernelEmitter::open_grid_loop(int64_t n) {
-  w_.open("for (idx_t zc_i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; zc_i < " +
-          std::to_string(n) + "; zc_i += (idx_t)gridDim.x * blockDim.x)");
+  w_.open("for (idx_t zc_i = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; zc_i < " + num(n) +
+          "; zc_i += (idx_t)gridDim.x * blockDim.x)");
 }
 
 KernelEmitter::Names KernelEmitter::decompose(const Shape& shape, const std::string& linear,
@@ -87,7 +96,7 @@ KernelEmitter::Names KernelEmitter::decompose(const Shape& shape, const std::str
     if (d == outermost) {
       w_.line("const idx_t " + names[d] + " = " + rest + ";");
     } else {
-      std::string size = std::to_string(shape[d]);
+      std::string size = num(shape[d]);
       w_.line("const idx_t " + names[d] + " = " + rest + " % " + size + "; " + rest +
               " /= " + size + ";");
     }
@@ -152,8 +161,7 @@ std::string raw_vector_type(size_t bytes) {
 void KernelEmitter::emit_vector_loop(const Kernel& k, const Launch& l, ValueId skip) {
   const std::string width = std::to_string(l.vector);
   w_.open("for (idx_t zc_v = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; zc_v < " +
-          std::to_string(shape_numel(k.space) / l.vector) +
-          "; zc_v += (idx_t)gridDim.x * blockDim.x)");
+          num(shape_numel(k.space) / l.vector) + "; zc_v += (idx_t)gridDim.x * blockDim.x)");
   w_.line("const idx_t zc_i = zc_v * " + width + ";");
   Names names = decompose(k.space, "zc_i", "i");
   auto vector_access = [&](ValueId u, const std::string& array, bool load_it) {
@@ -243,7 +251,7 @@ void KernelEmitter::emit_gather(const Kernel& k, const Launch&) {
   std::string d = names.back();
   w_.line("const int64_t t = (int64_t)" + load(idx, at) + ";");
   // The eager kernel raises for a bad index; generated code flags it for the runtime.
-  w_.open("if (t < 0 || t >= " + std::to_string(ts[0]) + ")");
+  w_.open("if (t < 0 || t >= " + num(ts[0]) + ")");
   w_.line("atomicExch(zc_err, 1);");
   w_.line("continue;");
   w_.close();

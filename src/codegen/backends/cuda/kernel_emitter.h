@@ -17,12 +17,19 @@ namespace zc::codegen::cuda {
 // An unsigned type of `bytes` bytes that moves a vector in one load or store ("uint4" for 16).
 std::string raw_vector_type(size_t bytes);
 
+// Symbols a kernel of code for many sizes can take (ZcSym in the prelude), and their name in
+// its body, as the index type.
+inline constexpr size_t kMaxSymbols = 8;
+inline constexpr const char* kSymbolArray = "zc_sz";
+
 class KernelEmitter final : private CLikeEmitter {
  public:
   KernelEmitter(const Schedule& s, const BufferPlan& plan, CodeWriter& out)
       : CLikeEmitter(s, plan), out_(out) {}
 
   void emit(int32_t k, const Launch& launch);
+  // The sizes recorded while emitting code for many sizes (size_template.h), in marker order.
+  std::vector<int64_t> take_sizes() { return sizes_.take(); }
 
  private:
   std::string buffer(ir::ValueId base) const override;

@@ -27,7 +27,7 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   const int micro = l.micro;
   const int tile = kMatmulThreads * micro;  // the block's tile edge, in elements
   const int loads = tile * kMatmulTileK / (kMatmulThreads * kMatmulThreads);  // per thread
-  const std::string M = std::to_string(d.M), N = std::to_string(d.N), K = std::to_string(d.K);
+  const std::string M = num(d.M), N = num(d.N), K = num(d.K);
   const std::string TL = std::to_string(tile), TK = std::to_string(kMatmulTileK),
                     MT = std::to_string(micro);
   // A's slice is stored k-major, like B's, so that a thread reads its micro rows of A and its
@@ -38,8 +38,7 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   w_.line("const int zc_t = zc_ty * " + std::to_string(kMatmulThreads) + " + zc_tx;");
   w_.line("const idx_t zc_m0 = (idx_t)blockIdx.y * " + TL + ", zc_n0 = (idx_t)blockIdx.x * " + TL +
           ";");
-  w_.open("for (idx_t zc_z = blockIdx.z; zc_z < " + std::to_string(l.grid_z) +
-          "; zc_z += gridDim.z)");
+  w_.open("for (idx_t zc_z = blockIdx.z; zc_z < " + num(l.grid_z) + "; zc_z += gridDim.z)");
   // Not "b": the buffers are b<value id>.
   Names batch = decompose(d.batch, "zc_z", "zb");
   w_.line(T + " acc[" + MT + "][" + MT + "];");

@@ -27,7 +27,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
     row *= S[d];
   }
   if (l.work == 0) return;
-  const std::string work = std::to_string(l.work);
+  const std::string work = num(l.work);
   if (l.columns) {
     // kColumnRows rows a block, one per x; a thread past the last row reads the last row
     // (every thread takes part in the block's sums) and stores nothing.
@@ -51,7 +51,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
     // The column form's threads each take few rows' elements far apart: unrolled, a thread
     // has several loads in flight (its sum still adds them in order).
     if (l.columns) w_.line("#pragma unroll 8");
-    w_.open("for (idx_t zc_j = " + thread + "; zc_j < " + std::to_string(row) + "; zc_j += " +
+    w_.open("for (idx_t zc_j = " + thread + "; zc_j < " + num(row) + "; zc_j += " +
             (l.columns ? std::to_string(kColumnThreads) : std::string("blockDim.x")) + ")");
     Names in = decompose(inner, "zc_j", "r");
     Names full = rowv;

@@ -94,6 +94,11 @@ std::vector<ir::ValueId> vector_loads(const Schedule& s, int32_t k) {
 int vector_width(const Schedule& s, int32_t k) {
   const Kernel& K = s.kernels[k];
   if (K.space.empty() || K.space.back() <= 1) return 1;
+  // Code for many sizes whose last dim varies: a width that divides one size may not divide
+  // the next.
+  for (ir::ValueId v : K.stores) {
+    if (s.varies(v) && (s.varying[v] >> (s.graph.meta(v).shape.size() - 1) & 1)) return 1;
+  }
   std::vector<ir::ValueId> dense;
   for (ir::ValueId u : memory_reads(s, k)) {
     const int64_t st = last_dim_stride(s, u);
@@ -162,7 +167,8 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         for (int64_t d : K.reduce_dims) row *= K.space[d];
         l.work = row == 0 ? 0 : shape_numel(K.space) / row;
         l.grid_x = l.work;
-        l.block_x = row_block(row);
+        // Code for many sizes keeps one block size for rows of every length.
+        l.block_x = s.varies(K) ? 256 : row_block(row);
         if (column_form(s, K, l.work)) {
           l.columns = true;
           l.block_x = kColumnRows;
@@ -182,7 +188,8 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         }
         ops::MatmulShapes d =
             ops::matmul_shapes(s.graph.meta(n.inputs[0]).shape, s.graph.meta(n.inputs[1]).shape);
-        l.micro = matmul_micro_tile(d.M, d.N);
+        // One tile for every size of code for many sizes (the tile is in the code).
+        l.micro = s.varies(K) ? 1 : matmul_micro_tile(d.M, d.N);
         l.block_x = l.block_y = kMatmulThreads;
         l.grid_x = ceil_div(d.N, int64_t{kMatmulThreads} * l.micro);
         l.grid_y = ceil_div(d.M, int64_t{kMatmulThreads} * l.micro);

@@ -17,6 +17,10 @@ typedef unsigned short uint16_t;
 typedef unsigned long long uint64_t;
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
+// The symbols of code made for many sizes (a kernel parameter, by value).
+struct ZcSym {
+  int64_t v[8];
+};
 
 static __device__ __forceinline__ float zc_h2f(uint16_t h) {
   float f;

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""zc's dynamic shapes over many sequence lengths, as JSON beside bench/torch_dynamic.py's.
+
+    python3 bench/zc_dynamic.py --tool BUILD/tests/tools/dynamic_lengths [--device cpu|cuda]
+                                [--layers 4] [--d-model 256] [--heads 4] [--batch 4]
+                                [--steady 20] [--modes auto,marked,static] [LENGTH ...]
+
+Runs tests/tools/dynamic_lengths once per mode, each in a fresh process with an empty cache
+directory (ZC_CACHE_DIR), over the lengths in the order given (default: 16 32 24 40 64 100 77
+120), and prints one JSON object per mode: per length the first call's ms (capture, compile or
+template check, and the run, up to its result on the device), the compiler runs during it, the
+graphs a size template served, the largest difference from eager and, with --steady N, the
+median of N more calls; the total over the lengths. `single_cold_ms` in the static row is the
+first length's first call: one cold compile, what the other totals are measured against.
+
+    python3 bench/zc_dynamic.py --table zc.jsonl [torch.jsonl]
+
+prints the two side by side: totals, their ratio to a single cold compile, and per length the
+dynamic code's steady time over the static code's.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+DEFAULT_LENGTHS = (16, 32, 24, 40, 64, 100, 77, 120)
+
+
+def run_mode(args, mode, lengths):
+    row = {"schema": 1, "tool": "zc", "mode": mode, "device": args.device,
+           "layers": args.layers, "d_model": args.d_model, "batch": args.batch, "error": None}
+    cmd = [args.tool, "--dynamic", mode, "--device", args.device, "--layers", str(args.layers),
+           "--d-model", str(args.d_model), "--heads", str(args.heads), "--batch",
+           str(args.batch), "--steady", str(args.steady)] + [str(t) for t in lengths]
+    with tempfile.TemporaryDirectory() as cache:
+        p = subprocess.run(cmd, env=dict(os.environ, ZC_CACHE_DIR=cache), capture_output=True,
+                           text=True, timeout=args.timeout)
+    calls = []
+    for line in p.stdout.splitlines():
+        w = line.split()
+        if not w or w[0] != "call":
+            continue
+        kv = dict(zip(w[2::2], w[3::2]))
+        call = {"length": int(w[1]), "first_call_ms": float(kv["ms"]),
+                "compiler_runs": int(kv["compiler_runs"]),
+                "template_hits": int(kv["template_hits"]), "max_diff": float(kv["max_diff"])}
+        if "steady_ms" in kv:
+            call["steady_ms"] = float(kv["steady_ms"])
+        calls.append(call)
+    if p.returncode != 0 or len(calls) != len(lengths):
+        row["error"] = (p.stdout + p.stderr)[-2000:] or f"exit {p.returncode}"
+        return row
+    row["calls"] = calls
+    row["total_first_call_ms"] = sum(c["first_call_ms"] for c in calls)
+    row["compiling_calls"] = sum(1 for c in calls if c["compiler_runs"] > 0)
+    if mode == "static":
+        row["single_cold_ms"] = calls[0]["first_call_ms"]
+    return row
+
+
+def table(paths):
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows += [json.loads(x) for x in f if x.strip().startswith("{")]
+    for tool in ("zc", "torch.compile"):
+        mine = {r["mode"]: r for r in rows if r.get("tool") == tool and not r.get("error")}
+        if not mine:
+            continue
+        static = mine.get("static")
+        single = static["calls"][0]["first_call_ms"] if static else None
+        print(f"{tool}: total first-call ms over {len(next(iter(mine.values()))['calls'])} lengths")
+        for mode in ("auto", "marked", "static"):
+            if mode not in mine:
+                continue
+            r = mine[mode]
+            ratio = f"  {r['total_first_call_ms'] / single:.2f}x a single cold compile" \
+                if single else ""
+            print(f"  {mode:7s} {r['total_first_call_ms']:10.1f} ms{ratio}")
+        if static:
+            for mode in ("auto", "marked"):
+                if mode not in mine or "steady_ms" not in static["calls"][0]:
+                    continue
+                ratios = [d["steady_ms"] / s["steady_ms"]
+                          for d, s in zip(mine[mode]["calls"], static["calls"])]
+                print(f"  steady {mode}/static per length: " +
+                      " ".join(f"{c['length']}:{x:.2f}" for c, x in zip(static["calls"], ratios)))
+    for r in rows:
+        if r.get("error"):
+            print(f"{r.get('tool')} {r.get('mode')}: error: {r['error'][-300:]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tool", help="the dynamic_lengths executable")
+    ap.add_argument("--table", nargs="+", metavar="JSONL")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--steady", type=int, default=20)
+    ap.add_argument("--modes", default="auto,marked,static")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("lengths", type=int, nargs="*")
+    args = ap.parse_args()
+    if args.table:
+        table(args.table)
+        return 0
+    if not args.tool:
+        ap.error("--tool (or --table) is required")
+    lengths = args.lengths or list(DEFAULT_LENGTHS)
+    status = 0
+    for mode in args.modes.split(","):
+        if mode not in ("auto", "marked", "static"):
+            ap.error(f"unknown mode '{mode}'; expected auto, marked or static")
+        row = run_mode(args, mode, lengths)
+        status = status or (1 if row["error"] else 0)
+        print(json.dumps(row), flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
