@@ -14,7 +14,7 @@
 #     torch-train  bench/torch_compile.py --train on cuda: the same step under torch.compile
 #     ratios       bench/ratios.py over what the steps above wrote
 #     dynamic      dynamic shapes: the 12-layer GPT (d 768, 12 heads, batch 4) called at 8
-#                  lengths on cuda, automatic / marked / static, zc (bench/zc_dynamic.py over
+#                  lengths on cuda, automatic / marked / static, zc three times (bench/zc_dynamic.py over
 #                  tests/tools/dynamic_lengths) and torch.compile (bench/torch_dynamic.py), each
 #                  mode in a fresh process with an empty cache: dynamic-zc.jsonl,
 #                  dynamic-torch.jsonl, dynamic.txt (the two side by side)
@@ -147,7 +147,7 @@ case "${1:-}" in
           cmake --build build-gpu --target test_tool_dynamic_lengths >>"$out/build.log" 2>&1 ||
             { tail -30 "$out/build.log"; exit 1; }
           gpt12=(--device cuda --layers 12 --d-model 768 --heads 12 --batch 4 --steady 20)
-          python3 bench/zc_dynamic.py --tool build-gpu/tests/tools/dynamic_lengths "${gpt12[@]}" \
+          python3 bench/zc_dynamic.py --tool build-gpu/tests/tools/dynamic_lengths --runs 3 "${gpt12[@]}" \
             >"$out/dynamic-zc.jsonl" || echo "zc_dynamic.py reported an error (see the table)"
           python3 bench/torch_dynamic.py "${gpt12[@]}" >"$out/dynamic-torch.jsonl" 2>"$out/dynamic-torch.log" ||
             { echo "torch_dynamic.py did not complete:"; tail -5 "$out/dynamic-torch.log"; }

@@ -3,7 +3,8 @@
 
     python3 bench/zc_dynamic.py --tool BUILD/tests/tools/dynamic_lengths [--device cpu|cuda]
                                 [--layers 4] [--d-model 256] [--heads 4] [--batch 4]
-                                [--steady 20] [--modes auto,marked,static] [LENGTH ...]
+                                [--steady 20] [--modes auto,marked,static] [--runs 1]
+                                [LENGTH ...]
 
 Runs tests/tools/dynamic_lengths once per mode, each in a fresh process with an empty cache
 directory (ZC_CACHE_DIR), over the lengths in the order given (default: 16 32 24 40 64 100 77
@@ -12,11 +13,14 @@ template check, and the run, up to its result on the device), the compiler runs 
 graphs a size template served, the largest difference from eager and, with --steady N, the
 median of N more calls; the total over the lengths. `single_cold_ms` in the static row is the
 first length's first call: one cold compile, what the other totals are measured against.
+With --runs N each mode runs N times (fresh processes and caches each time, one row per run,
+"run" numbering them): compile times on a busy host vary from run to run.
 
     python3 bench/zc_dynamic.py --table zc.jsonl [torch.jsonl]
 
-prints the two side by side: totals, their ratio to a single cold compile, and per length the
-dynamic code's steady time over the static code's.
+prints the two side by side: per mode the median over runs of the total, its ratio to the
+median single cold compile, and per length the dynamic code's steady time over the static
+code's (first runs).
 """
 import argparse
 import json
@@ -60,25 +64,38 @@ def run_mode(args, mode, lengths):
     return row
 
 
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
 def table(paths):
     rows = []
     for path in paths:
         with open(path) as f:
             rows += [json.loads(x) for x in f if x.strip().startswith("{")]
     for tool in ("zc", "torch.compile"):
-        mine = {r["mode"]: r for r in rows if r.get("tool") == tool and not r.get("error")}
-        if not mine:
+        runs = {}
+        for r in rows:
+            if r.get("tool") == tool and not r.get("error"):
+                runs.setdefault(r["mode"], []).append(r)
+        if not runs:
             continue
+        mine = {mode: rs[0] for mode, rs in runs.items()}
         static = mine.get("static")
-        single = static["calls"][0]["first_call_ms"] if static else None
-        print(f"{tool}: total first-call ms over {len(next(iter(mine.values()))['calls'])} lengths")
+        single = median([r["calls"][0]["first_call_ms"] for r in runs["static"]]) \
+            if static else None
+        print(f"{tool}: total first-call ms over {len(next(iter(mine.values()))['calls'])} lengths"
+              + (f"; a single cold compile (static, first length) {single:.1f} ms" if single
+                 else ""))
         for mode in ("auto", "marked", "static"):
-            if mode not in mine:
+            if mode not in runs:
                 continue
-            r = mine[mode]
-            ratio = f"  {r['total_first_call_ms'] / single:.2f}x a single cold compile" \
-                if single else ""
-            print(f"  {mode:7s} {r['total_first_call_ms']:10.1f} ms{ratio}")
+            totals = [r["total_first_call_ms"] for r in runs[mode]]
+            ratio = f"  {median(totals) / single:.2f}x a single cold compile" if single else ""
+            each = " (runs: " + ", ".join(f"{t:.1f}" for t in totals) + ")" \
+                if len(totals) > 1 else ""
+            print(f"  {mode:7s} {median(totals):10.1f} ms{ratio}{each}")
         if static:
             for mode in ("auto", "marked"):
                 if mode not in mine or "steady_ms" not in static["calls"][0]:
@@ -103,6 +120,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steady", type=int, default=20)
     ap.add_argument("--modes", default="auto,marked,static")
+    ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("lengths", type=int, nargs="*")
     args = ap.parse_args()
@@ -113,12 +131,14 @@ def main():
         ap.error("--tool (or --table) is required")
     lengths = args.lengths or list(DEFAULT_LENGTHS)
     status = 0
-    for mode in args.modes.split(","):
-        if mode not in ("auto", "marked", "static"):
-            ap.error(f"unknown mode '{mode}'; expected auto, marked or static")
-        row = run_mode(args, mode, lengths)
-        status = status or (1 if row["error"] else 0)
-        print(json.dumps(row), flush=True)
+    for run in range(args.runs):
+        for mode in args.modes.split(","):
+            if mode not in ("auto", "marked", "static"):
+                ap.error(f"unknown mode '{mode}'; expected auto, marked or static")
+            row = run_mode(args, mode, lengths)
+            row["run"] = run
+            status = status or (1 if row["error"] else 0)
+            print(json.dumps(row), flush=True)
     return status
 
 
