@@ -17,8 +17,8 @@ namespace zc::codegen::cuda {
 // An unsigned type of `bytes` bytes that moves a vector in one load or store ("uint4" for 16).
 std::string raw_vector_type(size_t bytes);
 
-// Symbols a kernel of code for many sizes can take (ZcSym in the prelude), and their name in
-// its body, as the index type.
+// Symbols a kernel of code for many sizes can take, and their name in its body, as the index
+// type. ZcSym in prelude.h holds exactly kMaxSymbols int64s: the executable passes that many.
 inline constexpr size_t kMaxSymbols = 8;
 inline constexpr const char* kSymbolArray = "zc_sz";
 
