@@ -163,19 +163,26 @@ def build(name, torch, compile_fn):
     raise SystemExit(f"torch_compile.py: unknown model '{name}'; expected one of {MODELS}")
 
 
-def child(spec):
-    """One scenario in this process; prints its row after "RESULT "."""
-    t = time.perf_counter()
-    import torch
-    import_ms = (time.perf_counter() - t) * 1e3
+def setup(torch, device_name):
+    """TF32 off (zc computes f32 in full precision), the device, whether it is a GPU, and a
+    function that waits for it."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    device = torch.device(spec["device"])
+    device = torch.device(device_name)
     cuda = device.type == "cuda"
 
     def sync():
         if cuda:
             torch.cuda.synchronize()
+    return device, cuda, sync
+
+
+def child(spec):
+    """One scenario in this process; prints its row after "RESULT "."""
+    t = time.perf_counter()
+    import torch
+    import_ms = (time.perf_counter() - t) * 1e3
+    device, cuda, sync = setup(torch, spec["device"])
 
     mega_load_ms = 0.0
     if spec["scenario"] == "load_mega":

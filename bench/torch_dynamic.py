@@ -36,15 +36,8 @@ DEFAULT_LENGTHS = (16, 32, 24, 40, 64, 100, 77, 120)
 def child(spec):
     """One mode in this process; prints its row after "RESULT "."""
     import torch
-    from torch_compile import modules
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    device = torch.device(spec["device"])
-    cuda = device.type == "cuda"
-
-    def sync():
-        if cuda:
-            torch.cuda.synchronize()
+    from torch_compile import modules, setup
+    device, cuda, sync = setup(torch, spec["device"])
 
     torch.manual_seed(0)
     lengths = spec["lengths"]

@@ -25,8 +25,7 @@ DynamicShapes::Kind DynamicShapes::make_kind(const Tensor& x) const {
             std::vector<bool>(rank, mode_ == Dynamic::All),
             std::vector<std::vector<int64_t>>(rank)};
   for (size_t d = 0; d < rank; ++d) kind.ranges[d].dim = static_cast<int64_t>(d);
-  for (const DynamicDim& m : marked_) {
-    if (m.input != 0) continue;  // a compiled module takes one input
+  for (const DynamicDim& m : marked_) {  // compile() took only marks of input 0
     int64_t d = m.dim < 0 ? m.dim + static_cast<int64_t>(rank) : m.dim;
     if (d < 0 || d >= static_cast<int64_t>(rank)) {
       throw Error("compile: dynamic_dims marks dim " + std::to_string(m.dim) +

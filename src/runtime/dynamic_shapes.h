@@ -38,6 +38,7 @@ struct GuardMiss {
 // synchronized: the caller holds its capture lock.
 class DynamicShapes {
  public:
+  // `marked`: marks of input 0 with valid ranges, as compile() checks them.
   DynamicShapes(Dynamic mode, std::vector<DynamicDim> marked)
       : mode_(mode), marked_(std::move(marked)) {}
 

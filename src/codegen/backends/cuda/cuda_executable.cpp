@@ -45,18 +45,24 @@ namespace {
 
 // The module of `cubin` on the current device (`device`). Modules stay loaded for the life of
 // the process: an executable may be dropped (compiler::reset) while the process exits, when
-// unloading is no longer safe; a module is a few kilobytes. A size template's cubin serves
-// many sizes, each its own executable: they share one module.
-CUmodule module_of(std::span<const uint8_t> cubin, int device) {
+// unloading is no longer safe; a module is a few kilobytes.
+CUmodule load_module(std::span<const uint8_t> cubin) {
+  CUmodule module = nullptr;
+  check(driver().cuModuleLoadData(&module, cubin.data()),
+        "loading a compiled graph's cubin (built for another GPU architecture?)");
+  return module;
+}
+
+// A size template's cubin serves many sizes, each its own executable: they share one module.
+// Only those are hashed; a start that loads every graph of a model from the cache hashes none.
+CUmodule shared_module(std::span<const uint8_t> cubin, int device) {
   static std::mutex mu;
   static std::map<std::pair<Digest, int>, CUmodule> loaded;
   const std::pair<Digest, int> key{sha256(cubin), device};
   std::lock_guard lock(mu);
   auto it = loaded.find(key);
   if (it != loaded.end()) return it->second;
-  CUmodule module = nullptr;
-  check(driver().cuModuleLoadData(&module, cubin.data()),
-        "loading a compiled graph's cubin (built for another GPU architecture?)");
+  CUmodule module = load_module(cubin);
   loaded.emplace(key, module);
   return module;
 }
@@ -71,7 +77,7 @@ class CudaExecutable final : public RawExecutable {
         arenas_(plan_.arena_bytes, Device::cuda(device_)) {
     const ir::Graph& g = schedule_.graph;
     zc::cuda::use_device(device_);
-    module_ = module_of(cubin, device_);
+    module_ = schedule_.symbolic() ? shared_module(cubin, device_) : load_module(cubin);
     if (schedule_.symbolic()) {
       if (symbols.size() > kMaxSymbols) {
         throw Error("a size template's cubin takes at most " + std::to_string(kMaxSymbols) +
