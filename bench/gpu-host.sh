@@ -18,6 +18,9 @@
 #                  tests/tools/dynamic_lengths) and torch.compile (bench/torch_dynamic.py), each
 #                  mode in a fresh process with an empty cache: dynamic-zc.jsonl,
 #                  dynamic-torch.jsonl, dynamic.txt (the two side by side)
+#     warm         the spread of warm first calls: gpt12 inference and training and seed64
+#                  training, six fresh processes each on one warm cache, then six with glibc's
+#                  heap trim off (warm.txt: ready and first call in ms per process)
 #     profile      where a gpt12 training step's time goes: zc's warm first step with
 #                  ZC_LOGS=timing (profile-zc-warm.log) and sampled on its main thread
 #                  (profile-zc-warm-sampled.txt, bench/wall_sampler.c), zc's kernels with
@@ -52,7 +55,7 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|dynamic|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|ratios ...]}"
     shift 2
     steps=("$@")
     [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
@@ -142,6 +145,25 @@ case "${1:-}" in
           torch_compile profile-torch --train --profile --device cuda --models gpt12 --dtypes f32
           grep -B2 -A50 "torch.profiler" "$out/profile-torch.log" | tail -60 || true
           ;;
+        warm)
+          # The warm first call's spread: six fresh processes per model on one warm cache
+          # (ready and first call, ms, as zc bench --child prints them), then six with glibc's
+          # heap trim off (docs/adr/0013 says why that matters).
+          cache="$(mktemp -d)"
+          for model in "gpt-blocks --layers 12 --train 0" "gpt-blocks --layers 12 --train 1" \
+            "seed --layers 64 --train 1"; do
+            child=(bench --child --model $model --device cuda)
+            ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" >/dev/null
+            for i in 1 2 3 4 5 6; do
+              echo "$model: $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" | cut -d' ' -f1-2)"
+            done
+            for i in 1 2 3 4 5 6; do
+              echo "$model, trim off: $(GLIBC_TUNABLES=glibc.malloc.trim_threshold=1000000000 \
+                ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" | cut -d' ' -f1-2)"
+            done
+          done | tee "$out/warm.txt"
+          rm -rf "$cache"
+          ;;
         dynamic)
           cmake -S . -B build-gpu -DZC_BUILD_TESTS=ON >>"$out/configure.log" 2>&1
           cmake --build build-gpu --target test_tool_dynamic_lengths >>"$out/build.log" 2>&1 ||
@@ -168,14 +190,14 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train, profile, dynamic or ratios" >&2
+            "torch-train, profile, warm, dynamic or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|dynamic|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|ratios ...]" >&2
     exit 2
     ;;
 esac

@@ -103,9 +103,24 @@ bool prestart_enabled() {
 }
 
 void run_preload() {
+  bool mapped = false;
   try {
     (void)blaslt();  // maps the library; a failure is kept and raised by whoever uses it
+    mapped = true;
   } catch (const std::exception&) {
+  }
+  // On a machine that shows one GPU, that GPU is the one the process will use: its context
+  // (100-115 ms) is made now, which starts cuBLASLt on it (primary_context calls
+  // prestart_blaslt), while the process builds or reads its model on the host. With several
+  // GPUs the process may use any of them, and a context on one it does not use would hold its
+  // memory: they wait for their first tensor, as before. (This thread asks for the devices
+  // only after discovery, which started it, has returned: devices() waits for that.)
+  if (mapped) {
+    try {
+      if (device_count() == 1) (void)primary_context(0);
+    } catch (const std::exception&) {
+      // The same failure meets the first tensor moved there, which reports it.
+    }
   }
   Preload& p = preload();
   std::lock_guard<std::mutex> lock(p.mu);

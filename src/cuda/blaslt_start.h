@@ -4,7 +4,8 @@
 // use a GPU, and run while it builds or loads its model:
 //   - the library is opened when the process first looks for CUDA devices (preload_blaslt);
 //   - it is initialized on a device when that device's context is made (prestart_blaslt), which
-//     the first tensor moved there does;
+//     the first tensor moved there does, or, on a machine that shows a single GPU, the
+//     preload's thread does as soon as the library is open (docs/adr/0013);
 //   - and, should ZC_CUDA_PRESTART=0 turn those two off, when the CUDA backend knows a graph
 //     needs it: when it emits the graph's source (so a cold compile's NVRTC run overlaps it) and
 //     when it loads the compiled graph (a warm process).
@@ -36,8 +37,9 @@ enum class BlasLtStart : uint8_t {
 // returns at once. Needs a usable GPU (check_device).
 void start_blaslt(int device);
 // The early starts above; each returns at once and does nothing when ZC_CUDA_PRESTART=0 or no
-// cuBLASLt is installed. preload_blaslt opens the library on a background thread (no device
-// needed; called by device discovery, so it must not ask for the devices); prestart_blaslt(device)
+// cuBLASLt is installed. preload_blaslt opens the library on a background thread, then makes
+// the context of a machine's only GPU (called by device discovery, so the calling thread must not
+// ask for the devices; the background thread waits for discovery to end); prestart_blaslt(device)
 // is start_blaslt, called when the device's context is made. The calling thread waits for them at
 // its end, as above.
 void preload_blaslt();

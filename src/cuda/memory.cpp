@@ -1,5 +1,6 @@
 #include "cuda/memory.h"
 
+#include <cstring>
 #include <string>
 
 #include "cuda/device.h"
@@ -9,6 +10,9 @@
 namespace zc::cuda {
 
 namespace {
+
+// Host-to-device copies up to this size are queued as memsets of their bytes.
+constexpr size_t kQueuedCopyBytes = 16;
 
 std::string on(const char* what, int device) {
   return std::string(what) + " on cuda:" + std::to_string(device);
@@ -21,6 +25,25 @@ void copy_host_to_device(CUdeviceptr dst, const void* src, size_t nbytes, int de
   use_device(device);
   const Driver& d = driver();
   CUstream stream = current_stream(device);
+  if (nbytes <= kQueuedCopyBytes) {
+    // A scalar (an optimizer's step size, a loss scale): its bytes go by value into memsets
+    // queued on the stream, so the host neither waits for the work before them nor keeps `src`.
+    // A copy from pageable memory would wait for the whole stream.
+    const auto* bytes = static_cast<const uint8_t*>(src);
+    if (nbytes % 4 == 0 && dst % 4 == 0) {
+      for (size_t i = 0; i < nbytes; i += 4) {
+        uint32_t word = 0;
+        std::memcpy(&word, bytes + i, 4);
+        check(d.cuMemsetD32Async(dst + i, word, 1, stream), on("copying host to device", device));
+      }
+    } else {
+      for (size_t i = 0; i < nbytes; ++i) {
+        check(d.cuMemsetD8Async(dst + i, bytes[i], 1, stream),
+              on("copying host to device", device));
+      }
+    }
+    return;
+  }
   check(d.cuMemcpyHtoDAsync(dst, src, nbytes, stream), on("copying host to device", device));
   check(d.cuStreamSynchronize(stream), on("copying host to device", device));
 }

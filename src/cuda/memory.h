@@ -2,8 +2,10 @@
 // that they run in order with the other work zc queued there (the blocking cuMemcpy functions
 // use the legacy default stream, which a non-blocking stream does not wait for).
 //
-// Copies that involve host memory return when the copy has completed: the host buffer may be
-// pageable and reused at once, and a device-to-host copy is read by the host right after.
+// Copies that involve host memory return when the host buffer may be reused: it may be pageable
+// and reused at once, and a device-to-host copy is read by the host right after. A
+// host-to-device copy of at most 16 bytes (a scalar) is queued instead, its bytes taken by value,
+// so that it does not wait for the work already queued; a larger one waits for the copy.
 #pragma once
 
 #include <cuda.h>

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -202,6 +203,28 @@ TEST(CudaRuntimeGpu, RoundTripEveryDTypeBitExact) {
     EXPECT_EQ(bytes_of(s.to(kGpu).to(Device::cpu())), bytes_of(s));
     const Tensor e = Tensor::empty({0, 3}, dtype);
     EXPECT_EQ(e.to(kGpu).to(Device::cpu()).shape(), (Shape{0, 3}));
+  }
+}
+
+// Copies of up to 16 bytes (scalars) are queued as memsets of their bytes rather than waiting
+// for the stream (cuda/memory.h): every size below, at and above that bound, in words or in
+// single bytes, arrives bit-exact, and the host buffer may change the moment the copy returns,
+// while the work queued before it still runs.
+TEST(CudaRuntimeGpu, SmallCopiesAreQueuedAndExact) {
+  ZC_SKIP_WITHOUT_GPU();
+  zc::manual_seed(17);
+  const Tensor a = zc::randn({1024, 1024}).to(kGpu);
+  for (DType dtype : {DType::boolean, DType::f16, DType::f32, DType::f64}) {
+    for (int64_t n = 1; n <= 9; ++n) {
+      SCOPED_TRACE(std::string(zc::dtype_name(dtype)) + " x " + std::to_string(n));
+      Tensor busy = zc::matmul(a, a);  // queued work the copy must not wait for nor overtake
+      Tensor host = sample({n}, dtype).contiguous();
+      const std::vector<unsigned char> sent = bytes_of(host);
+      const Tensor d = host.to(kGpu);
+      std::memset(host.raw_data(), 0x5a, sent.size());  // the copy took its bytes already
+      EXPECT_EQ(bytes_of(d.to(Device::cpu())), sent);
+      EXPECT_EQ(busy.shape(), (Shape{1024, 1024}));
+    }
   }
 }
 
