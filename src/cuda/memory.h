@@ -5,7 +5,9 @@
 // Copies that involve host memory return when the host buffer may be reused: it may be pageable
 // and reused at once, and a device-to-host copy is read by the host right after. A
 // host-to-device copy of at most 16 bytes (a scalar) is queued instead, its bytes taken by value,
-// so that it does not wait for the work already queued; a larger one waits for the copy.
+// so that it does not wait for the work already queued; a larger one waits for the copy. (A
+// stream recording a CUDA graph sees no such copy, whose value the graph would keep: recording
+// runs only a compiled graph's launches, graph_executable.cpp.)
 #pragma once
 
 #include <cuda.h>
