@@ -22,11 +22,8 @@ std::string on(const char* what, int device) {
 
 void copy_host_to_device(CUdeviceptr dst, const void* src, size_t nbytes, int device) {
   if (nbytes == 0) return;
-  use_device(device);
-  const Driver& d = driver();
-  CUstream stream = current_stream(device);
   if (nbytes <= kQueuedCopyBytes) {
-    // A scalar (an optimizer's step size, a loss scale): its bytes go by value into memsets
+    // A scalar (an optimizer's step size, a loss scale): its bytes go by value into fills
     // queued on the stream, so the host neither waits for the work before them nor keeps `src`.
     // A copy from pageable memory would wait for the whole stream.
     const auto* bytes = static_cast<const uint8_t*>(src);
@@ -34,16 +31,16 @@ void copy_host_to_device(CUdeviceptr dst, const void* src, size_t nbytes, int de
       for (size_t i = 0; i < nbytes; i += 4) {
         uint32_t word = 0;
         std::memcpy(&word, bytes + i, 4);
-        check(d.cuMemsetD32Async(dst + i, word, 1, stream), on("copying host to device", device));
+        fill_words(dst + i, word, 1, device);
       }
     } else {
-      for (size_t i = 0; i < nbytes; ++i) {
-        check(d.cuMemsetD8Async(dst + i, bytes[i], 1, stream),
-              on("copying host to device", device));
-      }
+      for (size_t i = 0; i < nbytes; ++i) fill_bytes(dst + i, bytes[i], 1, device);
     }
     return;
   }
+  use_device(device);
+  const Driver& d = driver();
+  CUstream stream = current_stream(device);
   check(d.cuMemcpyHtoDAsync(dst, src, nbytes, stream), on("copying host to device", device));
   check(d.cuStreamSynchronize(stream), on("copying host to device", device));
 }
