@@ -1,7 +1,5 @@
-#include <cstdlib>
-#include <new>
-
 #include "tensor/device_memory.h"
+#include "tensor/host_memory.h"
 #include "zc/tensor.h"
 
 namespace zc {
@@ -22,10 +20,7 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
     data_ = hooks->allocate(nbytes, device.index);
     return;
   }
-  // 64-byte alignment: a cache line, and what AVX-512 loads want.
-  size_t rounded = (nbytes + 63) / 64 * 64;
-  data_ = rounded == 0 ? nullptr : std::aligned_alloc(64, rounded);
-  if (rounded != 0 && data_ == nullptr) throw std::bad_alloc();
+  data_ = host_memory::allocate(nbytes);
 }
 
 std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device device) {
@@ -40,7 +35,7 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device devic
 Storage::~Storage() {
   if (!owned_) return;
   if (device_.is_cpu()) {
-    std::free(data_);
+    host_memory::release(data_, nbytes_);
   } else if (data_) {
     device_memory(device_.type)->release(data_, device_.index);
   }
