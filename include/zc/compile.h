@@ -106,6 +106,9 @@ struct Stats {
   // and graphs of a new size that ran such code without compiling.
   int64_t size_templates = 0;
   int64_t template_hits = 0;
+  // Compiled training: backward graphs derived from the derivative rules and partitioned; a
+  // warm process reads them from the cache instead.
+  int64_t backwards_derived = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   double ready_ms = 0;

@@ -4,10 +4,9 @@
 
 #include "autograd/node.h"
 #include "autograd/record.h"
-#include "lower/autodiff.h"
-#include "lower/partition.h"
 #include "runtime/compile_graph.h"
 #include "runtime/hierarchical.h"
+#include "runtime/training_graphs.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -45,19 +44,19 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
   for (size_t i = 0; i < wanted.size(); ++i) {
     if (wanted[i]) wrt.push_back(i);
   }
-  lower::JointGraph joint = lower::joint_graph(graph_, wrt);
+  TrainingGraphs graphs = training_graphs(graph_, wrt);
   auto plan = std::make_shared<TrainingPlan>();
   plan->outputs = graph_.outputs.size();
   plan->has_grad.assign(wanted.size(), false);
   size_t with_grad = 0;
   for (size_t k = 0; k < wrt.size(); ++k) {
-    plan->has_grad[wrt[k]] = joint.has_grad[k];
-    with_grad += joint.has_grad[k] ? 1 : 0;
+    plan->has_grad[wrt[k]] = graphs.has_grad[k];
+    with_grad += graphs.has_grad[k] ? 1 : 0;
   }
-  if (with_grad == 0) {
+  if (!graphs.partition) {
     plan->forward = compile(graph_, /*replay=*/true);
   } else {
-    lower::Partition part = lower::partition(graph_, joint);
+    lower::Partition& part = *graphs.partition;
     // The two halves compile side by side: on a warm start each is mostly region planning and
     // cache loads, on a cold one compiler runs.
     auto forward =

@@ -32,6 +32,7 @@ Stats stats() {
   out.graph_replays = c(Counter::graph_replays);
   out.size_templates = c(Counter::size_templates);
   out.template_hits = c(Counter::template_hits);
+  out.backwards_derived = c(Counter::backwards_derived);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -66,6 +67,7 @@ std::string Stats::str() const {
      << "CUDA graph replays  " << graph_replays << "\n"
      << "size templates      " << size_templates << "\n"
      << "template hits       " << template_hits << "\n"
+     << "backwards derived   " << backwards_derived << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -87,10 +89,10 @@ std::string Stats::json() const {
      << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
      << ",\"graph_recordings\":" << graph_recordings << ",\"graph_replays\":" << graph_replays
      << ",\"size_templates\":" << size_templates << ",\"template_hits\":" << template_hits
-     << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
-     << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
-     << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms
-     << "}";
+     << ",\"backwards_derived\":" << backwards_derived << ",\"ready_ms\":" << ready_ms
+     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
+     << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
+     << ",\"load_ms\":" << load_ms << "}";
   return os.str();
 }
 

@@ -16,14 +16,15 @@ enum class Counter : uint8_t {
   compiler_invocations,
   kernels_generated,
   extern_ops,
-  regions_found,     // outlined calls of repeated blocks
-  region_graphs,     // distinct repeated blocks
-  parts_compiled,    // distinct parts compiled (or loaded) for hierarchical graphs
-  parts_reused,      // parts that reused one of those
-  graph_recordings,  // CUDA graphs recorded
-  graph_replays,     // calls that replayed one
-  size_templates,    // code made once for many sizes of a graph
-  template_hits,     // executables for a new size from such code (no compiler run)
+  regions_found,      // outlined calls of repeated blocks
+  region_graphs,      // distinct repeated blocks
+  parts_compiled,     // distinct parts compiled (or loaded) for hierarchical graphs
+  parts_reused,       // parts that reused one of those
+  graph_recordings,   // CUDA graphs recorded
+  graph_replays,      // calls that replayed one
+  size_templates,     // code made once for many sizes of a graph
+  template_hits,      // executables for a new size from such code (no compiler run)
+  backwards_derived,  // joint graphs derived and partitioned (not read from the cache)
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready

@@ -129,7 +129,8 @@ TEST(CompiledTraining, CompiledGraphsAreConstantInDepth) {
 }
 
 // The whole training step (compiled forward and backward, fused AdamW) in fresh processes:
-// cold compiles, warm compiles nothing, and a bundle warms an empty cache; the losses agree.
+// cold compiles, warm compiles nothing and derives no backward (runtime/training_graphs.h),
+// and a bundle warms an empty cache; the losses agree.
 TEST(CompiledTraining, AWarmProcessOrABundleCompilesNothing) {
   const std::string dir = test::fresh_dir("compiled_training", "warm");
   const std::string env = "ZC_CACHE_DIR=" + dir + "/cache";
@@ -137,14 +138,17 @@ TEST(CompiledTraining, AWarmProcessOrABundleCompilesNothing) {
   test::ProcessRun cold = test::run_tool("train_step", env, args + " --save " + dir + "/b.zcb");
   ASSERT_EQ(cold.rc, 0) << cold.out;
   EXPECT_GT(std::stoi(cold.lines["compiles"]), 0) << cold.out;
+  EXPECT_FALSE(contains(cold.lines["stats"], "\"backwards_derived\":0,")) << cold.out;
   test::ProcessRun warm = test::run_tool("train_step", env, args);
   ASSERT_EQ(warm.rc, 0) << warm.out;
   EXPECT_EQ(warm.lines["compiles"], "0") << warm.out;
+  EXPECT_TRUE(contains(warm.lines["stats"], "\"backwards_derived\":0,")) << warm.out;
   EXPECT_EQ(warm.lines["loss"], cold.lines["loss"]);
   test::ProcessRun bundled = test::run_tool("train_step", "ZC_CACHE_DIR=" + dir + "/empty",
                                             args + " --load " + dir + "/b.zcb");
   ASSERT_EQ(bundled.rc, 0) << bundled.out;
   EXPECT_EQ(bundled.lines["compiles"], "0") << bundled.out;
+  EXPECT_TRUE(contains(bundled.lines["stats"], "\"backwards_derived\":0,")) << bundled.out;
   EXPECT_EQ(bundled.lines["loss"], cold.lines["loss"]);
 }
 

@@ -10,6 +10,7 @@
 #include "ir/verifier.h"
 #include "lower/autodiff.h"
 #include "lower/partition.h"
+#include "runtime/training_graphs.h"
 #include "test_support.h"
 #include "util/min_cut.h"
 #include "zc/zc.h"
@@ -170,6 +171,39 @@ TEST(Partition, IsDeterministic) {
   EXPECT_EQ(ir::graph_hash(a.part.forward), ir::graph_hash(b.part.forward));
   EXPECT_EQ(ir::graph_hash(a.part.backward), ir::graph_hash(b.part.backward));
   EXPECT_EQ(a.part.saved, b.part.saved);
+}
+
+// The partition goes through the cache (runtime/training_graphs.h): a second request reads it
+// back instead of deriving it, and the graphs read back are the derived ones in canonical form,
+// so they hash alike and compiling them hits the same graph-level entries.
+TEST(TrainingGraphs, ReadBackFromTheCacheTheyEqualTheDerivedGraphs) {
+  manual_seed(7);
+  auto model = models::gpt(models::gpt_small_config(2));
+  Split derived = split(*model, models::gpt_small_tokens());
+  std::vector<size_t> wrt;
+  for (size_t i = 0; i < derived.captured.inputs.size(); ++i) {
+    if (derived.captured.inputs[i].kind == ir::InputKind::parameter) wrt.push_back(i);
+  }
+  compiler::reset_stats();
+  runtime::TrainingGraphs first = runtime::training_graphs(derived.captured, wrt);
+  runtime::TrainingGraphs again = runtime::training_graphs(derived.captured, wrt);
+  EXPECT_LE(compiler::stats().backwards_derived, 1);  // 0 when an earlier run stored it
+  for (const runtime::TrainingGraphs* t : {&first, &again}) {
+    ASSERT_TRUE(t->partition.has_value());
+    EXPECT_EQ(t->has_grad, derived.joint.has_grad);
+    EXPECT_EQ(ir::graph_hash(t->partition->forward), ir::graph_hash(derived.part.forward));
+    EXPECT_EQ(ir::graph_hash(t->partition->backward), ir::graph_hash(derived.part.backward));
+    EXPECT_EQ(t->partition->saved, derived.part.saved);
+    ir::verify(t->partition->forward);
+    ir::verify(t->partition->backward);
+  }
+  // The same graph with other inputs wanting gradients is another entry.
+  compiler::reset_stats();
+  std::vector<size_t> fewer(wrt.begin(), wrt.begin() + 3);
+  runtime::TrainingGraphs some = runtime::training_graphs(derived.captured, fewer);
+  EXPECT_EQ(some.has_grad.size(), 3u);
+  ASSERT_TRUE(some.partition.has_value());
+  EXPECT_NE(ir::graph_hash(some.partition->backward), ir::graph_hash(derived.part.backward));
 }
 
 }  // namespace

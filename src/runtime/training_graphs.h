@@ -1,0 +1,34 @@
+// The forward and backward graphs of a compiled training call, through the lowering level of
+// the process cache.
+//
+// Input: a captured graph (verified) and `wrt`, the indices of its inputs that want gradients.
+// Output: for each entry of `wrt` whether it gets a gradient, and, when any does, the
+// partition of the joint graph (lower::joint_graph, then lower::partition): the graphs the
+// training forward and backward compile.
+//
+// Deriving and partitioning depend on the captured graph, `wrt` and zc's build alone (the
+// derivative rules and the partitioner are its sources), so the result is stored under a
+// lowering-level key of those: a warm process's first training step reads the two graphs back
+// (canonical bytes) instead of deriving them again, which for a 12-layer GPT took about 7 ms
+// of that step on the GPU host. Graphs read back have canonical numbering; compiling them
+// gives the graph-level keys that compiling the derived ones gives, since those keys are
+// hashes of canonical bytes.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "ir/graph.h"
+#include "lower/partition.h"
+
+namespace zc::runtime {
+
+struct TrainingGraphs {
+  std::vector<bool> has_grad;                 // per entry of wrt
+  std::optional<lower::Partition> partition;  // none when no entry gets a gradient
+};
+
+TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt);
+
+}  // namespace zc::runtime
