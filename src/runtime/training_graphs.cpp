@@ -68,6 +68,11 @@ TrainingGraphs decode(std::span<const uint8_t> bytes, const ir::Graph& captured,
     t.partition = std::move(p);
   }
   if (r.remaining() != 0) throw Error("stored training graphs: trailing bytes");
+  bool any = false;
+  for (bool b : t.has_grad) any = any || b;
+  if (any != t.partition.has_value()) {
+    throw Error("stored training graphs: gradients and partition disagree");
+  }
   return t;
 }
 

@@ -82,6 +82,8 @@ void* allocate(size_t nbytes) {
     if (it != c.by_size.end() && !it->second.empty()) {
       auto block = it->second.back();
       it->second.pop_back();
+      // No empty queues left behind: a process whose sizes vary would collect them.
+      if (it->second.empty()) c.by_size.erase(it);
       void* p = block->ptr;
       c.by_age.erase(block);
       c.stats.cached_bytes -= size;
@@ -122,7 +124,9 @@ void release(void* ptr, size_t nbytes) noexcept {
     }
     if (c.stats.cached_bytes <= kCachedBytes) break;
     Block oldest = c.by_age.front();
-    c.by_size[oldest.size].pop_front();
+    auto same_size = c.by_size.find(oldest.size);
+    same_size->second.pop_front();
+    if (same_size->second.empty()) c.by_size.erase(same_size);
     c.by_age.pop_front();
     c.stats.cached_bytes -= oldest.size;
     c.stats.mapped_bytes -= oldest.size;
