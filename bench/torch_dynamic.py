@@ -30,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_LENGTHS = (16, 32, 24, 40, 64, 100, 77, 120)
+from dynamic_args import add_model_args, lengths_and_modes  # noqa: E402
 
 
 def child(spec):
@@ -81,23 +81,11 @@ def main():
         child(json.loads(sys.argv[2]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--d-model", type=int, default=768)
-    ap.add_argument("--heads", type=int, default=12)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--steady", type=int, default=20)
-    ap.add_argument("--modes", default="auto,marked,static")
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("lengths", type=int, nargs="*")
+    add_model_args(ap, device="cuda", layers=12, d_model=768, heads=12)
     args = ap.parse_args()
-    lengths = args.lengths or list(DEFAULT_LENGTHS)
-    if min(lengths) < 1:
-        ap.error("lengths must be 1 or more")
+    lengths, modes = lengths_and_modes(ap, args)
     status = 0
-    for mode in args.modes.split(","):
-        if mode not in ("auto", "marked", "static"):
-            ap.error(f"unknown mode '{mode}'; expected auto, marked or static")
+    for mode in modes:
         spec = {"device": args.device, "layers": args.layers, "d_model": args.d_model,
                 "heads": args.heads, "batch": args.batch, "steady": args.steady,
                 "mode": mode, "lengths": lengths}

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-DEFAULT_LENGTHS = (16, 32, 24, 40, 64, 100, 77, 120)
+from dynamic_args import add_model_args, lengths_and_modes
 
 
 def run_mode(args, mode, lengths):
@@ -113,28 +113,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tool", help="the dynamic_lengths executable")
     ap.add_argument("--table", nargs="+", metavar="JSONL")
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--d-model", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--steady", type=int, default=20)
-    ap.add_argument("--modes", default="auto,marked,static")
     ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--timeout", type=float, default=900)
-    ap.add_argument("lengths", type=int, nargs="*")
+    add_model_args(ap, device="cpu", layers=4, d_model=256, heads=4)
     args = ap.parse_args()
     if args.table:
         table(args.table)
         return 0
     if not args.tool:
         ap.error("--tool (or --table) is required")
-    lengths = args.lengths or list(DEFAULT_LENGTHS)
+    lengths, modes = lengths_and_modes(ap, args)
     status = 0
     for run in range(args.runs):
-        for mode in args.modes.split(","):
-            if mode not in ("auto", "marked", "static"):
-                ap.error(f"unknown mode '{mode}'; expected auto, marked or static")
+        for mode in modes:
             row = run_mode(args, mode, lengths)
             row["run"] = run
             status = status or (1 if row["error"] else 0)

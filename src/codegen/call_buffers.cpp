@@ -1,17 +1,13 @@
 #include "codegen/call_buffers.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <new>
-
 #include "ops/eager.h"
+#include "tensor/host_memory.h"
 
 namespace zc::codegen {
 
 ArenaPool::Lease ArenaPool::take() const {
   if (!device_.is_cpu()) {
-    auto block =
-        std::make_shared<Storage>(static_cast<size_t>(std::max<int64_t>(bytes_, 64)), device_);
+    auto block = std::make_shared<Storage>(block_bytes(), device_);
     return Lease(this, static_cast<char*>(block->data()), block);
   }
   {
@@ -22,10 +18,7 @@ ArenaPool::Lease ArenaPool::take() const {
       return Lease(this, p, nullptr);
     }
   }
-  size_t bytes = static_cast<size_t>(std::max<int64_t>(bytes_, 64));
-  char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  if (!p) throw std::bad_alloc();
-  return Lease(this, p, nullptr);
+  return Lease(this, static_cast<char*>(host_memory::allocate(block_bytes())), nullptr);
 }
 
 void ArenaPool::give(char* p) const {
@@ -34,7 +27,7 @@ void ArenaPool::give(char* p) const {
 }
 
 ArenaPool::~ArenaPool() {
-  for (char* p : free_) std::free(p);
+  for (char* p : free_) host_memory::release(p, block_bytes());
 }
 
 void* data_address(const Tensor& t) {

@@ -3,6 +3,7 @@
 // share one).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,8 @@ class ArenaPool {
 
  private:
   void give(char* p) const;
+  // An arena is never empty: its address is passed to the kernels.
+  size_t block_bytes() const { return static_cast<size_t>(std::max<int64_t>(bytes_, 64)); }
   int64_t bytes_;
   Device device_;
   mutable std::mutex mu_;
