@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,15 @@ class Storage {
   // Memory owned by someone else (a compiled graph's buffers): never freed here, and valid
   // only while the owner keeps it.
   static std::shared_ptr<Storage> borrow(void* data, size_t nbytes, Device device);
+  // Storages of nbytes[i] bytes on `device`, allocated together: on a GPU end to end in one
+  // allocation, in order, each 512-byte aligned and still freed on its own, so that a view
+  // spanning several of them needs no copy (the outputs of one compiled call; an optimizer's flat
+  // gradients). On the CPU, separate blocks.
+  static std::vector<std::shared_ptr<Storage>> allocate_together(std::span<const size_t> nbytes,
+                                                                 Device device);
+  // Equal and nonzero for storages from one allocate_together call on a GPU (which lie in one
+  // allocation while any of them lives); 0 otherwise.
+  int64_t group() const { return group_; }
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -47,6 +57,7 @@ class Storage {
   Device device_;
   bool owned_ = true;
   uint64_t version_ = 0;
+  int64_t group_ = 0;
 };
 
 // State the capture stage attaches to a traced tensor. The runtime only carries it: a traced

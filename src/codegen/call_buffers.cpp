@@ -55,6 +55,25 @@ std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
                                 std::vector<void*>& ptrs) {
   std::vector<Tensor> out;
   ptrs.clear();
+  // A GPU's outputs come in one allocation (Storage::allocate_together): one cuMemAlloc for a
+  // call's outputs on a first call, and adjacent blocks that a flat view can span later.
+  const bool together = metas.size() > 1 && std::all_of(metas.begin(), metas.end(), [&](auto& m) {
+                          return !m.device.is_cpu() && m.device == metas[0].device;
+                        });
+  if (together) {
+    std::vector<size_t> bytes;
+    for (const ops::TensorMeta& m : metas) {
+      bytes.push_back(static_cast<size_t>(shape_numel(m.shape)) * dtype_size(m.dtype));
+    }
+    std::vector<std::shared_ptr<Storage>> blocks =
+        Storage::allocate_together(bytes, metas[0].device);
+    for (size_t i = 0; i < metas.size(); ++i) {
+      const ops::TensorMeta& m = metas[i];
+      out.push_back(Tensor::view_of(blocks[i], m.shape, contiguous_strides(m.shape), 0, m.dtype));
+      ptrs.push_back(data_address(out.back()));
+    }
+    return out;
+  }
   for (const ops::TensorMeta& m : metas) {
     out.push_back(Tensor::empty(m.shape, m.dtype, m.device));
     ptrs.push_back(data_address(out.back()));

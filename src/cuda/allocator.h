@@ -9,6 +9,13 @@
 // stream runs in order, the next user of a block cannot overtake the work of the previous one
 // still queued; a block used on another stream than its own must be freed only after that work.
 //
+// Grouped blocks (allocate_group): the outputs of one call of a compiled graph are laid end to
+// end in one segment, so that a flat view over several of them (an optimizer's flat gradients)
+// needs no copy, and a call costs one cuMemAlloc instead of one per output. Each block is freed
+// on its own; the segment returns to a cache of whole groups when its last block is freed, and
+// serves only a later group of the same block sizes on the same stream (so the next call with
+// that layout gets the same addresses).
+//
 // When the driver is out of memory, the device's cache is returned to it and the request tried
 // once more; then a zc::Error names the request, what zc holds on the device and what the
 // device has free. All of it is thread-safe, and release() keeps working while the process
@@ -18,6 +25,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <span>
 
 #include "zc/cuda.h"
 
@@ -35,8 +43,13 @@ size_t rounded_size(size_t nbytes);
 // device, no driver, or memory exhausted.
 CUdeviceptr allocate(size_t nbytes, int device, CUstream stream);
 CUdeviceptr allocate(size_t nbytes, int device);
-// Returns a block from allocate() to the cache; 0 is ignored. Never raises and never calls the
-// driver.
+// Blocks of nbytes[i] bytes each (0 allowed), in one segment, in order, each starting 512-byte
+// aligned, for work on `stream`; out[i] receives block i. Each is freed with release(). Returns
+// the group's id (>= 0), the same for exactly the blocks of one segment.
+int64_t allocate_group(std::span<const size_t> nbytes, CUdeviceptr* out, int device,
+                       CUstream stream);
+// Returns a block from allocate() or allocate_group() to the cache; 0 is ignored. Never raises and
+// never calls the driver.
 void release(CUdeviceptr ptr) noexcept;
 
 // The blocks cached for `device` go back to the driver (after waiting for the device).

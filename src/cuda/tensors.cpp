@@ -1,9 +1,11 @@
 #include "cuda/tensors.h"
 
 #include <cstdint>
+#include <vector>
 
 #include "cuda/allocator.h"
 #include "cuda/memory.h"
+#include "cuda/stream.h"
 #include "tensor/device_memory.h"
 #include "util/check.h"
 
@@ -39,8 +41,16 @@ void fill_zero(void* dst, int index, size_t nbytes) {
   fill_bytes(address(dst), 0, nbytes, index);
 }
 
-constexpr DeviceMemoryHooks kHooks{allocate_storage, release_storage, copy_from_host,
-                                   copy_to_host,     copy_between,    fill_zero};
+int64_t allocate_storage_group(const size_t* nbytes, size_t n, void** out, int index) {
+  std::vector<CUdeviceptr> ptrs(n);
+  const int64_t group = allocate_group({nbytes, n}, ptrs.data(), index, current_stream(index));
+  for (size_t i = 0; i < n; ++i) out[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(ptrs[i]));
+  return group + 1;
+}
+
+constexpr DeviceMemoryHooks kHooks{allocate_storage,      release_storage, copy_from_host,
+                                   copy_to_host,          copy_between,    fill_zero,
+                                   allocate_storage_group};
 
 // libzc is a shared library linked from all of its objects, so this runs whenever it is loaded.
 [[maybe_unused]] const bool registered =

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "zc/device.h"
 
@@ -25,6 +26,9 @@ struct DeviceMemoryHooks {
   // Sets `nbytes` bytes to zero without a copy from the host; queued in order with the device's
   // later work (which is what reads it), so it may return before the memory is written.
   void (*fill_zero)(void* dst, int index, size_t nbytes);
+  // n blocks of nbytes[i] bytes, end to end in one allocation (each freed by `release` on its
+  // own), into out[i]; returns an id shared by exactly the blocks of that allocation (> 0).
+  int64_t (*allocate_group)(const size_t* nbytes, size_t n, void** out, int index);
 };
 
 // `hooks` must live as long as the process.

@@ -32,6 +32,29 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t nbytes, Device devic
   return s;
 }
 
+std::vector<std::shared_ptr<Storage>> Storage::allocate_together(std::span<const size_t> nbytes,
+                                                                 Device device) {
+  std::vector<std::shared_ptr<Storage>> out;
+  out.reserve(nbytes.size());
+  const DeviceMemoryHooks* hooks = device.is_cpu() ? nullptr : device_memory(device.type);
+  if (!hooks || nbytes.size() < 2) {
+    for (size_t n : nbytes) out.push_back(std::make_shared<Storage>(n, device));
+    return out;
+  }
+  std::vector<void*> blocks(nbytes.size());
+  const int64_t group =
+      hooks->allocate_group(nbytes.data(), nbytes.size(), blocks.data(), device.index);
+  for (size_t i = 0; i < nbytes.size(); ++i) {
+    std::shared_ptr<Storage> s(new Storage());
+    s->data_ = blocks[i];
+    s->nbytes_ = nbytes[i];
+    s->device_ = device;
+    s->group_ = group;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 Storage::~Storage() {
   if (!owned_) return;
   if (device_.is_cpu()) {

@@ -87,6 +87,41 @@ TEST(CudaAutograd, CompiledGptGradientsMatchTheCpu) {
     ASSERT_TRUE(g.defined()) << gpu_params[i].first;
     EXPECT_TRUE(allclose(g.to(Device::cpu()), cpu_params[i].second.grad(), 1e-3, 1e-5))
         << gpu_params[i].first;
+    // The compiled backward's outputs are allocated together (one allocation, adjacent
+    // blocks), which lets the fused AdamW read the gradients as one flat view.
+    EXPECT_NE(g.unsafe_impl()->storage->group(), 0) << gpu_params[i].first;
+    EXPECT_EQ(g.unsafe_impl()->storage->group(),
+              gpu_params[0].second.grad().unsafe_impl()->storage->group())
+        << gpu_params[i].first;
+  }
+  // A fused AdamW step over those gradients (a view, no copy) equals the CPU's eager step; the
+  // parameters then lie in one flat tensor on the GPU.
+  optim::AdamW on_cpu(cpu->parameters(), {.lr = 0.01, .eps = 1e-3});
+  optim::AdamW on_gpu(gpu->parameters(), {.lr = 0.01, .eps = 1e-3, .fused = true});
+  on_cpu.step();
+  on_gpu.step();
+  gpu_params = gpu->named_parameters();
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    EXPECT_TRUE(allclose(gpu_params[i].second.to(Device::cpu()), cpu_params[i].second, 1e-4, 1e-5))
+        << gpu_params[i].first;
+    EXPECT_EQ(gpu_params[i].second.unsafe_impl()->storage,
+              gpu_params[0].second.unsafe_impl()->storage)
+        << gpu_params[i].first;
+  }
+  // A second compiled step (the forward replayed as a CUDA graph over the moved parameters)
+  // still matches the CPU.
+  cpu->zero_grad();
+  on_gpu.zero_grad();
+  Tensor loss2_cpu = next_token_loss(*cpu, tokens);
+  Tensor loss2_gpu = next_token_loss(compiled, tokens.to(Device::cuda(0)));
+  EXPECT_NEAR(loss2_gpu.item<double>(), loss2_cpu.item<double>(), 1e-4);
+  loss2_cpu.backward();
+  loss2_gpu.backward();
+  on_cpu.step();
+  on_gpu.step();
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    EXPECT_TRUE(allclose(gpu_params[i].second.to(Device::cpu()), cpu_params[i].second, 1e-4, 1e-5))
+        << gpu_params[i].first;
   }
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tensor/assign.h"
 #include "unit/run_model.h"
 #include "unit/test_support.h"
 #include "zc/cuda.h"
@@ -35,6 +36,7 @@ namespace {
 using zc::Device;
 using zc::DType;
 using zc::Shape;
+using zc::Storage;
 using zc::Tensor;
 using zc::test::contains;
 using zc::test::error_message;
@@ -343,6 +345,67 @@ TEST(CudaRuntimeGpu, AllocatorReusesAFreedBlock) {
   EXPECT_EQ(zc::cuda::memory_stats().device_mallocs, third.device_mallocs);
   { const Tensor c = Tensor::empty({int64_t{1} << 20}, DType::boolean, kGpu); }  // a small one
   EXPECT_EQ(zc::cuda::memory_stats().device_mallocs, third.device_mallocs + 1);
+}
+
+// Storage::allocate_together: one cuMemAlloc, blocks end to end (512-byte aligned), each freed
+// on its own; a block freed while the others live serves a single request; once all are free the
+// group is handed out whole again, at the same addresses, to the same layout.
+TEST(CudaRuntimeGpu, BlocksAllocatedTogetherAreAdjacentAndReusedWhole) {
+  ZC_SKIP_WITHOUT_GPU();
+  zc::cuda::empty_cache();
+  const std::vector<size_t> sizes{4000, 1, 0, 3 << 20, 700};
+  auto addresses = [](const std::vector<std::shared_ptr<Storage>>& blocks) {
+    std::vector<uintptr_t> out;
+    for (const auto& b : blocks) out.push_back(reinterpret_cast<uintptr_t>(b->data()));
+    return out;
+  };
+  const zc::cuda::MemoryStats start = zc::cuda::memory_stats();
+  std::vector<std::shared_ptr<Storage>> blocks = Storage::allocate_together(sizes, kGpu);
+  ASSERT_EQ(blocks.size(), sizes.size());
+  EXPECT_EQ(zc::cuda::memory_stats().device_mallocs, start.device_mallocs + 1);
+  const std::vector<uintptr_t> first = addresses(blocks);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(first[i] % 512, 0u) << "block " << i;
+    EXPECT_EQ(blocks[i]->nbytes(), sizes[i]);
+    EXPECT_NE(blocks[i]->group(), 0);
+    EXPECT_EQ(blocks[i]->group(), blocks[0]->group());
+    if (i > 0) {
+      EXPECT_EQ(first[i] - first[i - 1], (std::max<size_t>(sizes[i - 1], 1) + 511) / 512 * 512)
+          << "block " << i << " does not follow block " << i - 1;
+    }
+  }
+  // Values written through one block stay there while the others are freed and reused.
+  Tensor kept = Tensor::view_of(blocks[3], {int64_t{3} << 20}, {1}, 0, DType::boolean);
+  zc::assign_values(kept, zc::ones({int64_t{3} << 20}, DType::boolean).to(kGpu));
+  // A freed block of a live group serves a single request of its size...
+  const uintptr_t freed = first[0];
+  blocks[0].reset();
+  {
+    const Tensor single = Tensor::empty({1000}, DType::f32, kGpu);  // 4000 bytes
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(single.unsafe_impl()->storage->data()), freed);
+    EXPECT_EQ(single.unsafe_impl()->storage->group(), 0);
+  }
+  EXPECT_EQ(zc::sum(kept.to(Device::cpu()).to(DType::i64)).item<int64_t>(), int64_t{3} << 20);
+  kept = Tensor();
+  // ...and once every block is free, the same layout gets the same addresses, without a malloc.
+  blocks.clear();
+  const zc::cuda::MemoryStats before = zc::cuda::memory_stats();
+  blocks = Storage::allocate_together(sizes, kGpu);
+  EXPECT_EQ(addresses(blocks), first);
+  EXPECT_EQ(zc::cuda::memory_stats().device_mallocs, before.device_mallocs);
+  // Another layout gets another allocation; empty_cache returns whole free groups only.
+  std::vector<std::shared_ptr<Storage>> other =
+      Storage::allocate_together(std::vector<size_t>{4000, 4000}, kGpu);
+  EXPECT_EQ(zc::cuda::memory_stats().device_mallocs, before.device_mallocs + 1);
+  EXPECT_NE(other[0]->group(), blocks[0]->group());
+  other.clear();
+  zc::cuda::empty_cache();
+  EXPECT_EQ(addresses(blocks), first);  // still live, still there
+  const zc::cuda::MemoryStats live = zc::cuda::memory_stats();
+  blocks.clear();
+  zc::cuda::empty_cache();
+  EXPECT_LT(zc::cuda::memory_stats().reserved_bytes, live.reserved_bytes);
+  EXPECT_EQ(zc::cuda::memory_stats().allocated_bytes, start.allocated_bytes);
 }
 
 // zeros on the device are made there (a memset), also in a reused block that held other values.

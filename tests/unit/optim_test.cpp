@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "tensor/assign.h"
 #include "test_support.h"
 #include "zc/zc.h"
 
@@ -127,6 +128,40 @@ TEST(Optim, FusedAdamWEqualsEager) {
   for (size_t i = 0; i < eager.size(); ++i) {
     EXPECT_TRUE(allclose(fused[i], eager[i], 1e-5, 1e-6))
         << "parameter " << i << ": max difference " << max(abs(fused[i] - eager[i])).item<double>();
+  }
+}
+
+// The fused step moves the parameters into one flat tensor once (each handle then shows its
+// part, so the next steps read them without a copy); a parameter replaced afterwards (a
+// reloaded weight) is packed again and its new values are used, as the eager step uses them.
+TEST(Optim, FusedAdamWPacksTheParametersAndRepacksAReplacedOne) {
+  auto run = [](bool fused, std::vector<Tensor>* packed_params) {
+    manual_seed(24);
+    auto model = models::seed_model(3);
+    optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1, .fused = fused});
+    Tensor x = randn({10, 10}), y = randn({10, 10});
+    for (int step = 0; step < 4; ++step) {
+      opt.zero_grad();
+      F::mse_loss((*model)(x), y).backward();
+      opt.step();
+      if (step == 0 && packed_params) *packed_params = model->parameters();
+      if (step == 1) replace_contents(model->parameters()[2], model->parameters()[2] * 0.5);
+    }
+    return model->parameters();
+  };
+  std::vector<Tensor> packed;
+  std::vector<Tensor> eager = run(false, nullptr), fused = run(true, &packed);
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_TRUE(allclose(fused[i], eager[i], 1e-5, 1e-6))
+        << "parameter " << i << ": max difference " << max(abs(fused[i] - eager[i])).item<double>();
+  }
+  // After the first step, the parameters lay end to end in one storage, in order.
+  ASSERT_FALSE(packed.empty());
+  for (size_t i = 0; i < packed.size(); ++i) {
+    EXPECT_EQ(packed[i].unsafe_impl()->storage, packed[0].unsafe_impl()->storage) << i;
+    if (i > 0) {
+      EXPECT_EQ(packed[i].storage_offset(), packed[i - 1].storage_offset() + packed[i - 1].numel());
+    }
   }
 }
 

@@ -69,13 +69,9 @@ class GraphExecutable final : public Executable {
     }
     check(driver().cuGraphLaunch(r->exec, stream), "replaying a CUDA graph");
     zc::stats::add(zc::stats::Counter::graph_replays);
-    std::vector<Tensor> outputs;
-    for (size_t j = 0; j < output_metas_.size(); ++j) {
-      const ops::TensorMeta& m = output_metas_[j];
-      outputs.push_back(Tensor::empty(m.shape, m.dtype, m.device));
-      zc::cuda::copy_device_to_device(address(data_address(outputs.back())),
-                                      address(r->outputs[j]->data()), bytes_of(m), device_);
-    }
+    std::vector<void*> out_ptrs;
+    std::vector<Tensor> outputs = new_outputs(output_metas_, out_ptrs);
+    copy_outputs(*r, out_ptrs);
     raw_->finish_run();
     return outputs;
   }
@@ -92,6 +88,28 @@ class GraphExecutable final : public Executable {
     std::shared_ptr<Storage> scratch;
     std::vector<void*> fixed;  // the addresses of the other inputs when recorded
   };
+
+  // The recording's outputs into this call's: one copy when both lie at the same offsets from
+  // their first (outputs allocated together, as new_outputs and record() do), else one each.
+  void copy_outputs(const Recording& r, const std::vector<void*>& out) const {
+    const size_t n = output_metas_.size();
+    if (n == 0) return;
+    auto at = [](void* p) { return reinterpret_cast<uintptr_t>(p); };
+    bool same_layout = true;
+    for (size_t j = 1; j < n && same_layout; ++j) {
+      same_layout = at(out[j]) - at(out[0]) == at(r.outputs[j]->data()) - at(r.outputs[0]->data());
+    }
+    if (same_layout && n > 1) {
+      const size_t span = at(out[n - 1]) - at(out[0]) + bytes_of(output_metas_[n - 1]);
+      zc::cuda::copy_device_to_device(address(out[0]), address(r.outputs[0]->data()), span,
+                                      device_);
+      return;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      zc::cuda::copy_device_to_device(address(out[j]), address(r.outputs[j]->data()),
+                                      bytes_of(output_metas_[j]), device_);
+    }
+  }
 
   Recording* recording_for(CUstream stream, const std::vector<void*>& in) const {
     for (auto it = recordings_.begin(); it != recordings_.end(); ++it) {
@@ -127,10 +145,11 @@ class GraphExecutable final : public Executable {
       r.inputs[i] = std::make_shared<Storage>(std::max<size_t>(r.input_bytes[i], 1), device);
       ins[i] = r.inputs[i]->data();
     }
-    for (const ops::TensorMeta& m : output_metas_) {
-      r.outputs.push_back(std::make_shared<Storage>(std::max<size_t>(bytes_of(m), 1), device));
-      outs.push_back(r.outputs.back()->data());
-    }
+    std::vector<size_t> out_bytes;
+    for (const ops::TensorMeta& m : output_metas_)
+      out_bytes.push_back(std::max<size_t>(bytes_of(m), 1));
+    r.outputs = Storage::allocate_together(out_bytes, device);
+    for (const auto& o : r.outputs) outs.push_back(o->data());
     r.scratch = std::make_shared<Storage>(
         static_cast<size_t>(std::max<int64_t>(raw_->scratch_bytes(), 64)), device);
     if (!capture_stream_) {
