@@ -103,6 +103,7 @@ class AdamW final : public Optimizer {
   void write_moment_views();  // each parameter's moments, views of the flat ones, into state()
   struct Fused;
   std::unique_ptr<Fused> fused_;
+  bool distinct_params_ = true;  // no handle listed twice (a fused step needs that)
 
   std::map<std::string, double> hyperparameters() const override;
   void set_hyperparameters(const std::map<std::string, double>& values) override;

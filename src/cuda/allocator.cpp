@@ -271,11 +271,18 @@ void release(CUdeviceptr ptr) noexcept {
   auto g_it = s.groups.find(b.group);
   if (g_it == s.groups.end()) return;  // cannot happen: a group outlives its blocks
   Group& g = g_it->second;
-  d.cached.emplace(CacheKey{stream_key(b.stream), b.size}, ptr);
-  if (--g.live > 0) return;
-  // Whole again: its blocks leave the single-block cache and the group waits for its layout.
+  if (--g.live > 0) {
+    d.cached.emplace(CacheKey{stream_key(b.stream), b.size}, ptr);
+    return;
+  }
+  // Whole again: its other blocks leave the single-block cache and the group waits for its
+  // layout.
   CUdeviceptr at = g.base;
   for (size_t size : g.sizes) {
+    if (at == ptr) {
+      at += size;
+      continue;
+    }
     auto [lo, hi] = d.cached.equal_range(CacheKey{g.stream, size});
     for (auto c = lo; c != hi; ++c) {
       if (c->second == at) {

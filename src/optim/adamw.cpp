@@ -81,6 +81,9 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
                 std::to_string(b2) + "), eps " + std::to_string(options.eps) + ", weight_decay " +
                 std::to_string(options.weight_decay));
   }
+  std::set<const TensorImpl*> distinct;
+  for (const Tensor& p : parameters()) distinct.insert(p.unsafe_impl());
+  distinct_params_ = distinct.size() == parameters().size();
 }
 
 namespace {
@@ -164,13 +167,11 @@ bool AdamW::fused_step() {
   const std::vector<Tensor>& params = parameters();
   const DType dtype = params[0].dtype();
   const Device device = params[0].device();
-  std::set<const TensorImpl*> distinct;
+  // One handle listed twice could not show two parts of the flat parameters.
+  if (!distinct_params_) return false;
   for (const Tensor& p : params) {
     if (!p.grad().defined() || p.dtype() != dtype || p.device() != device) return false;
-    distinct.insert(p.unsafe_impl());
   }
-  // One handle listed twice could not show two parts of the flat parameters.
-  if (distinct.size() != params.size()) return false;
   const auto [b1, b2] = options.betas;
   if (fused_ && (fused_->beta1 != b1 || fused_->beta2 != b2 || fused_->eps != options.eps)) {
     fused_.reset();

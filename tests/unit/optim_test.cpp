@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "tensor/assign.h"
 #include "test_support.h"
@@ -108,61 +109,61 @@ TEST(Optim, AdamWFollowsTorch) {
   }
 }
 
-// The fused update (one compiled graph for every parameter) computes what the eager one does;
-// a step it cannot fuse (a parameter without a gradient) runs eagerly.
-TEST(Optim, FusedAdamWEqualsEager) {
-  auto run = [](bool fused) {
-    manual_seed(23);
-    auto model = models::seed_model(4);
-    optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1, .fused = fused});
-    Tensor x = randn({10, 10}), y = randn({10, 10});
-    for (int step = 0; step < 4; ++step) {
-      opt.zero_grad();
-      F::mse_loss((*model)(x), y).backward();
-      if (step == 2) model->parameters()[0].mutable_grad() = Tensor();  // not fusable
-      opt.step();
-    }
-    return model->parameters();
-  };
-  std::vector<Tensor> eager = run(false), fused = run(true);
+// Four AdamW steps of seed_model(layers) on a fixed regression, eager or fused;
+// `before_step(step, model)` runs after each backward, before the optimizer's step. Returns the
+// parameters.
+std::vector<Tensor> adamw_steps(bool fused, uint64_t seed, int layers,
+                                const std::function<void(int, nn::Module&)>& before_step) {
+  manual_seed(seed);
+  auto model = models::seed_model(layers);
+  optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1, .fused = fused});
+  Tensor x = randn({10, 10}), y = randn({10, 10});
+  for (int step = 0; step < 4; ++step) {
+    opt.zero_grad();
+    F::mse_loss((*model)(x), y).backward();
+    before_step(step, *model);
+    opt.step();
+  }
+  return model->parameters();
+}
+
+void expect_same_parameters(const std::vector<Tensor>& fused, const std::vector<Tensor>& eager) {
+  ASSERT_EQ(fused.size(), eager.size());
   for (size_t i = 0; i < eager.size(); ++i) {
     EXPECT_TRUE(allclose(fused[i], eager[i], 1e-5, 1e-6))
         << "parameter " << i << ": max difference " << max(abs(fused[i] - eager[i])).item<double>();
   }
 }
 
+// The fused update (one compiled graph for every parameter) computes what the eager one does;
+// a step it cannot fuse (a parameter without a gradient) runs eagerly.
+TEST(Optim, FusedAdamWEqualsEager) {
+  auto drop_a_gradient = [](int step, nn::Module& model) {
+    if (step == 2) model.parameters()[0].mutable_grad() = Tensor();  // not fusable
+  };
+  expect_same_parameters(adamw_steps(true, 23, 4, drop_a_gradient),
+                         adamw_steps(false, 23, 4, drop_a_gradient));
+}
+
 // The fused step moves the parameters into one flat tensor once (each handle then shows its
 // part, so the next steps read them without a copy); a parameter replaced afterwards (a
 // reloaded weight) is packed again and its new values are used, as the eager step uses them.
 TEST(Optim, FusedAdamWPacksTheParametersAndRepacksAReplacedOne) {
-  auto run = [](bool fused, std::vector<Tensor>* packed_params) {
-    manual_seed(24);
-    auto model = models::seed_model(3);
-    optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.1, .fused = fused});
-    Tensor x = randn({10, 10}), y = randn({10, 10});
-    for (int step = 0; step < 4; ++step) {
-      opt.zero_grad();
-      F::mse_loss((*model)(x), y).backward();
-      opt.step();
-      if (step == 0 && packed_params) *packed_params = model->parameters();
-      if (step == 1) replace_contents(model->parameters()[2], model->parameters()[2] * 0.5);
-    }
-    return model->parameters();
-  };
   std::vector<Tensor> packed;
-  std::vector<Tensor> eager = run(false, nullptr), fused = run(true, &packed);
-  for (size_t i = 0; i < eager.size(); ++i) {
-    EXPECT_TRUE(allclose(fused[i], eager[i], 1e-5, 1e-6))
-        << "parameter " << i << ": max difference " << max(abs(fused[i] - eager[i])).item<double>();
-  }
-  // After the first step, the parameters lay end to end in one storage, in order.
+  auto record_and_replace = [&](int step, nn::Module& model) {
+    if (step == 1) packed = model.parameters();  // after the first step
+    if (step == 2) replace_contents(model.parameters()[2], model.parameters()[2] * 0.5);
+  };
+  std::vector<Tensor> fused = adamw_steps(true, 24, 3, record_and_replace);
   ASSERT_FALSE(packed.empty());
+  // After the first step, the parameters lay end to end in one storage, in order.
   for (size_t i = 0; i < packed.size(); ++i) {
     EXPECT_EQ(packed[i].unsafe_impl()->storage, packed[0].unsafe_impl()->storage) << i;
     if (i > 0) {
       EXPECT_EQ(packed[i].storage_offset(), packed[i - 1].storage_offset() + packed[i - 1].numel());
     }
   }
+  expect_same_parameters(fused, adamw_steps(false, 24, 3, record_and_replace));
 }
 
 TEST(Optim, ParametersWithoutGradientsAreSkippedAndMisuseRaises) {
