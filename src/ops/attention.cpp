@@ -4,8 +4,10 @@
 #include <limits>
 #include <vector>
 
+#include "ops/attention.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
+#include "ops/dispatch.h"
 #include "ops/eager.h"
 #include "ops/gemm.h"
 #include "ops/loops.h"
@@ -15,10 +17,33 @@
 
 namespace zc::ops {
 
+Shape leading_dims(const Shape& s, size_t n) {
+  return Shape(s.begin(), s.end() - static_cast<int64_t>(n));
+}
+
+Tensor attention_operand(const Tensor& t, const Shape& batch, size_t n, DType ct) {
+  Shape target = batch;
+  target.insert(target.end(), t.shape().end() - static_cast<int64_t>(n), t.shape().end());
+  Tensor c = as_dtype(t, ct);
+  if (c.shape() != target) c = c.expand(target);
+  return eager_contiguous(c);
+}
+
+// The mask is computed now: traced, it enters the graph as a constant (which a compiled graph
+// places on its device); eagerly on a GPU, it moves there.
+Tensor attention_scores(const Tensor& q, const Tensor& k, bool causal, double scale, DType ct) {
+  Tensor scores = matmul(q, k.transpose(-2, -1)) * scale;
+  if (!causal) return scores;
+  int64_t tq = q.size(-2), tk = k.size(-2);
+  Tensor mask = le(arange(tk).reshape({1, tk}), arange(tq).reshape({tq, 1}));
+  if (!q.is_traced() && !q.device().is_cpu()) mask = mask.to(q.device());
+  return where(mask, scores, full({}, -std::numeric_limits<double>::infinity(), ct));
+}
+
 namespace {
 
 Shape batch_of(const Shape& s) {
-  return Shape(s.begin(), s.end() - 2);
+  return leading_dims(s, 2);
 }
 
 std::vector<TensorMeta> attention_infer(std::span<const TensorMeta> in, const Attrs&) {
@@ -74,17 +99,9 @@ std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& att
   const auto& a = std::get<AttentionAttrs>(attrs);
   DType ct = compute_dtype(outs[0].dtype);
   const Shape& out_shape = outs[0].shape;
-  Shape batch(out_shape.begin(), out_shape.end() - 2);
-  // Broadcast batch dims and lay each operand out contiguously.
-  auto prep = [&](const Tensor& t) {
-    Shape target = batch;
-    target.push_back(t.shape()[t.dim() - 2]);
-    target.push_back(t.shape().back());
-    Tensor c = as_dtype(t, ct);
-    if (c.shape() != target) c = c.expand(target);
-    return eager_contiguous(c);
-  };
-  Tensor q = prep(in[0]), k = prep(in[1]), v = prep(in[2]);
+  const Shape batch = batch_of(out_shape);
+  Tensor q = attention_operand(in[0], batch, 2, ct), k = attention_operand(in[1], batch, 2, ct);
+  Tensor v = attention_operand(in[2], batch, 2, ct);
   int64_t tq = q.shape()[q.dim() - 2], hd = q.shape().back();
   int64_t tk = k.shape()[k.dim() - 2], hv = v.shape().back();
   int64_t batches = shape_numel(batch);
@@ -108,43 +125,45 @@ std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& att
 
 // The same steps as a graph of ops; matmul broadcasts the batch dims as the eager kernel
 // expands them.
-// q k^T * scale, with the keys after each query at -inf when causal (query i sees keys 0..i,
-// top-left aligned): what softmax turns into the attention weights, for the decomposition and
-// the derivative alike. The mask is computed now: traced, it enters the graph as a constant
-// (which a compiled graph places on its device); eagerly on a GPU, it moves there.
-Tensor attention_scores(const Tensor& q, const Tensor& k, const AttentionAttrs& a, DType ct) {
-  Tensor scores = matmul(q, k.transpose(-2, -1)) * a.scale;
-  if (!a.causal) return scores;
-  int64_t tq = q.size(-2), tk = k.size(-2);
-  Tensor mask = le(arange(tk).reshape({1, tk}), arange(tq).reshape({tq, 1}));
-  if (!q.is_traced() && !q.device().is_cpu()) mask = mask.to(q.device());
-  return where(mask, scores, full({}, -std::numeric_limits<double>::infinity(), ct));
-}
-
 std::vector<Tensor> attention_decompose(std::span<const Tensor> in, const Attrs& attrs) {
   const auto& a = std::get<AttentionAttrs>(attrs);
   DType out = output_dtype(OpId::attention, in, attrs);
   DType ct = compute_dtype(out);
   Tensor q = to_dtype(in[0], ct), k = to_dtype(in[1], ct), v = to_dtype(in[2], ct);
-  return {to_dtype(matmul(softmax(attention_scores(q, k, a, ct), -1), v), out)};
+  return {to_dtype(matmul(softmax(attention_scores(q, k, a.causal, a.scale, ct), -1), v), out)};
 }
 
-// With P = softmax(S), S = q k^T scale (+ mask): dv = P^T g, dP = g v^T,
-// dS = P (dP - sum(dP P)), dq = dS k scale, dk = dS^T q scale. P is recomputed from q and k,
-// as flash attention's backward does, rather than saved.
+// In the shape of FlashAttention's backward (attention_grad.cpp): the probabilities are not
+// saved but recomputed, from q, k and each query row's log-sum-exp of scores, by fused ops that
+// a GPU runs as a few kernels with no [Tq, Tk] matrix in memory (and the CPU through their
+// decompositions). delta = sum(g * o, -1), the softmax backward's row term, comes from the
+// forward's output. k's and v's gradients, when both are wanted, are one op: one pass forms
+// the probabilities both need.
 std::vector<Tensor> attention_vjp(const VjpArgs& args) {
   const auto& a = std::get<AttentionAttrs>(args.attrs);
-  DType ct = compute_dtype(args.outputs[0].dtype());
-  Tensor q = to_dtype(args.inputs[0], ct), k = to_dtype(args.inputs[1], ct);
-  Tensor v = to_dtype(args.inputs[2], ct), g = to_dtype(out_grad(args), ct);
-  Tensor p = softmax(attention_scores(q, k, a, ct), -1);
+  const DType ct = compute_dtype(args.outputs[0].dtype());
+  // Float operands go in as they are (the fused ops read 16-bit floats and convert, as the
+  // forward does); integers become the compute type.
+  auto operand = [&](const Tensor& t) { return is_floating(t.dtype()) ? t : to_dtype(t, ct); };
+  const Tensor q = operand(args.inputs[0]), k = operand(args.inputs[1]);
+  const Tensor v = operand(args.inputs[2]), g = out_grad(args);
+  const Tensor lse = call1(OpId::attention_lse, {q, k}, a);
+  const Tensor delta = sum(to_dtype(g, ct) * to_dtype(args.outputs[0], ct), {-1});
+  auto grad = [&](AttentionWrt wrt) {
+    return call1(OpId::attention_grad, {q, k, v, g, lse, delta},
+                 AttentionGradAttrs{a.causal, a.scale, wrt});
+  };
   std::vector<Tensor> out(3);
-  if (args.wants(2)) out[2] = sum_to(matmul(p.transpose(-2, -1), g), v.shape());
-  if (args.wants(0) || args.wants(1)) {
-    Tensor dp = matmul(g, v.transpose(-2, -1));
-    Tensor ds = p * (dp - sum(dp * p, {-1}, true)) * a.scale;
-    if (args.wants(0)) out[0] = sum_to(matmul(ds, k), q.shape());
-    if (args.wants(1)) out[1] = sum_to(matmul(ds.transpose(-2, -1), q), k.shape());
+  if (args.wants(0)) out[0] = sum_to(grad(AttentionWrt::q), q.shape());
+  if (args.wants(1) && args.wants(2)) {
+    const Tensor kv = grad(AttentionWrt::kv);
+    const int64_t last = kv.dim() - 1, hd = k.size(-1);
+    out[1] = sum_to(kv.slice(last, 0, hd), k.shape());
+    out[2] = sum_to(kv.slice(last, hd, kv.size(last)), v.shape());
+  } else if (args.wants(1)) {
+    out[1] = sum_to(grad(AttentionWrt::k), k.shape());
+  } else if (args.wants(2)) {
+    out[2] = sum_to(grad(AttentionWrt::v), v.shape());
   }
   return out;
 }

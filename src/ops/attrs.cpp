@@ -51,8 +51,26 @@ struct Printer {
   std::string operator()(const AttentionAttrs& a) const {
     return std::string("causal=") + (a.causal ? "true" : "false") + ", scale=" + num_str(a.scale);
   }
+  std::string operator()(const AttentionGradAttrs& a) const {
+    return std::string("causal=") + (a.causal ? "true" : "false") + ", scale=" + num_str(a.scale) +
+           ", wrt=" + attention_wrt_name(a.wrt);
+  }
 };
 }  // namespace
+
+const char* attention_wrt_name(AttentionWrt w) {
+  switch (w) {
+    case AttentionWrt::q:
+      return "q";
+    case AttentionWrt::k:
+      return "k";
+    case AttentionWrt::v:
+      return "v";
+    case AttentionWrt::kv:
+      return "kv";
+  }
+  return "?";
+}
 
 std::string attrs_str(const Attrs& attrs) {
   return std::visit(Printer{}, attrs);
@@ -108,6 +126,11 @@ struct Writer {
     w.u8(a.causal);
     w.f64(a.scale);
   }
+  void operator()(const AttentionGradAttrs& a) const {
+    w.u8(a.causal);
+    w.f64(a.scale);
+    w.u8(static_cast<uint8_t>(a.wrt));
+  }
 };
 
 template <size_t I = 0>
@@ -150,6 +173,14 @@ Attrs read_alternative(size_t index, ByteReader& r) {
     } else if constexpr (std::is_same_v<A, AttentionAttrs>) {
       a.causal = r.u8() != 0;
       a.scale = r.f64();
+    } else if constexpr (std::is_same_v<A, AttentionGradAttrs>) {
+      a.causal = r.u8() != 0;
+      a.scale = r.f64();
+      uint8_t wrt = r.u8();
+      if (wrt > static_cast<uint8_t>(AttentionWrt::kv)) {
+        throw Error("attributes: bad attention gradient operand " + std::to_string(wrt));
+      }
+      a.wrt = static_cast<AttentionWrt>(wrt);
     }
     return a;
   } else {

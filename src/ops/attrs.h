@@ -69,9 +69,22 @@ struct AttentionAttrs {
   double scale = 1.0;
   bool operator==(const AttentionAttrs&) const = default;
 };
+// Which gradient attention_grad computes: of q, k or v, or of k and v together (one output,
+// dk's columns then dv's, so that one kernel computes both from the probabilities it forms once).
+enum class AttentionWrt : uint8_t { q, k, v, kv };
+struct AttentionGradAttrs {
+  bool causal = false;
+  double scale = 1.0;
+  AttentionWrt wrt = AttentionWrt::q;
+  bool operator==(const AttentionGradAttrs&) const = default;
+};
 
-using Attrs = std::variant<NoAttrs, GeluAttrs, CastAttrs, ClampAttrs, ReduceAttrs, ShapeAttrs,
-                           PermuteAttrs, SliceAttrs, DimAttrs, LayerNormAttrs, AttentionAttrs>;
+using Attrs =
+    std::variant<NoAttrs, GeluAttrs, CastAttrs, ClampAttrs, ReduceAttrs, ShapeAttrs, PermuteAttrs,
+                 SliceAttrs, DimAttrs, LayerNormAttrs, AttentionAttrs, AttentionGradAttrs>;
+
+// "q", "k", "v", "kv".
+const char* attention_wrt_name(AttentionWrt w);
 
 // Readable, stable form for printers and logs: "dims=[1], keepdim=true".
 std::string attrs_str(const Attrs& attrs);

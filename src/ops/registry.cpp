@@ -15,6 +15,7 @@ void define_matmul_ops(OpTable& table);
 void define_norm_ops(OpTable& table);
 void define_gather_ops(OpTable& table);
 void define_attention_ops(OpTable& table);
+void define_attention_grad_ops(OpTable& table);
 
 namespace {
 struct OpName {
@@ -40,6 +41,7 @@ const OpTable& table() {
     define_norm_ops(t);
     define_gather_ops(t);
     define_attention_ops(t);
+    define_attention_grad_ops(t);
     for (int i = 0; i < kNumOps; ++i) {
       ZC_CHECK(t[static_cast<OpId>(i)].infer != nullptr,
                "op " << kOpNames[i].name << " has no registry entry");

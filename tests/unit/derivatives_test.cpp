@@ -253,6 +253,18 @@ std::vector<Case> cases() {
   add("attention", "broadcast k, v; other lengths",
       [](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2], false, 0.7); },
       {rnd({2, 2, 4}), rnd({1, 5, 4}), rnd({5, 3})});
+  // The derivative's fused ops (attention_lse, attention_grad) at their edges.
+  auto causal = [](const Inputs& x) {
+    return scaled_dot_product_attention(x[0], x[1], x[2], true, 0.9);
+  };
+  add("attention", "causal, more keys than queries", causal,
+      {rnd({2, 3, 4}), rnd({2, 5, 4}), rnd({2, 5, 2})});
+  add("attention", "causal, more queries than keys", causal,
+      {rnd({1, 5, 3}), rnd({1, 2, 3}), rnd({1, 2, 4})});
+  add("attention", "causal, size-1 dims and one key", causal,
+      {rnd({1, 2, 1, 3}), rnd({2, 1, 1, 3}), rnd({1, 1, 2})});
+  add("attention", "causal, broadcast batch, strided leaves", causal,
+      {rnd({2, 1, 4, 3}).transpose(-2, -1), rnd({3, 4, 5}).transpose(-2, -1), strided(5, 2)});
   return out;
 }
 

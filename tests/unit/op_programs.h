@@ -66,6 +66,20 @@ inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
         Tensor q = x.reshape({1, 3, 4});
         return scaled_dot_product_attention(q, q, q, true).reshape({3, 4});
       },
+      [](const Tensor& x) {
+        // The ops attention's derivative is made of; not public functions.
+        Tensor q = x.reshape({1, 3, 4}), k = q * 0.5, v = exp(q), g = q - 0.25;
+        Tensor lse = ops::call1(ops::OpId::attention_lse, {q, k}, ops::AttentionAttrs{true, 0.5});
+        Tensor delta = sum(g * scaled_dot_product_attention(q, k, v, true, 0.5), {-1});
+        auto grad = [&](ops::AttentionWrt wrt) {
+          return ops::call1(ops::OpId::attention_grad, {q, k, v, g, lse, delta},
+                            ops::AttentionGradAttrs{true, 0.5, wrt});
+        };
+        Tensor kv = grad(ops::AttentionWrt::kv);
+        return (grad(ops::AttentionWrt::q) + kv.slice(2, 0, 4) * kv.slice(2, 4, 8))
+                   .reshape({3, 4}) +
+               lse.reshape({3, 1});
+      },
   };
 }
 
