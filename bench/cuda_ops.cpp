@@ -23,6 +23,7 @@
 #include "cuda/device.h"
 #include "cuda/driver.h"
 #include "lower/pipeline.h"
+#include "ops/dispatch.h"
 #include "toolchain/nvrtc.h"
 #include "zc/zc.h"
 
@@ -117,6 +118,15 @@ int main(int argc, char** argv) {
     Tensor table = zc::randn({50257, 768}).to(gpu);
     Tensor ids = zc::randint(0, 50257, {8, 128}).to(gpu);
     Tensor q = zc::randn({8, 12, 128, 64}).to(gpu);
+    // The attention backward's fused ops on the same heads (lse and delta as the derivative
+    // makes them; q stands for k, v and the output's gradient too).
+    const zc::ops::AttentionAttrs causal{true, 0.125};
+    Tensor lse = zc::ops::call1(zc::ops::OpId::attention_lse, {q, q}, causal);
+    Tensor delta = zc::sum(q * zc::scaled_dot_product_attention(q, q, q, true), {-1});
+    auto attention_grad = [&](zc::ops::AttentionWrt wrt) {
+      return zc::ops::call1(zc::ops::OpId::attention_grad, {q, q, q, q, lse, delta},
+                            zc::ops::AttentionGradAttrs{true, 0.125, wrt});
+    };
     struct Op {
       const char* name;
       std::function<Tensor()> f;
@@ -138,6 +148,12 @@ int main(int argc, char** argv) {
          }},
         {"transpose_contiguous", [&] { return a.t().contiguous(); }},
         {"attention_causal", [&] { return zc::scaled_dot_product_attention(q, q, q, true); }},
+        {"attention_lse_causal",
+         [&] {
+           return zc::ops::call1(zc::ops::OpId::attention_lse, {q, q}, causal);
+         }},
+        {"attention_grad_q_causal", [&] { return attention_grad(zc::ops::AttentionWrt::q); }},
+        {"attention_grad_kv_causal", [&] { return attention_grad(zc::ops::AttentionWrt::kv); }},
     };
     for (const Op& op : ops) {
       Row r{op.name};

@@ -32,7 +32,8 @@
 //   gather      one embedding node.
 //   copy        writes a value densely into a buffer of its own (a non-viewable reshape, or a
 //               graph output that is an alias, an input or a constant).
-//   attention   one attention node a backend generates whole (Backend::native_ops).
+//   attention   one node of the attention family (attention, attention_lse, attention_grad) a
+//               backend generates whole (Backend::native_ops).
 //   extern_op   one node the backend cannot generate: the runtime runs its eager kernel.
 #pragma once
 
@@ -45,10 +46,17 @@
 
 namespace zc::codegen {
 
+// The attention ops: the forward and the log-sum-exp and gradients its derivative computes
+// (ops/attention_grad.cpp). A backend that keeps one whole gives it an `attention` kernel.
+inline bool is_attention_family(ops::OpId op) {
+  return op == ops::OpId::attention || op == ops::OpId::attention_lse ||
+         op == ops::OpId::attention_grad;
+}
+
 // Whether generated code for `op` reads its operands through loads that convert a converting
 // alias (see above).
 inline bool reads_through_converting_loads(ops::OpId op) {
-  return ops::is_elementwise(op) || ops::is_primitive_reduction(op) || op == ops::OpId::attention;
+  return ops::is_elementwise(op) || ops::is_primitive_reduction(op) || is_attention_family(op);
 }
 
 enum class ValueState : uint8_t { unset, fused, stored, alias, input, constant };

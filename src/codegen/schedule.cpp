@@ -98,7 +98,7 @@ class Scheduler {
         place_single(idx, KernelKind::concat);
       } else if (n.op == OpId::embedding) {
         place_single(idx, KernelKind::gather);
-      } else if (n.op == OpId::attention) {  // kept whole by the backend
+      } else if (is_attention_family(n.op)) {  // kept whole by the backend
         place_single(idx, KernelKind::attention);
       } else {
         place_single(idx, KernelKind::extern_op);

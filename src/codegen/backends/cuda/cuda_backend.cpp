@@ -71,8 +71,11 @@ class CudaBackend final : public Backend, private SchedulePolicy {
 
   const SchedulePolicy& policy() const override { return *this; }
 
-  // Attention as one fused kernel: no [Tq, Tk] scores in memory (kernel_attention.cpp).
-  std::vector<ops::OpId> native_ops() const override { return {ops::OpId::attention}; }
+  // Attention and its backward as fused kernels: no [Tq, Tk] scores in memory
+  // (kernel_attention*.cpp).
+  std::vector<ops::OpId> native_ops() const override {
+    return {ops::OpId::attention, ops::OpId::attention_lse, ops::OpId::attention_grad};
+  }
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
     start_library(s);

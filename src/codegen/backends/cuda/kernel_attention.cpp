@@ -14,6 +14,9 @@
 // Thread j of a row owns the dims g * W * TPR + j * W + c (c < W): with W = 4 (f32, dims a
 // multiple of 4 * TPR) it reads a float4 from the tile per group, the row's threads reading
 // consecutive 16 bytes (no bank conflicts; the rows of a warp read the same, a broadcast).
+//
+// attention_lse (each query row's log-sum-exp of scores, for the backward) is the same kernel
+// without V: the online maximum and sum, and max + log(sum) out.
 #include <algorithm>
 #include <functional>
 #include <tuple>
@@ -43,20 +46,30 @@ KernelEmitter::Names KernelEmitter::AttentionOperands::names(const Shape& operan
 
 KernelEmitter::AttentionOperands KernelEmitter::attention_operands(const Kernel& k) const {
   const ir::Node& n = s_.graph.nodes[k.anchor];
-  AttentionOperands at{.a = std::get<ops::AttentionAttrs>(n.attrs),
-                       .Q = n.inputs[0],
-                       .K = n.inputs[1],
-                       .V = n.inputs[2],
-                       .O = n.outputs[0]};
+  AttentionOperands at{.op = n.op, .Q = n.inputs[0], .K = n.inputs[1], .O = n.outputs[0]};
+  if (n.op == ops::OpId::attention_grad) {
+    const auto& a = std::get<ops::AttentionGradAttrs>(n.attrs);
+    at.a = ops::AttentionAttrs{a.causal, a.scale};
+    at.wrt = a.wrt;
+    at.G = n.inputs[3];
+    at.LSE = n.inputs[4];
+    at.DELTA = n.inputs[5];
+    at.gs = s_.graph.meta(at.G).shape;
+  } else {
+    at.a = std::get<ops::AttentionAttrs>(n.attrs);
+  }
+  if (n.op != ops::OpId::attention_lse) {
+    at.V = n.inputs[2];
+    at.vs = s_.graph.meta(at.V).shape;
+    at.dv = at.vs.back();
+  }
   at.qs = s_.graph.meta(at.Q).shape;
   at.ks = s_.graph.meta(at.K).shape;
-  at.vs = s_.graph.meta(at.V).shape;
   at.os = s_.graph.meta(at.O).shape;
-  at.batch = Shape(at.os.begin(), at.os.end() - 2);
+  at.batch = Shape(at.os.begin(), at.os.end() - (n.op == ops::OpId::attention_lse ? 1 : 2));
   at.tq = at.qs[at.qs.size() - 2];
   at.tk = at.ks[at.ks.size() - 2];
   at.d = at.qs.back();
-  at.dv = at.vs.back();
   at.odt = s_.graph.meta(at.O).dtype;
   return at;
 }
@@ -65,11 +78,21 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   const AttentionOperands at = attention_operands(k);
   if (shape_numel(at.os) == 0) return;
   const DType cdt = ops::compute_dtype(at.odt);
+  if (at.op == ops::OpId::attention_grad) {
+    const AttentionGradTiling t =
+        attention_grad_tiling(cdt, at.d, at.dv, at.wrt == ops::AttentionWrt::q ? at.tq : at.tk,
+                              shape_numel(at.batch), s_.varies(k));
+    if (t.tiled) return emit_attention_grad_tiled(at, l, t);
+    return emit_attention_grad_rows(at, l, t);
+  }
+  // attention_lse: the forward without V.
+  const bool lse = at.op == ops::OpId::attention_lse;
   const std::string T = compute_type(at.odt);
-  const AttentionTiling tiling = attention_tiling(cdt, at.d, at.dv);
+  const AttentionTiling tiling = attention_tiling(cdt, at.d, lse ? at.d : at.dv);
   if (tiling.tiled) return emit_attention_tiled(at, l, tiling);
   const int tpr = tiling.threads_per_row;
-  const int w = cdt == DType::f32 && at.d % (4 * tpr) == 0 && at.dv % (4 * tpr) == 0 ? 4 : 1;
+  const int w =
+      cdt == DType::f32 && at.d % (4 * tpr) == 0 && (lse || at.dv % (4 * tpr) == 0) ? 4 : 1;
   const int64_t dpt = (at.d + tpr - 1) / tpr, dvpt = (at.dv + tpr - 1) / tpr;  // dims per thread
   // Key tile: as many keys as fit K and V in 32 KiB of shared memory, 8 to 64.
   const int64_t bytes_per_key = (at.d + at.dv) * static_cast<int64_t>(dtype_size(cdt));
@@ -109,7 +132,7 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   };
 
   w_.line("__shared__ __align__(16) " + T + " zc_k[" + KT + "][" + D + "];");
-  w_.line("__shared__ __align__(16) " + T + " zc_v[" + KT + "][" + DV + "];");
+  if (!lse) w_.line("__shared__ __align__(16) " + T + " zc_v[" + KT + "][" + DV + "];");
   w_.line("const int zc_j = threadIdx.x % " + TPR + ";");
   w_.line("const idx_t zc_q = (idx_t)blockIdx.x * " + ROWS + " + threadIdx.x / " + TPR + ";");
   w_.line("const bool zc_live = zc_q < " + num(at.tq) + ";");
@@ -119,7 +142,8 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.line("const idx_t zc_end = " + end + ";");
   w_.open("for (idx_t zc_z = blockIdx.y; zc_z < " + num(l.grid_y) + "; zc_z += gridDim.y)");
   Names b = decompose(at.batch, "zc_z", "zb");
-  w_.line(T + " q[" + std::to_string(dpt) + "], acc[" + std::to_string(dvpt) + "];");
+  w_.line(T + " q[" + std::to_string(dpt) + "]" +
+          (lse ? "" : ", acc[" + std::to_string(dvpt) + "]") + ";");
   w_.line(T + " m = -INFINITY, s_sum = 0;");
   w_.line("#pragma unroll");
   w_.open("for (int zc_i = 0; zc_i < " + std::to_string(dpt) + "; ++zc_i)");
@@ -127,12 +151,15 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.line("q[zc_i] = zc_live && zc_d < " + D + " ? (" + T + ")" +
           load(at.Q, at.names(at.qs, b, "zc_q", "zc_d")) + " : (" + T + ")0;");
   w_.close();
-  w_.line("#pragma unroll");
-  w_.line("for (int zc_i = 0; zc_i < " + std::to_string(dvpt) + "; ++zc_i) acc[zc_i] = 0;");
+  if (!lse) {
+    w_.line("#pragma unroll");
+    w_.line("for (int zc_i = 0; zc_i < " + std::to_string(dvpt) + "; ++zc_i) acc[zc_i] = 0;");
+  }
   w_.open("for (idx_t zc_k0 = 0; zc_k0 < zc_end; zc_k0 += " + KT + ")");
   w_.line("__syncthreads();");
   for (auto [tile, src, shape, width] :
        {std::tuple{"zc_k", at.K, at.ks, D}, std::tuple{"zc_v", at.V, at.vs, DV}}) {
+    if (src < 0) continue;  // attention_lse has no V
     // A constant trip count, unrolled: each thread has several loads in flight, not one.
     const int64_t elements = kt * std::stoll(width);
     w_.line("#pragma unroll 8");
@@ -181,16 +208,29 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
   w_.line("for (int zc_u = 0; zc_u < " + U + "; ++zc_u) p[zc_u] = s[zc_u] == -INFINITY ? (" + T +
           ")0 : zc_exp(s[zc_u] - m_new);");
   w_.line("s_sum = s_sum * corr + (p[0] + p[1]) + (p[2] + p[3]);");
-  w_.line("#pragma unroll");
-  w_.line("for (int zc_i = 0; zc_i < " + std::to_string(dvpt) + "; ++zc_i) acc[zc_i] *= corr;");
-  w_.line("#pragma unroll");
-  w_.open("for (int zc_u = 0; zc_u < " + U + "; ++zc_u)");
-  for_each_dim("zc_v", dvpt, "zc_kk + zc_u", DV,
-               [&](const std::string& e) { w_.line("acc[zc_i] += p[zc_u] * " + e + ";"); });
-  w_.close();
+  if (!lse) {
+    w_.line("#pragma unroll");
+    w_.line("for (int zc_i = 0; zc_i < " + std::to_string(dvpt) + "; ++zc_i) acc[zc_i] *= corr;");
+    w_.line("#pragma unroll");
+    w_.open("for (int zc_u = 0; zc_u < " + U + "; ++zc_u)");
+    for_each_dim("zc_v", dvpt, "zc_kk + zc_u", DV,
+                 [&](const std::string& e) { w_.line("acc[zc_i] += p[zc_u] * " + e + ";"); });
+    w_.close();
+  }
   w_.line("m = m_new;");
   w_.close();
   w_.close();
+  if (lse) {
+    // The scores were summed across the row's threads, so each holds the row's maximum and
+    // sum; one writes. A row that saw no key (an empty Tk) is -inf, as the eager kernel's.
+    const std::string reg = "v" + std::to_string(at.O);
+    w_.open("if (zc_live && zc_j == 0)");
+    w_.line(T + " " + reg + " = s_sum > 0 ? m + zc_log(s_sum) : (" + T + ")-INFINITY;");
+    w_.line(store(at.O, at.row_names(at.os, b, "zc_q"), reg));
+    w_.close();
+    w_.close();
+    return;
+  }
   w_.open("if (zc_live)");
   const std::string reg = "v" + std::to_string(at.O);
   w_.line("#pragma unroll");

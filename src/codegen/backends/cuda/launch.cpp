@@ -83,6 +83,18 @@ AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_
   return {.tiled = false, .threads_per_row = tpr, .rows = kAttentionThreads / tpr};
 }
 
+AttentionGradTiling attention_grad_tiling(DType compute, int64_t head_dim, int64_t value_dim,
+                                          int64_t side_rows, int64_t batch, bool any_size) {
+  const int64_t widest = std::max(head_dim, value_dim);
+  if (compute == DType::f32 && head_dim % 4 == 0 && value_dim % 4 == 0 && widest <= 128) {
+    if (widest > 64) return {.tiled = true, .rows = 16, .cols = 16};
+    const bool many = !any_size && batch * ceil_div(side_rows, 32) >= kAttentionGradManyBlocks;
+    return {.tiled = true, .rows = many ? 32 : 16, .cols = 32};
+  }
+  const int tpr = widest > 64 ? 8 : 4;
+  return {.tiled = false, .rows = kAttentionThreads / tpr, .threads_per_row = tpr};
+}
+
 std::vector<ir::ValueId> vector_loads(const Schedule& s, int32_t k) {
   std::vector<ir::ValueId> out;
   for (ir::ValueId u : memory_reads(s, k)) {
@@ -199,15 +211,26 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         break;
       }
       case KernelKind::attention: {
+        // A block per `rows` rows of the output (query rows, or key rows for dk and dv) and
+        // batch item.
         const ir::Node& n = s.graph.nodes[K.anchor];
         const Shape& out = s.graph.meta(n.outputs[0]).shape;
-        const int64_t tq = out[out.size() - 2];
-        const AttentionTiling t =
-            attention_tiling(ops::compute_dtype(s.graph.meta(n.outputs[0]).dtype),
-                             s.graph.meta(n.inputs[0]).shape.back(), out.back());
+        const DType compute = ops::compute_dtype(s.graph.meta(n.outputs[0]).dtype);
+        const int64_t d = s.graph.meta(n.inputs[0]).shape.back();
+        const bool lse = n.op == ops::OpId::attention_lse;
+        const size_t row_dim = out.size() - (lse ? 1 : 2);
+        int rows = 0;
+        if (n.op == ops::OpId::attention_grad) {
+          rows = attention_grad_tiling(
+                     compute, d, s.graph.meta(n.inputs[2]).shape.back(), out[row_dim],
+                     shape_numel(Shape(out.begin(), out.begin() + row_dim)), s.varies(K))
+                     .rows;
+        } else {
+          rows = attention_tiling(compute, d, lse ? d : out.back()).rows;
+        }
         l.block_x = kAttentionThreads;
-        l.grid_x = ceil_div(tq, t.rows);
-        l.grid_y = shape_numel(Shape(out.begin(), out.end() - 2));
+        l.grid_x = ceil_div(out[row_dim], rows);
+        l.grid_y = shape_numel(Shape(out.begin(), out.begin() + row_dim));
         l.work = shape_numel(out);
         for (ir::ValueId u : n.inputs)
           largest = std::max(largest, shape_numel(s.graph.meta(u).shape));

@@ -79,6 +79,34 @@ struct AttentionTiling {
   int keys = 0;  // tiled form: keys per shared-memory tile
 };
 AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_dim);
+// attention_lse takes the forward's kernel without its value product (its value dim is its
+// head dim here), attention_grad its own (below).
+
+// attention_grad's kernels (kernel_attention_backward*.cpp), kAttentionThreads threads a block, in
+// the same two forms as the forward:
+//  - tiled (kernel_attention_backward_tiled.cpp): f32 compute (f32, f16 and bf16 operands) with
+//    head and value dims that are multiples of 4 up to 128. A block owns `rows` rows of its side
+//    (query rows for dq, key rows for dk and dv) and walks the other side in tiles of `cols`
+//    rows through shared memory, everything it stages within the 48 KiB of static shared memory:
+//    up to 64 dims, 32 x 32 when that makes at least kAttentionGradManyBlocks blocks, else
+//    16 x 32 (a GPT's 8 x 12 heads of 128 tokens make 384 blocks of 32 rows: with 16 rows, twice
+//    as many blocks, each with half the causal imbalance, keep a 132-multiprocessor GPU busier,
+//    for 2 x 2 register tiles instead of 4 x 2); above 64 dims, 16 x 16. Code for many sizes
+//    (`any_size`) takes 16 rows whatever the sizes.
+//  - rows (kernel_attention_backward.cpp), for the rest: `threads_per_row` threads share a row
+//    (each holds every threads_per_row-th element of its operands and gradients), so a block takes
+//    `rows` rows; the other side's tiles hold as many rows as fit 32 KiB.
+// `side_rows` is the length of the block's side (Tq for dq, Tk for dk and dv), `batch` the
+// number of batch items.
+inline constexpr int64_t kAttentionGradManyBlocks = 1024;
+struct AttentionGradTiling {
+  bool tiled = false;
+  int rows = 32;
+  int cols = 32;            // tiled form only
+  int threads_per_row = 4;  // rows form only
+};
+AttentionGradTiling attention_grad_tiling(DType compute, int64_t head_dim, int64_t value_dim,
+                                          int64_t side_rows, int64_t batch, bool any_size);
 
 // Elements per vector step of pointwise kernel k (or a library matmul's epilogue), when its
 // loads and stores allow one: every value read from memory is dense along the last dim of the
