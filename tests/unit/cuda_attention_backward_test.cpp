@@ -7,14 +7,11 @@
 //    recomputed.
 //  - On a GPU (CudaCompile.*, CudaAutograd.*; skipped without one): compiled gradients equal the
 //    CPU's, through heads viewed out of [B, T, 3, H, hd] and through operands that start off a
-//    16-byte boundary; the kernels give the same bits on every run; and the time each takes on
-//    the GPT-2 small shape (printed, not checked).
+//    16-byte boundary; and the kernels give the same bits on every run.
 // The op-by-op comparison of the kernels against the CPU is cuda_ops_attention_grad_test.cpp.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include "capture/capture.h"
 #include "codegen/pipeline.h"
@@ -24,13 +21,10 @@
 #include "lower/pipeline.h"
 #include "ops/dispatch.h"
 #include "unit/op_programs.h"
+#include "unit/sm90_backend.h"
 #include "unit/test_support.h"
 #include "zc/cuda.h"
 #include "zc/zc.h"
-
-#if ZC_WITH_CUDA
-#include "codegen/backends/cuda/cuda_backend.h"
-#endif
 
 namespace zc {
 namespace {
@@ -66,14 +60,7 @@ std::vector<Tensor> backward_ops(const Tensor& q, const Tensor& k, const Tensor&
 
 #if ZC_WITH_CUDA
 
-std::unique_ptr<codegen::Backend> sm90() {
-  return codegen::cuda::make_cuda_backend({.arch = "sm_90"});
-}
-
-#define SKIP_WITHOUT_NVRTC(backend)                                     \
-  if (std::string why = (backend).unavailable_reason(); !why.empty()) { \
-    GTEST_SKIP() << "NVRTC cannot run here: " << why;                   \
-  }
+using test::sm90;
 
 bool is_elf(const std::vector<uint8_t>& b) {
   return b.size() > 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
@@ -299,10 +286,10 @@ TEST(CudaCompile, AttentionBackwardReadsVectorsAndMisalignedOperands) {
 }
 
 // The GPT-2 small attention ([8, 12, 128, 64] f32, causal): the gradients equal the CPU's and are
-// the same bits on every run (each output element is summed by one thread in a fixed order), and
-// the time of each kernel, compiled on its own and replayed (printed for the record: the
-// composite backward took about 150 us a layer on an H100, the forward kernel 21 us).
-TEST(CudaCompile, AttentionBackwardOnTheGptShapeIsDeterministicAndTimed) {
+// the same bits on every run (each output element is summed by one thread in a fixed order).
+// Each kernel's time on this shape is bench/cuda_ops's (attention_lse_causal,
+// attention_grad_q_causal, attention_grad_kv_causal).
+TEST(CudaCompile, AttentionBackwardOnTheGptShapeIsDeterministic) {
   ZC_SKIP_WITHOUT_GPU();
   manual_seed(43);
   const Device gpu = Device::cuda(0);
@@ -317,48 +304,6 @@ TEST(CudaCompile, AttentionBackwardOnTheGptShapeIsDeterministicAndTimed) {
     EXPECT_TRUE(allclose(a, want[i], 1e-3, 1e-4)) << names[i];
     EXPECT_EQ(sum(ne(a, b)).item<int64_t>(), 0) << names[i] << " differs from run to run";
   }
-
-  // Each kernel alone, as a compiled graph of one op over device tensors, replayed.
-  const double scale = default_scale(q);
-  Tensor qg = q.to(gpu), kg = k.to(gpu), vg = v.to(gpu), gg = g.to(gpu);
-  Tensor o = scaled_dot_product_attention(qg, kg, vg, true);
-  Tensor lse = first[0], delta = sum(gg * o, {-1});
-  auto time_us = [](const test::Program& p, const Tensor& x) {
-    auto fast = compile(std::make_shared<test::Fn>(p));
-    for (int i = 0; i < 5; ++i) fast(x);
-    cuda::synchronize();
-    const int reps = 200;
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) fast(x);
-    cuda::synchronize();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-               .count() /
-           reps;
-  };
-  auto grad = [&](AttentionWrt wrt) -> test::Program {
-    return [=](const Tensor& x) {
-      return ops::call1(OpId::attention_grad, {x, kg, vg, gg, lse, delta},
-                        AttentionGradAttrs{true, scale, wrt});
-    };
-  };
-  const double forward_us =
-      time_us([=](const Tensor& x) { return scaled_dot_product_attention(x, kg, vg, true); }, qg);
-  const double lse_us = time_us(
-      [=](const Tensor& x) {
-        return ops::call1(OpId::attention_lse, {x, kg}, AttentionAttrs{true, scale});
-      },
-      qg);
-  const double delta_us = time_us([=](const Tensor& x) { return sum(x * o, {-1}); }, gg);
-  const double dq_us = time_us(grad(AttentionWrt::q), qg);
-  const double dkv_us = time_us(grad(AttentionWrt::kv), qg);
-  const double dk_us = time_us(grad(AttentionWrt::k), qg);
-  const double dv_us = time_us(grad(AttentionWrt::v), qg);
-  std::printf(
-      "[ attention ] [8,12,128,64] f32 causal, us per call (each a compiled graph of one kernel, "
-      "replayed):\n  forward %.1f\n  backward: lse %.1f + delta %.1f + dq %.1f + dk,dv %.1f = "
-      "%.1f a layer (dk alone %.1f, dv alone %.1f)\n",
-      forward_us, lse_us, delta_us, dq_us, dkv_us, lse_us + delta_us + dq_us + dkv_us, dk_us,
-      dv_us);
 }
 
 #endif  // ZC_WITH_CUDA

@@ -16,12 +16,12 @@
 #include "runtime/size_templates.h"
 #include "unit/op_programs.h"
 #include "unit/run_model.h"
+#include "unit/sm90_backend.h"
 #include "unit/test_support.h"
 #include "zc/cuda.h"
 #include "zc/zc.h"
 
 #if ZC_WITH_CUDA
-#include "codegen/backends/cuda/cuda_backend.h"
 #include "codegen/backends/cuda/launch.h"
 #endif
 
@@ -30,15 +30,7 @@ namespace {
 
 #if ZC_WITH_CUDA
 
-// A CUDA backend that builds for sm_90 whether or not a GPU is here.
-std::unique_ptr<codegen::Backend> sm90() {
-  return codegen::cuda::make_cuda_backend({.arch = "sm_90"});
-}
-
-#define SKIP_WITHOUT_NVRTC(backend)                                     \
-  if (std::string why = (backend).unavailable_reason(); !why.empty()) { \
-    GTEST_SKIP() << "NVRTC cannot run here: " << why;                   \
-  }
+using test::sm90;
 
 ir::Graph captured(const test::Program& f, const Tensor& x) {
   test::Fn m(f);
