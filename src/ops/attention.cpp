@@ -115,11 +115,7 @@ std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& att
                 a.causal, static_cast<T>(a.scale), scores);
     }
   };
-  if (ct == DType::f64) {
-    run(double{});
-  } else {
-    run(float{});
-  }
+  visit_float_compute(ct, run);
   return {as_dtype(out, outs[0].dtype)};
 }
 

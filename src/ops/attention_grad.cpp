@@ -151,11 +151,7 @@ std::vector<Tensor> attention_lse_eager(std::span<const Tensor> in, const Attrs&
                  elem_ptr<T>(out) + b * tq, tq, tk, d, a.causal, static_cast<T>(a.scale), scores);
     }
   };
-  if (ct == DType::f64) {
-    run(double{});
-  } else {
-    run(float{});
-  }
+  visit_float_compute(ct, run);
   return {out};
 }
 
@@ -243,11 +239,7 @@ std::vector<Tensor> attention_grad_eager(std::span<const Tensor> in, const Attrs
       item_grad<T>(x, tq, tk, d, dv, a, p, ds, tmp);
     }
   };
-  if (ct == DType::f64) {
-    run(double{});
-  } else {
-    run(float{});
-  }
+  visit_float_compute(ct, run);
   return {out};
 }
 

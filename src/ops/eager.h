@@ -17,6 +17,17 @@ Tensor eager_cast(const Tensor& t, DType dtype);
 inline Tensor as_dtype(const Tensor& t, DType dtype) {
   return t.dtype() == dtype ? t : eager_cast(t, dtype);
 }
+// fn(double{}) when the compute type `ct` is f64, else fn(float{}): for the kernels of ops
+// whose compute type is a float (f32 for every 16-bit float).
+template <class Fn>
+void visit_float_compute(DType ct, Fn&& fn) {
+  if (ct == DType::f64) {
+    fn(double{});
+  } else {
+    fn(float{});
+  }
+}
+
 // t itself when it is contiguous, else a contiguous copy (on t's device).
 Tensor eager_contiguous(const Tensor& t);
 

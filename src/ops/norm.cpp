@@ -98,11 +98,7 @@ std::vector<Tensor> softmax_eager(std::span<const Tensor> in, const Attrs& attrs
       }
     }
   };
-  if (ct == DType::f64) {
-    run(double{});
-  } else {
-    run(float{});
-  }
+  visit_float_compute(ct, run);
   return {as_dtype(unpermute(y, in[0].shape(), dim), outs[0].dtype)};
 }
 
@@ -174,11 +170,7 @@ std::vector<Tensor> layer_norm_eager(std::span<const Tensor> in, const Attrs& at
       }
     }
   };
-  if (ct == DType::f64) {
-    run(double{});
-  } else {
-    run(float{});
-  }
+  visit_float_compute(ct, run);
   return {as_dtype(y, outs[0].dtype)};
 }
 

@@ -14,6 +14,7 @@
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "test_support.h"
+#include "unit/attention_grad_ops.h"
 #include "util/bytes.h"
 #include "zc/zc.h"
 
@@ -25,20 +26,13 @@ using ops::AttentionGradAttrs;
 using ops::AttentionWrt;
 using ops::OpId;
 
-constexpr AttentionWrt kEveryWrt[] = {AttentionWrt::q, AttentionWrt::k, AttentionWrt::v,
-                                      AttentionWrt::kv};
-
-Tensor lse_op(const Tensor& q, const Tensor& k, bool causal, double scale) {
-  return ops::call1(OpId::attention_lse, {q, k}, AttentionAttrs{causal, scale});
-}
+using test::grad_op;
+using test::kEveryWrt;
+using test::lse_op;
 
 std::vector<Tensor> grad_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                 const Tensor& lse, const Tensor& delta) {
   return {q, k, v, g, lse, delta};
-}
-
-Tensor grad_op(const std::vector<Tensor>& in, bool causal, double scale, AttentionWrt wrt) {
-  return ops::call1(OpId::attention_grad, in, AttentionGradAttrs{causal, scale, wrt});
 }
 
 Tensor decomposed(OpId id, const std::vector<Tensor>& in, const ops::Attrs& attrs) {

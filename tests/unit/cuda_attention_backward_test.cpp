@@ -20,6 +20,7 @@
 #include "lower/partition.h"
 #include "lower/pipeline.h"
 #include "ops/dispatch.h"
+#include "unit/attention_grad_ops.h"
 #include "unit/op_programs.h"
 #include "unit/sm90_backend.h"
 #include "unit/test_support.h"
@@ -29,13 +30,12 @@
 namespace zc {
 namespace {
 
-using ops::AttentionAttrs;
-using ops::AttentionGradAttrs;
 using ops::AttentionWrt;
 using ops::OpId;
 
-constexpr AttentionWrt kEveryWrt[] = {AttentionWrt::q, AttentionWrt::k, AttentionWrt::v,
-                                      AttentionWrt::kv};
+using test::grad_op;
+using test::kEveryWrt;
+using test::lse_op;
 
 double default_scale(const Tensor& q) {
   return 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
@@ -47,13 +47,12 @@ std::vector<Tensor> backward_ops(const Tensor& q, const Tensor& k, const Tensor&
                                  bool causal) {
   const double scale = default_scale(q);
   const DType ct = q.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor lse = ops::call1(OpId::attention_lse, {q, k}, AttentionAttrs{causal, scale});
+  Tensor lse = lse_op(q, k, causal, scale);
   Tensor o = scaled_dot_product_attention(q, k, v, causal);
   Tensor delta = sum(g.to(ct) * o.to(ct), {-1});
   std::vector<Tensor> out{lse};
   for (AttentionWrt wrt : kEveryWrt) {
-    out.push_back(ops::call1(OpId::attention_grad, {q, k, v, g, lse, delta},
-                             AttentionGradAttrs{causal, scale, wrt}));
+    out.push_back(grad_op({q, k, v, g, lse, delta}, causal, scale, wrt));
   }
   return out;
 }

@@ -13,6 +13,7 @@
 // error, since gradients cancel to near zero where a plain relative bound would be too tight.
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
+#include "unit/attention_grad_ops.h"
 #include "unit/cuda_ops_harness.h"
 
 namespace cuda_ops_test {
@@ -21,10 +22,9 @@ namespace {
 using zc::ops::AttentionAttrs;
 using zc::ops::AttentionGradAttrs;
 using zc::ops::AttentionWrt;
-using zc::ops::OpId;
 
-constexpr AttentionWrt kEveryWrt[] = {AttentionWrt::q, AttentionWrt::k, AttentionWrt::v,
-                                      AttentionWrt::kv};
+using zc::test::kEveryWrt;
+using zc::test::lse_op;
 
 struct AttCase {
   Shape q, k, v;
@@ -82,10 +82,6 @@ const std::vector<AttCase>& rows_cases() {
   return cases;
 }
 
-Tensor lse_op(const Tensor& q, const Tensor& k, const AttentionAttrs& a) {
-  return zc::ops::call1(OpId::attention_lse, {q, k}, a);
-}
-
 // The bound of attention_grad's rounding error, shaped like its result (see the top).
 Tensor grad_error_scale(const std::vector<Tensor>& x, const AttentionGradAttrs& a,
                         const Shape& result) {
@@ -137,7 +133,8 @@ void run_case(Harness& h, const AttCase& c, DType dt) {
   name << "causal=" << c.causal << " (" << c.why << ")";
   h.run(
       "attention_lse " + name.str(), {qi, ki},
-      [a](const std::vector<Tensor>& x) { return lse_op(x[0], x[1], a); }, Acc::accumulate);
+      [a](const std::vector<Tensor>& x) { return lse_op(x[0], x[1], a.causal, a.scale); },
+      Acc::accumulate);
 
   // g, lse and delta as the derivative would make them, on the CPU.
   const Tensor qh = qi.make(Device::cpu()), kh = ki.make(Device::cpu());
@@ -147,13 +144,13 @@ void run_case(Harness& h, const AttCase& c, DType dt) {
   const Input gi = of_kind("transpose", g, dt);
   const Tensor gh = gi.make(Device::cpu());
   const DType ct = dt == DType::f64 ? DType::f64 : DType::f32;
-  const Tensor lse = lse_op(qh, kh, a);
+  const Tensor lse = lse_op(qh, kh, a.causal, a.scale);
   const Tensor delta = zc::sum(gh.to(ct) * o.to(ct), {-1});
   const std::vector<Input> in{qi, ki, vi, gi, host_tensor("lse", lse), host_tensor("delta", delta)};
   for (AttentionWrt wrt : kEveryWrt) {
     const AttentionGradAttrs ga{c.causal, scale, wrt};
     const Fn f = [ga](const std::vector<Tensor>& x) {
-      return zc::ops::call1(OpId::attention_grad, x, ga);
+      return zc::test::grad_op(x, ga.causal, ga.scale, ga.wrt);
     };
     const Fn err = [ga, f](const std::vector<Tensor>& x) {
       return grad_error_scale(x, ga, f(x).shape());
@@ -186,8 +183,7 @@ TEST_F(CudaOps, AttentionBackwardRows) {
         {contiguous(q, DType::f32), contiguous(q, DType::f32), contiguous(q, DType::f32),
          contiguous(g, DType::f32), contiguous(l, DType::f32), contiguous(l, DType::f32)},
         [](const std::vector<Tensor>& x) {
-          return zc::ops::call1(OpId::attention_grad, x,
-                                AttentionGradAttrs{false, 0.5, AttentionWrt::q});
+          return zc::test::grad_op(x, false, 0.5, AttentionWrt::q);
         });
 }
 

@@ -38,24 +38,17 @@ namespace {
 
 constexpr int kStep = 4;  // other-side rows per step
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 }  // namespace
 
 void KernelEmitter::emit_attention_grad_rows(const AttentionOperands& at, const Launch& l,
                                              const AttentionGradTiling& t) {
-  using ops::AttentionWrt;
   const DType cdt = ops::compute_dtype(at.odt);
   const std::string T = compute_type(at.odt);
   // The side a block's rows are on: query rows for dq, key rows for dk and dv. "a" is the row
   // operand that meets the other side's "A" in the scores (q and K, or k and Q); "c" the one
   // that meets "C" in dP (g and V, or v and G).
-  const bool qside = at.wrt == AttentionWrt::q;
-  const bool want_k = at.wrt == AttentionWrt::k || at.wrt == AttentionWrt::kv;
-  const bool want_v = at.wrt == AttentionWrt::v || at.wrt == AttentionWrt::kv;
-  const bool need_ds = qside || want_k;  // dq and dk need dS; dv needs only P
+  const bool qside = at.query_side(), want_k = at.wants_k(), want_v = at.wants_v();
+  const bool need_ds = at.needs_ds();
   const ValueId a_row = qside ? at.Q : at.K, c_row = qside ? at.G : at.V;
   const ValueId a_tile = qside ? at.K : at.Q, c_tile = qside ? at.V : at.G;
   const Shape& a_row_shape = qside ? at.qs : at.ks;

@@ -38,19 +38,12 @@ namespace {
 constexpr int kColThreads = 16;                               // tx
 constexpr int kRowThreads = kAttentionThreads / kColThreads;  // ty
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 }  // namespace
 
 void KernelEmitter::emit_attention_grad_tiled(const AttentionOperands& at, const Launch& l,
                                               const AttentionGradTiling& t) {
-  using ops::AttentionWrt;
-  const bool qside = at.wrt == AttentionWrt::q;
-  const bool want_k = at.wrt == AttentionWrt::k || at.wrt == AttentionWrt::kv;
-  const bool want_v = at.wrt == AttentionWrt::v || at.wrt == AttentionWrt::kv;
-  const bool need_ds = qside || want_k;
+  const bool qside = at.query_side(), want_k = at.wants_k(), want_v = at.wants_v();
+  const bool need_ds = at.needs_ds();
   const int64_t R = t.rows, C = t.cols, rpt = R / kRowThreads, cpt = C / kColThreads;
   const std::string RPT = str(rpt), CPT = str(cpt), RT = str(kRowThreads), CTH = str(kColThreads);
   const std::string scale = literal(at.a.scale, DType::f32);

@@ -45,10 +45,6 @@ constexpr int kColThreads = 16;                               // tx: threads alo
 constexpr int kRowThreads = kAttentionThreads / kColThreads;  // ty
 constexpr int kRowsPerThread = kAttentionTileRows / kRowThreads;
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 }  // namespace
 
 void KernelEmitter::emit_attention_tiled(const AttentionOperands& at, const Launch& l,

@@ -15,10 +15,6 @@ using ir::ValueId;
 
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 // Elements of a tile of `elements` each thread loads.
 int64_t per_thread(int64_t elements) {
   return (elements + kAttentionThreads - 1) / kAttentionThreads;

@@ -16,6 +16,12 @@
 
 namespace zc::codegen::cuda {
 
+// An integer of generated code that no size template varies (tile shapes, head dims, thread
+// counts); sizes that may vary are printed through CLikeEmitter::num().
+inline std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
 // An unsigned type of `bytes` bytes that moves a vector in one load or store ("uint4" for 16).
 std::string raw_vector_type(size_t bytes);
 
@@ -61,6 +67,12 @@ class KernelEmitter final : private CLikeEmitter {
                 const std::string& col) const;
     // The same for a per-query-row operand [.., tq] (lse, delta, attention_lse's output).
     Names row_names(const Shape& operand, const Names& b, const std::string& row) const;
+    // attention_grad's: whether its rows are query rows (dq) rather than key rows (dk, dv);
+    // whether it computes dk, dv; whether it needs dS = P (dP - delta) (dq and dk do, dv only P).
+    bool query_side() const { return wrt == ops::AttentionWrt::q; }
+    bool wants_k() const { return wrt == ops::AttentionWrt::k || wrt == ops::AttentionWrt::kv; }
+    bool wants_v() const { return wrt == ops::AttentionWrt::v || wrt == ops::AttentionWrt::kv; }
+    bool needs_ds() const { return query_side() || wants_k(); }
   };
   AttentionOperands attention_operands(const Kernel& k) const;
   void emit_attention(const Kernel& k, const Launch& l);
