@@ -111,6 +111,7 @@ struct Stats {
   int64_t backwards_derived = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
+  // A training call's backward compiles while its forward runs, outside this time.
   double ready_ms = 0;
   double capture_ms = 0;  // tracing forward() into graphs
   // Everything after capture up to a loaded executable, summed over the graphs (the parts of

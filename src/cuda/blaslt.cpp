@@ -68,6 +68,9 @@ struct Plan {
   // queueing, not later).
   std::mutex mu;
   CUdeviceptr bias = 0;  // the one desc points at
+  uint64_t serial = 0;   // plans made before this one in the process
+  // Whether a product other than a warm-up ran with it (planned_products).
+  std::atomic<bool> ran{false};
 };
 
 struct DeviceState {
@@ -146,6 +149,7 @@ Plan& plan_for(const BlasLt& lt, State& s, cublasLtHandle_t handle, const PlanKe
   check_blaslt(st, "cublasLtMatmulAlgoGetHeuristic for " + describe(key.problem));
   if (count < 1 || result.state != CUBLAS_STATUS_SUCCESS) raise_no_algorithm(lt, key, result.state);
   plan->algo = result.algo;
+  plan->serial = s.plans.size();
   ZC_LOG(timing)
       << "cublaslt plan for " << describe(key.problem) << " on cuda:" << key.device << ": "
       << std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()
@@ -173,6 +177,9 @@ void gemm_empty_sum(const GemmProblem& p, CUdeviceptr d, CUdeviceptr bias, int d
   q.stride_a = q.stride_b = 0;
   gemm(q, zeros, zeros, d, bias, device, stream);
 }
+
+void queue_product(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d,
+                   CUdeviceptr bias, int device, CUstream stream, CUdeviceptr warm_workspace);
 
 }  // namespace
 
@@ -204,12 +211,46 @@ void prepare_blaslt(int device) {
 
 void gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
           int device, CUstream stream) {
+  queue_product(p, a, b, d, bias, device, stream, 0);
+}
+
+void warm_gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
+               int device, CUstream stream, CUdeviceptr workspace) {
+  ZC_CHECK(workspace != 0, "a warm-up product without a workspace: " << describe(p));
+  queue_product(p, a, b, d, bias, device, stream, workspace);
+}
+
+std::vector<GemmUse> planned_products(int device) {
+  State& s = state();
+  std::vector<std::pair<uint64_t, GemmUse>> made;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (const auto& [key, plan] : s.plans) {
+      if (key.device != device) continue;
+      made.push_back({plan->serial,
+                      GemmUse{key.problem, key.align, plan->ran.load(std::memory_order_relaxed)}});
+    }
+  }
+  std::sort(made.begin(), made.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<GemmUse> out;
+  for (auto& m : made) out.push_back(m.second);
+  return out;
+}
+
+namespace {
+
+void queue_product(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d,
+                   CUdeviceptr bias, int device, CUstream stream, CUdeviceptr warm_workspace) {
   check_gemm_problem(p);
   check_device(device);
   if (p.M == 0 || p.N == 0 || p.batch == 0) return;
   ZC_CHECK(d != 0, "cuBLASLt product without D: " << describe(p));
   ZC_CHECK(!has_bias(p.epilogue) || bias != 0, "bias epilogue without a bias: " << describe(p));
-  if (p.K == 0) return gemm_empty_sum(p, d, bias, device, stream);
+  if (p.K == 0) {
+    if (warm_workspace) return;  // no kernel of its own to load: gemm_empty_sum is a K=1 product
+    return gemm_empty_sum(p, d, bias, device, stream);
+  }
   ZC_CHECK(a != 0 && b != 0, "cuBLASLt product without operands: " << describe(p));
 
   const BlasLt& lt = blaslt();
@@ -224,8 +265,11 @@ void gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUd
     std::lock_guard<std::mutex> lock(s.mu);
     DeviceState& ds = s.devices[device];
     handle = handle_for(lt, ds, device);
-    workspace = workspace_for(ds, device, stream);
+    workspace = warm_workspace ? warm_workspace : workspace_for(ds, device, stream);
     plan = &plan_for(lt, s, handle, key, bias);
+  }
+  if (!warm_workspace && !plan->ran.load(std::memory_order_relaxed)) {
+    plan->ran.store(true, std::memory_order_relaxed);
   }
 
   // alpha and beta have the scale type: double for f64, float otherwise.
@@ -249,8 +293,10 @@ void gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUd
     raise_blaslt_error(st,
                        "cublasLtMatmul for " + describe(p) + " on cuda:" + std::to_string(device));
   }
-  s.products.fetch_add(1, std::memory_order_relaxed);
+  if (!warm_workspace) s.products.fetch_add(1, std::memory_order_relaxed);
 }
+
+}  // namespace
 
 BlasLtStats blaslt_stats() {
   State& s = state();

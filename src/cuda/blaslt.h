@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "zc/dtype.h"
 
@@ -54,6 +55,13 @@ struct GemmProblem {
   bool operator==(const GemmProblem&) const = default;
 };
 
+// Bytes each pointer is aligned to, at most 256 (cuBLASLt's own assumption when not told), for
+// zc's A, B, D and the bias: with the problem, what chooses a product's plan and so its kernel.
+struct GemmAlignment {
+  uint32_t a = 256, b = 256, d = 256, bias = 256;
+  bool operator==(const GemmAlignment&) const = default;
+};
+
 // "f16 M=17 N=64 K=300 A^T lda=17 B ldb=64 ldd=64 batch=3 strides=0,19200,1088 bias_relu".
 std::string describe(const GemmProblem& p);
 
@@ -78,12 +86,29 @@ void gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUd
 // library. blaslt_start.h runs it on a background thread.
 void prepare_blaslt(int device);
 
+// A plan this process made on a device: its problem (alpha 1), its pointers' alignment, and
+// whether a product other than a warm-up (warm_gemm) ran with it.
+struct GemmUse {
+  GemmProblem problem;
+  GemmAlignment align;
+  bool ran = false;
+};
+// Every plan made on `device`, in the order they were made.
+std::vector<GemmUse> planned_products(int device);
+
+// gemm() for loading a product's kernel ahead of its use (blaslt_warm.h): plans the problem
+// for these pointers' alignment and queues it on `stream` with `workspace`
+// (kBlasLtWorkspaceBytes of the caller's), without counting it as a product. An empty sum
+// (K of 0) queues nothing.
+void warm_gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
+               int device, CUstream stream, CUdeviceptr workspace);
+
 // The workspace each stream gets, and the most a plan may use.
 inline constexpr size_t kBlasLtWorkspaceBytes = size_t{32} << 20;
 
 // Counts since the process started.
 struct BlasLtStats {
-  uint64_t products = 0;        // cublasLtMatmul calls queued
+  uint64_t products = 0;        // cublasLtMatmul calls queued, warm-ups (warm_gemm) aside
   uint64_t heuristic_runs = 0;  // cublasLtMatmulAlgoGetHeuristic calls: one per plan made
   uint64_t plans = 0;           // plans kept
 };

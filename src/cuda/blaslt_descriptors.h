@@ -20,13 +20,8 @@
 
 namespace zc::cuda {
 
-// Bytes each pointer is aligned to, at most 256 (cuBLASLt's own assumption when not told), for
-// zc's A, B, D and the bias. An operand's batch stride counts as part of its pointer: item i
-// starts at pointer + i * stride.
-struct GemmAlignment {
-  uint32_t a = 256, b = 256, d = 256, bias = 256;
-  bool operator==(const GemmAlignment&) const = default;
-};
+// The alignment of a product's pointers (GemmAlignment, in blaslt.h). An operand's batch stride
+// counts as part of its pointer: item i starts at pointer + i * stride.
 GemmAlignment gemm_alignment(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d,
                              CUdeviceptr bias);
 

@@ -13,6 +13,7 @@
 
 #include "cuda/blaslt.h"
 #include "cuda/blaslt_library.h"
+#include "cuda/blaslt_warm.h"
 #include "cuda/device.h"
 #include "zc/cuda.h"
 
@@ -31,7 +32,8 @@ struct Starts {
   // Read without the lock on every call of a compiled graph; written under it.
   std::unique_ptr<std::atomic<BlasLtStart>[]> state;
   std::vector<std::string> error;
-  int running = 0;  // background starts not yet finished
+  int running = 0;              // background starts not yet finished, their warm-ups included
+  std::atomic<int> warming{0};  // background starts past the library, in their warm-up
 };
 
 // Never destroyed: a start may still be finishing (returning, past its last library call)
@@ -76,7 +78,7 @@ void wait_at_thread_end() {
 }
 
 // prepare_blaslt, and its outcome recorded; the caller holds no lock.
-void prepare(int device, bool background) {
+void prepare(int device) {
   std::string error;
   try {
     prepare_blaslt(device);
@@ -88,12 +90,29 @@ void prepare(int device, bool background) {
   s.error[device] = error;
   s.state[device].store(error.empty() ? BlasLtStart::ready : BlasLtStart::failed,
                         std::memory_order_release);
-  if (background) --s.running;
   s.finished.notify_all();
 }
 
+// The background start: the library, then the previous process's products (blaslt_warm.h).
+// It counts as running until both are done, so threads told so wait for the warm-up too at
+// their end; gemm() waits only for the library.
 void run_start(int device) {
-  prepare(device, true);
+  prepare(device);
+  Starts& s = starts();
+  WarmSource source = warm_source();
+  if (source && s.state[device].load(std::memory_order_acquire) == BlasLtStart::ready) {
+    s.warming.fetch_add(1, std::memory_order_acq_rel);
+    try {
+      std::vector<GemmUse> products = source(device);
+      if (!products.empty()) warm_products(device, products);
+    } catch (const std::exception&) {
+      // A warm-up is an optimization: whatever failed, products plan and load as they come.
+    }
+    s.warming.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  --s.running;
+  s.finished.notify_all();
 }
 
 // ZC_CUDA_PRESTART=0 leaves cuBLASLt alone until a compiled graph needs it.
@@ -168,8 +187,11 @@ void start_blaslt(int device) {
 
 BlasLtStart blaslt_start_state(int device) {
   check_device(device);
-  const BlasLtStart st = starts().state[device].load(std::memory_order_acquire);
-  if (st == BlasLtStart::starting) wait_at_thread_end();
+  Starts& s = starts();
+  const BlasLtStart st = s.state[device].load(std::memory_order_acquire);
+  if (st == BlasLtStart::starting || s.warming.load(std::memory_order_acquire) > 0) {
+    wait_at_thread_end();
+  }
   return st;
 }
 
@@ -181,11 +203,25 @@ BlasLtStart wait_for_blaslt(int device) {
     return s.state[device].load(std::memory_order_relaxed) != BlasLtStart::starting;
   });
   if (s.state[device].load(std::memory_order_relaxed) == BlasLtStart::idle) {
-    lock.unlock();  // no thread could be made: start it here
-    prepare(device, false);
+    lock.unlock();  // no thread could be made: start it here (without a warm-up)
+    prepare(device);
     lock.lock();
   }
   return s.state[device].load(std::memory_order_relaxed);
+}
+
+void wait_for_blaslt_warmup(int device) {
+  start_blaslt(device);
+  {
+    // The preload makes a single GPU's context, which starts cuBLASLt there: after it, that
+    // start is counted as running.
+    Preload& p = preload();
+    std::unique_lock<std::mutex> lock(p.mu);
+    p.finished.wait(lock, [&] { return !p.running; });
+  }
+  Starts& s = starts();
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.finished.wait(lock, [&] { return s.running == 0; });
 }
 
 std::string blaslt_start_error(int device) {

@@ -10,11 +10,13 @@
 //     needs it: when it emits the graph's source (so a cold compile's NVRTC run overlaps it) and
 //     when it loads the compiled graph (a warm process).
 // The first product waits only for what is left. A process that never asks about CUDA loads
-// nothing.
+// nothing. Once the library is ready the same thread loads the kernels of the products the
+// previous process ran (blaslt_warm.h); products do not wait for that.
 //
 // A process that exits while the start is under way would run the library's exit handlers
-// while the start is still inside the library. So every thread told that it is still starting
-// (blaslt_start_state) waits for it to finish when that thread ends, and exit() runs the calling
+// while the start (its warm-up included) is still inside the library. So every thread told by
+// blaslt_start_state that it is still starting or warming waits for it to finish when that
+// thread ends, and exit() runs the calling
 // thread's such waits before any other exit handler. Starting it does not make a thread wait:
 // compiles start it from short-lived worker threads, which must not be held up. The thread
 // that calls a compiled graph asks, on every call. (A thread that never asked and calls exit()
@@ -48,6 +50,9 @@ void prestart_blaslt(int device);
 BlasLtStart blaslt_start_state(int device);
 // Starts it if needed and waits until it is no longer starting; returns the state.
 BlasLtStart wait_for_blaslt(int device);
+// Starts it on `device` if needed, then waits until no background start is running on any
+// device, warm-ups (blaslt_warm.h) included: for tests and benchmarks that count plans.
+void wait_for_blaslt_warmup(int device);
 // Why it failed; empty otherwise.
 std::string blaslt_start_error(int device);
 

@@ -57,9 +57,12 @@ std::vector<bool> wanted_gradients(const Entry& e, const Tensor& x) {
 }
 
 // Compiles what a call with these wanted gradients runs, if it is not compiled yet.
-void prepare(const Entry& e, const std::vector<bool>& wanted) {
+// With `whole_step`, a training call also waits for its backward, which otherwise compiles
+// while the forward runs.
+void prepare(const Entry& e, const std::vector<bool>& wanted, bool whole_step) {
   if (!wanted.empty() && e.code->whole()) {
-    e.code->training(wanted);
+    auto plan = e.code->training(wanted);
+    if (whole_step) (void)plan->backward();
   } else {
     e.code->inference();
   }
@@ -199,8 +202,9 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   }
   entry->code =
       std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
-  // Compiled now, for what this call needs (training or inference), so that "ready" counts it.
-  prepare(*entry, wanted);
+  // Compiled now, for what this call needs (training or inference), so that "ready" counts it
+  // (a recompile's log counts the backward's compiler runs too).
+  prepare(*entry, wanted, recapture);
   if (recapture) {
     // The process-wide count: exact unless other modules compile at the same time.
     const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;

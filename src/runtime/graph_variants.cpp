@@ -17,18 +17,19 @@ namespace zc::runtime {
 GraphVariants::GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options)
     : graph_(std::move(graph)), backend_(backend), options_(std::move(options)) {}
 
-std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Graph& g,
-                                                                  bool replay) const {
-  const bool any = options_.size_templates;
-  auto exec = options_.hierarchical ? compile_hierarchical(g, backend_, RegionRule{}, any)
-                                    : compile_graph(g, backend_, std::nullopt, any);
-  if (replay && options_.replay) exec = backend_.replayable(std::move(exec), options_.per_call);
+std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Graph& g, bool replay,
+                                                                  const codegen::Backend& backend,
+                                                                  const Options& options) {
+  const bool any = options.size_templates;
+  auto exec = options.hierarchical ? compile_hierarchical(g, backend, RegionRule{}, any)
+                                   : compile_graph(g, backend, std::nullopt, any);
+  if (replay && options.replay) exec = backend.replayable(std::move(exec), options.per_call);
   return exec;
 }
 
 std::shared_ptr<const codegen::Executable> GraphVariants::inference() {
   std::lock_guard lock(mu_);
-  if (!inference_) inference_ = compile(graph_, /*replay=*/true);
+  if (!inference_) inference_ = compile(graph_, /*replay=*/true, backend_, options_);
   return inference_;
 }
 
@@ -54,19 +55,32 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
     with_grad += graphs.has_grad[k] ? 1 : 0;
   }
   if (!graphs.partition) {
-    plan->forward = compile(graph_, /*replay=*/true);
+    plan->forward = compile(graph_, /*replay=*/true, backend_, options_);
+    std::promise<std::shared_ptr<const codegen::Executable>> none;
+    none.set_value(nullptr);
+    plan->backward_ = none.get_future().share();
   } else {
     lower::Partition& part = *graphs.partition;
-    // The two halves compile side by side: on a warm start each is mostly region planning and
-    // cache loads, on a cold one compiler runs.
-    auto forward =
-        std::async(std::launch::async, [&] { return compile(part.forward, /*replay=*/true); });
-    plan->backward = compile(part.backward, /*replay=*/false);
-    plan->forward = forward.get();
+    // The two halves compile side by side (on a warm start each is mostly region planning and
+    // cache loads, on a cold one compiler runs), and the first forward runs as soon as its
+    // half is there. The backward's thread holds what it reads: the plan may outlive this.
+    plan->backward_ = std::async(std::launch::async, [backward = std::move(part.backward),
+                                                      &backend = backend_, options = options_] {
+                        Timer t;
+                        auto exec = compile(backward, /*replay=*/false, backend, options);
+                        ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms";
+                        return exec;
+                      }).share();
+    try {
+      plan->forward = compile(part.forward, /*replay=*/true, backend_, options_);
+    } catch (...) {
+      plan->backward_.wait();  // its thread reads the backend: it ends before the error leaves
+      throw;
+    }
     plan->saved = std::move(part.saved);
   }
-  ZC_LOG(timing) << "training graphs: " << timer.ms() << " ms, " << with_grad << " gradients, "
-                 << plan->saved.size() << " saved values";
+  ZC_LOG(timing) << "training forward ready: " << timer.ms() << " ms, " << with_grad
+                 << " gradients, " << plan->saved.size() << " saved values";
   training_.emplace(wanted, plan);
   return plan;
 }
@@ -89,7 +103,8 @@ class CompiledBackwardNode final : public autograd::Node {
   std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
     values_.check("compiled module " + module_type_);
     std::vector<Tensor> out(next.size());
-    if (!plan_->backward) return out;
+    const std::shared_ptr<const codegen::Executable> backward = plan_->backward();
+    if (!backward) return out;
     ZC_CHECK(grads.size() == output_metas_.size(),
              "" << grads.size() << " gradients for " << output_metas_.size() << " outputs");
     const std::vector<Tensor>& values = values_.values();
@@ -104,7 +119,7 @@ class CompiledBackwardNode final : public autograd::Node {
     for (size_t i = 0; i < n_inputs; ++i) args.push_back(&values[i]);
     for (const Tensor& g : dense) args.push_back(&g);
     for (size_t i = n_inputs; i < values.size(); ++i) args.push_back(&values[i]);
-    std::vector<Tensor> results = plan_->backward->run(args);
+    std::vector<Tensor> results = backward->run(args);
     size_t k = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       if (plan_->has_grad[i]) out[i] = std::move(results[k++]);

@@ -15,6 +15,9 @@
 
 #ifdef ZC_WITH_CUDA
 #include "cuda/blaslt.h"
+#include "cuda/blaslt_descriptors.h"
+#include "cuda/blaslt_start.h"
+#include "cuda/blaslt_warm.h"
 #include "cuda/driver.h"
 #include "cuda/stream.h"
 #include "unit/blaslt_check.h"
@@ -175,8 +178,11 @@ TEST(CudaBlasLtGpu, MisalignedPointers) {
   }
 }
 
+// The counts below are this test's alone once the background start's warm-up of the previous
+// process's products (cuda/blaslt_warm.h) is over.
 TEST(CudaBlasLtGpu, APlanIsMadeOnceAndReused) {
   ZC_SKIP_WITHOUT_GPU();
+  zc::cuda::wait_for_blaslt_warmup(0);
   zc::manual_seed(17);
   GemmCase c{dense_problem(DType::f32, 37, 41, 43)};
   const zc::test::GemmOperands o = zc::test::make_operands(c);
@@ -205,10 +211,52 @@ TEST(CudaBlasLtGpu, APlanIsMadeOnceAndReused) {
   EXPECT_EQ(s3.plans, s2.plans + 1);
 }
 
+// A warm-up (cuda/blaslt_warm.h) plans each product for its pointers' alignment and runs it
+// once, without counting it as a product; the product then makes no plan and computes as
+// always. planned_products lists the plan, as run only once a real product has run with it.
+// Empty problems and those too large for its scratch are skipped.
+TEST(CudaBlasLtGpu, AWarmUpPlansAndLoadsAheadOfTheProduct) {
+  ZC_SKIP_WITHOUT_GPU();
+  zc::cuda::wait_for_blaslt_warmup(0);
+  zc::manual_seed(19);
+  GemmCase c{dense_problem(DType::f32, 53, 59, 61)};
+  c.p.epilogue = Epilogue::bias;
+  c.p.trans_b = true;
+  c.p.ldb = 61;
+  c.off_a = 1;  // A aligned to 4 bytes: a plan of its own
+  const zc::test::GemmOperands o = zc::test::make_operands(c);
+  const zc::cuda::GemmAlignment align = zc::cuda::gemm_alignment(
+      c.p, o.a.at(c.off_a), o.b.at(c.off_b), o.d.at(c.off_d), o.bias.at(c.off_bias));
+  ASSERT_EQ(align.a, 4u);
+  GemmProblem empty = dense_problem(DType::f32, 8, 8, 0);
+  GemmProblem huge = dense_problem(DType::f32, 1 << 16, 1 << 16, 64);
+  const std::vector<zc::cuda::GemmUse> uses{
+      {c.p, align, false}, {empty, {}, false}, {huge, {}, false}};
+  const zc::cuda::BlasLtStats s0 = zc::cuda::blaslt_stats();
+  EXPECT_EQ(zc::cuda::warm_products(0, uses), 1);
+  const zc::cuda::BlasLtStats s1 = zc::cuda::blaslt_stats();
+  EXPECT_EQ(s1.heuristic_runs, s0.heuristic_runs + 1);
+  EXPECT_EQ(s1.products, s0.products);
+  auto listed = [&] {
+    for (const zc::cuda::GemmUse& u : zc::cuda::planned_products(0)) {
+      if (u.problem == c.p && u.align == align) return u.ran ? 2 : 1;
+    }
+    return 0;
+  };
+  EXPECT_EQ(listed(), 1);
+  zc::test::run_case(c, o);
+  const zc::cuda::BlasLtStats s2 = zc::cuda::blaslt_stats();
+  EXPECT_EQ(s2.heuristic_runs, s1.heuristic_runs);
+  EXPECT_EQ(s2.products, s1.products + 1);
+  EXPECT_EQ(listed(), 2);
+  zc::test::expect_product(c, o, o.d.read(), 1e-5);
+}
+
 // K=0 is an empty sum: D = act(bias), zeros without a bias; A and B are not read. M, N or batch
 // of 0 write nothing and call nothing.
 TEST(CudaBlasLtGpu, EmptyProblems) {
   ZC_SKIP_WITHOUT_GPU();
+  zc::cuda::wait_for_blaslt_warmup(0);
   zc::manual_seed(18);
   for (const DType t : {DType::f32, DType::f16}) {
     for (const Epilogue e : {Epilogue::none, Epilogue::bias, Epilogue::bias_relu}) {

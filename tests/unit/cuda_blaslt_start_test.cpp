@@ -1,11 +1,14 @@
 // cuBLASLt's start on a background thread (cuda/blaslt_start.h): a device's first tensor starts
 // it there (or, with ZC_CUDA_PRESTART=0, compiling or loading a graph with library products),
-// prepare_matmul_library waits for it, and short-lived processes that exit while it is under
-// way exit cleanly. Without a GPU, preparing says why.
+// prepare_matmul_library waits for it, short-lived processes that exit while it is under way
+// exit cleanly, and a process warms the products the previous one ran. Without a GPU,
+// preparing says why.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "unit/run_model.h"
 #include "unit/test_support.h"
@@ -73,6 +76,40 @@ TEST(CudaBlasLtStartGpu, ProcessesExitingWhileItStartsExitCleanly) {
     ++ok;
   }
   EXPECT_EQ(ok, 8u) << r.out;
+}
+
+// The products a process ran are recorded in its cache when it exits, and the next process on
+// this kind of GPU loads their kernels while it starts (runtime/gemm_record.h): the first
+// process finds no record, the second warms every product of the first, and with caches off
+// nothing is recorded, so nothing is warmed.
+TEST(CudaBlasLtStartGpu, TheNextProcessLoadsThePreviousProcessesProducts) {
+  ZC_SKIP_WITHOUT_GPU();
+  const std::string dir = test::test_dir("blaslt_warm");
+  const std::string env = "ZC_LOGS=timing ZC_CACHE_DIR=" + dir;
+  const std::string args = "--model gpt --layers 2 --device cuda --check none";
+  auto warmed = [](const test::ProcessRun& r) {  // "N of M products", or -1
+    const std::string mark = "cuBLASLt warm-up on cuda:0: ";
+    const size_t at = r.out.find(mark);
+    if (at == std::string::npos) return std::pair<int, int>{-1, -1};
+    int n = -1, of = -1;
+    std::sscanf(r.out.c_str() + at + mark.size(), "%d of %d", &n, &of);
+    return std::pair<int, int>{n, of};
+  };
+  const test::ProcessRun first = test::run_tool("run_model", env, args);
+  ASSERT_EQ(first.rc, 0) << first.out;
+  EXPECT_EQ(warmed(first).first, -1) << first.out;
+  const test::ProcessRun second = test::run_tool("run_model", env, args);
+  ASSERT_EQ(second.rc, 0) << second.out;
+  const auto [n, of] = warmed(second);
+  EXPECT_GT(n, 0) << second.out;
+  EXPECT_EQ(n, of) << second.out;
+  const std::string off_env =
+      "ZC_FORCE_DISABLE_CACHES=1 ZC_LOGS=timing ZC_CACHE_DIR=" + dir + "/off";
+  for (int i = 0; i < 2; ++i) {
+    const test::ProcessRun off = test::run_tool("run_model", off_env, args);
+    ASSERT_EQ(off.rc, 0) << off.out;
+    EXPECT_EQ(warmed(off).first, -1) << off.out;
+  }
 }
 
 #endif

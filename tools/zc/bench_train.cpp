@@ -2,9 +2,10 @@
 // of seed64 on each device measured, and of gpt12 on cuda, the models and step that
 // bench/torch_compile.py --train times for torch.compile. Rows:
 //   train/MODEL/.../cold|warm/ready_ms and first_ms: a fresh process with an empty cache
-//     directory, then with the same directory again. ready_ms is what compiled the training
-//     graphs (forward and backward) before the first forward ran; first_ms is the whole first
-//     step, the optimizer's compile or load included, up to its result.
+//     directory, then with the same directory again. ready_ms is what the first step
+//     spent before its forward ran (capture, the training graphs, the forward's compile or
+//     load; the backward's goes on while the forward runs); first_ms is the whole first step,
+//     the backward's and the optimizer's compile or load included, up to its result.
 //   train/MODEL/.../auto|eager/off/step_us: per step in steady state, caches off, compiled
 //     (fused AdamW) and eager (per-parameter AdamW).
 #include <filesystem>
