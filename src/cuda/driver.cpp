@@ -47,6 +47,7 @@ Loaded load() {
   if (!d.name) missing += std::string(missing.empty() ? "" : ", ") + ZC_CUDA_SYMBOL(name);
   ZC_CUDA_DRIVER_FUNCTIONS(ZC_CUDA_RESOLVE)
 #undef ZC_CUDA_RESOLVE
+  d.cuFuncLoad = reinterpret_cast<decltype(d.cuFuncLoad)>(dlsym(lib, "cuFuncLoad"));
   if (!missing.empty()) {
     // The library stays loaded: unloading a driver that may have started threads is unsafe.
     out.error = "CUDA is not available: the CUDA driver library lacks " + missing +

@@ -74,6 +74,8 @@ struct Driver {
 #define ZC_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   ZC_CUDA_DRIVER_FUNCTIONS(ZC_CUDA_DRIVER_MEMBER)
 #undef ZC_CUDA_DRIVER_MEMBER
+  // Optional: null on a driver older than CUDA 12.4, where a kernel loads at its first launch.
+  decltype(&::cuFuncLoad) cuFuncLoad = nullptr;
   int version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0
 };
 

@@ -94,6 +94,10 @@ class CudaExecutable final : public RawExecutable {
           throw Error("compiled graph's cubin lacks kernel " + l.symbol +
                       " (a cubin from another schedule): " + zc::cuda::error_text(r));
         }
+        // CUDA loads a kernel at its first launch unless told to (lazy loading): loaded here,
+        // a warm process's first call launches without those loads, and a training step's
+        // backward loads while its forward runs (runtime/graph_variants.h).
+        if (driver().cuFuncLoad) check(driver().cuFuncLoad(fn), "loading kernel " + l.symbol);
       }
       functions_.push_back(fn);
       if (timing_kernels()) labels_.push_back(launch_label(schedule_, l, functions_.size() - 1));
