@@ -57,19 +57,23 @@ Preload& preload() {
   return *p;
 }
 
+// Waits for the preload, then for every background start, warm-ups included. The preload makes
+// a single GPU's context, which starts cuBLASLt there: once it is over, that start is counted.
+void wait_for_background_work() {
+  {
+    Preload& p = preload();
+    std::unique_lock<std::mutex> lock(p.mu);
+    p.finished.wait(lock, [&] { return !p.running; });
+  }
+  Starts& s = starts();
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.finished.wait(lock, [&] { return s.running == 0; });
+}
+
 // Waits for every background start when the thread that holds it ends, exit() included (a
 // thread's thread_local destructors run before the process's exit handlers).
 struct WaitAtThreadEnd {
-  ~WaitAtThreadEnd() {
-    {
-      Preload& p = preload();
-      std::unique_lock<std::mutex> lock(p.mu);
-      p.finished.wait(lock, [&] { return !p.running; });
-    }
-    Starts& s = starts();
-    std::unique_lock<std::mutex> lock(s.mu);
-    s.finished.wait(lock, [&] { return s.running == 0; });
-  }
+  ~WaitAtThreadEnd() { wait_for_background_work(); }
 };
 
 void wait_at_thread_end() {
@@ -212,16 +216,7 @@ BlasLtStart wait_for_blaslt(int device) {
 
 void wait_for_blaslt_warmup(int device) {
   start_blaslt(device);
-  {
-    // The preload makes a single GPU's context, which starts cuBLASLt there: after it, that
-    // start is counted as running.
-    Preload& p = preload();
-    std::unique_lock<std::mutex> lock(p.mu);
-    p.finished.wait(lock, [&] { return !p.running; });
-  }
-  Starts& s = starts();
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.finished.wait(lock, [&] { return s.running == 0; });
+  wait_for_background_work();
 }
 
 std::string blaslt_start_error(int device) {
