@@ -101,16 +101,19 @@ void prepare(int device) {
 // It counts as running until both are done, so threads told so wait for the warm-up too at
 // their end; gemm() waits only for the library.
 void run_start(int device) {
-  prepare(device);
   Starts& s = starts();
-  WarmSource source = warm_source();
-  if (source && s.state[device].load(std::memory_order_acquire) == BlasLtStart::ready) {
-    s.warming.fetch_add(1, std::memory_order_acq_rel);
-    try {
-      std::vector<GemmUse> products = source(device);
-      if (!products.empty()) warm_products(device, products);
-    } catch (const std::exception&) {
-      // A warm-up is an optimization: whatever failed, products plan and load as they come.
+  const WarmSource source = warm_source();
+  // Counted before the library is ready: no thread sees `ready` without seeing the warm-up.
+  if (source) s.warming.fetch_add(1, std::memory_order_acq_rel);
+  prepare(device);
+  if (source) {
+    if (s.state[device].load(std::memory_order_acquire) == BlasLtStart::ready) {
+      try {
+        std::vector<GemmUse> products = source(device);
+        if (!products.empty()) warm_products(device, products);
+      } catch (const std::exception&) {
+        // A warm-up is an optimization: whatever failed, products plan and load as they come.
+      }
     }
     s.warming.fetch_sub(1, std::memory_order_acq_rel);
   }
