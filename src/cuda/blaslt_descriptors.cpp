@@ -96,23 +96,33 @@ std::string describe(const GemmProblem& p) {
   return s;
 }
 
-void check_gemm_problem(const GemmProblem& p) {
-  ZC_CHECK(p.a == p.b, "cuBLASLt operands of different dtypes: " << describe(p));
-  ZC_CHECK(p.a == DType::f32 || p.a == DType::f64 || p.a == DType::f16 || p.a == DType::bf16,
-           "cuBLASLt product of unsupported dtype: " << describe(p));
-  ZC_CHECK(p.d == p.a || (p.d == DType::f32 && (p.a == DType::f16 || p.a == DType::bf16)),
-           "cuBLASLt product with an unsupported output dtype: " << describe(p));
-  ZC_CHECK(p.M >= 0 && p.N >= 0 && p.K >= 0 && p.batch >= 0,
-           "negative size in a cuBLASLt product: " << describe(p));
-  ZC_CHECK(p.stride_a >= 0 && p.stride_b >= 0 && p.stride_d >= 0,
-           "negative batch stride in a cuBLASLt product: " << describe(p));
-  if (p.M == 0 || p.N == 0 || p.batch == 0) return;
-  ZC_CHECK(p.ldd >= p.N, "D's rows overlap (ldd below N): " << describe(p));
-  ZC_CHECK(p.batch == 1 || p.stride_d != 0, "every batch item writes the same D: " << describe(p));
-  if (p.K > 0) {
-    ZC_CHECK(p.lda >= (p.trans_a ? p.M : p.K), "A's rows overlap: " << describe(p));
-    ZC_CHECK(p.ldb >= (p.trans_b ? p.K : p.N), "B's rows overlap: " << describe(p));
+std::string gemm_problem_fault(const GemmProblem& p) {
+  auto fault = [&](const char* what) { return what + (": " + describe(p)); };
+  if (p.a != p.b) return fault("cuBLASLt operands of different dtypes");
+  if (p.a != DType::f32 && p.a != DType::f64 && p.a != DType::f16 && p.a != DType::bf16) {
+    return fault("cuBLASLt product of unsupported dtype");
   }
+  if (p.d != p.a && !(p.d == DType::f32 && (p.a == DType::f16 || p.a == DType::bf16))) {
+    return fault("cuBLASLt product with an unsupported output dtype");
+  }
+  if (p.M < 0 || p.N < 0 || p.K < 0 || p.batch < 0) {
+    return fault("negative size in a cuBLASLt product");
+  }
+  if (p.stride_a < 0 || p.stride_b < 0 || p.stride_d < 0) {
+    return fault("negative batch stride in a cuBLASLt product");
+  }
+  if (p.M == 0 || p.N == 0 || p.batch == 0) return {};
+  if (p.ldd < p.N) return fault("D's rows overlap (ldd below N)");
+  if (p.batch != 1 && p.stride_d == 0) return fault("every batch item writes the same D");
+  if (p.K > 0 && p.lda < (p.trans_a ? p.M : p.K)) return fault("A's rows overlap");
+  if (p.K > 0 && p.ldb < (p.trans_b ? p.K : p.N)) return fault("B's rows overlap");
+  return {};
+}
+
+void check_gemm_problem(const GemmProblem& p) {
+  const std::string fault = gemm_problem_fault(p);
+  ZC_CHECK(fault.empty(), "" << fault);
+  if (p.M == 0 || p.N == 0 || p.batch == 0) return;
   check_fits(p);
 }
 

@@ -32,8 +32,9 @@ struct Starts {
   // Read without the lock on every call of a compiled graph; written under it.
   std::unique_ptr<std::atomic<BlasLtStart>[]> state;
   std::vector<std::string> error;
-  int running = 0;              // background starts not yet finished, their warm-ups included
-  std::atomic<int> warming{0};  // background starts past the library, in their warm-up
+  // Background starts not yet finished, their warm-ups included. Written under the lock (the
+  // waits on `finished` read it there); blaslt_start_state reads it without.
+  std::atomic<int> running{0};
 };
 
 // Never destroyed: a start may still be finishing (returning, past its last library call)
@@ -101,21 +102,16 @@ void prepare(int device) {
 // It counts as running until both are done, so threads told so wait for the warm-up too at
 // their end; gemm() waits only for the library.
 void run_start(int device) {
+  prepare(device);
   Starts& s = starts();
   const WarmSource source = warm_source();
-  // Counted before the library is ready: no thread sees `ready` without seeing the warm-up.
-  if (source) s.warming.fetch_add(1, std::memory_order_acq_rel);
-  prepare(device);
-  if (source) {
-    if (s.state[device].load(std::memory_order_acquire) == BlasLtStart::ready) {
-      try {
-        std::vector<GemmUse> products = source(device);
-        if (!products.empty()) warm_products(device, products);
-      } catch (const std::exception&) {
-        // A warm-up is an optimization: whatever failed, products plan and load as they come.
-      }
+  if (source && s.state[device].load(std::memory_order_acquire) == BlasLtStart::ready) {
+    try {
+      std::vector<GemmUse> products = source(device);
+      if (!products.empty()) warm_products(device, products);
+    } catch (const std::exception&) {
+      // A warm-up is an optimization: whatever failed, products plan and load as they come.
     }
-    s.warming.fetch_sub(1, std::memory_order_acq_rel);
   }
   std::lock_guard<std::mutex> lock(s.mu);
   --s.running;
@@ -188,17 +184,16 @@ void start_blaslt(int device) {
   } catch (const std::system_error&) {
     return;  // no thread to spare: the first product starts the library itself
   }
+  ++s.running;  // first: a thread that sees `starting` sees it running
   s.state[device].store(BlasLtStart::starting, std::memory_order_release);
-  ++s.running;
 }
 
 BlasLtStart blaslt_start_state(int device) {
   check_device(device);
   Starts& s = starts();
   const BlasLtStart st = s.state[device].load(std::memory_order_acquire);
-  if (st == BlasLtStart::starting || s.warming.load(std::memory_order_acquire) > 0) {
-    wait_at_thread_end();
-  }
+  // Starting, or warming up (blaslt_warm.h): a background start is running either way.
+  if (s.running.load(std::memory_order_acquire) > 0) wait_at_thread_end();
   return st;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cache/cache.h"
+#include "cuda/blaslt_descriptors.h"
 #include "cuda/blaslt_library.h"
 #include "cuda/blaslt_warm.h"
 #include "cuda/driver.h"
@@ -193,13 +194,14 @@ std::vector<cuda::GemmUse> decode_gemm_record(std::span<const uint8_t> bytes) {
     p.epilogue = static_cast<cuda::Epilogue>(epilogue);
     u.align.a = read_alignment(r), u.align.b = read_alignment(r);
     u.align.d = read_alignment(r), u.align.bias = read_alignment(r);
-    // What gemm() would refuse as a caller's bug is a bad record here.
-    const bool f16_in = p.a == DType::f16 || p.a == DType::bf16;
-    const bool valid = p.a == p.b && (p.d == p.a || (p.d == DType::f32 && f16_in)) && p.M > 0 &&
-                       p.N > 0 && p.K > 0 && p.batch > 0 && p.ldd >= p.N &&
-                       (p.batch == 1 || p.stride_d != 0) && p.lda >= (p.trans_a ? p.M : p.K) &&
-                       p.ldb >= (p.trans_b ? p.K : p.N);
-    if (!valid) throw Error("cuBLASLt products record: an invalid product " + cuda::describe(p));
+    // What gemm() would refuse as a caller's bug is a bad record here, and so is an empty
+    // product, which never makes a plan.
+    if (p.M == 0 || p.N == 0 || p.K == 0 || p.batch == 0) {
+      throw Error("cuBLASLt products record: an invalid product, empty: " + cuda::describe(p));
+    }
+    if (const std::string fault = cuda::gemm_problem_fault(p); !fault.empty()) {
+      throw Error("cuBLASLt products record: an invalid product, " + fault);
+    }
     out.push_back(u);
   }
   if (r.remaining() != 0) throw Error("cuBLASLt products record: trailing bytes");
