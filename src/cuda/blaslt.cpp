@@ -178,68 +178,8 @@ void gemm_empty_sum(const GemmProblem& p, CUdeviceptr d, CUdeviceptr bias, int d
   gemm(q, zeros, zeros, d, bias, device, stream);
 }
 
-void queue_product(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d,
-                   CUdeviceptr bias, int device, CUstream stream, CUdeviceptr warm_workspace);
-
-}  // namespace
-
-void prepare_blaslt(int device) {
-  check_device(device);
-  const BlasLt& lt = blaslt();
-  use_device(device);
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mu);
-  const cublasLtHandle_t handle = handle_for(lt, s.devices[device], device);
-  // cuBLASLt starts itself (80-90 ms) in a process's first heuristic query, or in its first
-  // product when the algorithm is given: one query of a small f32 product, whose result is not
-  // kept, so it is not counted among the plans.
-  GemmProblem p;
-  p.M = p.N = p.K = p.lda = p.ldb = p.ldd = 64;
-  const auto start = std::chrono::steady_clock::now();
-  const GemmDescriptors d(lt, p, GemmAlignment{}, 0);
-  cublasLtMatmulHeuristicResult_t result{};
-  int count = 0;
-  check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(handle, d.op.get(), d.lt_a.get(), d.lt_b.get(),
-                                                 d.lt_d.get(), d.lt_d.get(), d.preference.get(), 1,
-                                                 &result, &count),
-               "cuBLASLt's first heuristic query on cuda:" + std::to_string(device));
-  ZC_LOG(timing)
-      << "cuBLASLt's one-time start on cuda:" << device << ": "
-      << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()
-      << " ms";
-}
-
-void gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
-          int device, CUstream stream) {
-  queue_product(p, a, b, d, bias, device, stream, 0);
-}
-
-void warm_gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
-               int device, CUstream stream, CUdeviceptr workspace) {
-  ZC_CHECK(workspace != 0, "a warm-up product without a workspace: " << describe(p));
-  queue_product(p, a, b, d, bias, device, stream, workspace);
-}
-
-std::vector<GemmUse> planned_products(int device) {
-  State& s = state();
-  std::vector<std::pair<uint64_t, GemmUse>> made;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    for (const auto& [key, plan] : s.plans) {
-      if (key.device != device) continue;
-      made.push_back({plan->serial,
-                      GemmUse{key.problem, key.align, plan->ran.load(std::memory_order_relaxed)}});
-    }
-  }
-  std::sort(made.begin(), made.end(),
-            [](const auto& x, const auto& y) { return x.first < y.first; });
-  std::vector<GemmUse> out;
-  for (auto& m : made) out.push_back(m.second);
-  return out;
-}
-
-namespace {
-
+// gemm() and warm_gemm(): a warm-up brings its own workspace (warm_workspace) and is not
+// counted as a product nor marks its plan as run.
 void queue_product(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d,
                    CUdeviceptr bias, int device, CUstream stream, CUdeviceptr warm_workspace) {
   check_gemm_problem(p);
@@ -297,6 +237,61 @@ void queue_product(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdevicep
 }
 
 }  // namespace
+
+void prepare_blaslt(int device) {
+  check_device(device);
+  const BlasLt& lt = blaslt();
+  use_device(device);
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const cublasLtHandle_t handle = handle_for(lt, s.devices[device], device);
+  // cuBLASLt starts itself (80-90 ms) in a process's first heuristic query, or in its first
+  // product when the algorithm is given: one query of a small f32 product, whose result is not
+  // kept, so it is not counted among the plans.
+  GemmProblem p;
+  p.M = p.N = p.K = p.lda = p.ldb = p.ldd = 64;
+  const auto start = std::chrono::steady_clock::now();
+  const GemmDescriptors d(lt, p, GemmAlignment{}, 0);
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(handle, d.op.get(), d.lt_a.get(), d.lt_b.get(),
+                                                 d.lt_d.get(), d.lt_d.get(), d.preference.get(), 1,
+                                                 &result, &count),
+               "cuBLASLt's first heuristic query on cuda:" + std::to_string(device));
+  ZC_LOG(timing)
+      << "cuBLASLt's one-time start on cuda:" << device << ": "
+      << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()
+      << " ms";
+}
+
+void gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
+          int device, CUstream stream) {
+  queue_product(p, a, b, d, bias, device, stream, 0);
+}
+
+void warm_gemm(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b, CUdeviceptr d, CUdeviceptr bias,
+               int device, CUstream stream, CUdeviceptr workspace) {
+  ZC_CHECK(workspace != 0, "a warm-up product without a workspace: " << describe(p));
+  queue_product(p, a, b, d, bias, device, stream, workspace);
+}
+
+std::vector<GemmUse> planned_products(int device) {
+  State& s = state();
+  std::vector<std::pair<uint64_t, GemmUse>> made;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (const auto& [key, plan] : s.plans) {
+      if (key.device != device) continue;
+      made.push_back({plan->serial,
+                      GemmUse{key.problem, key.align, plan->ran.load(std::memory_order_relaxed)}});
+    }
+  }
+  std::sort(made.begin(), made.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<GemmUse> out;
+  for (auto& m : made) out.push_back(m.second);
+  return out;
+}
 
 BlasLtStats blaslt_stats() {
   State& s = state();
