@@ -48,6 +48,7 @@
   X(cuStreamCreate)                   \
   X(cuStreamDestroy)                  \
   X(cuStreamSynchronize)              \
+  X(cuStreamQuery)                    \
   X(cuStreamBeginCapture)             \
   X(cuStreamEndCapture)               \
   X(cuEventCreate)                    \

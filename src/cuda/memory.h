@@ -18,6 +18,10 @@
 namespace zc::cuda {
 
 void copy_host_to_device(CUdeviceptr dst, const void* src, size_t nbytes, int device);
+// Into memory that no queued work uses (fresh from cuMemAlloc, say) through a stream of its own,
+// so that it does not wait for the work queued on the device: a graph loading while another
+// runs uploads its constants at once. Returns when the bytes are on the device.
+void upload_to_unused(CUdeviceptr dst, const void* src, size_t nbytes, int device);
 void copy_device_to_host(void* dst, CUdeviceptr src, size_t nbytes, int device);
 // Asynchronous: ordered on the current stream of `device`, which holds both buffers.
 void copy_device_to_device(CUdeviceptr dst, CUdeviceptr src, size_t nbytes, int device);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <set>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "codegen/call_buffers.h"
 #include "runtime/compiled_function.h"
 #include "tensor/assign.h"
+#include "util/hash.h"
 #include "zc/autograd.h"
 #include "zc/factories.h"
 #include "zc/ops.h"
@@ -57,7 +59,30 @@ struct AdamW::Fused {
       : beta1(b1),
         beta2(b2),
         eps(e),
-        update([this](std::span<const Tensor> in) { return compute(in); }) {}
+        update([this](std::span<const Tensor> in) { return compute(in); }, name(b1, b2, e)) {}
+
+  // A fused update for `params`, preparing the layouts the last process recorded for the same
+  // parameters (compiled_function.h): on a GPU, loading the update's binary at the first step
+  // would wait for the backward queued before it.
+  static std::unique_ptr<Fused> make(double b1, double b2, double e,
+                                     const std::vector<Tensor>& params) {
+    auto f = std::make_unique<Fused>(b1, b2, e);
+    std::string context;
+    for (const Tensor& p : params) {
+      context += p.device().str() + " " + std::string(dtype_name(p.dtype()));
+      for (int64_t d : p.shape()) context += " " + std::to_string(d);
+      context += ";";
+    }
+    f->update.prepare(hex(sha256(context)));
+    return f;
+  }
+
+  // What the update computes: the constants its trace holds.
+  static std::string name(double b1, double b2, double e) {
+    char text[128];
+    std::snprintf(text, sizeof text, "optim.AdamW.update betas %.17g %.17g eps %.17g", b1, b2, e);
+    return text;
+  }
 
   std::vector<Tensor> compute(std::span<const Tensor> in) const {
     const Tensor &p = in[0], &g = in[1], &m0 = in[2], &v0 = in[3];
@@ -84,6 +109,7 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
   std::set<const TensorImpl*> distinct;
   for (const Tensor& p : parameters()) distinct.insert(p.unsafe_impl());
   distinct_params_ = distinct.size() == parameters().size();
+  if (options.fused) fused_ = Fused::make(b1, b2, options.eps, parameters());
 }
 
 namespace {
@@ -226,7 +252,7 @@ bool AdamW::fused_step() {
       }
       return flat_moment;
     };
-    if (!fused_) fused_ = std::make_unique<Fused>(b1, b2, options.eps);
+    if (!fused_) fused_ = Fused::make(b1, b2, options.eps, params);
     fused_->m = moments("exp_avg");
     fused_->v = moments("exp_avg_sq");
     fused_->step = t;

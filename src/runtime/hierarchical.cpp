@@ -13,6 +13,7 @@
 #include "util/check.h"
 #include "util/log.h"
 #include "util/stats.h"
+#include "util/timer.h"
 
 namespace zc::runtime {
 
@@ -175,7 +176,10 @@ class HierarchicalExecutable final : public RawExecutable {
 std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const Backend& backend,
                                                        const RegionRule& rule,
                                                        bool size_templates) {
+  Timer timer;
   RegionPlan plan = plan_regions(g, rule);
+  ZC_LOG(timing) << "regions planned in " << timer.ms() << " ms: " << plan.parts.size()
+                 << " parts of a " << g.nodes.size() << "-node graph";
   if (plan.outlined_calls == 0) return compile_graph(g, backend, std::nullopt, size_templates);
   std::map<ir::ValueId, int32_t> input_of;
   for (size_t i = 0; i < g.inputs.size(); ++i)

@@ -230,6 +230,29 @@ TEST(CudaRuntimeGpu, SmallCopiesAreQueuedAndExact) {
   }
 }
 
+// An upload into memory nothing uses (cuda/memory.h: a compiled graph's constants) goes through
+// a stream of its own: it returns with the bytes on the device while the work queued on the
+// device's stream still runs (hundreds of milliseconds of products, against microseconds).
+TEST(CudaRuntimeGpu, AnUploadToUnusedMemoryDoesNotWaitForQueuedWork) {
+  ZC_SKIP_WITHOUT_GPU();
+  zc::manual_seed(5);
+  const Tensor a = zc::randn({4096, 4096}).to(kGpu);
+  std::vector<Tensor> busy;
+  for (int i = 0; i < 40; ++i) busy.push_back(zc::matmul(a, a));
+  std::vector<uint32_t> host(16384);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint32_t>(i * 2654435761u);
+  CUdeviceptr ptr = 0;
+  ASSERT_EQ(zc::cuda::driver().cuMemAlloc(&ptr, host.size() * 4), CUDA_SUCCESS);
+  zc::cuda::upload_to_unused(ptr, host.data(), host.size() * 4, 0);
+  EXPECT_EQ(zc::cuda::driver().cuStreamQuery(zc::cuda::current_stream(0)), CUDA_ERROR_NOT_READY)
+      << "the upload waited for the products queued before it";
+  std::vector<uint32_t> back(host.size());
+  zc::cuda::copy_device_to_host(back.data(), ptr, back.size() * 4, 0);
+  EXPECT_EQ(back, host);
+  zc::cuda::synchronize(0);
+  zc::cuda::driver().cuMemFree(ptr);
+}
+
 TEST(CudaRuntimeGpu, NonContiguousCpuSources) {
   ZC_SKIP_WITHOUT_GPU();
   zc::manual_seed(12);

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "bench.h"
 #include "cli.h"
@@ -54,7 +55,20 @@ Devices choose_devices(const std::string& option) {
   Devices d;
   d.cpu = option != "cuda";
   if (option == "cpu") return d;
-  if (!zc::cuda::is_available()) {
+  // This process only names the GPU; the children measure it. Finding a machine's only GPU
+  // would otherwise make its context here (docs/adr/0013), which would hold GPU memory and a
+  // cuBLASLt start beside every child for the whole run. The children inherit the setting as
+  // it was.
+  const char* prestart = std::getenv("ZC_CUDA_PRESTART");
+  const std::string saved = prestart ? prestart : "";
+  ::setenv("ZC_CUDA_PRESTART", "0", 1);
+  const bool available = zc::cuda::is_available();
+  if (prestart) {
+    ::setenv("ZC_CUDA_PRESTART", saved.c_str(), 1);
+  } else {
+    ::unsetenv("ZC_CUDA_PRESTART");
+  }
+  if (!available) {
     if (option == "cuda") {
       throw zc::Error("zc bench --device cuda: no usable GPU. " + zc::cuda::unavailable_reason() +
                       ". For the CPU rows alone, pass --device cpu");

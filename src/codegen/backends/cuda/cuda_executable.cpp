@@ -107,9 +107,18 @@ class CudaExecutable final : public RawExecutable {
     // cuBLASLt's 100-200 ms start runs on a background thread from now on, while the caller
     // gets on with its first call (cuda/blaslt_start.h).
     if (has_library_) zc::cuda::start_blaslt(device_);
+    // The constants go to memory of the executable's own, uploaded without waiting for the
+    // device's queued work: a training step's backward loads while its forward runs, and a copy
+    // through the device's stream would hold the load until the forward is done.
     for (ir::ValueId v : plan_.constants) {
       for (const ir::Constant& c : g.constants) {
-        if (c.value == v) constants_.push_back(c.data.contiguous().to(Device::cuda(device_)));
+        if (c.value != v) continue;
+        const Tensor host = c.data.contiguous();
+        const size_t bytes = static_cast<size_t>(host.numel()) * dtype_size(host.dtype());
+        CUdeviceptr ptr = 0;
+        check(driver().cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "a compiled graph's constant");
+        constants_.push_back(ptr);
+        zc::cuda::upload_to_unused(ptr, codegen::data_address(host), bytes, device_);
       }
     }
     for (ir::ValueId v : schedule_.outputs) {
@@ -119,6 +128,20 @@ class CudaExecutable final : public RawExecutable {
     sm_count_ = zc::cuda::device_properties(device_).multiprocessor_count;
     if (has_error_flag_) error_flag_ = device_error_flag(device_);
   }
+
+  ~CudaExecutable() override {
+    if (constants_.empty()) return;
+    // Kernels still queued (on any stream) may read the constants: they finish first. While the
+    // process exits the driver may be gone, and the memory with it.
+    try {
+      zc::cuda::use_device(device_);
+      if (driver().cuCtxSynchronize() != CUDA_SUCCESS) return;
+      for (CUdeviceptr p : constants_) driver().cuMemFree(p);
+    } catch (const std::exception&) {
+    }
+  }
+  CudaExecutable(const CudaExecutable&) = delete;
+  CudaExecutable& operator=(const CudaExecutable&) = delete;
 
   std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
     const ir::Graph& g = schedule_.graph;
@@ -162,7 +185,7 @@ class CudaExecutable final : public RawExecutable {
         case BufferKind::output:
           return address(outputs[slot.index]);
         case BufferKind::constant:
-          return zc::cuda::device_address(constants_[slot.index]);
+          return constants_[slot.index];
         case BufferKind::arena:
           return address(scratch) + static_cast<CUdeviceptr>(slot.index);
       }
@@ -261,9 +284,9 @@ class CudaExecutable final : public RawExecutable {
   std::array<int64_t, kMaxSymbols> symbols_{};  // ZcSym, for a symbolic schedule
   std::vector<Launch> launches_;
   std::vector<CUfunction> functions_;
-  std::vector<std::string> labels_;  // per launch, when timing kernels (ZC_LOGS=kernels)
-  bool has_library_ = false;         // some launch is a cuBLASLt product
-  std::vector<Tensor> constants_;
+  std::vector<std::string> labels_;     // per launch, when timing kernels (ZC_LOGS=kernels)
+  bool has_library_ = false;            // some launch is a cuBLASLt product
+  std::vector<CUdeviceptr> constants_;  // from cuMemAlloc; freed with the executable
   std::vector<ops::TensorMeta> output_metas_;
   int sm_count_ = 1;
   bool has_error_flag_ = false;
