@@ -18,14 +18,9 @@ namespace {
 // A tensor with `m`'s metadata and no data, to trace with: a trace reads no values, and the
 // compile it feeds sees the graph alone.
 Tensor stand_in(const ops::TensorMeta& m) {
-  int64_t numel = 1;
-  for (int64_t d : m.shape) numel *= d;
-  Shape strides(m.shape.size(), 1);
-  for (size_t i = m.shape.size(); i-- > 1;)
-    strides[i - 1] = strides[i] * std::max<int64_t>(m.shape[i], 1);
-  Tensor t = Tensor::view_of(
-      Storage::borrow(nullptr, static_cast<size_t>(numel) * dtype_size(m.dtype), m.device), m.shape,
-      strides, 0, m.dtype);
+  const size_t bytes = static_cast<size_t>(shape_numel(m.shape)) * dtype_size(m.dtype);
+  Tensor t = Tensor::view_of(Storage::borrow(nullptr, bytes, m.device), m.shape,
+                             contiguous_strides(m.shape), 0, m.dtype);
   t.unsafe_impl()->wrapped_number = m.wrapped_number;
   return t;
 }
@@ -87,7 +82,7 @@ std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs)
       found = compile(inputs);
       variants_.push_back(found);
     }
-    record(metas);
+    if (!found->recorded) record(*found);
   }
   std::vector<const Tensor*> args;
   args.reserve(found->order.size());
@@ -95,14 +90,12 @@ std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs)
   return found->exec->run(args);
 }
 
-// Under mu_. On each variant's first call after prepare(), writes the record if that call
-// changes it (a variant not first in it); so calls that alternate between variants write it
-// once each, not every call.
-void CompiledFunction::record(const std::vector<ops::TensorMeta>& metas) {
-  if (context_.empty() || std::find(noted_.begin(), noted_.end(), metas) != noted_.end()) return;
-  noted_.push_back(metas);
-  if (!recorded_.empty() && recorded_.front() == metas) return;
-  recorded_ = note_call(recorded_, metas);
+// Under mu_, at each variant's first call: writes the record if that call changes it (a variant
+// not first in it); so calls that alternate between variants write it once each, not every call.
+void CompiledFunction::record(const Variant& v) {
+  v.recorded = true;
+  if (context_.empty() || (!recorded_.empty() && recorded_.front() == v.metas)) return;
+  recorded_ = note_call(recorded_, v.metas);
   try {
     cache::process_cache().put(call_record_key(name_, context_), encode_call_record(recorded_), 0);
   } catch (const std::exception& e) {

@@ -50,12 +50,13 @@ class CompiledFunction {
   struct Variant {
     std::vector<ops::TensorMeta> metas;  // of the inputs it was compiled for
     std::shared_ptr<const codegen::Executable> exec;
-    std::vector<size_t> order;  // graph input i is inputs[order[i]]
+    std::vector<size_t> order;      // graph input i is inputs[order[i]]
+    mutable bool recorded = false;  // its first call has been through record() (under mu_)
   };
   std::shared_ptr<const Variant> compile(std::span<const Tensor> inputs) const;
   std::shared_ptr<const Variant> find(const std::vector<ops::TensorMeta>& metas) const;
   void prepare_recorded(const std::vector<std::vector<ops::TensorMeta>>& calls);
-  void record(const std::vector<ops::TensorMeta>& metas);
+  void record(const Variant& v);
 
   Fn fn_;
   std::string name_;
@@ -63,7 +64,6 @@ class CompiledFunction {
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<const Variant>> variants_;
   std::vector<std::vector<ops::TensorMeta>> recorded_;   // the record as last read or written
-  std::vector<std::vector<ops::TensorMeta>> noted_;      // the calls record() has seen
   std::vector<std::vector<ops::TensorMeta>> preparing_;  // what the background thread compiles
   std::shared_future<void> prepared_;  // last member: destroyed (waited for) first
 };
