@@ -1,6 +1,6 @@
 #include "runtime/regions.h"
 
-#include <functional>
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -9,41 +9,55 @@
 namespace zc::runtime {
 
 RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
-  // Subgraph hash of every region, and how often each occurs. The subgraphs are kept: the
-  // outlined ones become parts.
+  const size_t n = g.regions.size();
   const ir::RangeExtractor extract(g);
-  std::vector<Digest> hash(g.regions.size());
-  std::vector<bool> hashed(g.regions.size(), false);
-  std::vector<ir::RegionGraph> sub(g.regions.size());
-  std::map<Digest, int> count;
-  // Equal subgraphs have equal sizes, so a region whose size no other region shares cannot
-  // repeat: it is not hashed (the model's own region, the size of the whole graph, among them).
-  std::map<int32_t, int> same_size;
-  for (const ir::Region& reg : g.regions) ++same_size[reg.end - reg.begin];
-  for (size_t r = 0; r < g.regions.size(); ++r) {
-    int32_t size = g.regions[r].end - g.regions[r].begin;
-    if (size < rule.min_nodes || same_size[size] < rule.min_repeats) continue;
-    sub[r] = extract.region(static_cast<ir::RegionId>(r));
-    hash[r] = ir::graph_hash(sub[r].graph);
-    hashed[r] = true;
-    ++count[hash[r]];
+  std::vector<int32_t> depth(n, 0);
+  for (size_t r = 0; r < n; ++r) {
+    for (ir::RegionId p = g.regions[r].parent; p != ir::kNoRegion; p = g.regions[p].parent)
+      ++depth[r];
   }
-  std::vector<std::vector<ir::RegionId>> children(g.regions.size());
-  std::vector<ir::RegionId> top;
-  for (size_t r = 0; r < g.regions.size(); ++r) {
-    ir::RegionId p = g.regions[r].parent;
-    (p == ir::kNoRegion ? top : children[p]).push_back(static_cast<ir::RegionId>(r));
+  // Regions by size, largest first, parents before equal-sized children: when a size is
+  // decided, every region that could hold one of that size has been decided already.
+  std::map<int32_t, std::vector<ir::RegionId>, std::greater<>> by_size;
+  for (size_t r = 0; r < n; ++r) {
+    const int32_t size = g.regions[r].end - g.regions[r].begin;
+    if (size >= rule.min_nodes) by_size[size].push_back(static_cast<ir::RegionId>(r));
   }
-  // Outlined regions in node order, found top-down.
-  std::vector<ir::RegionId> outlined;
-  std::function<void(ir::RegionId)> visit = [&](ir::RegionId r) {
-    if (hashed[r] && count[hash[r]] >= rule.min_repeats) {
-      outlined.push_back(r);
-      return;
-    }
-    for (ir::RegionId c : children[r]) visit(c);
+  std::vector<bool> outlined(n, false);
+  std::vector<ir::RegionGraph> sub(n);
+  std::vector<Digest> hash(n);
+  auto covered = [&](ir::RegionId r) {
+    for (ir::RegionId p = g.regions[r].parent; p != ir::kNoRegion; p = g.regions[p].parent)
+      if (outlined[p]) return true;
+    return false;
   };
-  for (ir::RegionId r : top) visit(r);
+  for (auto& [size, members] : by_size) {
+    // Only free regions (not inside an outlined one) count: a repeat inside an outlined block
+    // is compiled with that block and shares nothing, so outlining the one free copy would
+    // only cost fusion, another graph to load, and a hash to compute on every start.
+    std::vector<ir::RegionId> free;
+    for (ir::RegionId r : members)
+      if (!covered(r)) free.push_back(r);
+    if (static_cast<int>(free.size()) < rule.min_repeats) continue;  // equal graphs, equal sizes
+    std::map<Digest, int> count;
+    for (ir::RegionId r : free) {
+      sub[r] = extract.region(r);
+      hash[r] = ir::graph_hash(sub[r].graph);
+      ++count[hash[r]];
+    }
+    std::stable_sort(free.begin(), free.end(),
+                     [&](ir::RegionId a, ir::RegionId b) { return depth[a] < depth[b]; });
+    for (ir::RegionId r : free) {
+      // A region may hold an equal-sized child (a wrapper module): the outer one wins.
+      if (count[hash[r]] >= rule.min_repeats && !covered(r)) outlined[r] = true;
+    }
+  }
+  std::vector<ir::RegionId> calls;
+  for (size_t r = 0; r < n; ++r)
+    if (outlined[r]) calls.push_back(static_cast<ir::RegionId>(r));
+  std::sort(calls.begin(), calls.end(), [&](ir::RegionId a, ir::RegionId b) {
+    return g.regions[a].begin < g.regions[b].begin;
+  });
 
   RegionPlan plan;
   auto add_glue = [&](int32_t begin, int32_t end) {
@@ -57,7 +71,7 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
   };
   std::set<Digest> distinct;
   int32_t at = 0;
-  for (ir::RegionId r : outlined) {
+  for (ir::RegionId r : calls) {
     const ir::Region& reg = g.regions[r];
     add_glue(at, reg.begin);
     GraphPart part;

@@ -1,12 +1,15 @@
 // Which parts of a captured graph are calls of a repeated block (automatic hierarchical
 // compilation).
 //
-// The region tree is walked from the top: a region whose subgraph hash occurs at least
-// `min_repeats` times in the graph and that holds at least `min_nodes` captured ops is
-// outlined, a call of its subgraph; any other region is searched for outlined regions inside
-// it. The nodes outside outlined regions form glue parts between the calls. seed64 becomes one
-// glue part (the outer Linear) and 64 calls of one SeedLayer graph; gpt becomes the
-// embeddings, n_layer calls of one TransformerBlock graph, and the head.
+// Regions are decided from the largest down: a region that is not inside an outlined one, holds
+// at least `min_nodes` captured ops, and whose subgraph hash occurs at least `min_repeats` times
+// among such free regions is outlined, a call of its subgraph. Repeats inside outlined blocks do
+// not count: they compile with their blocks, so outlining their one free copy would share
+// nothing. The nodes outside outlined regions form glue parts between the calls. seed64 becomes
+// one glue part (the outer Linear) and 64 calls of one SeedLayer graph; gpt becomes the
+// embeddings, n_layer calls of one TransformerBlock graph, and the head; a 12-layer GPT's
+// backward becomes 11 calls of one block gradient and the first layer's (it has no input
+// gradient) as glue. Only regions in a size class with free repeats are hashed.
 #pragma once
 
 #include <string>

@@ -37,6 +37,26 @@ struct Alternating : nn::Module {
   }
 };
 
+// Blocks that each hold a Wide, then one more Wide on its own.
+struct Residual : nn::Module {
+  std::shared_ptr<Wide> inner = register_module("inner", std::make_shared<Wide>(10, 10));
+  Tensor forward(const Tensor& x) override { return (*inner)(x) + x; }
+};
+
+struct ResidualsThenWide : nn::Module {
+  std::shared_ptr<nn::ModuleList> layers =
+      register_module("layers", std::make_shared<nn::ModuleList>());
+  std::shared_ptr<Wide> last = register_module("last", std::make_shared<Wide>(10, 10));
+  ResidualsThenWide() {
+    for (int i = 0; i < 4; ++i) layers->push_back(std::make_shared<Residual>());
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (const auto& l : *layers) h = (*l)(h);
+    return (*last)(h);
+  }
+};
+
 // seed_model with every layer compiled by hand.
 std::shared_ptr<models::SeedModel> manual_seed_model(int n) {
   return std::make_shared<models::SeedModel>(
@@ -96,6 +116,30 @@ TEST(Regions, GptBlocksShareOneGraph) {
   runtime::RegionPlan plan = runtime::plan_regions(cap.graph, {});
   EXPECT_EQ(plan.outlined_calls, 4);
   EXPECT_EQ(plan.distinct_blocks, 1);
+}
+
+// The lone Wide equals the Wide inside every block, but those compile with their blocks: outlining
+// it would share nothing, so it stays glue (one graph fewer to compile and load).
+TEST(Regions, ARepeatInsideOutlinedBlocksDoesNotOutlineTheLoneCopy) {
+  ResidualsThenWide m;
+  m.eval();
+  auto cap = capture::capture_module(m, randn({3, 10}), nullptr, true);
+  runtime::RegionPlan plan = runtime::plan_regions(cap.graph, {});
+  EXPECT_EQ(plan.outlined_calls, 4);
+  EXPECT_EQ(plan.distinct_blocks, 1);
+  ASSERT_EQ(plan.parts.size(), 5u);
+  EXPECT_FALSE(plan.parts[4].outlined);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(plan.parts[i].type_name, plan.parts[0].type_name);
+  // Two lone Wides do repeat among the free regions: both are outlined.
+  struct TwoWides : nn::Module {
+    std::shared_ptr<Wide> a = register_module("a", std::make_shared<Wide>(10, 10));
+    std::shared_ptr<Wide> b = register_module("b", std::make_shared<Wide>(10, 10));
+    Tensor forward(const Tensor& x) override { return (*b)((*a)(x)); }
+  } two;
+  auto cap2 = capture::capture_module(two, randn({3, 10}), nullptr, true);
+  runtime::RegionPlan plan2 = runtime::plan_regions(cap2.graph, {});
+  EXPECT_EQ(plan2.outlined_calls, 2);
+  EXPECT_EQ(plan2.distinct_blocks, 1);
 }
 
 TEST(Regions, AlternatingWidthsCompileExactlyTheDistinctShapes) {
