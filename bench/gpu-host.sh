@@ -27,6 +27,11 @@
 #                  ZC_LOGS=kernels (profile-zc-kernels.log, over 54 steps) and torch.compile's under
 #                  torch.profiler (profile-torch.log, 5 steps); cuBLASLt's algorithms against
 #                  torch on each f32 product of the step (profile-gemm-*.jsonl)
+#     cpu          the host CPU's speed: OpenBLAS (as it detects the CPU, and told the SkylakeX core)
+#                  against oneDNN on the models' products at 1..16 threads (cpu-gemm*.json,
+#                  bench/cpu_gemm.cpp); zc's gpt-small and seed64 per call, compiled and eager,
+#                  at 1..16 threads (cpu-steady.txt); torch.compile's gpt_small on the CPU
+#                  (torch-cpu-gpt-small.jsonl)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
@@ -39,14 +44,16 @@
 # Dependencies travel as Debian packages (scripts/gpu-host-env.sh unpacks them): OpenBLAS's
 # OpenMP build (and libgfortran, which it needs), the zstd, OpenSSL and hiredis headers and
 # libraries, redis-server for the remote and fleet scenarios (a private server on 127.0.0.1, as
-# on the development machine), and GoogleTest and Google Benchmark for scripts/gpu-test.sh.
+# on the development machine), GoogleTest and Google Benchmark for scripts/gpu-test.sh, and
+# oneDNN (with the OpenCL loader its library links) for the cpu step's GEMM comparison.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 deps="$root/.gpu-deps"
 packages=(libopenblas-openmp-dev libopenblas0-openmp libgfortran5 libzstd-dev libssl-dev libssl3
           libhiredis-dev libhiredis0.14 redis-server redis-tools libjemalloc2 liblzf1
-          libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian)
+          libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+          libdnnl-dev libdnnl2 ocl-icd-libopencl1)
 
 case "${1:-}" in
   prepare)
@@ -55,7 +62,7 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu|ratios ...]}"
     shift 2
     steps=("$@")
     [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
@@ -176,6 +183,28 @@ case "${1:-}" in
           python3 bench/zc_dynamic.py --table "$out/dynamic-zc.jsonl" "$out/dynamic-torch.jsonl" |
             tee "$out/dynamic.txt"
           ;;
+        cpu)
+          cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1
+          cmake --build build-gpu --target bench_cpu_gemm zc_cli >>"$out/build.log" 2>&1 ||
+            { tail -30 "$out/build.log"; exit 1; }
+          gemm=(build-gpu/bench/cpu_gemm --benchmark_min_time=0.1 --benchmark_format=json)
+          "${gemm[@]}" >"$out/cpu-gemm.json" 2>"$out/cpu-gemm.log" || tail -5 "$out/cpu-gemm.log"
+          OPENBLAS_CORETYPE=SkylakeX "${gemm[@]}" --benchmark_filter=openblas \
+            >"$out/cpu-gemm-skylakex.json" 2>>"$out/cpu-gemm.log" || tail -5 "$out/cpu-gemm.log"
+          cache="$(mktemp -d)"
+          for model in "gpt-small --layers 4" "seed --layers 64"; do
+            for regions in auto eager; do
+              for threads in 1 2 4 8 16; do
+                child=(bench --child --model $model --regions $regions --steady 1)
+                echo "$model $regions threads $threads: $(OMP_NUM_THREADS=$threads \
+                  ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tail -1)"
+              done
+            done
+          done | tee "$out/cpu-steady.txt"
+          rm -rf "$cache"
+          torch_compile torch-cpu-gpt-small --device cpu --models gpt_small --dtypes f32
+          cat "$out/torch-cpu-gpt-small.jsonl"
+          ;;
         ratios)
           shopt -s nullglob
           # zc-bench*.json: also the files of `zc bench --device cpu|cuda` run apart.
@@ -190,14 +219,14 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train, profile, warm, dynamic or ratios" >&2
+            "torch-train, profile, warm, dynamic, cpu or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu|ratios ...]" >&2
     exit 2
     ;;
 esac

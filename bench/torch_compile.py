@@ -17,6 +17,10 @@ distributions, not the same values):
                    attention and an MLP of 3072; no embeddings, no LM head; input [8, 128, 768]
                    in eval mode (zc bench's "gpt12"; the shape of torch.compile's transformer
                    figures, whose nn.TransformerEncoder differs: ReLU MLP, no causal mask)
+  gpt_small        zc::models::gpt(gpt_small_config(4)): token and position embeddings, 4 of those
+                   blocks at d_model 256 and 4 heads, a final LayerNorm and the LM head tied to
+                   the token embedding (vocabulary 1024); input 4 x 128 tokens (zc bench's
+                   "gpt-small", the model of the CPU speed figures)
 
 Every scenario runs in its own fresh python process, as a user's job would start:
   cold       an empty TORCHINDUCTOR_CACHE_DIR (and TRITON_CACHE_DIR under it); then saves the
@@ -62,7 +66,7 @@ SCHEMA = ("schema", "model", "dtype", "device", "mode", "scenario", "import_ms",
           "mega_load_ms", "first_call_ms", "compiled_ms_per_call", "eager_ms_per_call",
           "mega_bytes", "graphs", "params", "process_ms", "torch", "gpu", "error")
 SCHEMA_VERSION = 1
-MODELS = ("seed64", "seed64_regional", "gpt12")
+MODELS = ("seed64", "seed64_regional", "gpt12", "gpt_small")
 SCENARIOS = ("cold", "warm", "load_mega")
 TRAIN_SCENARIOS = ("train_cold", "train_warm")
 
@@ -160,6 +164,8 @@ def build(name, torch, compile_fn):
     if name == "gpt12":
         blocks = nn.Sequential(*[TransformerBlock(768, 12) for _ in range(12)])
         return blocks, torch.randn(8, 128, 768)
+    if name == "gpt_small":
+        return m.GPT(1024, 128, 4, 4, 256), torch.randint(0, 1024, (4, 128))
     raise SystemExit(f"torch_compile.py: unknown model '{name}'; expected one of {MODELS}")
 
 
@@ -197,7 +203,7 @@ def child(spec):
     eager, x = build(spec["model"], torch, lambda m: torch.compile(m, mode=mode))
     dtype = torch.bfloat16 if spec["dtype"] == "bf16" else torch.float32
     eager = eager.to(device=device, dtype=dtype).eval()
-    x = x.to(device=device, dtype=dtype)
+    x = x.to(device=device, dtype=dtype) if x.is_floating_point() else x.to(device)  # tokens
     # The regional model is eager around its compiled layers: it has no eager twin here.
     model = eager if regional else torch.compile(eager, mode=mode)
 

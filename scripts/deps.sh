@@ -4,15 +4,17 @@
 set -euo pipefail
 
 # Build: compiler, CMake + Ninja, pkg-config (finds OpenBLAS). Library: OpenBLAS (large
-# matmuls), OpenSSL's libcrypto (SHA-256, HMAC), zstd (cache bundles), hiredis (the remote cache; redis-server for its tests). Tests and benchmarks: GoogleTest/GoogleMock,
-# Google Benchmark. Fuzz tests: clang with its sanitizer and libFuzzer runtime (only
-# recommended by clang, so named here for --no-install-recommends).
+# matmuls), oneDNN (f32 GEMMs on the CPU, src/ops/blas.h), OpenSSL's libcrypto (SHA-256, HMAC),
+# zstd (cache bundles), hiredis (the remote cache; redis-server for its tests). Tests and
+# benchmarks: GoogleTest/GoogleMock, Google Benchmark. Fuzz tests: clang with its sanitizer and
+# libFuzzer runtime (only recommended by clang, so named here for --no-install-recommends).
 packages=(
   g++
   cmake
   ninja-build
   pkg-config
   libopenblas-openmp-dev
+  libdnnl-dev
   libssl-dev
   libzstd-dev
   libhiredis-dev

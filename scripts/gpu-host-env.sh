@@ -36,6 +36,7 @@ zc_gpu_cmake_args=(
   # find_library prefer the packages' static libzstd.a (its shared library is the host's).
   -DGTest_DIR="$zc_gpu_lib/cmake/GTest"
   -Dbenchmark_DIR="$zc_gpu_lib/cmake/benchmark"
+  -DZC_DNNL_ROOT="$zc_gpu_prefix/usr"
   -DCMAKE_CXX_FLAGS="-I$zc_gpu_prefix/usr/include/x86_64-linux-gnu"
   -DCMAKE_SHARED_LINKER_FLAGS="-L$zc_gpu_lib"
   -DCMAKE_EXE_LINKER_FLAGS="-L$zc_gpu_lib"

@@ -1,9 +1,9 @@
 #include "ops/gemm.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <vector>
+
+#include "ops/blas.h"
 
 namespace zc::ops {
 
@@ -33,15 +33,14 @@ void gemm_small(int64_t M, int64_t N, int64_t K, MatView A, MatView B, T* C) {
 // BLAS wants each operand row- or column-major with a leading dimension; anything else is
 // copied first.
 template <class T>
-bool blas_layout(const MatView& m, int64_t rows, int64_t cols, CBLAS_TRANSPOSE* trans,
-                 int64_t* ld) {
+bool blas_layout(const MatView& m, int64_t rows, int64_t cols, bool* trans, int64_t* ld) {
   if (m.col_stride == 1 && (rows <= 1 || m.row_stride >= std::max<int64_t>(cols, 1))) {
-    *trans = CblasNoTrans;
+    *trans = false;
     *ld = std::max<int64_t>(rows <= 1 ? cols : m.row_stride, 1);
     return true;
   }
   if (m.row_stride == 1 && (cols <= 1 || m.col_stride >= std::max<int64_t>(rows, 1))) {
-    *trans = CblasTrans;
+    *trans = true;
     *ld = std::max<int64_t>(cols <= 1 ? rows : m.col_stride, 1);
     return true;
   }
@@ -51,7 +50,7 @@ bool blas_layout(const MatView& m, int64_t rows, int64_t cols, CBLAS_TRANSPOSE* 
 template <class T>
 void gemm_blas(int64_t M, int64_t N, int64_t K, MatView A, MatView B, T* C) {
   std::vector<T> a_copy, b_copy;
-  CBLAS_TRANSPOSE ta, tb;
+  bool ta, tb;
   int64_t lda, ldb;
   auto pack = [](const MatView& m, int64_t rows, int64_t cols, std::vector<T>& buf) {
     buf.resize(rows * cols);
@@ -70,11 +69,11 @@ void gemm_blas(int64_t M, int64_t N, int64_t K, MatView A, MatView B, T* C) {
     blas_layout<T>(B, K, N, &tb, &ldb);
   }
   if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, static_cast<const float*>(A.data), lda,
-                static_cast<const float*>(B.data), ldb, 0.0f, C, std::max<int64_t>(N, 1));
+    sgemm(ta, tb, M, N, K, static_cast<const float*>(A.data), lda,
+          static_cast<const float*>(B.data), ldb, C, std::max<int64_t>(N, 1));
   } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, static_cast<const double*>(A.data), lda,
-                static_cast<const double*>(B.data), ldb, 0.0, C, std::max<int64_t>(N, 1));
+    dgemm(ta, tb, M, N, K, static_cast<const double*>(A.data), lda,
+          static_cast<const double*>(B.data), ldb, C, std::max<int64_t>(N, 1));
   }
 }
 

@@ -1,11 +1,10 @@
 // Version and build identity, and what the machine offers at run time.
 #include "zc/version.h"
 
-#include <cblas.h>
-
 #include <cstdint>
 #include <string>
 
+#include "ops/blas.h"
 #include "zc_build_id.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -134,10 +133,7 @@ std::string cpu_features() {
 }
 
 std::string blas_info() {
-  std::string info = openblas_get_config();
-  // The config string names the build; the thread count is what this process will use.
-  info += " (threads: " + std::to_string(openblas_get_num_threads()) + ")";
-  return info;
+  return ops::gemm_libraries();
 }
 
 }  // namespace zc

@@ -1,7 +1,5 @@
 #include "codegen/backends/cpp/cpp_executable.h"
 
-#include <cblas.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -9,6 +7,7 @@
 #include "codegen/backends/cpp/abi.h"
 #include "codegen/backends/cpp/cpp_emit.h"
 #include "codegen/call_buffers.h"
+#include "ops/blas.h"
 #include "ops/eager.h"
 #include "util/check.h"
 
@@ -16,15 +15,14 @@ namespace zc::codegen::cpp {
 
 namespace {
 
+// Generated code's products go where eager matmul's do (ops/blas.h picks the library).
 void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  ops::sgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
 void dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
            const double* b, int64_t ldb, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-              k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+  ops::dgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
 const ZcServices kServices{sgemm, dgemm};
 

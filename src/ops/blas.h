@@ -1,0 +1,46 @@
+// The CPU's BLAS products. Every f32 and f64 GEMM zc runs on the CPU comes through here: eager
+// matmul (ops/gemm.h) directly, generated code through ZcServices (codegen/backends/cpp/abi.h).
+//
+// f32 goes to oneDNN's dnnl_sgemm when zc is built with oneDNN (libdnnl-dev), otherwise to
+// OpenBLAS; f64 always to OpenBLAS (oneDNN has no f64 GEMM). oneDNN picks its kernels from the
+// CPU's instruction set at run time, and OpenBLAS 0.3.21 (Debian 12) does not know Sapphire
+// Rapids: it falls back to its Prescott (SSE3) kernels there and ran the models' products 3-5x
+// slower than oneDNN on the GPU host's 16-core Xeon. On this project's 2-core AVX2 machine the
+// two tie on the large products and oneDNN is 1.6x faster on attention's small ones
+// (docs/codegen.md has the figures; bench/cpu_gemm.cpp measures them).
+//
+// ZC_CPU_GEMM=openblas sends f32 to OpenBLAS as well (read once per process): for comparisons,
+// and as a way out should oneDNN misbehave somewhere. Both libraries run on libgomp's threads,
+// as zc's generated loops do; called inside a parallel region, each runs on one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zc::ops {
+
+enum class GemmLibrary { openblas, onednn };
+
+// Whether this build has `lib` (OpenBLAS always; oneDNN when built with it).
+bool has_gemm_library(GemmLibrary lib);
+
+// Row-major C[m, n] = op(A) op(B), with op transposing when ta/tb; ld* in elements. sgemm_on
+// runs one library (the tests try each); sgemm the one this process chose.
+void sgemm_on(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float* c, int64_t ldc);
+void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+           const double* b, int64_t ldb, double* c, int64_t ldc);
+
+// oneDNN generates its GEMM kernels on its first call, whatever the shape: about 15 ms on
+// either machine, once per process. This starts that on a thread of its own (once; later calls
+// return at once), so that it runs while the caller captures and loads rather than inside its
+// first product; zc::compile calls it. A product issued meanwhile waits for the kernels.
+void prepare_sgemm();
+
+// What each dtype goes to in this process, for `zc env`: "f32: oneDNN 2.6.3 (dnnl_sgemm); f64
+// and the rest: OpenBLAS 0.3.21 ... (threads: 16)".
+std::string gemm_libraries();
+
+}  // namespace zc::ops

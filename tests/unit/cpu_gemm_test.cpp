@@ -1,0 +1,72 @@
+// The CPU's GEMM libraries (ops/blas.h): each one this build has, not only the one a process
+// chooses, against a float64 reference over every transpose, sizes below and above a vector
+// width and a leading dimension wider than the matrix.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ops/blas.h"
+
+namespace zc {
+namespace {
+
+// f32 products of length K: the reference error bound grows with K (documented in
+// docs/codegen.md: |error| <= 1e-5 * K * max|a| * max|b| with entries in [-1, 1]).
+void check(ops::GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+  std::mt19937 gen(static_cast<unsigned>(m * 131 + n * 7 + k));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int64_t pad = 3;  // leading dimensions wider than the matrices
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+  const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+  std::vector<float> a(a_rows * lda), b(b_rows * ldb), c(m * ldc, -7.f);
+  for (float& x : a) x = u(gen);
+  for (float& x : b) x = u(gen);
+  ops::sgemm_on(lib, ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+  auto at = [&](int64_t i, int64_t p) { return ta ? a[p * lda + i] : a[i * lda + p]; };
+  auto bt = [&](int64_t p, int64_t j) { return tb ? b[j * ldb + p] : b[p * ldb + j]; };
+  const double tol = 1e-5 * static_cast<double>(k) + 1e-6;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int64_t p = 0; p < k; ++p) ref += static_cast<double>(at(i, p)) * bt(p, j);
+      ASSERT_NEAR(c[i * ldc + j], ref, tol)
+          << "library " << static_cast<int>(lib) << " ta " << ta << " tb " << tb << " m " << m
+          << " n " << n << " k " << k << " at (" << i << ", " << j << ")";
+    }
+    for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], -7.f) << "wrote past n";
+  }
+}
+
+TEST(CpuGemm, EveryLibraryOfThisBuildMatchesAFloat64Reference) {
+  int libraries = 0;
+  for (ops::GemmLibrary lib : {ops::GemmLibrary::openblas, ops::GemmLibrary::onednn}) {
+    if (!ops::has_gemm_library(lib)) continue;
+    ++libraries;
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (int64_t m : {1, 7, 33}) {
+          for (int64_t n : {1, 9, 64}) {
+            for (int64_t k : {1, 8, 127}) check(lib, ta, tb, m, n, k);
+          }
+        }
+      }
+    }
+    check(lib, false, true, 128, 200, 300);  // past the libraries' blocking
+  }
+  EXPECT_GE(libraries, 1);
+}
+
+TEST(CpuGemm, PreparingTwiceIsHarmlessAndTheChosenLibraryComputes) {
+  ops::prepare_sgemm();
+  ops::prepare_sgemm();
+  std::vector<float> a{1, 2, 3, 4}, b{5, 6, 7, 8}, c(4);
+  ops::sgemm(false, false, 2, 2, 2, a.data(), 2, b.data(), 2, c.data(), 2);
+  EXPECT_EQ(c, (std::vector<float>{19, 22, 43, 50}));
+  EXPECT_NE(ops::gemm_libraries().find("f32: "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zc
