@@ -4,8 +4,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <thread>
 
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -71,27 +69,6 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
            const double* b, int64_t ldb, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, trans(ta), trans(tb), m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
-
-void prepare_sgemm() {
-#ifdef ZC_WITH_DNNL
-  if (!f32_to_dnnl()) return;
-  // Joined when the process exits: oneDNN's globals must outlive the generation.
-  struct Preparation {
-    std::thread thread;
-    ~Preparation() {
-      if (thread.joinable()) thread.join();
-    }
-  };
-  static Preparation preparation;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    preparation.thread = std::thread([] {
-      float a = 0.f, b = 0.f, c = 0.f;
-      dnnl_sgemm('N', 'N', 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1);
-    });
-  });
-#endif
 }
 
 std::string gemm_libraries() {

@@ -9,6 +9,11 @@
 // two tie on the large products and oneDNN is 1.6x faster on attention's small ones
 // (docs/codegen.md has the figures; bench/cpu_gemm.cpp measures them).
 //
+// oneDNN generates its GEMM kernels on a process's first product, whatever its shape: about
+// 15 ms here, 30-40 ms more than OpenBLAS's first call on the 16-core host. That lands in a warm
+// process's first call; generating them on a background thread at compile() crashed processes
+// that exited while it ran (tried and removed, docs/codegen.md).
+//
 // ZC_CPU_GEMM=openblas sends f32 to OpenBLAS as well (read once per process): for comparisons,
 // and as a way out should oneDNN misbehave somewhere. Both libraries run on libgomp's threads,
 // as zc's generated loops do; called inside a parallel region, each runs on one thread.
@@ -32,12 +37,6 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
            const float* b, int64_t ldb, float* c, int64_t ldc);
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
            const double* b, int64_t ldb, double* c, int64_t ldc);
-
-// oneDNN generates its GEMM kernels on its first call, whatever the shape: about 15 ms on
-// either machine, once per process. This starts that on a thread of its own (once; later calls
-// return at once), so that it runs while the caller captures and loads rather than inside its
-// first product; zc::compile calls it. A product issued meanwhile waits for the kernels.
-void prepare_sgemm();
 
 // What each dtype goes to in this process, for `zc env`: "f32: oneDNN 2.6.3 (dnnl_sgemm); f64
 // and the rest: OpenBLAS 0.3.21 ... (threads: 16)".

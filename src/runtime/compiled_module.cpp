@@ -9,7 +9,6 @@
 #include "capture/guards.h"
 #include "ir/canonical.h"
 #include "nn/epoch.h"
-#include "ops/blas.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_graph.h"
 #include "runtime/dynamic_shapes.h"
@@ -268,7 +267,6 @@ CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions option
                   "]; a dynamic dim needs sizes of 2 or more (max >= max(min, 2))");
     }
   }
-  ops::prepare_sgemm();  // CPU products' library kernels, on a thread of their own
   auto state = std::make_shared<CompiledModule::State>();
   state->dynamic = runtime::DynamicShapes(options.dynamic, options.dynamic_dims);
   state->module = std::move(module);
