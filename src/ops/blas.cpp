@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,7 +18,11 @@ bool f32_to_dnnl() {
 #ifdef ZC_WITH_DNNL
   static const bool dnnl = [] {
     const char* v = std::getenv("ZC_CPU_GEMM");
-    return !(v && std::strcmp(v, "openblas") == 0);
+    if (!v || !*v || std::strcmp(v, "onednn") == 0) return true;
+    if (std::strcmp(v, "openblas") == 0) return false;
+    // Read inside a product, where no error can be raised: said once, and the default kept.
+    std::fprintf(stderr, "zc: ZC_CPU_GEMM='%s' is not 'onednn' or 'openblas'; using oneDNN\n", v);
+    return true;
   }();
   return dnnl;
 #else
