@@ -118,8 +118,11 @@ void run_start(int device) {
   s.finished.notify_all();
 }
 
-// ZC_CUDA_PRESTART=0 leaves cuBLASLt alone until a compiled graph needs it.
+std::atomic<bool> prestart_disabled{false};
+
+// ZC_CUDA_PRESTART=0 (or disable_prestart) leaves cuBLASLt alone until a compiled graph needs it.
 bool prestart_enabled() {
+  if (prestart_disabled.load(std::memory_order_relaxed)) return false;
   const char* v = std::getenv("ZC_CUDA_PRESTART");
   return !(v && std::string_view(v) == "0");
 }
@@ -151,6 +154,10 @@ void run_preload() {
 }
 
 }  // namespace
+
+void disable_prestart() {
+  prestart_disabled.store(true, std::memory_order_relaxed);
+}
 
 void preload_blaslt() {
   if (!prestart_enabled() || !blaslt_found()) return;

@@ -46,6 +46,10 @@ void start_blaslt(int device);
 // its end, as above.
 void preload_blaslt();
 void prestart_blaslt(int device);
+// As ZC_CUDA_PRESTART=0 for the rest of this process, whatever its environment says, without
+// changing that environment (children still inherit it): for a process that only names the
+// GPUs, like zc bench's parent. Before the first device discovery to keep its context away.
+void disable_prestart();
 // Where the start stands; a thread told `starting` waits for it at its end, as above.
 BlasLtStart blaslt_start_state(int device);
 // Starts it if needed and waits until it is no longer starting; returns the state.

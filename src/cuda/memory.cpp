@@ -1,10 +1,7 @@
 #include "cuda/memory.h"
 
 #include <cstring>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <vector>
 
 #include "cuda/device.h"
 #include "cuda/driver.h"
@@ -21,30 +18,15 @@ std::string on(const char* what, int device) {
   return std::string(what) + " on cuda:" + std::to_string(device);
 }
 
-// Each device's stream for upload_to_unused, made at its first upload; one upload at a time.
-struct Uploads {
-  std::mutex mu;
-  std::vector<CUstream> stream;  // by device; never destroyed, as the default streams
-};
-
-Uploads& uploads() {
-  static auto* const u = new Uploads();
-  return *u;
-}
-
 }  // namespace
 
 void upload_to_unused(CUdeviceptr dst, const void* src, size_t nbytes, int device) {
   if (nbytes == 0) return;
-  check_device(device);
+  // Never destroyed, as the default streams.
+  static DeviceStreams* const uploads = new DeviceStreams("an upload stream");
+  CUstream stream = uploads->get(device);
   use_device(device);
-  Uploads& u = uploads();
-  std::lock_guard lock(u.mu);
-  if (u.stream.size() <= static_cast<size_t>(device)) u.stream.resize(device + 1, nullptr);
-  CUstream& stream = u.stream[device];
   const Driver& d = driver();
-  if (!stream)
-    check(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), on("an upload stream", device));
   check(d.cuMemcpyHtoDAsync(dst, src, nbytes, stream), on("uploading to the device", device));
   check(d.cuStreamSynchronize(stream), on("uploading to the device", device));
 }

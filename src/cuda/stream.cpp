@@ -1,8 +1,6 @@
 #include "cuda/stream.h"
 
-#include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,37 +11,6 @@ namespace zc::cuda {
 
 namespace {
 
-struct DefaultStream {
-  std::once_flag create_once;
-  std::atomic<CUstream> stream{nullptr};
-};
-
-// One per device; never destroyed (nor are the streams), so work queued while the process
-// exits still has a stream.
-DefaultStream& default_stream_slot(int device) {
-  static auto* const slots = [] {
-    auto* s = new std::vector<std::unique_ptr<DefaultStream>>();
-    for (int i = 0; i < device_count(); ++i) s->push_back(std::make_unique<DefaultStream>());
-    return s;
-  }();
-  check_device(device);
-  return *(*slots)[device];
-}
-
-CUstream default_stream(int device) {
-  DefaultStream& slot = default_stream_slot(device);
-  if (CUstream s = slot.stream.load(std::memory_order_acquire)) [[likely]]
-    return s;
-  std::call_once(slot.create_once, [&] {
-    use_device(device);
-    CUstream s = nullptr;
-    check(driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
-          "cuStreamCreate(cuda:" + std::to_string(device) + ")");
-    slot.stream.store(s, std::memory_order_release);
-  });
-  return slot.stream.load(std::memory_order_acquire);
-}
-
 struct Override {
   bool set = false;
   CUstream stream = nullptr;  // may be the legacy default stream, hence `set`
@@ -52,12 +19,34 @@ thread_local std::vector<Override> tl_overrides;
 
 }  // namespace
 
+DeviceStreams::DeviceStreams(std::string purpose) : purpose_(std::move(purpose)) {
+  for (int i = 0; i < device_count(); ++i) slots_.push_back(std::make_unique<Slot>());
+}
+
+CUstream DeviceStreams::get(int device) {
+  check_device(device);
+  Slot& slot = *slots_[device];
+  if (CUstream s = slot.stream.load(std::memory_order_acquire)) [[likely]]
+    return s;
+  std::call_once(slot.create_once, [&] {
+    use_device(device);
+    CUstream s = nullptr;
+    check(driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
+          "cuStreamCreate(" + purpose_ + ", cuda:" + std::to_string(device) + ")");
+    slot.stream.store(s, std::memory_order_release);
+  });
+  return slot.stream.load(std::memory_order_acquire);
+}
+
 CUstream current_stream(int device) {
   if (device >= 0 && static_cast<size_t>(device) < tl_overrides.size() &&
       tl_overrides[device].set) {
     return tl_overrides[device].stream;
   }
-  return default_stream(device);
+  // Never destroyed (nor are the streams), so work queued while the process exits still has a
+  // stream.
+  static DeviceStreams* const defaults = new DeviceStreams("the default stream");
+  return defaults->get(device);
 }
 
 StreamGuard::StreamGuard(int device, CUstream stream) : device_(device) {

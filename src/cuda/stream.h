@@ -9,7 +9,30 @@
 
 #include <cuda.h>
 
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
 namespace zc::cuda {
+
+// One non-blocking stream per device, each created on its first use (making `device` current
+// on that thread) and kept for the object's life; get() is thread-safe and, once the stream
+// exists, lock-free. The default streams are one such set; an upload path keeps another.
+class DeviceStreams {
+ public:
+  explicit DeviceStreams(std::string purpose);  // named in errors: "the default stream"
+  CUstream get(int device);
+
+ private:
+  struct Slot {
+    std::once_flag create_once;
+    std::atomic<CUstream> stream{nullptr};
+  };
+  std::string purpose_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // by device
+};
 
 // Makes `device` current on this thread (use_device) the first time it creates the stream.
 CUstream current_stream(int device);

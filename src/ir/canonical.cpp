@@ -5,6 +5,7 @@
 
 #include "ops/attrs.h"
 #include "ops/eager.h"
+#include "ops/meta_bytes.h"
 #include "util/bytes.h"
 
 namespace zc::ir {
@@ -13,19 +14,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x3167637a;  // "zcg1"
 
-// With `sizes` false (structure_hash) a shape is written as its rank alone.
-void write_meta(ByteWriter& w, const ops::TensorMeta& m, bool sizes = true) {
-  w.u8(static_cast<uint8_t>(m.dtype));
-  w.u8(static_cast<uint8_t>(m.device.type));
-  w.u32(static_cast<uint32_t>(m.device.index));
-  w.u8(m.wrapped_number);
-  if (sizes) {
-    w.i64s(m.shape);
-  } else {
-    w.u64(m.shape.size());
-  }
-}
-
 // Attributes without the sizes they hold (reshape and expand targets, slice bounds).
 ops::Attrs without_sizes(ops::Attrs a) {
   if (auto* s = std::get_if<ops::ShapeAttrs>(&a)) std::fill(s->shape.begin(), s->shape.end(), 0);
@@ -33,26 +21,6 @@ ops::Attrs without_sizes(ops::Attrs a) {
   return a;
 }
 
-ops::TensorMeta read_meta(ByteReader& r) {
-  ops::TensorMeta m;
-  uint8_t dt = r.u8();
-  if (dt >= kNumDTypes) throw Error("graph bytes: bad dtype " + std::to_string(dt));
-  m.dtype = static_cast<DType>(dt);
-  uint8_t dev = r.u8();
-  if (dev > 1) throw Error("graph bytes: bad device type " + std::to_string(dev));
-  m.device.type = static_cast<Device::Type>(dev);
-  m.device.index = static_cast<int>(r.u32());
-  m.wrapped_number = r.u8() != 0;
-  m.shape = r.i64s();
-  for (int64_t d : m.shape) {
-    if (d < 0) throw Error("graph bytes: negative dimension");
-  }
-  return m;
-}
-
-}  // namespace
-
-namespace {
 std::vector<uint8_t> write_graph(const Graph& g, bool sizes) {
   std::vector<int32_t> id(g.values.size(), -1);
   int32_t next = 0;
@@ -66,11 +34,11 @@ std::vector<uint8_t> write_graph(const Graph& g, bool sizes) {
   w.u64(g.inputs.size());
   for (const Input& in : g.inputs) {
     w.u8(static_cast<uint8_t>(in.kind));
-    write_meta(w, g.meta(in.value), sizes);
+    ops::write_meta(w, g.meta(in.value), sizes);
   }
   w.u64(g.constants.size());
   for (const Constant& c : g.constants) {
-    write_meta(w, g.meta(c.value), sizes);
+    ops::write_meta(w, g.meta(c.value), sizes);
     // Without sizes, only one-element constants keep their value: a larger constant's values
     // are data the code reads, like an input's (arange(T) traced at two lengths).
     if (!sizes && c.data.numel() != 1) continue;
@@ -84,7 +52,7 @@ std::vector<uint8_t> write_graph(const Graph& g, bool sizes) {
     w.u64(n.inputs.size());
     for (ValueId v : n.inputs) w.u32(static_cast<uint32_t>(id[v]));
     w.u64(n.outputs.size());
-    for (ValueId v : n.outputs) write_meta(w, g.meta(v), sizes);
+    for (ValueId v : n.outputs) ops::write_meta(w, g.meta(v), sizes);
     w.u32(static_cast<uint32_t>(n.region));
   }
   w.u64(g.outputs.size());
@@ -125,11 +93,12 @@ Graph read_canonical(std::span<const uint8_t> bytes) {
   for (uint64_t i = 0; i < ni; ++i) {
     uint8_t kind = r.u8();
     if (kind > static_cast<uint8_t>(InputKind::lifted)) throw Error("graph bytes: bad input kind");
-    g.inputs.push_back(Input{g.add_value(read_meta(r)), static_cast<InputKind>(kind)});
+    g.inputs.push_back(
+        Input{g.add_value(ops::read_meta(r, "graph bytes")), static_cast<InputKind>(kind)});
   }
   uint64_t nc = r.u64();
   for (uint64_t i = 0; i < nc; ++i) {
-    ops::TensorMeta m = read_meta(r);
+    ops::TensorMeta m = ops::read_meta(r, "graph bytes");
     Tensor t = Tensor::empty(m.shape, m.dtype);
     t.unsafe_impl()->wrapped_number = m.wrapped_number;
     size_t nbytes = static_cast<size_t>(t.numel()) * dtype_size(m.dtype);
@@ -150,7 +119,8 @@ Graph read_canonical(std::span<const uint8_t> bytes) {
     for (uint64_t k = 0; k < nin; ++k) n.inputs.push_back(check_id(r.u32()));
     uint64_t nout = r.u64();
     for (uint64_t k = 0; k < nout; ++k) {
-      n.outputs.push_back(g.add_value(read_meta(r), static_cast<int32_t>(g.nodes.size())));
+      n.outputs.push_back(
+          g.add_value(ops::read_meta(r, "graph bytes"), static_cast<int32_t>(g.nodes.size())));
     }
     n.region = static_cast<RegionId>(r.u32());
     g.nodes.push_back(std::move(n));

@@ -32,6 +32,10 @@
 #include "support/local_redis.h"
 #include "zc/zc.h"
 
+#if ZC_WITH_CUDA
+#include "cuda/blaslt_start.h"
+#endif
+
 namespace zc_cli {
 
 using bench::Clock;
@@ -55,19 +59,13 @@ Devices choose_devices(const std::string& option) {
   Devices d;
   d.cpu = option != "cuda";
   if (option == "cpu") return d;
-  // This process only names the GPU; the children measure it. Finding a machine's only GPU
-  // would otherwise make its context here (docs/adr/0013), which would hold GPU memory and a
-  // cuBLASLt start beside every child for the whole run. The children inherit the setting as
-  // it was.
-  const char* prestart = std::getenv("ZC_CUDA_PRESTART");
-  const std::string saved = prestart ? prestart : "";
-  ::setenv("ZC_CUDA_PRESTART", "0", 1);
+    // This process only names the GPU; the children measure it. Finding a machine's only GPU
+    // would otherwise make its context here (docs/adr/0013), which would hold GPU memory and a
+    // cuBLASLt start beside every child for the whole run.
+#if ZC_WITH_CUDA
+  zc::cuda::disable_prestart();
+#endif
   const bool available = zc::cuda::is_available();
-  if (prestart) {
-    ::setenv("ZC_CUDA_PRESTART", saved.c_str(), 1);
-  } else {
-    ::unsetenv("ZC_CUDA_PRESTART");
-  }
   if (!available) {
     if (option == "cuda") {
       throw zc::Error("zc bench --device cuda: no usable GPU. " + zc::cuda::unavailable_reason() +
