@@ -201,8 +201,14 @@ case "${1:-}" in
               done
             done
           done | tee "$out/cpu-steady.txt"
+          # The 12-layer d=768 GPT (input [8, 128, 768]) at the host's full thread count, and
+          # four callers of one compiled gpt-small at once (CPU threads shared, not multiplied).
+          for regions in auto eager; do
+            child=(bench --child --model gpt-blocks --layers 12 --device cpu --regions $regions --steady 1)
+            echo "gpt12 $regions: $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tail -1)"
+          done | tee -a "$out/cpu-steady.txt"
           rm -rf "$cache"
-          torch_compile torch-cpu-gpt-small --device cpu --models gpt_small --dtypes f32
+          torch_compile torch-cpu-gpt-small --device cpu --models gpt_small,gpt12 --dtypes f32
           cat "$out/torch-cpu-gpt-small.jsonl"
           ;;
         ratios)

@@ -1,6 +1,7 @@
 #include "ops/blas.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -74,6 +75,50 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
            const double* b, int64_t ldb, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, trans(ta), trans(tb), m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+namespace {
+
+// Multiply-adds below which one product is not worth splitting among threads (a 64x64x16).
+constexpr int64_t kSmallProduct = 65536;
+
+template <class T, class Gemm>
+void gemm_batch(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, const int64_t* batch,
+                Gemm gemm) {
+  const int nd = static_cast<int>(batch[0]);
+  int64_t total = 1;
+  for (int d = 0; d < nd; ++d) total *= batch[1 + 4 * d];
+  if (total <= 0) return;
+  const bool spread = total > 1 && (total >= omp_get_max_threads() || m * n * k <= kSmallProduct);
+#pragma omp parallel for schedule(static) if (spread)
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t oa = 0, ob = 0, oc = 0, rest = i;
+    for (int d = nd - 1; d >= 0; --d) {
+      const int64_t* dim = batch + 1 + 4 * d;
+      int64_t at = rest % dim[0];
+      rest /= dim[0];
+      oa += at * dim[1];
+      ob += at * dim[2];
+      oc += at * dim[3];
+    }
+    gemm(a + oa, b + ob, c + oc);
+  }
+}
+
+}  // namespace
+
+void sgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float* c, int64_t ldc, const int64_t* batch) {
+  gemm_batch(m, n, k, a, b, c, batch, [&](const float* ai, const float* bi, float* ci) {
+    sgemm(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
+  });
+}
+
+void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                 const double* b, int64_t ldb, double* c, int64_t ldc, const int64_t* batch) {
+  gemm_batch(m, n, k, a, b, c, batch, [&](const double* ai, const double* bi, double* ci) {
+    dgemm(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
+  });
 }
 
 std::string gemm_libraries() {

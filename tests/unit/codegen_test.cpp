@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -260,6 +262,43 @@ TEST(CodegenSource, OpenMPOnlyAboveTheThreshold) {
   EXPECT_EQ(small.find("#pragma omp parallel"), std::string::npos);
   std::string large = generate(m, randn({512, 1024})).source.text;
   EXPECT_NE(large.find("#pragma omp parallel for"), std::string::npos);
+}
+
+TEST(CodegenSource, RowsAreSharedOutByTheWorkOfAllTheirElements) {
+  // Four rows of 8192: few rows, but 32768 elements, worth a thread team; every row loop is
+  // shared out (a 3-d space collapses both kept dims).
+  Fn ln([](const Tensor& x) { return layer_norm(x, {x.size(-1)}); });
+  EXPECT_NE(generate(ln, randn({4, 8192})).source.text.find("#pragma omp parallel for"),
+            std::string::npos);
+  EXPECT_NE(
+      generate(ln, randn({4, 8, 1024})).source.text.find("#pragma omp parallel for collapse(2)"),
+      std::string::npos);
+  EXPECT_EQ(generate(ln, randn({4, 64})).source.text.find("#pragma omp parallel"),
+            std::string::npos);
+}
+
+TEST(CodegenNumerics, ExtremaKeepNaNsAndInfinities) {
+  // Rows: a NaN first, a NaN last, all -inf, all +inf, +-inf mixed, signed zeros and plain
+  // values: amax/amin (vectorized, a NaN flag beside them) equal the eager kernels exactly.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {nan, 1,   2,    3, -1,  5,  4,    nan, -inf, -inf, -inf, -inf, inf, inf,
+                          inf, inf, -inf, 0, inf, -2, -0.f, 0,   -0.f, 0,    7,    -8,   9,   0.5f};
+  Tensor x = from_vector(v, {7, 4});
+  for (int64_t dim : {0, 1}) {
+    auto m = std::make_shared<Fn>([dim](const Tensor& t) {
+      return cat({amax(t, {dim}, true), amin(t, {dim}, true)}, dim);
+    });
+    Tensor ref = compile(m, {.backend = "eager"})(x).contiguous();
+    Tensor got = compile(m, {.backend = "cpp"})(x).contiguous();
+    ASSERT_EQ(got.shape(), ref.shape());
+    const float* g = got.data<float>();
+    const float* r = ref.data<float>();
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      EXPECT_TRUE((std::isnan(g[i]) && std::isnan(r[i])) || g[i] == r[i])
+          << "dim " << dim << " element " << i << ": " << g[i] << " vs " << r[i];
+    }
+  }
 }
 
 TEST(CodegenExtern, ForcedExternOpRunsItsEagerKernel) {

@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include <omp.h>
+
 #include "ops/blas.h"
 
 namespace zc {
@@ -57,6 +59,44 @@ TEST(CpuGemm, EveryLibraryOfThisBuildMatchesAFloat64Reference) {
     check(lib, false, true, 128, 200, 300);  // past the libraries' blocking
   }
   EXPECT_GE(libraries, 1);
+}
+
+// sgemm_batch over two batch dims with interleaved operands (attention's heads: A and B are
+// column blocks of one wider matrix, C is dense), against each product computed alone.
+void check_batch(int64_t b0, int64_t b1, int64_t m, int64_t k) {
+  const int64_t n = m;  // B_i, transposed, is the same m rows as A_i
+  std::mt19937 gen(static_cast<unsigned>(b0 * 31 + b1 * 7 + m + k));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int64_t width = b1 * 2 * k;  // per row: A's k columns then B's, for each head
+  std::vector<float> ab(b0 * m * width);
+  for (float& x : ab) x = u(gen);
+  std::vector<float> c(b0 * b1 * m * n, -7.f), want(m * n);
+  // A_i is m x k at column 2k*j of batch i's rows, B_i the k columns after it.
+  const int64_t batch[] = {2, b0, m * width, m * width, b1 * m * n, b1, 2 * k, 2 * k, m * n};
+  ops::sgemm_batch(false, true, m, n, k, ab.data(), width, ab.data() + k, width, c.data(), n,
+                   batch);
+  for (int64_t i = 0; i < b0; ++i) {
+    for (int64_t j = 0; j < b1; ++j) {
+      const float* a = ab.data() + i * m * width + j * 2 * k;
+      ops::sgemm(false, true, m, n, k, a, width, a + k, width, want.data(), n);
+      const float* got = c.data() + (i * b1 + j) * m * n;
+      for (int64_t e = 0; e < m * n; ++e) {
+        ASSERT_NEAR(got[e], want[e], 1e-5 * k)
+            << "product (" << i << ", " << j << ") element " << e;
+      }
+    }
+  }
+}
+
+TEST(CpuGemm, BatchesRunSharedOutOrOneAfterAnother) {
+  // Many small products: one per thread. Few large ones on a larger team: one after another,
+  // each on all threads. Both give each product's own result.
+  check_batch(4, 4, 32, 16);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(8);
+  check_batch(1, 2, 96, 64);
+  omp_set_num_threads(threads);
+  check_batch(3, 1, 5, 3);
 }
 
 TEST(CpuGemm, TheChosenLibraryComputes) {

@@ -8,6 +8,7 @@
 #include "codegen/backends/cpp/cpp_emit.h"
 #include "codegen/call_buffers.h"
 #include "ops/blas.h"
+#include "ops/cpu_threads.h"
 #include "ops/eager.h"
 #include "util/check.h"
 
@@ -24,7 +25,15 @@ void dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a, int
            const double* b, int64_t ldb, double* c, int64_t ldc) {
   ops::dgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
-const ZcServices kServices{sgemm, dgemm};
+void sgemm_batch(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float* c, int64_t ldc, const int64_t* batch) {
+  ops::sgemm_batch(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
+}
+void dgemm_batch(int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                 const double* b, int64_t ldb, double* c, int64_t ldc, const int64_t* batch) {
+  ops::dgemm_batch(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
+}
+const ZcServices kServices{sgemm, dgemm, sgemm_batch, dgemm_batch};
 
 class CppExecutable final : public RawExecutable {
  public:
@@ -74,7 +83,9 @@ class CppExecutable final : public RawExecutable {
   void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
     ZcArgs args{inputs,     outputs,         const_ptrs_.data(), scratch,
                 &kServices, symbols_.data(), places_.data()};
+    ops::CpuCallShare share;  // concurrent calls divide the CPU's threads among them
     for (const Step& step : steps_) {
+      share.refresh();
       if (step.fn) {
         int rc = step.fn(&args);
         if (rc != 0) report(rc, step);

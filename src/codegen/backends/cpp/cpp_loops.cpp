@@ -51,21 +51,19 @@ void KernelEmitter::emit(int32_t k, const std::string& name) {
 }
 
 KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::string& prefix,
-                                               bool parallel_ok, int* opened, bool varies) {
+                                               Share share, int* opened, bool varies,
+                                               int64_t work_per_iteration) {
   Names names(shape.size(), "0");
   int loops = 0;
   for (int64_t d : shape) loops += d > 1;
-  // All but the innermost loop are shared out; the innermost stays whole to vectorize. Where
-  // the size varies, whether to share it out is asked at run time.
-  const bool large = shape_numel(shape) >= opt_.parallel_threshold;
-  if (parallel_ok && loops > 0 && (large || varies)) {
-    std::string pragma =
-        loops > 1 ? "#pragma omp parallel for collapse(" + std::to_string(loops - 1) + ")"
-                  : "#pragma omp parallel for";
-    if (varies) {
-      pragma +=
-          " if(" + num(shape_numel(shape)) + " >= " + std::to_string(opt_.parallel_threshold) + ")";
-    }
+  const int shared = share == Share::all ? loops : loops - 1;
+  const int64_t work = shape_numel(shape) * work_per_iteration;
+  const bool large = work >= opt_.parallel_threshold;
+  if (share != Share::none && loops > 0 && (large || varies)) {
+    std::string pragma = "#pragma omp parallel for";
+    if (shared > 1) pragma += " collapse(" + std::to_string(shared) + ")";
+    if (varies)
+      pragma += " if(" + num(work) + " >= " + std::to_string(opt_.parallel_threshold) + ")";
     w_.line(pragma);
   }
   *opened = 0;
@@ -86,7 +84,7 @@ void KernelEmitter::close_loops(int opened) {
 void KernelEmitter::emit_pointwise(const Kernel& k) {
   if (shape_numel(k.space) == 0) return;
   int opened = 0;
-  Names names = open_loops(k.space, "i", true, &opened, s_.varies(k));
+  Names names = open_loops(k.space, "i", Share::outer, &opened, s_.varies(k));
   for (int32_t n : k.nodes) emit_node(n, names);
   for (ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
   close_loops(opened);
@@ -100,17 +98,25 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
     inner[d] = S[d];
   }
   if (shape_numel(outer) == 0) return;
+  // Rows are shared out, every row loop of them (a row's own loops run on one thread), when
+  // all rows together are worth a thread team.
   int outer_opened = 0;
-  Names row = open_loops(outer, "i", true, &outer_opened, s_.varies(k));
+  Names row = open_loops(outer, "i", Share::all, &outer_opened, s_.varies(k), shape_numel(inner));
   // Row values are named by the kept dims only, with or without the reduced dims as 1.
   const RowIndex rows = row_index(k, row);
   auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };
-  // Opens the reduced loops and returns the full index names.
-  auto open_inner = [&](int* opened) {
+  // Opens the reduced loops, preceded by `simd` (an `omp simd` pragma) if any, and returns the
+  // full index names.
+  auto open_inner = [&](int* opened, const std::string& simd) {
     // A block of its own, so element values of one pass never collide with another pass's,
     // also when the reduced dims have size 1 and no loop is opened.
     w_.open("");
-    Names in = open_loops(inner, "r", false, opened);
+    int loops = 0;
+    for (int64_t d : inner) loops += d > 1;
+    if (loops > 0 && !simd.empty()) {
+      w_.line(simd + (loops > 1 ? " collapse(" + std::to_string(loops) + ")" : ""));
+    }
+    Names in = open_loops(inner, "r", Share::none, opened);
     ++*opened;
     Names full = row;
     for (int64_t d : k.reduce_dims) full[d] = in[d];
@@ -131,20 +137,37 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
     ValueId in = n.inputs[0];
     DType it = s_.graph.meta(in).dtype, ot = s_.graph.meta(o).dtype;
     std::string ct = compute_type(it), acc = "acc" + std::to_string(o);
+    const bool extremum = n.op == OpId::amax || n.op == OpId::amin;
+    std::string simd;
     if (n.op == OpId::sum) {
-      // Floating sums accumulate in double, integer sums in int64, as the eager kernel does.
+      // Floating sums accumulate in double, integer sums in int64, as the eager kernel does;
+      // `omp simd` lets the compiler keep one partial sum per vector lane.
       w_.line(std::string(is_floating(it) ? "double " : "int64_t ") + acc + " = 0;");
+      simd = "#pragma omp simd reduction(+:" + acc + ")";
+    } else if (extremum && is_floating(it)) {
+      // A NaN anywhere makes the result NaN, as in torch: kept as a flag beside a max (min)
+      // that ignores NaNs, so that both vectorize.
+      const bool mx = n.op == OpId::amax;
+      w_.line(ct + " " + acc + " = " + (mx ? "-" : "") + "INFINITY;");
+      w_.line("int nan" + std::to_string(o) + " = 0;");
+      simd = std::string("#pragma omp simd reduction(") + (mx ? "max" : "min") + ":" + acc +
+             ") reduction(|:nan" + std::to_string(o) + ")";
     } else {
       w_.line(ct + " " + acc + " = 0;");
       w_.line("int64_t pos" + std::to_string(o) + " = 0, at" + std::to_string(o) + " = 0;");
     }
     int opened = 0;
-    Names full = open_inner(&opened);
+    Names full = open_inner(&opened, simd);
     emit_elements({in}, full);
     std::string x = operand(in, S, full), p = "pos" + std::to_string(o),
                 at = "at" + std::to_string(o);
     if (n.op == OpId::sum) {
       w_.line(acc + " += " + x + ";");
+    } else if (extremum && is_floating(it)) {
+      std::string nan = "nan" + std::to_string(o);
+      w_.line(ct + " x = " + x + ";");
+      w_.line(nan + " |= x != x;");
+      w_.line(acc + " = x " + (n.op == OpId::amax ? ">" : "<") + " " + acc + " ? x : " + acc + ";");
     } else {
       w_.line(ct + " x = " + x + ";");
       // The first element starts the accumulator; a NaN wins and stays, as in torch.
@@ -156,6 +179,9 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
       w_.line("++" + p + ";");
     }
     close_loops(opened);
+    if (extremum && is_floating(it)) {
+      w_.line("if (nan" + std::to_string(o) + ") " + acc + " = NAN;");
+    }
     std::string result = n.op == OpId::argmax ? at : acc;
     w_.line(compute_type(ot) + " v" + std::to_string(o) + " = (" + compute_type(ot) + ")" + result +
             ";");
@@ -165,7 +191,7 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
   for (ValueId v : k.stores) (s_.at(v).row_level ? row_stores : element_stores).push_back(v);
   if (!element_stores.empty()) {
     int opened = 0;
-    Names full = open_inner(&opened);
+    Names full = open_inner(&opened, "");
     emit_elements(element_stores, full);
     for (ValueId v : element_stores) w_.line(store(v, full, "v" + std::to_string(v)));
     close_loops(opened);
@@ -178,7 +204,7 @@ void KernelEmitter::emit_copy(const Kernel& k) {
   const Shape& shape = s_.graph.meta(k.copy_from).shape;
   if (shape_numel(shape) == 0) return;
   int opened = 0;
-  Names names = open_loops(shape, "i", true, &opened, varies(k.copy_from));
+  Names names = open_loops(shape, "i", Share::outer, &opened, varies(k.copy_from));
   // Row-major position in the source is the position in the dense destination.
   Shape dense = contiguous_strides(shape);
   std::string lin = "0";
@@ -201,7 +227,7 @@ void KernelEmitter::emit_concat(const Kernel& k) {
     if (shape_numel(shape) > 0) {
       w_.open("");
       int opened = 0;
-      Names names = open_loops(shape, "i", true, &opened, varies(u));
+      Names names = open_loops(shape, "i", Share::outer, &opened, varies(u));
       w_.line(concat_store(out, u, names, dim, shift));
       close_loops(opened);
       w_.close();
@@ -217,7 +243,7 @@ void KernelEmitter::emit_gather(const Kernel& k) {
   const Shape& is = s_.graph.meta(idx).shape;
   if (shape_numel(is) == 0) return;
   int opened = 0;
-  Names names = open_loops(is, "i", false, &opened);
+  Names names = open_loops(is, "i", Share::none, &opened);
   w_.line("int64_t t = (int64_t)" + load(idx, names) + ";");
   // The eager kernel raises for a bad index; generated code reports it to the runtime.
   w_.line("if (t < 0 || t >= " + num(ts[0]) + ") return " + std::to_string(kErrIndexOutOfRange) +

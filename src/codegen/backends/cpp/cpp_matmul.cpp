@@ -69,19 +69,39 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
         bshape.assign(nb, 1);
       }
     }
-    int opened = 0;
-    Names batch = open_loops(bshape, "b", false, &opened);
-    Names bn(batch.begin(), batch.begin() + nb);
     std::string gemm = ct_d == DType::f32 ? "sgemm" : "dgemm";
     auto addr = [&](ValueId v, const Names& idx) { return "&" + element_ref(v, idx); };
-    w_.line("a->svc->" + gemm + "(" + ta + ", " + tb + ", " + num(rows) + ", " + num(d.N) + ", " +
-            num(d.K) + ", " + addr(A, mi.a(bn, "0", "0")) + ", " + num(lda) + ", " +
-            addr(B, mi.b(bn, "0", "0")) + ", " + num(ldb) + ", " + addr(C, mi.c(bn, "0", "0")) +
-            ", " + num(d.N) + ");");
-    close_loops(opened);
+    auto a_at = [&](const Names& b) { return addr(A, mi.a(b, "0", "0")); };
+    auto b_at = [&](const Names& b) { return addr(B, mi.b(b, "0", "0")); };
+    auto c_at = [&](const Names& b) { return addr(C, mi.c(b, "0", "0")); };
+    std::string head = ta + ", " + tb + ", " + num(rows) + ", " + num(d.N) + ", " + num(d.K);
+    const Names first(nb, "0");
+    std::string operands = a_at(first) + ", " + num(lda) + ", " + b_at(first) + ", " + num(ldb) +
+                           ", " + c_at(first) + ", " + num(d.N);
+    // A batch of products (attention's heads) is one call: the runtime decides how to share it
+    // among threads (ops/blas.h). Each batch dim is passed as its count and, per operand, the
+    // distance between its products at index 1 and 0 along that dim.
+    std::vector<std::string> dims;
+    for (size_t x = 0; x < nb; ++x) {
+      if (bshape[x] <= 1) continue;
+      Names one = first;
+      one[x] = "1";
+      dims.push_back(num(bshape[x]) + ", " + a_at(one) + " - " + a_at(first) + ", " + b_at(one) +
+                     " - " + b_at(first) + ", " + c_at(one) + " - " + c_at(first));
+    }
+    if (dims.empty()) {
+      w_.line("a->svc->" + gemm + "(" + head + ", " + operands + ");");
+    } else {
+      std::string list = std::to_string(dims.size());
+      for (const std::string& x : dims) list += ", " + x;
+      w_.open("");
+      w_.line("const int64_t batch[] = {" + list + "};");
+      w_.line("a->svc->" + gemm + "_batch(" + head + ", " + operands + ", batch);");
+      w_.close();
+    }
     if (k.nodes.size() > 1) {  // the epilogue, over the product in memory
       int eo = 0;
-      Names names = open_loops(cs, "i", true, &eo, any_size);
+      Names names = open_loops(cs, "i", Share::outer, &eo, any_size);
       for (int32_t idx : k.nodes) {
         if (idx != k.anchor) emit_node(idx, names);
       }
@@ -99,7 +119,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   std::string T = ct;
   if (d.b_vec || d.N > 16384 || any_size) {
     int opened = 0;
-    Names names = open_loops(cs, "i", true, &opened, any_size);
+    Names names = open_loops(cs, "i", Share::outer, &opened, any_size);
     Names bn(names.begin(), names.begin() + nb);
     std::string i = d.a_vec ? "0" : names[nb];
     std::string j = d.b_vec ? "0" : names[nb + (d.a_vec ? 0 : 1)];
@@ -123,7 +143,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   std::string N = std::to_string(d.N), K = std::to_string(d.K), P = std::to_string(NP);
   bool whole_tile = d.M * NP <= 8192;
   int batch_opened = 0;
-  Names batch = open_loops(d.batch, "b", false, &batch_opened);
+  Names batch = open_loops(d.batch, "b", Share::none, &batch_opened);
   w_.line(T + " bt[" + std::to_string(d.K * NP) + "];");
   w_.line("for (int64_t e = 0; e < " + std::to_string(d.K * NP) + "; ++e) bt[e] = 0;");
   w_.line("for (int64_t kk = 0; kk < " + K + "; ++kk)");

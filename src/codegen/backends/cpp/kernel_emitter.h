@@ -32,11 +32,18 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_concat(const Kernel& k);
   void emit_gather(const Kernel& k);
 
-  // Loops over `shape` (size-1 dims get no loop), parallel when large (decided at run time
-  // when `varies`: its numel can change from call to call); returns the index names, and how
-  // many loops were opened (close them with close_loops).
-  Names open_loops(const Shape& shape, const std::string& prefix, bool parallel_ok, int* opened,
-                   bool varies = false);
+  // Which loops of a nest OpenMP shares out among its threads.
+  enum class Share {
+    none,
+    outer,  // all but the innermost, which stays whole so that it vectorizes
+    all,    // every loop: the innermost loop's body is itself a loop (a row, a product)
+  };
+  // Loops over `shape` (size-1 dims get no loop), shared out when the nest's work, its numel
+  // times `work_per_iteration`, is large (decided at run time when `varies`: sizes change from
+  // call to call); returns the index names, and how many loops were opened (close them with
+  // close_loops).
+  Names open_loops(const Shape& shape, const std::string& prefix, Share share, int* opened,
+                   bool varies = false, int64_t work_per_iteration = 1);
   void close_loops(int opened);
 
   // Each buffer a kernel touches is hoisted into a __restrict local at the top of the kernel:

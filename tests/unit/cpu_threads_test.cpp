@@ -1,0 +1,70 @@
+// The CPU's thread policy (ops/cpu_threads.h): ZC_NUM_THREADS, each call's share of the pool
+// when calls run at once, and the caller's own OpenMP setting kept.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <barrier>
+#include <thread>
+#include <vector>
+
+#include "ops/cpu_threads.h"
+#include "unit/test_support.h"
+#include "zc/error.h"
+
+namespace zc {
+namespace {
+
+TEST(CpuThreads, NumThreadsIsAPositiveIntegerOrUnset) {
+  EXPECT_EQ(ops::parse_num_threads(nullptr), std::nullopt);
+  EXPECT_EQ(ops::parse_num_threads(""), std::nullopt);
+  EXPECT_EQ(ops::parse_num_threads("8"), 8);
+  for (const char* bad : {"0", "-2", "four", "8x", " 8", "99999999999"}) {
+    std::string msg = test::error_message([&] { ops::parse_num_threads(bad); });
+    EXPECT_NE(msg.find("ZC_NUM_THREADS=\"" + std::string(bad) + "\""), std::string::npos) << msg;
+    EXPECT_NE(msg.find("positive integer"), std::string::npos) << msg;
+  }
+}
+
+TEST(CpuThreads, CallsInFlightDivideThePool) {
+  EXPECT_EQ(ops::team_share(16, 1), 16);
+  EXPECT_EQ(ops::team_share(16, 4), 4);
+  EXPECT_EQ(ops::team_share(16, 3), 5);
+  EXPECT_EQ(ops::team_share(2, 5), 1);
+  EXPECT_EQ(ops::team_share(16, 0), 16);
+}
+
+TEST(CpuThreads, ConcurrentCallsEachRunTheirShare) {
+  const int pool = ops::cpu_threads(), callers = 4;
+  std::barrier all_in(callers), all_set(callers);
+  std::vector<int> teams(callers), nested(callers), after(callers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < callers; ++i) {
+    threads.emplace_back([&, i] {
+      omp_set_num_threads(3);  // the caller's own setting, kept after the call
+      {
+        ops::CpuCallShare share;
+        all_in.arrive_and_wait();
+        teams[i] = share.refresh();
+        EXPECT_EQ(omp_get_max_threads(), teams[i]);
+        {
+          ops::CpuCallShare part;  // a nested call counts once
+          nested[i] = part.refresh();
+        }
+        all_set.arrive_and_wait();
+      }
+      after[i] = omp_get_max_threads();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < callers; ++i) {
+    EXPECT_EQ(teams[i], ops::team_share(pool, callers)) << "caller " << i;
+    EXPECT_EQ(nested[i], teams[i]) << "caller " << i;
+    EXPECT_EQ(after[i], 3) << "caller " << i;
+  }
+  EXPECT_EQ(ops::CpuCallShare::calls_in_flight(), 0);
+  ops::CpuCallShare alone;
+  EXPECT_EQ(alone.refresh(), pool);
+}
+
+}  // namespace
+}  // namespace zc
