@@ -27,11 +27,12 @@
 #                  ZC_LOGS=kernels (profile-zc-kernels.log, over 54 steps) and torch.compile's under
 #                  torch.profiler (profile-torch.log, 5 steps); cuBLASLt's algorithms against
 #                  torch on each f32 product of the step (profile-gemm-*.jsonl)
-#     cpu          the host CPU's speed: OpenBLAS (as it detects the CPU, and told the SkylakeX core)
-#                  against oneDNN on the models' products at 1..16 threads (cpu-gemm*.json,
-#                  bench/cpu_gemm.cpp); zc's gpt-small and seed64 per call, compiled and eager,
-#                  at 1..16 threads (cpu-steady.txt); torch.compile's gpt_small on the CPU
-#                  (torch-cpu-gpt-small.jsonl)
+#     cpu-gemm     the host CPU's GEMM libraries: OpenBLAS (as it detects the CPU, and told the
+#                  SkylakeX core) against oneDNN on the models' products at 1..16 threads
+#                  (cpu-gemm*.json, bench/cpu_gemm.cpp)
+#     cpu          the host CPU's speed: zc's gpt-small and seed64 per call, compiled and eager,
+#                  at 1..16 threads, and the 12-layer d=768 GPT at all threads (cpu-steady.txt);
+#                  torch.compile's gpt_small and gpt12 on the CPU (torch-cpu-gpt-small.jsonl)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
@@ -62,7 +63,7 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|ratios ...]}"
     shift 2
     steps=("$@")
     [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
@@ -183,14 +184,18 @@ case "${1:-}" in
           python3 bench/zc_dynamic.py --table "$out/dynamic-zc.jsonl" "$out/dynamic-torch.jsonl" |
             tee "$out/dynamic.txt"
           ;;
-        cpu)
+        cpu-gemm)
           cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1
-          cmake --build build-gpu --target bench_cpu_gemm zc_cli >>"$out/build.log" 2>&1 ||
+          cmake --build build-gpu --target bench_cpu_gemm >>"$out/build.log" 2>&1 ||
             { tail -30 "$out/build.log"; exit 1; }
           gemm=(build-gpu/bench/cpu_gemm --benchmark_min_time=0.1 --benchmark_format=json)
           "${gemm[@]}" >"$out/cpu-gemm.json" 2>"$out/cpu-gemm.log" || tail -5 "$out/cpu-gemm.log"
           OPENBLAS_CORETYPE=SkylakeX "${gemm[@]}" --benchmark_filter=openblas \
             >"$out/cpu-gemm-skylakex.json" 2>>"$out/cpu-gemm.log" || tail -5 "$out/cpu-gemm.log"
+          ;;
+        cpu)
+          cmake --build build-gpu --target zc_cli >>"$out/build.log" 2>&1 ||
+            { tail -30 "$out/build.log"; exit 1; }
           cache="$(mktemp -d)"
           for model in "gpt-small --layers 4" "seed --layers 64"; do
             for regions in auto eager; do
@@ -225,14 +230,14 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train, profile, warm, dynamic, cpu or ratios" >&2
+            "torch-train, profile, warm, dynamic, cpu-gemm, cpu or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|ratios ...]" >&2
     exit 2
     ;;
 esac

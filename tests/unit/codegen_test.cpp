@@ -249,7 +249,7 @@ TEST(CodegenSource, SmallMatmulIsInlineLargeCallsBlas) {
   auto small = models::seed_model(2);
   std::string src = generate(*small, randn({10, 10})).source.text;
   EXPECT_EQ(src.find("sgemm("), std::string::npos);
-  EXPECT_NE(src.find("row[j] += av * bt["), std::string::npos);
+  EXPECT_NE(src.find("+= av * bt["), std::string::npos);
 
   auto big = std::make_shared<nn::Linear>(256, 256);
   std::string big_src = generate(*big, randn({256, 256})).source.text;

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""gpt-small's CPU per call against its arithmetic limit on this machine, as JSON.
+
+    python3 bench/cpu_limit.py --zc BUILD/zc --gemm BUILD/bench/cpu_gemm [--threads N] [--runs 5]
+
+The limit is the model's matmul FLOPs (every product of a call: the Linear layers, attention's
+scores and values over all 128 x 128 positions, the tied LM head) at the best sgemm rate
+bench/cpu_gemm measures on this machine at N threads (default: all cores), over the models'
+product shapes and both libraries. zc's per call is `zc bench --child --model gpt-small
+--layers 4 --steady 1` (the median of up to 2 s of calls), run --runs times on one cache; the
+row gives their median and its ratio to the limit (issue 17 asks for at most 1.3).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+# zc::models::gpt_small_config(4) and gpt_small_tokens(): 4 x 128 tokens.
+LAYERS, D, HEADS, VOCAB, BATCH, TOKENS, MLP = 4, 256, 4, 1024, 4, 128, 4
+
+
+def gpt_small_flops():
+    rows = BATCH * TOKENS
+    linear = rows * (D * 3 * D + D * D + 2 * D * MLP * D)  # QKV, out, MLP up and down
+    attention = 2 * BATCH * HEADS * TOKENS * TOKENS * (D // HEADS)  # scores, then values
+    head = rows * D * VOCAB
+    return 2 * (LAYERS * (linear + attention) + head)
+
+
+def sgemm_peak(gemm, threads):
+    p = subprocess.run([gemm, f"--benchmark_filter=threads:{threads}/", "--benchmark_format=json",
+                        "--benchmark_min_time=0.2"], capture_output=True, text=True, check=True)
+    rates = {b["name"]: b["GFLOP/s"] / 1e9 if b["GFLOP/s"] > 1e6 else b["GFLOP/s"]
+             for b in json.loads(p.stdout)["benchmarks"]}
+    best = max(rates, key=rates.get)
+    return rates[best], best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zc", required=True)
+    ap.add_argument("--gemm", required=True)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    peak, shape = sgemm_peak(args.gemm, args.threads)
+    flops = gpt_small_flops()
+    limit_ms = flops / (peak * 1e9) * 1e3
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    per_call = []
+    with tempfile.TemporaryDirectory() as cache:
+        env["ZC_CACHE_DIR"] = cache
+        for _ in range(args.runs):
+            out = subprocess.run([args.zc, "bench", "--child", "--model", "gpt-small", "--layers",
+                                  "4", "--steady", "1"], env=env, capture_output=True, text=True,
+                                 check=True).stdout.split()
+            per_call.append(float(out[3]) / 1e3)
+    median = statistics.median(per_call)
+    print(json.dumps({"schema": 1, "model": "gpt_small", "threads": args.threads,
+                      "gflop_per_call": flops / 1e9, "sgemm_peak_gflops": peak,
+                      "sgemm_peak_at": shape, "limit_ms": limit_ms, "per_call_ms": per_call,
+                      "median_ms": median, "ratio_to_limit": median / limit_ms}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
