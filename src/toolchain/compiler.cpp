@@ -15,11 +15,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <random>
 #include <sstream>
 
 #include "util/cache_dir.h"
+#include "util/check.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -446,9 +448,9 @@ std::string default_work_dir() {
   return dir;
 }
 
-CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& target,
-                                    std::string_view source, const std::string& work_dir,
-                                    bool keep_source) {
+namespace {
+
+std::string prepared_work_dir(const std::string& work_dir) {
   std::string dir = work_dir.empty() ? default_work_dir() : work_dir;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -456,7 +458,37 @@ CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& targe
     throw Error("cannot create the compile directory " + dir + ": " + ec.message() +
                 "; choose a writable directory");
   }
-  std::string stem = dir + "/" + unique_file_stem();
+  return dir;
+}
+
+// Runs one compiler command that should produce `output`; on failure removes it and raises
+// with the command, the compiler's output and `kept` (the source, which stays).
+ProcessResult run_compiler(const CompilerInfo& cxx, const std::vector<std::string>& argv,
+                           const std::string& output, const std::string& kept) {
+  ProcessResult r;
+  try {
+    r = run_process(argv);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + "; the C++ compiler from " + cxx.path +
+                " could not be started (set ZC_CXX to a working compiler). Source kept at " + kept);
+  }
+  std::error_code ec;
+  if (r.exit_code != 0 || !fs::is_regular_file(output, ec)) {
+    ::unlink(output.c_str());
+    throw Error("the C++ compiler failed on generated code (exit status " +
+                std::to_string(r.exit_code) + ").\ncommand: " + join(argv) + "\n" +
+                truncated(r.output) + "\nThe source is kept at " + kept +
+                "; this is a zc bug: please report it with this message and that file.");
+  }
+  return r;
+}
+
+}  // namespace
+
+CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& target,
+                                    std::string_view source, const std::string& work_dir,
+                                    bool keep_source) {
+  std::string stem = prepared_work_dir(work_dir) + "/" + unique_file_stem();
   CompileResult result;
   result.so_path = stem + ".so";
   result.source_path = stem + ".cpp";
@@ -465,23 +497,10 @@ CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& targe
   std::vector<std::string> argv{cxx.path};
   argv.insert(argv.end(), target.flags.begin(), target.flags.end());
   argv.insert(argv.end(), {"-o", result.so_path, result.source_path});
+  argv.insert(argv.end(), target.libs.begin(), target.libs.end());
   Timer timer;
-  ProcessResult r;
-  try {
-    r = run_process(argv);
-  } catch (const Error& e) {
-    throw Error(std::string(e.what()) + "; the C++ compiler from " + cxx.path +
-                " could not be started (set ZC_CXX to a working compiler). Source kept at " +
-                result.source_path);
-  }
+  ProcessResult r = run_compiler(cxx, argv, result.so_path, result.source_path);
   result.seconds = timer.seconds();
-  if (r.exit_code != 0 || !fs::is_regular_file(result.so_path, ec)) {
-    ::unlink(result.so_path.c_str());
-    throw Error("the C++ compiler failed on generated code (exit status " +
-                std::to_string(r.exit_code) + ").\ncommand: " + join(argv) + "\n" +
-                truncated(r.output) + "\nThe source is kept at " + result.source_path +
-                "; this is a zc bug: please report it with this message and that file.");
-  }
   result.compiler_stderr = std::move(r.output);
   if (!keep_source) {
     ::unlink(result.source_path.c_str());
@@ -489,6 +508,66 @@ CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& targe
   }
   ZC_LOG(timing) << "toolchain: compiled " << result.so_path << " in " << result.seconds * 1e3
                  << " ms";
+  return result;
+}
+
+CompileResult compile_shared_object_units(const CompilerInfo& cxx, const Target& target,
+                                          std::span<const std::string> units,
+                                          const std::string& work_dir) {
+  ZC_CHECK(!units.empty(), "compile_shared_object_units: no units");
+  if (units.size() == 1) return compile_shared_object(cxx, target, units[0], work_dir);
+  std::string stem = prepared_work_dir(work_dir) + "/" + unique_file_stem();
+  std::vector<std::string> sources, objects;
+  for (size_t i = 0; i < units.size(); ++i) {
+    sources.push_back(stem + "_" + std::to_string(i) + ".cpp");
+    objects.push_back(stem + "_" + std::to_string(i) + ".o");
+    write_new_file(sources.back(), units[i]);
+  }
+  Timer timer;
+  std::vector<std::future<ProcessResult>> compiles;
+  for (size_t i = 0; i < units.size(); ++i) {
+    std::vector<std::string> argv{cxx.path};
+    argv.insert(argv.end(), target.flags.begin(), target.flags.end());
+    argv.insert(argv.end(), {"-c", "-o", objects[i], sources[i]});
+    compiles.push_back(std::async(std::launch::async, [&cxx, argv, &objects, &sources, i] {
+      return run_compiler(cxx, argv, objects[i], sources[i]);
+    }));
+  }
+  CompileResult result;
+  std::exception_ptr failed;
+  for (auto& c : compiles) {
+    try {
+      result.compiler_stderr += c.get().output;
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  auto remove_all = [&](bool keep_sources) {
+    for (size_t i = 0; i < units.size(); ++i) {
+      ::unlink(objects[i].c_str());
+      if (!keep_sources) ::unlink(sources[i].c_str());
+    }
+  };
+  if (failed) {
+    remove_all(true);
+    std::rethrow_exception(failed);
+  }
+  result.so_path = stem + ".so";
+  std::vector<std::string> link{cxx.path};
+  link.insert(link.end(), target.flags.begin(), target.flags.end());
+  link.insert(link.end(), {"-o", result.so_path});
+  link.insert(link.end(), objects.begin(), objects.end());
+  link.insert(link.end(), target.libs.begin(), target.libs.end());
+  try {
+    result.compiler_stderr += run_compiler(cxx, link, result.so_path, sources[0]).output;
+  } catch (...) {
+    remove_all(true);
+    throw;
+  }
+  remove_all(false);
+  result.seconds = timer.seconds();
+  ZC_LOG(timing) << "toolchain: compiled " << result.so_path << " from " << units.size()
+                 << " units side by side in " << result.seconds * 1e3 << " ms";
   return result;
 }
 

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -119,6 +120,14 @@ struct CompileResult {
 CompileResult compile_shared_object(const CompilerInfo& cxx, const Target& target,
                                     std::string_view source, const std::string& work_dir,
                                     bool keep_source = false);
+
+// The same from several units (each a whole source: its own copy of what the kernels share,
+// then some of them), compiled side by side into objects and linked into one shared object:
+// a graph with many kernels then compiles in the time of its largest unit rather than of all
+// of them. One unit is compile_shared_object. Sources are kept only when a step fails.
+CompileResult compile_shared_object_units(const CompilerInfo& cxx, const Target& target,
+                                          std::span<const std::string> units,
+                                          const std::string& work_dir);
 
 // A private directory for intermediate files: $TMPDIR/zc-<uid> (or /tmp/zc-<uid>), created
 // with mode 0700. Raises zc::Error when it exists but is not a directory owned by this user,

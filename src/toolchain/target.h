@@ -34,6 +34,8 @@ struct Target {
   std::string isa;
   // Every flag passed to the compiler, in order, before "-o <output> <source>".
   std::vector<std::string> flags;
+  // What the link adds after the sources (the libraries, whose order matters there).
+  std::vector<std::string> libs;
   // For `native`: the CPU it resolves to (brand, the cpuid words that list its instruction set
   // extensions, and which register states the operating system saves). What the compiler makes
   // of -march=native is a function of these and of the compiler, whose identity is in every key

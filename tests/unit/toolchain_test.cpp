@@ -375,6 +375,13 @@ TEST(ToolchainTarget, FlagsFollowTheCompilerFamily) {
   EXPECT_TRUE(has(make_target("x86-64-v3", &gcc), "-fvect-cost-model="));
   EXPECT_FALSE(has(make_target("x86-64-v3", &clang), "-fvect-cost-model="));
   EXPECT_TRUE(has(make_target("x86-64-v3", &clang), "-O2"));
+  // gcc links generated code without libstdc++ (which it never calls): OpenMP's and C's
+  // libraries instead, after the sources; other compilers keep their own defaults.
+  const Target g = make_target("x86-64-v3", &gcc);
+  EXPECT_NE(std::find(g.libs.begin(), g.libs.end(), "-nodefaultlibs"), g.libs.end());
+  EXPECT_NE(std::find(g.libs.begin(), g.libs.end(), "-lgomp"), g.libs.end());
+  EXPECT_TRUE(contains(g.fingerprint(), "libs=")) << g.fingerprint();
+  EXPECT_TRUE(make_target("x86-64-v3", &clang).libs.empty());
 }
 
 TEST(ToolchainCompile, ClangCompilesWithItsOwnFlags) {
@@ -454,6 +461,39 @@ TEST(ToolchainCompile, SyntaxErrorReportsCompilerOutputAndKeepsSource) {
   ASSERT_EQ(files.size(), 1u) << "the source is kept and no partial object is left";
   EXPECT_EQ(files[0].extension(), ".cpp");
   EXPECT_TRUE(contains(msg, files[0].string())) << msg;
+}
+
+TEST(ToolchainCompile, UnitsCompileSideBySideIntoOneLibrary) {
+  std::string dir = test_dir();
+  const std::string head = "static inline int twice(int x) { return 2 * x; }\n";
+  std::vector<std::string> units;
+  for (int i = 0; i < 3; ++i) {
+    units.push_back(head + "extern \"C\" int zc_u" + std::to_string(i) +
+                    "(int x) { return twice(x) + " + std::to_string(i) + "; }\n");
+  }
+  CompileResult r = compile_shared_object_units(cxx(), native(), units, dir);
+  // Only the shared object is left: no unit's source or object.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  auto lib = SharedLibrary::open(r.so_path);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(lib->function<int(int)>(("zc_u" + std::to_string(i)).c_str())(20), 40 + i);
+  }
+}
+
+TEST(ToolchainCompile, AFailingUnitKeepsItsSourceAndLeavesNoObjects) {
+  std::string dir = test_dir();
+  std::vector<std::string> units{"extern \"C\" int zc_ok() { return 1; }\n",
+                                 "extern \"C\" int zc_bad( { return 1; }\n"};
+  std::string msg =
+      error_message([&] { compile_shared_object_units(cxx(), native(), units, dir); });
+  EXPECT_TRUE(contains(msg, "zc_bad")) << msg;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  for (const fs::path& f : files) EXPECT_EQ(f.extension(), ".cpp") << f;
+  EXPECT_EQ(files.size(), 2u) << "both units' sources are kept, no object or library";
+  EXPECT_TRUE(std::any_of(files.begin(), files.end(), [&](const fs::path& f) {
+    return contains(msg, f.string());
+  })) << msg;
 }
 
 TEST(ToolchainCompile, SweepRemovesOnlyWhatGoneProcessesLeft) {

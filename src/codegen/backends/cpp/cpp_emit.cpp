@@ -37,7 +37,7 @@ CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& opt
       ++m.extern_ops;
       continue;
     }
-    w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(step.kind));
+    w.line(kKernelLine + std::to_string(k) + ": " + kernel_kind_name(step.kind));
     emitter.emit(static_cast<int32_t>(k), step.symbol);
     ++m.generated_kernels;
   }

@@ -31,6 +31,11 @@ struct CppModule {
 
 CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& options);
 
+// Each kernel's code starts on a line with this prefix, after everything the kernels share
+// (the prelude, the helpers and the ABI): where a source may be cut into units that compile
+// side by side (compile_units in cpp_backend.cpp).
+inline constexpr const char* kKernelLine = "// kernel ";
+
 // The launch plan alone: the same steps emit() returns, without writing any source.
 std::vector<LaunchStep> launch_steps(const Schedule& s);
 
