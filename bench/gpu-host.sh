@@ -31,7 +31,8 @@
 #                  SkylakeX core) against oneDNN on the models' products at 1..16 threads
 #                  (cpu-gemm*.json, bench/cpu_gemm.cpp)
 #     cpu          the host CPU's speed: zc's gpt-small and seed64 per call, compiled and eager,
-#                  at 1..16 threads, and the 12-layer d=768 GPT at all threads (cpu-steady.txt);
+#                  at 1..16 threads, gpt-small called from 1, 4 and 16 threads at once, and the
+#                  12-layer d=768 GPT at all threads (cpu-steady.txt);
 #                  torch.compile's gpt_small and gpt12 on the CPU (torch-cpu-gpt-small.jsonl)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
@@ -208,6 +209,10 @@ case "${1:-}" in
           done | tee "$out/cpu-steady.txt"
           # The 12-layer d=768 GPT (input [8, 128, 768]) at the host's full thread count, and
           # four callers of one compiled gpt-small at once (CPU threads shared, not multiplied).
+          for callers in 1 4 16; do
+            child=(bench --child --model gpt-small --layers 4 --callers $callers)
+            echo "gpt-small $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tail -1)"
+          done | tee -a "$out/cpu-steady.txt"
           for regions in auto eager; do
             child=(bench --child --model gpt-blocks --layers 12 --device cpu --regions $regions --steady 1)
             echo "gpt12 $regions: $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tail -1)"

@@ -61,16 +61,25 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
     plan->backward_ = none.get_future().share();
   } else {
     lower::Partition& part = *graphs.partition;
-    // The two halves compile side by side (on a warm start each is mostly region planning and
-    // cache loads, on a cold one compiler runs), and the first forward runs as soon as its
-    // half is there. The backward's thread holds what it reads: the plan may outlive this.
-    plan->backward_ = std::async(std::launch::async, [backward = std::move(part.backward),
-                                                      &backend = backend_, options = options_] {
-                        Timer t;
-                        auto exec = compile(backward, /*replay=*/false, backend, options);
-                        ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms";
-                        return exec;
-                      }).share();
+    // The two halves compile side by side (on a warm start each is mostly decoding, region
+    // planning and cache loads, on a cold one compiler runs), and the first forward runs as
+    // soon as its half is there. The backward's thread holds what it reads: the plan may
+    // outlive this. (The captured graph goes with it only for take_backward's fallback.)
+    TrainingGraphs back;
+    back.partition.emplace();
+    back.partition->backward = std::move(part.backward);
+    back.backward_bytes = std::move(graphs.backward_bytes);
+    std::optional<ir::Graph> captured;
+    if (!back.backward_bytes.empty()) captured = graph_;
+    plan->backward_ =
+        std::async(std::launch::async, [back = std::move(back), captured = std::move(captured), wrt,
+                                        &backend = backend_, options = options_]() mutable {
+          Timer t;
+          ir::Graph backward = take_backward(back, captured ? *captured : ir::Graph{}, wrt);
+          auto exec = compile(backward, /*replay=*/false, backend, options);
+          ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms";
+          return exec;
+        }).share();
     try {
       plan->forward = compile(part.forward, /*replay=*/true, backend_, options_);
     } catch (...) {

@@ -4,6 +4,7 @@
 #include "ir/canonical.h"
 #include "lower/autodiff.h"
 #include "util/bytes.h"
+#include "util/check.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/stats.h"
@@ -54,7 +55,9 @@ TrainingGraphs decode(std::span<const uint8_t> bytes, const ir::Graph& captured,
   for (uint64_t i = 0; i < n; ++i) t.has_grad.push_back(r.u8() != 0);
   if (r.u8() != 0) {
     lower::Partition p;
-    for (ir::Graph* g : {&p.forward, &p.backward}) *g = ir::read_canonical(r.raw(r.u64()));
+    p.forward = ir::read_canonical(r.raw(r.u64()));
+    std::span<const uint8_t> backward = r.raw(r.u64());
+    t.backward_bytes.assign(backward.begin(), backward.end());
     const uint64_t saved = r.u64();
     for (uint64_t i = 0; i < saved; ++i) {
       const uint64_t s = r.u64();
@@ -110,6 +113,20 @@ TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t
   store.put(key, encode(t), ms);
   ZC_LOG(timing) << "training graphs derived and partitioned in " << ms << " ms";
   return t;
+}
+
+ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt) {
+  ZC_CHECK(t.partition, "take_backward: no partition");
+  if (t.backward_bytes.empty()) return std::move(t.partition->backward);
+  std::vector<uint8_t> bytes = std::move(t.backward_bytes);
+  try {
+    return ir::read_canonical(bytes);
+  } catch (const Error& err) {
+    ZC_LOG(cache) << "stored backward graph unusable (" << err.what() << "); deriving it";
+  }
+  TrainingGraphs derived = derive(captured, wrt);
+  ZC_CHECK(derived.partition, "take_backward: the derivation has no backward");
+  return std::move(derived.partition->backward);
 }
 
 }  // namespace zc::runtime

@@ -27,8 +27,18 @@ namespace zc::runtime {
 struct TrainingGraphs {
   std::vector<bool> has_grad;                 // per entry of wrt
   std::optional<lower::Partition> partition;  // none when no entry gets a gradient
+  // Read from the cache: the backward's canonical bytes, left for backward_graph() to decode
+  // on the thread that compiles the backward (the forward's first run does not wait for the
+  // larger graph's decoding, about 1 ms of a 12-layer GPT's warm first step); partition's
+  // backward is then empty. Empty when derived.
+  std::vector<uint8_t> backward_bytes;
 };
 
 TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt);
+
+// The backward graph of `t` (moved out of it): partition->backward, or backward_bytes decoded.
+// Stored bytes that do not decode are logged and the graphs derived again from `captured` and
+// `wrt` (the derivation is deterministic, so the backward fits the forward already read).
+ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt);
 
 }  // namespace zc::runtime

@@ -188,22 +188,32 @@ TEST(TrainingGraphs, ReadBackFromTheCacheTheyEqualTheDerivedGraphs) {
   runtime::TrainingGraphs first = runtime::training_graphs(derived.captured, wrt);
   runtime::TrainingGraphs again = runtime::training_graphs(derived.captured, wrt);
   EXPECT_LE(compiler::stats().backwards_derived, 1);  // 0 when an earlier run stored it
-  for (const runtime::TrainingGraphs* t : {&first, &again}) {
+  // The one read back leaves its backward as bytes for the backward's own thread to decode.
+  EXPECT_FALSE(again.backward_bytes.empty());
+  for (runtime::TrainingGraphs* t : {&first, &again}) {
     ASSERT_TRUE(t->partition.has_value());
     EXPECT_EQ(t->has_grad, derived.joint.has_grad);
     EXPECT_EQ(ir::graph_hash(t->partition->forward), ir::graph_hash(derived.part.forward));
-    EXPECT_EQ(ir::graph_hash(t->partition->backward), ir::graph_hash(derived.part.backward));
+    ir::Graph backward = runtime::take_backward(*t, derived.captured, wrt);
+    EXPECT_EQ(ir::graph_hash(backward), ir::graph_hash(derived.part.backward));
     EXPECT_EQ(t->partition->saved, derived.part.saved);
     ir::verify(t->partition->forward);
-    ir::verify(t->partition->backward);
+    ir::verify(backward);
   }
+  // Stored backward bytes that do not decode: derived again, the same graph.
+  runtime::TrainingGraphs damaged = runtime::training_graphs(derived.captured, wrt);
+  ASSERT_GT(damaged.backward_bytes.size(), 16u);
+  damaged.backward_bytes.resize(damaged.backward_bytes.size() / 2);
+  EXPECT_EQ(ir::graph_hash(runtime::take_backward(damaged, derived.captured, wrt)),
+            ir::graph_hash(derived.part.backward));
   // The same graph with other inputs wanting gradients is another entry.
   compiler::reset_stats();
   std::vector<size_t> fewer(wrt.begin(), wrt.begin() + 3);
   runtime::TrainingGraphs some = runtime::training_graphs(derived.captured, fewer);
   EXPECT_EQ(some.has_grad.size(), 3u);
   ASSERT_TRUE(some.partition.has_value());
-  EXPECT_NE(ir::graph_hash(some.partition->backward), ir::graph_hash(derived.part.backward));
+  EXPECT_NE(ir::graph_hash(runtime::take_backward(some, derived.captured, fewer)),
+            ir::graph_hash(derived.part.backward));
 }
 
 }  // namespace

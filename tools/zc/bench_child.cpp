@@ -4,6 +4,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "bench.h"
 #include "support/bench_model.h"
@@ -39,6 +41,32 @@ double steady_cpu_us(const std::function<zc::Tensor()>& call) {
     us.push_back(ms_since(c) * 1e3);
   }
   return median_of(us);
+}
+
+// `callers` threads calling at once for about 2 s (CPU): the median of every call's time and
+// the calls per second of them all, printed as "callers N per_call_us X calls_per_s Y". zc
+// shares the CPU's threads among calls in flight (src/ops/cpu_threads.h); each caller's call
+// then runs on its share instead of all callers starting a team of every core.
+void concurrent_cpu(const std::function<zc::Tensor()>& call, int callers) {
+  std::vector<std::vector<double>> us(static_cast<size_t>(callers));
+  std::vector<std::thread> threads;
+  const auto start = Clock::now();
+  const auto until = start + std::chrono::seconds(2);
+  for (int c = 0; c < callers; ++c) {
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < 2000 && (i < 3 || Clock::now() < until); ++i) {
+        auto t = Clock::now();
+        call();
+        us[static_cast<size_t>(c)].push_back(ms_since(t) * 1e3);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double seconds = ms_since(start) / 1e3;
+  std::vector<double> all;
+  for (const auto& v : us) all.insert(all.end(), v.begin(), v.end());
+  std::printf("callers %d per_call_us %.1f calls_per_s %.1f\n", callers, median_of(all),
+              static_cast<double>(all.size()) / seconds);
 }
 
 }  // namespace
@@ -132,6 +160,10 @@ int child(const std::map<std::string, std::string>& a) {
   if (!get("save", "").empty()) zc_support::save_bundle(get("save", ""));
   std::printf("%.4f %.4f %.4f %.4f %lld %.4f\n", s.ready_ms, first, import_ms, per_call_us,
               static_cast<long long>(s.compiler_invocations), s.cxx_ms);
+  if (const int callers = std::stoi(get("callers", "0")); callers > 0) {
+    if (cuda || train) throw zc::Error("zc bench --child --callers: CPU inference only");
+    concurrent_cpu(call, callers);
+  }
   return 0;
 }
 
