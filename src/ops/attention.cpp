@@ -1,10 +1,12 @@
 // Scaled dot-product attention: softmax(q k^T * scale [+ causal mask]) v, one batch matrix at
 // a time (scores for one [Tq, Tk] block at once, as torch's math kernel does).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/blas.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
@@ -106,13 +108,20 @@ std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& att
   int64_t tk = k.shape()[k.dim() - 2], hv = v.shape().back();
   int64_t batches = shape_numel(batch);
   Tensor out = Tensor::empty(out_shape, ct);
+  // Heads run one per thread when there are enough of them (ops/blas.h's rule for batches of
+  // products), each with its own scores; else one after another, each product on all threads.
+  const bool spread = share_batch_out(batches, tq * tk * std::max(hd, hv));
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    std::vector<T> scores;
-    for (int64_t b = 0; b < batches; ++b) {
-      attend<T>(elem_ptr<T>(q) + b * tq * hd, elem_ptr<T>(k) + b * tk * hd,
-                elem_ptr<T>(v) + b * tk * hv, elem_ptr<T>(out) + b * tq * hv, tq, tk, hd, hv,
-                a.causal, static_cast<T>(a.scale), scores);
+#pragma omp parallel if (spread)
+    {
+      std::vector<T> scores;
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < batches; ++b) {
+        attend<T>(elem_ptr<T>(q) + b * tq * hd, elem_ptr<T>(k) + b * tk * hd,
+                  elem_ptr<T>(v) + b * tk * hv, elem_ptr<T>(out) + b * tq * hv, tq, tk, hd, hv,
+                  a.causal, static_cast<T>(a.scale), scores);
+      }
     }
   };
   visit_float_compute(ct, run);

@@ -77,10 +77,13 @@ void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, i
   cblas_dgemm(CblasRowMajor, trans(ta), trans(tb), m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
-namespace {
+bool share_batch_out(int64_t count, int64_t multiply_adds) {
+  // Multiply-adds below which one product is not worth splitting among threads (a 64x64x16).
+  constexpr int64_t kSmallProduct = 65536;
+  return count > 1 && (count >= omp_get_max_threads() || multiply_adds <= kSmallProduct);
+}
 
-// Multiply-adds below which one product is not worth splitting among threads (a 64x64x16).
-constexpr int64_t kSmallProduct = 65536;
+namespace {
 
 template <class T, class Gemm>
 void gemm_batch(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, const int64_t* batch,
@@ -89,8 +92,7 @@ void gemm_batch(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, c
   int64_t total = 1;
   for (int d = 0; d < nd; ++d) total *= batch[1 + 4 * d];
   if (total <= 0) return;
-  const bool spread = total > 1 && (total >= omp_get_max_threads() || m * n * k <= kSmallProduct);
-#pragma omp parallel for schedule(static) if (spread)
+#pragma omp parallel for schedule(static) if (share_batch_out(total, m * n * k))
   for (int64_t i = 0; i < total; ++i) {
     int64_t oa = 0, ob = 0, oc = 0, rest = i;
     for (int d = nd - 1; d >= 0; --d) {

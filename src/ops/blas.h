@@ -38,6 +38,11 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, in
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
            const double* b, int64_t ldb, double* c, int64_t ldc);
 
+// Whether `count` independent products of `multiply_adds` each run better one per thread (each
+// library call then on its thread alone) than one after another on all threads: when there are
+// at least as many as threads, or each is too small to split (under 64x64x16).
+bool share_batch_out(int64_t count, int64_t multiply_adds);
+
 // A batch of products of one shape (attention's heads): `batch` is {ndim, then per batch dim
 // its count and the strides, in elements, of A, B and C along it}, the layout generated code
 // passes. The products run one per thread when there are at least as many as threads or each
