@@ -11,5 +11,8 @@ std::string build_id();
 std::string compiler_id();   // the compiler that built libzc
 std::string cpu_features();  // "avx2 fma avx512f ..." as detected at run time
 std::string blas_info();     // the BLAS library eager matmul uses
+// The CPU threads zc's parallel work uses and where the number comes from (ZC_NUM_THREADS, else
+// OpenMP's), or what is wrong with ZC_NUM_THREADS.
+std::string cpu_threads_info();
 
 }  // namespace zc

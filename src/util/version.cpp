@@ -2,9 +2,12 @@
 #include "zc/version.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "ops/blas.h"
+#include "ops/cpu_threads.h"
+#include "zc/error.h"
 #include "zc_build_id.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -134,6 +137,17 @@ std::string cpu_features() {
 
 std::string blas_info() {
   return ops::gemm_libraries();
+}
+
+std::string cpu_threads_info() {
+  try {
+    const char* set = std::getenv("ZC_NUM_THREADS");
+    return std::to_string(ops::cpu_threads()) +
+           (set && *set ? " (ZC_NUM_THREADS)" : " (OpenMP's: OMP_NUM_THREADS, else the cores)") +
+           "; calls running at once share them";
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
 }
 
 }  // namespace zc

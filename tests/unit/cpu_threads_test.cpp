@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cpu_threads.h"
+#include "unit/run_model.h"
 #include "unit/test_support.h"
 #include "zc/error.h"
 
@@ -23,6 +24,18 @@ TEST(CpuThreads, NumThreadsIsAPositiveIntegerOrUnset) {
     EXPECT_NE(msg.find("ZC_NUM_THREADS=\"" + std::string(bad) + "\""), std::string::npos) << msg;
     EXPECT_NE(msg.find("positive integer"), std::string::npos) << msg;
   }
+}
+
+TEST(CpuThreads, ZcEnvSaysHowManyAndWhy) {
+  const test::ProcessRun set = test::zc_cli("ZC_NUM_THREADS=3", "env");
+  ASSERT_EQ(set.rc, 0) << set.out;
+  EXPECT_NE(set.out.find("cpu threads    3 (ZC_NUM_THREADS)"), std::string::npos) << set.out;
+  const test::ProcessRun bad = test::zc_cli("ZC_NUM_THREADS=lots", "env");
+  ASSERT_EQ(bad.rc, 0) << bad.out;  // env reports what is wrong instead of failing
+  EXPECT_NE(bad.out.find("cpu threads    error: ZC_NUM_THREADS=\"lots\""), std::string::npos)
+      << bad.out;
+  const test::ProcessRun json = test::zc_cli("", "env --json");
+  EXPECT_NE(json.out.find("\"cpu_threads\":\""), std::string::npos) << json.out;
 }
 
 TEST(CpuThreads, CallsInFlightDivideThePool) {

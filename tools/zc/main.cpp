@@ -45,8 +45,8 @@ int cmd_env(Args args);
 int cmd_help(Args args);
 
 const Command kCommands[] = {
-    {"env", "print version, build id, compiler, CPU features, BLAS and GPUs", "zc env [--json]",
-     cmd_env},
+    {"env", "print version, build id, compiler, CPU features, BLAS, CPU threads and GPUs",
+     "zc env [--json]", cmd_env},
     {"bench",
      "measure cold, warm, bundle, remote, fleet and steady-state figures in fresh processes",
      "zc bench [--repeats N] [--quick] [--json FILE] [--compare FILE] [--remote URL]\n"
@@ -173,6 +173,7 @@ int cmd_env(Args args) {
     if (!isa.empty()) out += ",\"cpu_isa_level\":" + zc::json::quote(isa);
     out += ",\"cores\":" + std::to_string(cores);
     out += ",\"blas\":" + zc::json::quote(zc::blas_info());
+    out += ",\"cpu_threads\":" + zc::json::quote(zc::cpu_threads_info());
     out += ",\"gpu\":" + gpu_json();
     out += ",\"variables\":{";
     for (size_t i = 0; i < vars.size(); ++i) {
@@ -194,6 +195,7 @@ int cmd_env(Args args) {
   if (!isa.empty()) row("cpu isa level", isa);
   row("cores", std::to_string(cores));
   row("blas", zc::blas_info());
+  row("cpu threads", zc::cpu_threads_info());
   for (const auto& [key, value] : gpu_rows()) row(key, value);
   std::string set_vars;
   for (const auto& [name, value] : vars) {
