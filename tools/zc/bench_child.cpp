@@ -54,6 +54,8 @@ void concurrent_cpu(const std::function<zc::Tensor()>& call, int callers) {
   const auto until = start + std::chrono::seconds(2);
   for (int c = 0; c < callers; ++c) {
     threads.emplace_back([&, c] {
+      // Inference, as on the main thread: gradient mode is per thread, as in torch.
+      zc::NoGradGuard no_grad;
       for (int i = 0; i < 2000 && (i < 3 || Clock::now() < until); ++i) {
         auto t = Clock::now();
         call();
