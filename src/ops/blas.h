@@ -45,9 +45,7 @@ bool share_batch_out(int64_t count, int64_t multiply_adds);
 
 // A batch of products of one shape (attention's heads): `batch` is {ndim, then per batch dim
 // its count and the strides, in elements, of A, B and C along it}, the layout generated code
-// passes. The products run one per thread when there are at least as many as threads or each
-// is too small to split (inside a parallel region each library runs on the calling thread),
-// otherwise one after another, each on all threads.
+// passes. Shared out or not by share_batch_out.
 void sgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float* c, int64_t ldc, const int64_t* batch);
 void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,

@@ -1,4 +1,5 @@
 // matmul (numpy semantics: 1-D operands, broadcast batch dims) and linear (x W^T + b).
+#include "ops/blas.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/eager.h"
@@ -52,6 +53,9 @@ void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tenso
   int64_t nb = static_cast<int64_t>(s.batch.size());
   int64_t batches = shape_numel(s.batch);
   T* c = elem_ptr<T>(out);
+  // The batch rule of generated code's products (ops/blas.h): heads one per thread when
+  // there are enough of them, else one product after another on all threads.
+#pragma omp parallel for schedule(static) if (share_batch_out(batches, s.M * s.N * s.K))
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t rem = bi, oa = 0, ob = 0;
     for (int64_t d = nb - 1; d >= 0; --d) {

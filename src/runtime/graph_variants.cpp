@@ -15,7 +15,9 @@
 namespace zc::runtime {
 
 GraphVariants::GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options)
-    : graph_(std::move(graph)), backend_(backend), options_(std::move(options)) {}
+    : graph_(std::make_shared<const ir::Graph>(std::move(graph))),
+      backend_(backend),
+      options_(std::move(options)) {}
 
 std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Graph& g, bool replay,
                                                                   const codegen::Backend& backend,
@@ -29,13 +31,13 @@ std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Grap
 
 std::shared_ptr<const codegen::Executable> GraphVariants::inference() {
   std::lock_guard lock(mu_);
-  if (!inference_) inference_ = compile(graph_, /*replay=*/true, backend_, options_);
+  if (!inference_) inference_ = compile(*graph_, /*replay=*/true, backend_, options_);
   return inference_;
 }
 
 std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bool>& wanted) {
   ZC_CHECK(options_.whole, "a training plan for a graph break's segment");
-  ZC_CHECK(wanted.size() == graph_.inputs.size(),
+  ZC_CHECK(wanted.size() == graph_->inputs.size(),
            "wanted flags for " << wanted.size() << " inputs");
   std::lock_guard lock(mu_);
   auto it = training_.find(wanted);
@@ -45,9 +47,9 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
   for (size_t i = 0; i < wanted.size(); ++i) {
     if (wanted[i]) wrt.push_back(i);
   }
-  TrainingGraphs graphs = training_graphs(graph_, wrt);
+  TrainingGraphs graphs = training_graphs(*graph_, wrt);
   auto plan = std::make_shared<TrainingPlan>();
-  plan->outputs = graph_.outputs.size();
+  plan->outputs = graph_->outputs.size();
   plan->has_grad.assign(wanted.size(), false);
   size_t with_grad = 0;
   for (size_t k = 0; k < wrt.size(); ++k) {
@@ -55,7 +57,7 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
     with_grad += graphs.has_grad[k] ? 1 : 0;
   }
   if (!graphs.partition) {
-    plan->forward = compile(graph_, /*replay=*/true, backend_, options_);
+    plan->forward = compile(*graph_, /*replay=*/true, backend_, options_);
     std::promise<std::shared_ptr<const codegen::Executable>> none;
     none.set_value(nullptr);
     plan->backward_ = none.get_future().share();
@@ -64,18 +66,16 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
     // The two halves compile side by side (on a warm start each is mostly decoding, region
     // planning and cache loads, on a cold one compiler runs), and the first forward runs as
     // soon as its half is there. The backward's thread holds what it reads: the plan may
-    // outlive this. (The captured graph goes with it only for take_backward's fallback.)
+    // outlive this.
     TrainingGraphs back;
     back.partition.emplace();
     back.partition->backward = std::move(part.backward);
     back.backward_bytes = std::move(graphs.backward_bytes);
-    std::optional<ir::Graph> captured;
-    if (!back.backward_bytes.empty()) captured = graph_;
     plan->backward_ =
-        std::async(std::launch::async, [back = std::move(back), captured = std::move(captured), wrt,
+        std::async(std::launch::async, [back = std::move(back), captured = graph_, wrt,
                                         &backend = backend_, options = options_]() mutable {
           Timer t;
-          ir::Graph backward = take_backward(back, captured ? *captured : ir::Graph{}, wrt);
+          ir::Graph backward = take_backward(back, *captured, wrt);
           auto exec = compile(backward, /*replay=*/false, backend, options);
           ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms";
           return exec;

@@ -51,7 +51,7 @@ class GraphVariants {
   GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options);
 
   bool whole() const { return options_.whole; }
-  const ir::Graph& graph() const { return graph_; }
+  const ir::Graph& graph() const { return *graph_; }
 
   // Thread-safe; the first call of each compiles.
   std::shared_ptr<const codegen::Executable> inference();
@@ -63,7 +63,9 @@ class GraphVariants {
                                                             const codegen::Backend& backend,
                                                             const Options& options);
 
-  ir::Graph graph_;
+  // Shared, not copied, with the thread that compiles a training backward (which may outlive
+  // this and needs the graph only should the stored backward not decode).
+  std::shared_ptr<const ir::Graph> graph_;
   const codegen::Backend& backend_;
   Options options_;
   std::mutex mu_;
