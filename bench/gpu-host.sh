@@ -34,6 +34,9 @@
 #                  at 1..16 threads, gpt-small called from 1, 4 and 16 threads at once, and the
 #                  12-layer d=768 GPT at all threads (cpu-steady.txt);
 #                  torch.compile's gpt_small and gpt12 on the CPU (torch-cpu-gpt-small.jsonl)
+#     autotune     Mode::MaxAutotune on the host CPU: gpt-small and the 12-layer d=768 GPT cold
+#                  without and with tuning, warm with it, per call tuned against untuned
+#                  (`zc bench --device cpu --only autotune`: zc-autotune.json, autotune.txt)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
@@ -64,7 +67,7 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|autotune|ratios ...]}"
     shift 2
     steps=("$@")
     [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
@@ -221,6 +224,12 @@ case "${1:-}" in
           torch_compile torch-cpu-gpt-small --device cpu --models gpt_small,gpt12 --dtypes f32
           cat "$out/torch-cpu-gpt-small.jsonl"
           ;;
+        autotune)
+          cmake --build build-gpu --target zc_cli >>"$out/build.log" 2>&1 ||
+            { tail -30 "$out/build.log"; exit 1; }
+          build-gpu/zc bench --device cpu --only autotune --repeats 3 \
+            --json "$out/zc-autotune.json" 2>"$out/autotune.log" | tee "$out/autotune.txt"
+          ;;
         ratios)
           shopt -s nullglob
           # zc-bench*.json: also the files of `zc bench --device cpu|cuda` run apart.
@@ -235,14 +244,14 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train, profile, warm, dynamic, cpu-gemm, cpu or ratios" >&2
+            "torch-train, profile, warm, dynamic, cpu-gemm, cpu, autotune or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|autotune|ratios ...]" >&2
     exit 2
     ;;
 esac

@@ -18,7 +18,10 @@
 
 namespace zc {
 
-// Default: compile fast; MaxAutotune (later): also search kernel configurations, cached.
+// Default: compile fast. MaxAutotune: also time the ways each library product (GEMM) of the
+// compiled code can run on this machine (library, threads, batch sharing) and keep the
+// fastest; the choices are cached per CPU and library versions, so a warm process, a bundle
+// or the remote tier time nothing (docs/codegen.md, "max_autotune").
 enum class Mode : uint8_t { Default, MaxAutotune };
 // Auto: compile a block repeated across the model once and call it (hierarchical
 // compilation); None: compile the whole graph inline.
@@ -109,6 +112,10 @@ struct Stats {
   // Compiled training: backward graphs derived from the derivative rules and partitioned; a
   // warm process reads them from the cache instead.
   int64_t backwards_derived = 0;
+  // Mode::MaxAutotune: library products whose candidate implementations were timed, and those
+  // whose choice came from the cache instead (a warm process times nothing).
+  int64_t autotune_timings = 0;
+  int64_t autotune_hits = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   // A training call's backward compiles while its forward runs, outside this time.
@@ -121,12 +128,17 @@ struct Stats {
   double codegen_ms = 0;    //   scheduling, buffer planning, emitting source
   double cxx_ms = 0;        //   the system C++ compiler
   double load_ms = 0;       //   loading the shared object
+  double autotune_ms = 0;   //   max_autotune: timing candidates, or reading its choices
   std::string str() const;  // a readable table
   std::string json() const;
 };
 
 Stats stats();
 void reset_stats();
+// Mode::MaxAutotune's choices in this process, timed or read from the cache, one line per
+// distinct product, ordered: "f32 NN 512x768x256 ld 256,768,768 -> oneDNN, 8 of 16 threads
+// (412.0 us; default 455.1 us)".
+std::vector<std::string> autotune_choices();
 // Drops every compiled graph of this process; compiled modules capture again on their next
 // call. Persistent caches are kept.
 void reset();

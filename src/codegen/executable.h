@@ -2,13 +2,24 @@
 // every module instance with the same graph and every thread at once.
 #pragma once
 
+#include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "ops/gemm_choice.h"
+#include "zc/error.h"
 #include "zc/tensor.h"
 
 namespace zc::codegen {
+
+// A product an executable hands to a library, at call site `site` (for the C++ backend, the
+// index of the kernel that makes it).
+struct LibraryProduct {
+  int32_t site = 0;
+  ops::GemmProblem problem;
+};
 
 class Executable {
  public:
@@ -18,6 +29,20 @@ class Executable {
   virtual std::string_view backend() const = 0;
   // Where its inputs, outputs and scratch memory live.
   virtual Device device() const { return Device::cpu(); }
+
+  // Mode::MaxAutotune (runtime/autotune.h). The library products this executable makes that a
+  // choice can change (none where the backend has no choices, or where the code serves many
+  // sizes: its problems change from call to call).
+  virtual std::vector<LibraryProduct> library_products() const { return {}; }
+  // How each site's product runs (ops/gemm_choice.h codes, by site; 0 the default).
+  virtual std::vector<uint8_t> product_choices() const { return {}; }
+  // An executable like this one, sharing its code, whose products run as `choices` (by site,
+  // as product_choices()) say. Only called when library_products() is not empty.
+  virtual std::shared_ptr<const Executable> with_product_choices(
+      std::vector<uint8_t> choices) const {
+    (void)choices;
+    throw Error("a " + std::string(backend()) + " executable has no library products to tune");
+  }
 };
 
 // An executable that can also run on raw buffers the caller owns, without allocating: what a

@@ -35,12 +35,6 @@ CBLAS_TRANSPOSE trans(bool t) {
   return t ? CblasTrans : CblasNoTrans;
 }
 
-std::string openblas() {
-  // The config string names the build; the thread count is what this process will use.
-  return std::string(openblas_get_config()) +
-         " (threads: " + std::to_string(openblas_get_num_threads()) + ")";
-}
-
 }  // namespace
 
 bool has_gemm_library(GemmLibrary lib) {
@@ -68,8 +62,7 @@ void sgemm_on(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float* c, int64_t ldc) {
-  sgemm_on(f32_to_dnnl() ? GemmLibrary::onednn : GemmLibrary::openblas, ta, tb, m, n, k, a, lda, b,
-           ldb, c, ldc);
+  sgemm_on(default_f32_library(), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
@@ -85,14 +78,46 @@ bool share_batch_out(int64_t count, int64_t multiply_adds) {
 
 namespace {
 
+// Sets this thread's OpenMP team to `choice`'s share of it for one product, and back.
+class ChoiceTeam {
+ public:
+  explicit ChoiceTeam(GemmChoice choice) : before_(omp_get_max_threads()) {
+    threads_ = choice.threads(before_);
+    if (threads_ != before_) omp_set_num_threads(threads_);
+  }
+  ~ChoiceTeam() {
+    if (threads_ != before_) omp_set_num_threads(before_);
+  }
+  ChoiceTeam(const ChoiceTeam&) = delete;
+  ChoiceTeam& operator=(const ChoiceTeam&) = delete;
+  int threads() const { return threads_; }
+
+ private:
+  int before_, threads_;
+};
+
+GemmLibrary library_of(GemmChoice choice) {
+  switch (choice.library) {
+    case GemmChoice::Library::openblas:
+      return GemmLibrary::openblas;
+    case GemmChoice::Library::onednn:
+      return has_gemm_library(GemmLibrary::onednn) ? GemmLibrary::onednn : GemmLibrary::openblas;
+    case GemmChoice::Library::standard:
+      break;
+  }
+  return default_f32_library();
+}
+
 template <class T, class Gemm>
-void gemm_batch(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, const int64_t* batch,
-                Gemm gemm) {
+void gemm_batch(GemmChoice::Batch how, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
+                T* c, const int64_t* batch, Gemm gemm) {
   const int nd = static_cast<int>(batch[0]);
   int64_t total = 1;
   for (int d = 0; d < nd; ++d) total *= batch[1 + 4 * d];
   if (total <= 0) return;
-#pragma omp parallel for schedule(static) if (share_batch_out(total, m * n * k))
+  const bool out = how == GemmChoice::Batch::standard ? share_batch_out(total, m * n * k)
+                                                      : how == GemmChoice::Batch::shared_out;
+#pragma omp parallel for schedule(static) if (out && total > 1)
   for (int64_t i = 0; i < total; ++i) {
     int64_t oa = 0, ob = 0, oc = 0, rest = i;
     for (int d = nd - 1; d >= 0; --d) {
@@ -109,21 +134,54 @@ void gemm_batch(int64_t m, int64_t n, int64_t k, const T* a, const T* b, T* c, c
 
 }  // namespace
 
+GemmLibrary default_f32_library() {
+  return f32_to_dnnl() ? GemmLibrary::onednn : GemmLibrary::openblas;
+}
+
 void sgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float* c, int64_t ldc, const int64_t* batch) {
-  gemm_batch(m, n, k, a, b, c, batch, [&](const float* ai, const float* bi, float* ci) {
-    sgemm(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
-  });
+  sgemm_batch_as(GemmChoice{}, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
 
 void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double* c, int64_t ldc, const int64_t* batch) {
-  gemm_batch(m, n, k, a, b, c, batch, [&](const double* ai, const double* bi, double* ci) {
-    dgemm(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
-  });
+  dgemm_batch_as(GemmChoice{}, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
 
-std::string gemm_libraries() {
+void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  ChoiceTeam team(choice);
+  sgemm_on(library_of(choice), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void dgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+              int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+  ChoiceTeam team(choice);
+  dgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void sgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    const int64_t* batch) {
+  ChoiceTeam team(choice);
+  const GemmLibrary lib = library_of(choice);
+  gemm_batch(choice.batch, m, n, k, a, b, c, batch,
+             [&](const float* ai, const float* bi, float* ci) {
+               sgemm_on(lib, ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
+             });
+}
+
+void dgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
+                    int64_t ldc, const int64_t* batch) {
+  ChoiceTeam team(choice);
+  gemm_batch(choice.batch, m, n, k, a, b, c, batch,
+             [&](const double* ai, const double* bi, double* ci) {
+               dgemm(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
+             });
+}
+
+std::string gemm_library_versions() {
   std::string f32 = "OpenBLAS";
 #ifdef ZC_WITH_DNNL
   if (f32_to_dnnl()) {
@@ -134,7 +192,12 @@ std::string gemm_libraries() {
     f32 = "OpenBLAS (ZC_CPU_GEMM=openblas)";
   }
 #endif
-  return "f32: " + f32 + "; f64 and the rest: " + openblas();
+  return "f32: " + f32 + "; f64 and the rest: " + openblas_get_config();
+}
+
+std::string gemm_libraries() {
+  // The config string names the build; the thread count is what this process will use.
+  return gemm_library_versions() + " (threads: " + std::to_string(openblas_get_num_threads()) + ")";
 }
 
 }  // namespace zc::ops

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/gemm_choice.h"
+
 namespace zc::ops {
 
 enum class GemmLibrary { openblas, onednn };
@@ -51,8 +53,28 @@ void sgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float*
 void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double* c, int64_t ldc, const int64_t* batch);
 
+// The same, run as `choice` says (ops/gemm_choice.h): generated code's services pass the choice
+// max_autotune made for the call site, GemmChoice{} without one. A library this build lacks
+// (oneDNN) runs on the one it has.
+void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+void dgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+              int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);
+void sgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    const int64_t* batch);
+void dgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
+                    int64_t ldc, const int64_t* batch);
+
+// The library f32 products go to in this process without a choice (ZC_CPU_GEMM).
+GemmLibrary default_f32_library();
+
 // What each dtype goes to in this process, for `zc env`: "f32: oneDNN 2.6.3 (dnnl_sgemm); f64
 // and the rest: OpenBLAS 0.3.21 ... (threads: 16)".
 std::string gemm_libraries();
+// The same without the thread count, which changes as calls set their teams: what a
+// measurement of the libraries is valid for (runtime/autotune.h).
+std::string gemm_library_versions();
 
 }  // namespace zc::ops

@@ -7,6 +7,9 @@
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
 #include "codegen/backend.h"
+#include "ops/blas.h"
+#include "runtime/autotune.h"
+#include "toolchain/target.h"
 #include "util/json_quote.h"
 #include "zc/cache.h"
 #include "zc/version.h"
@@ -32,6 +35,9 @@ std::vector<Provenance> usable_provenances() {
     out.push_back(Provenance{zc::build_id(), parts.target, parts.toolchain});
   }
   if (out.empty()) out.push_back(Provenance{zc::build_id(), "", ""});
+  // max_autotune's records are made for this CPU and its GEMM libraries (runtime/autotune.h).
+  runtime::TuningHost host{toolchain::host_cpu_fingerprint(), ops::gemm_library_versions(), 1};
+  out.push_back(runtime::tuning_provenance(host));
   return out;
 }
 }  // namespace

@@ -11,6 +11,7 @@
 #include "ir/verifier.h"
 #include "lower/pipeline.h"
 #include "runtime/artifact.h"
+#include "runtime/autotune.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_keys.h"
 #include "runtime/size_templates.h"
@@ -258,8 +259,16 @@ const Backend& resolve_backend(const std::string& requested, Device device) {
 }
 
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
-                                                std::optional<Digest> hash, bool size_templates) {
+                                                std::optional<Digest> hash, bool size_templates,
+                                                bool autotune) {
   Digest h = hash ? *hash : ir::graph_hash(g);
+  if (autotune && !backend.interprets()) {
+    std::string key = hex(h) + ":" + std::string(backend.name()) +
+                      (size_templates ? ":any-size" : "") + ":autotuned";
+    return code_cache_get(key, [&] {
+      return autotuned(compile_graph(g, backend, h, size_templates, /*autotune=*/false));
+    });
+  }
   // Code for this size only, or possibly a template's: they differ (in the last bits, and in
   // speed), so they are two entries.
   std::string key =

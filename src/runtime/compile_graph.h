@@ -49,9 +49,11 @@ std::future<void> prefetch_remote(const Backend& backend);
 // build_executable with the process cache. `hash`, when the caller already has it, must be
 // ir::graph_hash(g): it saves hashing again. `size_templates`: code made once for many sizes
 // (runtime/size_templates.h) may serve it; false for a module compiled with Dynamic::Static.
+// `autotune` (Mode::MaxAutotune): its library products run as runtime/autotune.h chose, a
+// second in-process entry beside the untuned one, which it starts from.
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
                                                 std::optional<Digest> hash = std::nullopt,
-                                                bool size_templates = false);
+                                                bool size_templates = false, bool autotune = false);
 
 // Builds and loads the backend's support kernels (Backend::support_source) once per process,
 // through the kernel level of the process cache, before their first use (Backend::dense_copy);

@@ -47,6 +47,8 @@ class GraphVariants {
     bool whole = true;
     // Code made once for many sizes may serve it (compile_graph); not under Dynamic::Static.
     bool size_templates = false;
+    // Mode::MaxAutotune: library products run as runtime/autotune.h chose (compile_graph).
+    bool autotune = false;
   };
   GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options);
 

@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "runtime/autotune.h"
 #include "zc/compile.h"
 
 namespace zc::compiler {
@@ -33,6 +34,8 @@ Stats stats() {
   out.size_templates = c(Counter::size_templates);
   out.template_hits = c(Counter::template_hits);
   out.backwards_derived = c(Counter::backwards_derived);
+  out.autotune_timings = c(Counter::autotune_timings);
+  out.autotune_hits = c(Counter::autotune_hits);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -40,6 +43,15 @@ Stats stats() {
   out.codegen_ms = t(Stage::codegen);
   out.cxx_ms = t(Stage::cxx);
   out.load_ms = t(Stage::load);
+  out.autotune_ms = t(Stage::autotune);
+  return out;
+}
+
+std::vector<std::string> autotune_choices() {
+  std::vector<std::string> out;
+  for (const runtime::TunedProduct& t : runtime::chosen_products()) {
+    out.push_back(runtime::describe_tuned(t));
+  }
   return out;
 }
 
@@ -68,13 +80,16 @@ std::string Stats::str() const {
      << "size templates      " << size_templates << "\n"
      << "template hits       " << template_hits << "\n"
      << "backwards derived   " << backwards_derived << "\n"
+     << "autotune timings    " << autotune_timings << "\n"
+     << "autotune hits       " << autotune_hits << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
      << "  lower ms          " << lower_ms << "\n"
      << "  codegen ms        " << codegen_ms << "\n"
      << "  c++ compiler ms   " << cxx_ms << "\n"
-     << "  load ms           " << load_ms << "\n";
+     << "  load ms           " << load_ms << "\n"
+     << "  autotune ms       " << autotune_ms << "\n";
   return os.str();
 }
 
@@ -89,10 +104,12 @@ std::string Stats::json() const {
      << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
      << ",\"graph_recordings\":" << graph_recordings << ",\"graph_replays\":" << graph_replays
      << ",\"size_templates\":" << size_templates << ",\"template_hits\":" << template_hits
-     << ",\"backwards_derived\":" << backwards_derived << ",\"ready_ms\":" << ready_ms
-     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
-     << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
-     << ",\"load_ms\":" << load_ms << "}";
+     << ",\"backwards_derived\":" << backwards_derived
+     << ",\"autotune_timings\":" << autotune_timings << ",\"autotune_hits\":" << autotune_hits
+     << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
+     << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
+     << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms
+     << ",\"autotune_ms\":" << autotune_ms << "}";
   return os.str();
 }
 

@@ -187,6 +187,10 @@ const Target& cpu_target() {
   return cached.target;
 }
 
+std::string host_cpu_fingerprint() {
+  return cpuid_description(host_cpuid());
+}
+
 bool host_supports(std::string_view isa) {
   if (isa == "native") return true;
   const CpuId& id = host_cpuid();

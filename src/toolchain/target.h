@@ -70,6 +70,11 @@ bool host_supports(std::string_view isa);
 // the same test as host_supports.
 std::string host_isa_level();
 
+// This CPU: its brand and the cpuid words of its instruction set extensions, whatever the
+// target's ISA level. What a timing measured here is valid for (max_autotune's records), where
+// Target::fingerprint says what a binary is valid for.
+std::string host_cpu_fingerprint();
+
 // The ISA names make_target accepts, in increasing order of capability after "native".
 const std::vector<std::string>& valid_isas();
 

@@ -25,11 +25,13 @@ enum class Counter : uint8_t {
   size_templates,     // code made once for many sizes of a graph
   template_hits,      // executables for a new size from such code (no compiler run)
   backwards_derived,  // joint graphs derived and partitioned (not read from the cache)
+  autotune_timings,   // library products whose candidates max_autotune timed
+  autotune_hits,      // library products whose choice came from the autotune cache level
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready
 // is wall time of whole guard misses (compile is summed over parts that may run in parallel).
-enum class Stage : uint8_t { capture, compile, lower, codegen, cxx, load, ready, count };
+enum class Stage : uint8_t { capture, compile, lower, codegen, cxx, load, ready, autotune, count };
 
 void add(Counter c, int64_t n = 1);
 void add_time(Stage s, double ms);

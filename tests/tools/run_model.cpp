@@ -3,12 +3,13 @@
 //
 //   run_model [--model seed|gpt] [--layers N] [--weights-seed S] [--load BUNDLE]
 //             [--save BUNDLE] [--regions auto|none|manual] [--device cpu|cuda]
-//             [--check eager|none]
+//             [--check eager|none] [--mode default|max-autotune]
 //
 // Prints "output <sha256 of the output bytes>", "max_diff <|compiled - eager|>",
 // "first_call_ms <ms>", "compiler <json>", "cache <json>" (and "load <json>" with --load), one
-// per line; or "error: <message>" and exits with 3. `--check none` runs no eager reference
-// (max_diff 0) and exits right after the first call, as a short-lived process would.
+// per line, then "choice <line>" for each of compiler::autotune_choices(); or "error: <message>"
+// and exits with 3. `--check none` runs no eager reference (max_diff 0) and exits right after the
+// first call, as a short-lived process would.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -22,7 +23,8 @@
 
 int main(int argc, char** argv) {
   zc::NoGradGuard no_grad;  // inference only
-  std::string model = "seed", load, save, regions = "auto", device = "cpu", check = "eager";
+  std::string model = "seed", load, save, regions = "auto", device = "cpu", check = "eager",
+              mode = "default";
   int64_t layers = 4;
   uint64_t weights_seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
     if (flag == "--regions") regions = value;
     if (flag == "--device") device = value;
     if (flag == "--check") check = value;
+    if (flag == "--mode") mode = value;
   }
   try {
     if (!load.empty()) {
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
     }
     zc::CompileOptions options;
     options.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto;
+    if (mode == "max-autotune") options.mode = zc::Mode::MaxAutotune;
     std::function<zc::Tensor(const zc::Tensor&)> fast;
     if (regions == "manual") {
       fast = [m](const zc::Tensor& t) {
@@ -75,6 +79,8 @@ int main(int argc, char** argv) {
     std::printf("first_call_ms %.3f\n", first_ms);
     std::printf("compiler %s\n", zc::compiler::stats().json().c_str());
     std::printf("cache %s\n", zc::cache::stats().json().c_str());
+    for (const std::string& c : zc::compiler::autotune_choices())
+      std::printf("choice %s\n", c.c_str());
     if (!save.empty()) zc_support::save_bundle(save);
     return 0;
   } catch (const zc::Error& e) {

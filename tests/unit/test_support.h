@@ -36,6 +36,17 @@ inline bool contains(const std::string& s, std::string_view part) {
 }
 
 // <ZC_TEST_TMPDIR>/<group>/<name>, empty.
+// Expects `fn` to raise zc::Error whose message contains `part`.
+template <class Fn>
+void expect_error_containing(Fn&& fn, std::string_view part) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected a zc::Error containing \"" << part << "\"";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), part)) << e.what();
+  }
+}
+
 inline std::string fresh_dir(const std::string& group, const std::string& name) {
   std::filesystem::path dir = std::filesystem::path(ZC_TEST_TMPDIR) / group / name;
   std::filesystem::remove_all(dir);

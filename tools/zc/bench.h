@@ -26,7 +26,8 @@ inline double median_of(std::vector<double> v) {
 struct Sample {
   double ready = 0, first = 0, import = 0, per_call = 0;
   long long compiles = 0;
-  double build_ms = 0;  // compiler::Stats::cxx_ms: the C++ compiler, or NVRTC on CUDA
+  double build_ms = 0;     // compiler::Stats::cxx_ms: the C++ compiler, or NVRTC on CUDA
+  double autotune_ms = 0;  // compiler::Stats::autotune_ms (--mode max-autotune)
 };
 
 // One table row: a scenario's samples, summarized. `device` "cpu" keeps the key and JSON that

@@ -73,7 +73,8 @@ void concurrent_cpu(const std::function<zc::Tensor()>& call, int callers) {
 
 }  // namespace
 
-// Prints "ready first import per_call compiles build_ms" (ms, us for per_call). With
+// Prints "ready first import per_call compiles build_ms autotune_ms" (ms, us for per_call).
+// `--mode max-autotune` compiles with Mode::MaxAutotune. With
 // `--train 1` a call is a training step (see bench.h), else a forward without gradients.
 int child(const std::map<std::string, std::string>& a) {
   auto get = [&](const std::string& k, const std::string& d) {
@@ -123,8 +124,13 @@ int child(const std::map<std::string, std::string>& a) {
   if (eager) {
     call = [&] { return (*m)(x); };
   } else {
+    const std::string mode = get("mode", "default");
+    if (mode != "default" && mode != "max-autotune") {
+      throw zc::Error("zc bench --mode " + mode + ": expected default or max-autotune");
+    }
     auto fast =
-        zc::compile(m, {.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto});
+        zc::compile(m, {.mode = mode == "max-autotune" ? zc::Mode::MaxAutotune : zc::Mode::Default,
+                        .regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto});
     call = [fast, &x] { return fast(x); };
   }
   // A training step: MSE against a fixed random target, backward, AdamW (one compiled kernel
@@ -160,8 +166,8 @@ int child(const std::map<std::string, std::string>& a) {
   double per_call_us = 0;
   if (get("steady", "0") == "1") per_call_us = cuda ? steady_cuda_us(call) : steady_cpu_us(call);
   if (!get("save", "").empty()) zc_support::save_bundle(get("save", ""));
-  std::printf("%.4f %.4f %.4f %.4f %lld %.4f\n", s.ready_ms, first, import_ms, per_call_us,
-              static_cast<long long>(s.compiler_invocations), s.cxx_ms);
+  std::printf("%.4f %.4f %.4f %.4f %lld %.4f %.4f\n", s.ready_ms, first, import_ms, per_call_us,
+              static_cast<long long>(s.compiler_invocations), s.cxx_ms, s.autotune_ms);
   if (const int callers = std::stoi(get("callers", "0")); callers > 0) {
     if (cuda || train) throw zc::Error("zc bench --child --callers: CPU inference only");
     concurrent_cpu(call, callers);
@@ -180,8 +186,8 @@ std::vector<Sample> spawn_all(const std::string& self, const std::vector<std::st
   std::string failed;
   for (auto& [cmd, p] : running) {
     Sample s;
-    if (!p || std::fscanf(p, "%lf %lf %lf %lf %lld %lf", &s.ready, &s.first, &s.import, &s.per_call,
-                          &s.compiles, &s.build_ms) != 6) {
+    if (!p || std::fscanf(p, "%lf %lf %lf %lf %lld %lf %lf", &s.ready, &s.first, &s.import,
+                          &s.per_call, &s.compiles, &s.build_ms, &s.autotune_ms) != 7) {
       if (failed.empty()) failed = cmd;
     }
     if (p) pclose(p);

@@ -13,7 +13,11 @@
 //             (bench_cuda.cpp)
 //   train     a training step: seed64 on each device, gpt12 on cuda, cold, warm and per step
 //             (bench_train.cpp)
-// --only train measures the training rows alone.
+//   autotune  Mode::MaxAutotune on the CPU, gpt-small (and with --only autotune also the
+//             12-layer d=768 GPT blocks): a cold start without and with tuning (its tuning
+//             time), a warm start with it (which times nothing), and per call tuned against
+//             untuned, each repeat's processes one after another
+// --only train|autotune measures those rows alone.
 // `ready ms` is compiler::Stats::ready_ms: the wall time of the first call less its arithmetic
 // (capture, region planning, cache lookups, compile or load); `first ms` is the whole first
 // call. The Redis scenarios use --remote URL (a server whose zc keys may be cleared), or else a
@@ -192,6 +196,46 @@ void measure_cpu(const bench::Context& ctx, bool quick, std::vector<Row>& rows) 
   }
 }
 
+// Mode::MaxAutotune against the default, in fresh cache directories per repeat.
+void measure_autotune(const bench::Context& ctx, bool large, std::vector<Row>& rows) {
+  std::vector<std::pair<std::string, std::string>> models = {
+      {"gpt-small", "--model gpt-small --layers 4"}};
+  if (large) models.emplace_back("gpt12", "--model gpt-blocks --layers 12");
+  for (const auto& [model, m] : models) {
+    Row cold_default{"autotune", model, "auto", "cold-default", "ready_ms"};
+    Row cold{"autotune", model, "auto", "cold", "ready_ms"}, warm = cold;
+    warm.cache = "warm";
+    Row tuning{"autotune", model, "auto", "cold", "autotune_ms"}, warm_tuning = tuning;
+    warm_tuning.cache = "warm";
+    Row per_default{"autotune", model, "auto", "default", "per_call_us"}, per_tuned = per_default;
+    per_tuned.cache = "tuned";
+    const std::string tuned = m + " --mode max-autotune";
+    for (int i = 0; i < ctx.repeats; ++i) {
+      const std::string dir = ctx.root + "/autotune-" + model + std::to_string(i);
+      const std::string plain = dir + "-default";
+      std::filesystem::create_directories(dir);
+      std::filesystem::create_directories(plain);
+      ctx.progress(model + " max_autotune cold/warm/steady");
+      Sample d = spawn(ctx.self, "ZC_CACHE_DIR=" + plain, m);
+      Sample c = spawn(ctx.self, "ZC_CACHE_DIR=" + dir, tuned);
+      Sample w = spawn(ctx.self, "ZC_CACHE_DIR=" + dir, tuned);
+      Sample st = spawn(ctx.self, "ZC_CACHE_DIR=" + dir, tuned + " --steady 1");
+      Sample sd = spawn(ctx.self, "ZC_CACHE_DIR=" + plain, m + " --steady 1");
+      cold_default.values.push_back(d.ready);
+      cold.values.push_back(c.ready);
+      warm.values.push_back(w.ready);
+      tuning.values.push_back(c.autotune_ms);
+      warm_tuning.values.push_back(w.autotune_ms);
+      per_tuned.values.push_back(st.per_call);
+      per_default.values.push_back(sd.per_call);
+      cold.compiles = c.compiles;
+      warm.compiles = w.compiles;
+    }
+    rows.insert(rows.end(),
+                {cold_default, cold, tuning, warm, warm_tuning, per_default, per_tuned});
+  }
+}
+
 }  // namespace
 
 int cmd_bench(Args args) {
@@ -224,11 +268,14 @@ int cmd_bench(Args args) {
       device = value();
     } else if (a == "--only") {
       only = value();
-      if (only != "train") throw UsageError{"zc bench: --only takes train, not '" + only + "'"};
+      if (only != "train" && only != "autotune") {
+        throw UsageError{"zc bench: --only takes train or autotune, not '" + only + "'"};
+      }
     } else {
-      throw UsageError{"zc bench: unknown option '" + std::string(a) +
-                       "'; expected --repeats N, --json FILE, --compare FILE, --quick, "
-                       "--remote redis://HOST[:PORT][/DB], --device cpu|cuda|all or --only train"};
+      throw UsageError{
+          "zc bench: unknown option '" + std::string(a) +
+          "'; expected --repeats N, --json FILE, --compare FILE, --quick, "
+          "--remote redis://HOST[:PORT][/DB], --device cpu|cuda|all or --only train|autotune"};
     }
   }
   const Devices devices = choose_devices(device);
@@ -268,8 +315,13 @@ int cmd_bench(Args args) {
     if (devices.cpu) measure_cpu(ctx, quick, rows);
     if (devices.cuda) failures = bench::measure_cuda(ctx, rows);
   }
-  for (std::string& f : bench::measure_training(ctx, devices.cpu, devices.cuda, rows)) {
-    failures.push_back(std::move(f));
+  if ((only.empty() || only == "autotune") && devices.cpu) {
+    measure_autotune(ctx, only == "autotune", rows);
+  }
+  if (only.empty() || only == "train") {
+    for (std::string& f : bench::measure_training(ctx, devices.cpu, devices.cuda, rows)) {
+      failures.push_back(std::move(f));
+    }
   }
   std::fprintf(stderr, "\r\033[K");
   std::filesystem::remove_all(ctx.root);

@@ -9,6 +9,7 @@
 #include "cache/disk_tier.h"
 #include "cache/redis_tier.h"
 #include "cli.h"
+#include "runtime/autotune.h"
 #include "util/json_quote.h"
 #include "zc/cache.h"
 #include "zc/error.h"
@@ -129,23 +130,42 @@ int stats(zc::cache::Cache& c, const Options& o) {
   return 0;
 }
 
+// What an autotune-level entry chose, when it is a CPU GEMM choice (runtime/autotune.h), for
+// the listing; empty for other records (cuBLASLt products, call records) or unreadable ones.
+std::string autotune_choice(zc::cache::Tier& tier, const zc::cache::EntryInfo& info) {
+  if (info.level != Level::autotune) return "";
+  try {
+    zc::cache::GetResult r = tier.get(info.level, info.key);
+    if (!r.entry) return "";
+    auto unwrapped = zc::cache::unwrap_payload(r.entry->payload);
+    if (!unwrapped) return "";
+    return zc::runtime::describe_tuned(zc::runtime::decode_tuned(unwrapped->second));
+  } catch (const zc::Error&) {
+    return "";
+  }
+}
+
 int ls(zc::cache::Cache& c, const Options& o) {
   std::string url;
-  auto entries = o.remote ? remote_store(c, &url).list() : store(c).list();
+  zc::cache::Tier& tier = o.remote ? remote_store(c, &url) : store(c);
+  auto entries = tier.list();
   if (o.json) std::cout << "[";
   bool first = true;
   for (const auto& e : entries) {
+    const std::string choice = autotune_choice(tier, e.info);
     if (o.json) {
       std::cout << (first ? "" : ",") << "{\"level\":\"" << zc::cache::level_name(e.info.level)
                 << "\",\"key\":\"" << zc::hex(e.info.key) << "\",\"bytes\":" << e.stored_bytes
-                << ",\"compile_ms\":" << e.info.compile_ms << ",\"created\":" << e.info.created_unix
-                << "}";
+                << ",\"compile_ms\":" << e.info.compile_ms
+                << ",\"created\":" << e.info.created_unix;
+      if (!choice.empty()) std::cout << ",\"choice\":" << zc::json::quote(choice);
+      std::cout << "}";
     } else {
       char line[160];
-      std::snprintf(line, sizeof line, "%-9s %s %10llu bytes %9.1f ms\n",
+      std::snprintf(line, sizeof line, "%-9s %s %10llu bytes %9.1f ms",
                     zc::cache::level_name(e.info.level), zc::hex(e.info.key).substr(0, 16).c_str(),
                     static_cast<unsigned long long>(e.stored_bytes), e.info.compile_ms);
-      std::cout << line;
+      std::cout << line << (choice.empty() ? "" : "  " + choice) << "\n";
     }
     first = false;
   }

@@ -4,28 +4,32 @@
 
 #include <cstdint>
 
-#define ZC_ABI_DEFINITIONS                                                                         \
-  struct ZcServices {                                                                              \
-    void (*sgemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float* a,       \
-                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);                \
-    void (*dgemm)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const double* a,      \
-                  int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);              \
-    /* a batch of products: batch = {ndim, then per dim: count, stride of a, b and c} */           \
-    void (*sgemm_batch)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, const float* a, \
-                        int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,           \
-                        const int64_t* batch);                                                     \
-    void (*dgemm_batch)(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,                 \
-                        const double* a, int64_t lda, const double* b, int64_t ldb, double* c,     \
-                        int64_t ldc, const int64_t* batch);                                        \
-  };                                                                                               \
-  struct ZcArgs {                                                                                  \
-    void* const* in;                                                                               \
-    void* const* out;                                                                              \
-    void* const* consts;                                                                           \
-    char* arena;                                                                                   \
-    const struct ZcServices* svc;                                                                  \
-    const int64_t* sym;    /* code for many sizes: the symbols' values of this call */             \
-    const int64_t* places; /* and each arena value's byte offset, by value id */                   \
+#define ZC_ABI_DEFINITIONS                                                                     \
+  /* each product's first argument: how it runs (ops/gemm_choice.h; 0: the default) */         \
+  struct ZcServices {                                                                          \
+    void (*sgemm)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,       \
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float* c,          \
+                  int64_t ldc);                                                                \
+    void (*dgemm)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,       \
+                  const double* a, int64_t lda, const double* b, int64_t ldb, double* c,       \
+                  int64_t ldc);                                                                \
+    /* a batch of products: batch = {ndim, then per dim: count, stride of a, b and c} */       \
+    void (*sgemm_batch)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, \
+                        const float* a, int64_t lda, const float* b, int64_t ldb, float* c,    \
+                        int64_t ldc, const int64_t* batch);                                    \
+    void (*dgemm_batch)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, \
+                        const double* a, int64_t lda, const double* b, int64_t ldb, double* c, \
+                        int64_t ldc, const int64_t* batch);                                    \
+  };                                                                                           \
+  struct ZcArgs {                                                                              \
+    void* const* in;                                                                           \
+    void* const* out;                                                                          \
+    void* const* consts;                                                                       \
+    char* arena;                                                                               \
+    const struct ZcServices* svc;                                                              \
+    const int64_t* sym;        /* code for many sizes: the symbols' values of this call */     \
+    const int64_t* places;     /* and each arena value's byte offset, by value id */           \
+    const unsigned char* gemm; /* by kernel index: its library product's choice */             \
   };
 
 #define ZC_ABI_STRINGIFY(...) #__VA_ARGS__

@@ -6,6 +6,7 @@
 
 #include "codegen/backends/cpp/abi.h"
 #include "codegen/backends/cpp/cpp_emit.h"
+#include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/call_buffers.h"
 #include "ops/blas.h"
 #include "ops/cpu_threads.h"
@@ -16,22 +17,31 @@ namespace zc::codegen::cpp {
 
 namespace {
 
-// Generated code's products go where eager matmul's do (ops/blas.h picks the library).
-void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+// Generated code's products go where eager matmul's do (ops/blas.h picks the library), run as
+// the call site's choice says. Codes come from the executable's own choices, which were
+// decoded once when it was made, so the byte is trusted here.
+ops::GemmChoice choice_of(int code) {
+  return ops::GemmChoice::from_code(static_cast<uint8_t>(code));
+}
+void sgemm(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float* c, int64_t ldc) {
-  ops::sgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
+  if (choice == 0) return ops::sgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
+  ops::sgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
-void dgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-           const double* b, int64_t ldb, double* c, int64_t ldc) {
-  ops::dgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
+void dgemm(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a,
+           int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+  if (choice == 0) return ops::dgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
+  ops::dgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
-void sgemm_batch(int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float* c, int64_t ldc, const int64_t* batch) {
-  ops::sgemm_batch(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
+void sgemm_batch(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                 const int64_t* batch) {
+  ops::sgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
-void dgemm_batch(int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-                 const double* b, int64_t ldb, double* c, int64_t ldc, const int64_t* batch) {
-  ops::dgemm_batch(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
+void dgemm_batch(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a,
+                 int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
+                 const int64_t* batch) {
+  ops::dgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
 const ZcServices kServices{sgemm, dgemm, sgemm_batch, dgemm_batch};
 
@@ -43,6 +53,7 @@ class CppExecutable final : public RawExecutable {
         plan_(std::move(plan)),
         lib_(std::move(lib)),
         symbols_(std::move(symbols)),
+        gemm_(schedule_.kernels.size(), 0),
         arenas_(plan_.arena_bytes) {
     const Schedule& s = schedule_;
     if (s.symbolic()) {
@@ -82,7 +93,7 @@ class CppExecutable final : public RawExecutable {
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
     ZcArgs args{inputs,     outputs,         const_ptrs_.data(), scratch,
-                &kServices, symbols_.data(), places_.data()};
+                &kServices, symbols_.data(), places_.data(),     gemm_.data()};
     ops::CpuCallShare share;  // concurrent calls divide the CPU's threads among them
     for (const Step& step : steps_) {
       share.refresh();
@@ -96,6 +107,29 @@ class CppExecutable final : public RawExecutable {
   }
 
   std::string_view backend() const override { return "cpp"; }
+
+  std::vector<LibraryProduct> library_products() const override {
+    std::vector<LibraryProduct> out;
+    if (schedule_.symbolic()) return out;  // a size template's problems change per call
+    for (size_t k = 0; k < schedule_.kernels.size(); ++k) {
+      if (auto call = library_call(schedule_, schedule_.kernels[k])) {
+        out.push_back(LibraryProduct{static_cast<int32_t>(k), std::move(call->problem)});
+      }
+    }
+    return out;
+  }
+
+  std::vector<uint8_t> product_choices() const override { return gemm_; }
+
+  std::shared_ptr<const Executable> with_product_choices(
+      std::vector<uint8_t> choices) const override {
+    ZC_CHECK(choices.size() == gemm_.size(),
+             << choices.size() << " product choices for " << gemm_.size() << " kernels");
+    for (uint8_t c : choices) ops::GemmChoice::from_code(c);  // raises for a foreign code
+    auto tuned = std::make_shared<CppExecutable>(schedule_, plan_, lib_, symbols_);
+    tuned->gemm_ = std::move(choices);
+    return tuned;
+  }
 
  private:
   struct Step {
@@ -158,6 +192,7 @@ class CppExecutable final : public RawExecutable {
   BufferPlan plan_;
   std::shared_ptr<toolchain::SharedLibrary> lib_;
   std::vector<int64_t> symbols_, places_;  // code for many sizes (ZcArgs)
+  std::vector<uint8_t> gemm_;              // per kernel: its product's choice (ZcArgs)
   std::vector<Step> steps_;
   std::vector<Tensor> constants_;
   std::vector<void*> const_ptrs_;

@@ -3,6 +3,7 @@
 // runtime's services, then run the epilogue over the result in memory.
 #include <algorithm>
 
+#include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
 #include "codegen/c_expr.h"
 #include "ops/shape_rules.h"
@@ -24,60 +25,26 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   const ops::MatmulShapes& d = mi.d;
   if (shape_numel(cs) == 0) return;
   size_t nb = d.batch.size();
-  bool blas = k.library && !d.a_vec && !d.b_vec && (ct_d == DType::f32 || ct_d == DType::f64) &&
-              shape_numel(cs) * d.K > 0;
-  // BLAS needs each operand unit-stride along one of its two matrix dims.
-  auto blas_layout = [&](ValueId v, int64_t rows, int64_t cols, std::string* trans, int64_t* ld) {
-    const Shape& st = s_.at(v).view.strides;
-    int64_t rs = st[st.size() - 2], cs2 = st.back();
-    if (cs2 == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
-      *trans = "0";
-      *ld = std::max<int64_t>(rows <= 1 ? cols : rs, 1);
-      return true;
-    }
-    if (rs == 1 && (cols <= 1 || cs2 >= std::max<int64_t>(rows, 1))) {
-      *trans = "1";
-      *ld = std::max<int64_t>(cols <= 1 ? rows : cs2, 1);
-      return true;
-    }
-    return false;
-  };
-  std::string ta, tb;
-  int64_t lda = 0, ldb = 0;
-  if (blas) blas = blas_layout(A, d.M, d.K, &ta, &lda) && blas_layout(B, d.K, d.N, &tb, &ldb);
+  const std::optional<LibraryCall> call = library_call(s_, k);
   // Code that serves many sizes keeps no size-dependent local arrays.
   const bool any_size = varies(A) || varies(B) || varies(C);
 
-  if (blas) {
+  if (call) {
     library_output_ = C;
-    Shape bshape = d.batch;
-    // A batch of products with one shared B (a Linear applied to [B, T, d]) is one GEMM with
-    // the batch folded into the rows when A's rows are evenly spaced across the batch: fewer,
-    // larger BLAS calls, and the same call the eager kernel makes.
-    int64_t rows = d.M;
-    if (nb > 0 && ta == "0" && as.size() == nb + 2) {
-      const Shape& ast = s_.at(A).view.strides;
-      Shape bbs(bs.begin(), bs.end() - 2);
-      bool b_shared = true;
-      for (size_t x = 0; x < bbs.size(); ++x) {
-        b_shared = b_shared && (bbs[x] == 1 || s_.at(B).view.strides[x] == 0);
-      }
-      bool even = ast[nb] == lda;
-      for (size_t x = nb; x-- > 0 && even;) even = ast[x] == ast[x + 1] * as[x + 1];
-      if (b_shared && even) {
-        rows = shape_numel(d.batch) * d.M;
-        bshape.assign(nb, 1);
-      }
-    }
+    const ops::GemmProblem& p = call->problem;
+    const Shape& bshape = call->batch;
     std::string gemm = ct_d == DType::f32 ? "sgemm" : "dgemm";
     auto addr = [&](ValueId v, const Names& idx) { return "&" + element_ref(v, idx); };
     auto a_at = [&](const Names& b) { return addr(A, mi.a(b, "0", "0")); };
     auto b_at = [&](const Names& b) { return addr(B, mi.b(b, "0", "0")); };
     auto c_at = [&](const Names& b) { return addr(C, mi.c(b, "0", "0")); };
-    std::string head = ta + ", " + tb + ", " + num(rows) + ", " + num(d.N) + ", " + num(d.K);
+    // The kernel's index picks its choice (max_autotune; 0 otherwise), so the source is the
+    // same tuned or not.
+    std::string head = "a->gemm[" + std::to_string(kernel_) + "], " + (p.ta ? "1" : "0") + ", " +
+                       (p.tb ? "1" : "0") + ", " + num(p.m) + ", " + num(p.n) + ", " + num(p.k);
     const Names first(nb, "0");
-    std::string operands = a_at(first) + ", " + num(lda) + ", " + b_at(first) + ", " + num(ldb) +
-                           ", " + c_at(first) + ", " + num(d.N);
+    std::string operands = a_at(first) + ", " + num(p.lda) + ", " + b_at(first) + ", " +
+                           num(p.ldb) + ", " + c_at(first) + ", " + num(p.ldc);
     // A batch of products (attention's heads) is one call: the runtime decides how to share it
     // among threads (ops/blas.h). Each batch dim is passed as its count and, per operand, the
     // distance between its products at index 1 and 0 along that dim.

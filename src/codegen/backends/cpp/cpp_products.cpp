@@ -1,0 +1,86 @@
+#include "codegen/backends/cpp/cpp_products.h"
+
+#include <algorithm>
+
+#include "ops/shape_rules.h"
+
+namespace zc::codegen::cpp {
+
+namespace {
+
+// BLAS needs each operand unit-stride along one of its two matrix dims: row-major (trans 0,
+// ld the row stride) or column-major (trans 1, ld the column stride).
+bool blas_layout(const Shape& st, int64_t rows, int64_t cols, bool* trans, int64_t* ld) {
+  const int64_t rs = st[st.size() - 2], cs = st.back();
+  if (cs == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
+    *trans = false;
+    *ld = std::max<int64_t>(rows <= 1 ? cols : rs, 1);
+    return true;
+  }
+  if (rs == 1 && (cols <= 1 || cs >= std::max<int64_t>(rows, 1))) {
+    *trans = true;
+    *ld = std::max<int64_t>(cols <= 1 ? rows : cs, 1);
+    return true;
+  }
+  return false;
+}
+
+// Operand v's stride along batch dim x of the product's batch `batch` (right-aligned; 0 where
+// v broadcasts), from its own batch dims `own`.
+int64_t batch_stride(const Shape& own, const Shape& strides, const Shape& batch, size_t x) {
+  const size_t off = batch.size() - own.size();
+  if (x < off || own[x - off] == 1) return 0;
+  return strides[x - off];
+}
+
+}  // namespace
+
+std::optional<LibraryCall> library_call(const Schedule& s, const Kernel& k) {
+  if (k.kind != KernelKind::matmul || !k.library) return std::nullopt;
+  const ir::Node& n = s.graph.nodes[k.anchor];
+  const ir::ValueId A = n.inputs[0], B = n.inputs[1], C = n.outputs[0];
+  const Shape& as = s.graph.meta(A).shape;
+  const Shape& bs = s.graph.meta(B).shape;
+  const DType dt = s.graph.meta(C).dtype;
+  const ops::MatmulShapes d = ops::matmul_shapes(as, bs);
+  if (d.a_vec || d.b_vec || (dt != DType::f32 && dt != DType::f64)) return std::nullopt;
+  if (shape_numel(k.space) == 0 || d.K == 0) return std::nullopt;
+  LibraryCall call;
+  ops::GemmProblem& p = call.problem;
+  p.dtype = dt;
+  const Shape& ast = s.values[A].view.strides;
+  const Shape& bst = s.values[B].view.strides;
+  if (!blas_layout(ast, d.M, d.K, &p.ta, &p.lda) || !blas_layout(bst, d.K, d.N, &p.tb, &p.ldb)) {
+    return std::nullopt;
+  }
+  p.m = d.M;
+  p.n = d.N;
+  p.k = d.K;
+  p.ldc = d.N;
+  const size_t nb = d.batch.size();
+  call.batch = d.batch;
+  const Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  // A batch of products with one shared B (a Linear applied to [B, T, d]) is one GEMM with the
+  // batch folded into the rows when A's rows are evenly spaced across the batch: fewer, larger
+  // BLAS calls, and the same call the eager kernel makes.
+  if (nb > 0 && !p.ta && as.size() == nb + 2) {
+    bool b_shared = true;
+    for (size_t x = 0; x < b_batch.size(); ++x)
+      b_shared = b_shared && (b_batch[x] == 1 || bst[x] == 0);
+    bool even = ast[nb] == p.lda;
+    for (size_t x = nb; x-- > 0 && even;) even = ast[x] == ast[x + 1] * as[x + 1];
+    if (b_shared && even) {
+      p.m = shape_numel(d.batch) * d.M;
+      call.batch.assign(nb, 1);
+    }
+  }
+  const Shape& cst = s.values[C].view.strides;
+  for (size_t x = 0; x < nb; ++x) {
+    if (call.batch[x] <= 1) continue;
+    p.batch.push_back({call.batch[x], batch_stride(a_batch, ast, d.batch, x),
+                       batch_stride(b_batch, bst, d.batch, x), cst[x]});
+  }
+  return call;
+}
+
+}  // namespace zc::codegen::cpp

@@ -1,0 +1,67 @@
+// The ways one library product can run, and the problem it computes: what Mode::MaxAutotune
+// chooses among per call site (runtime/autotune.h times them; generated code passes the chosen
+// code to its services, codegen/backends/cpp/abi.h).
+//
+// A choice is a library (oneDNN or OpenBLAS for f32; OpenBLAS for f64), a share of the call's
+// thread team (all of it, half, a quarter, or one thread: a product too small to split wastes
+// the other threads' time in synchronization), and for a batch of products whether they run
+// one per thread or one after another on the team. Code 0 is the default: what a product runs
+// as without tuning (the process's library, the whole team, ops::share_batch_out's rule). A
+// share, not a count, so a choice made alone still fits when concurrent calls split the pool
+// (ops/cpu_threads.h).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zc/dtype.h"
+
+namespace zc::ops {
+
+struct GemmChoice {
+  enum class Library : uint8_t { standard, openblas, onednn };
+  enum class Batch : uint8_t { standard, shared_out, in_turn };
+  // Threads: the team >> shift (at least one); kOneThread: one thread whatever the team.
+  static constexpr uint8_t kOneThread = 7;
+
+  Library library = Library::standard;
+  uint8_t shift = 0;  // 0..7
+  Batch batch = Batch::standard;
+
+  // One byte: bits 0-1 library, 2-4 shift, 5-6 batch. Decoding rejects codes no encoding
+  // makes (bit 7, library 3, batch 3) with zc::Error.
+  uint8_t code() const;
+  static GemmChoice from_code(uint8_t code);
+  // The threads it runs on out of a team of `team`.
+  int threads(int team) const;
+  // "oneDNN, 8 of 16 threads, one product per thread".
+  std::string str(int team) const;
+  bool operator==(const GemmChoice&) const = default;
+};
+
+// Row-major C[m, n] = op(A) op(B), repeated over the batch dims (each {count, stride of A, of
+// B, of C} in elements, as generated code passes them; empty: one product).
+struct GemmProblem {
+  DType dtype = DType::f32;  // f32 or f64
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  std::vector<std::array<int64_t, 4>> batch;
+
+  int64_t products() const;
+  // "f32 NT 512x768x256 ld 256,256,768 batch 4x4 (s 32768,32768,16384 ...)": stable, and the
+  // autotune record's key, so every field that can change a timing is in it.
+  std::string str() const;
+  // Elements each operand spans (A, B, C), for buffers to run it on.
+  std::array<int64_t, 3> extents() const;
+  bool operator==(const GemmProblem&) const = default;
+};
+
+// The choices worth timing for `p` with a team of `team`, the default first, each distinct.
+std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team);
+
+// Runs `p` on buffers of its extents as `choice` says (the tuner and the tests).
+void run_gemm(const GemmProblem& p, GemmChoice choice, const void* a, const void* b, void* c);
+
+}  // namespace zc::ops
