@@ -90,7 +90,6 @@ class ChoiceTeam {
   }
   ChoiceTeam(const ChoiceTeam&) = delete;
   ChoiceTeam& operator=(const ChoiceTeam&) = delete;
-  int threads() const { return threads_; }
 
  private:
   int before_, threads_;

@@ -126,34 +126,27 @@ std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {
   return out;
 }
 
+namespace {
+
+// run_gemm for one element type: `gemm` and `batched` are the f32 or f64 services.
+template <class T, class Gemm, class Batched>
+void run_typed(const GemmProblem& p, GemmChoice choice, const void* a, const void* b, void* c,
+               Gemm gemm, Batched batched) {
+  auto* A = static_cast<const T*>(a);
+  auto* B = static_cast<const T*>(b);
+  auto* C = static_cast<T*>(c);
+  if (p.batch.empty()) return gemm(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc);
+  std::vector<int64_t> dims{static_cast<int64_t>(p.batch.size())};
+  for (const auto& d : p.batch) dims.insert(dims.end(), d.begin(), d.end());
+  batched(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc, dims.data());
+}
+
+}  // namespace
+
 void run_gemm(const GemmProblem& p, GemmChoice choice, const void* a, const void* b, void* c) {
-  const int64_t* batch = nullptr;
-  std::vector<int64_t> dims;
-  if (!p.batch.empty()) {
-    dims.push_back(static_cast<int64_t>(p.batch.size()));
-    for (const auto& d : p.batch) dims.insert(dims.end(), d.begin(), d.end());
-    batch = dims.data();
-  }
-  if (p.dtype == DType::f32) {
-    auto* A = static_cast<const float*>(a);
-    auto* B = static_cast<const float*>(b);
-    auto* C = static_cast<float*>(c);
-    if (batch) {
-      sgemm_batch_as(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc, batch);
-    } else {
-      sgemm_as(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc);
-    }
-    return;
-  }
+  if (p.dtype == DType::f32) return run_typed<float>(p, choice, a, b, c, sgemm_as, sgemm_batch_as);
   ZC_CHECK(p.dtype == DType::f64, "a GEMM problem of dtype " << dtype_name(p.dtype));
-  auto* A = static_cast<const double*>(a);
-  auto* B = static_cast<const double*>(b);
-  auto* C = static_cast<double*>(c);
-  if (batch) {
-    dgemm_batch_as(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc, batch);
-  } else {
-    dgemm_as(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc);
-  }
+  run_typed<double>(p, choice, a, b, c, dgemm_as, dgemm_batch_as);
 }
 
 }  // namespace zc::ops

@@ -33,7 +33,9 @@ constexpr uint64_t kMaxCandidates = 64, kMaxBatchDims = 16;
   throw Error(std::string(kWhat) + ": " + what);
 }
 
-cache::Key record_key(const ops::GemmProblem& p, const TuningHost& host) {
+}  // namespace
+
+cache::Key tuning_record_key(const ops::GemmProblem& p, const TuningHost& host) {
   cache::Key key(cache::Level::autotune);
   key.add("record", "cpu gemm choice v" + std::to_string(kRecordVersion))
       .add("problem", p.str())
@@ -41,6 +43,8 @@ cache::Key record_key(const ops::GemmProblem& p, const TuningHost& host) {
       .made_for(tuning_provenance(host));
   return key;
 }
+
+namespace {
 
 // Fills `count` elements of `dtype` at `data` with values in [-1, 1), a function of the index
 // alone, on the calling thread's OpenMP team.
@@ -60,16 +64,19 @@ void fill(void* data, DType dtype, int64_t count) {
   }
 }
 
-// Buffers laid out as `p`'s operands.
+// Buffers laid out as `p`'s operands (f64 storage, so an f32 buffer is aligned as well).
 struct Operands {
-  std::vector<double> a, b, c;  // f64 storage; an f32 problem uses the first half as floats
+  std::vector<double> a, b, c;
   DType dtype;
   int64_t a_count;
   explicit Operands(const ops::GemmProblem& p) : dtype(p.dtype), a_count(p.extents()[0]) {
     const auto e = p.extents();
-    a.resize(static_cast<size_t>(e[0]) + 1);
-    b.resize(static_cast<size_t>(e[1]) + 1);
-    c.resize(static_cast<size_t>(e[2]) + 1);
+    auto doubles = [&](int64_t count) {
+      return static_cast<size_t>(count * static_cast<int64_t>(dtype_size(dtype)) + 7) / 8;
+    };
+    a.resize(doubles(e[0]));
+    b.resize(doubles(e[1]));
+    c.resize(doubles(e[2]));
     fill(a.data(), dtype, e[0]);
     fill(b.data(), dtype, e[1]);
   }
@@ -230,7 +237,7 @@ std::vector<TunedProduct> tune_products(std::span<const ops::GemmProblem> proble
   static std::mutex turns;  // timings that overlap would measure each other
   std::vector<TunedProduct> out;
   for (const ops::GemmProblem& p : problems) {
-    const cache::Key key = record_key(p, host);
+    const cache::Key key = tuning_record_key(p, host);
     std::optional<TunedProduct> found;
     if (store) {
       if (auto e = store->get(key)) {

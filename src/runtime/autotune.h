@@ -29,6 +29,7 @@
 
 namespace zc::cache {
 class Cache;
+class Key;
 struct Provenance;
 }  // namespace zc::cache
 
@@ -55,6 +56,9 @@ struct TunedProduct {
   std::vector<std::pair<ops::GemmChoice, double>> medians_us;
   bool timed = false;  // false: read from the cache
 };
+
+// The autotune-level key of `p`'s record on `host`.
+cache::Key tuning_record_key(const ops::GemmProblem& p, const TuningHost& host);
 
 // The choice for each problem, from `store` (null: none) or timed now and put there.
 std::vector<TunedProduct> tune_products(std::span<const ops::GemmProblem> problems,

@@ -7,9 +7,7 @@
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
 #include "codegen/backend.h"
-#include "ops/blas.h"
 #include "runtime/autotune.h"
-#include "toolchain/target.h"
 #include "util/json_quote.h"
 #include "zc/cache.h"
 #include "zc/version.h"
@@ -36,8 +34,7 @@ std::vector<Provenance> usable_provenances() {
   }
   if (out.empty()) out.push_back(Provenance{zc::build_id(), "", ""});
   // max_autotune's records are made for this CPU and its GEMM libraries (runtime/autotune.h).
-  runtime::TuningHost host{toolchain::host_cpu_fingerprint(), ops::gemm_library_versions(), 1};
-  out.push_back(runtime::tuning_provenance(host));
+  out.push_back(runtime::tuning_provenance(runtime::this_host()));
   return out;
 }
 }  // namespace

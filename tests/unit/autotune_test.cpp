@@ -236,12 +236,7 @@ TEST(Autotune, RecordsRoundTripAndBadOnesAreTimedAgain) {
   const runtime::TuningHost host = runtime::this_host();
   const std::vector<GemmProblem> ps = {problem(DType::f32, false, false, 16, 16, 16)};
   runtime::tune_products(ps, &store, host);
-  cache::Key key(cache::Level::autotune);
-  key.add("record", "cpu gemm choice v1")
-      .add("problem", ps[0].str())
-      .add("threads", std::to_string(host.threads))
-      .made_for({"", host.cpu, host.libraries});
-  store.put(key, {1, 2, 3}, 0);
+  store.put(runtime::tuning_record_key(ps[0], host), {1, 2, 3}, 0);
   const int64_t before = zc::stats::read(zc::stats::Counter::autotune_timings);
   runtime::tune_products(ps, &store, host);
   EXPECT_EQ(zc::stats::read(zc::stats::Counter::autotune_timings) - before, 1);

@@ -18,19 +18,17 @@ namespace zc::codegen::cpp {
 namespace {
 
 // Generated code's products go where eager matmul's do (ops/blas.h picks the library), run as
-// the call site's choice says. Codes come from the executable's own choices, which were
-// decoded once when it was made, so the byte is trusted here.
+// the call site's choice says. Codes come from the executable's own choices, which
+// with_product_choices checked, so decoding here does not fail.
 ops::GemmChoice choice_of(int code) {
   return ops::GemmChoice::from_code(static_cast<uint8_t>(code));
 }
 void sgemm(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (choice == 0) return ops::sgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
   ops::sgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
 void dgemm(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a,
            int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
-  if (choice == 0) return ops::dgemm(ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
   ops::dgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
 void sgemm_batch(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a,
