@@ -101,6 +101,32 @@ BENCHMARK(BM_MatmulInlineVsBlas)
     ->ArgsProduct({{8, 16, 24, 32, 48, 64, 96, 128}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
+// Causal attention over [batch, heads, T, 64] as one kernel (arg 2 = 1) or decomposed into
+// batched products around a softmax kernel (0): gpt-small's shape, then longer sequences.
+void BM_Attention(benchmark::State& state) {
+  const int64_t heads = state.range(0), t = state.range(1);
+  const bool fused = state.range(2) != 0;
+  const int64_t batch = t <= 128 ? 4 : 1;
+  std::vector<zc::Tensor> in{zc::randn({batch, heads, t, 64}), zc::randn({batch, heads, t, 64}),
+                             zc::randn({batch, heads, t, 64})};
+  auto cap = zc::capture::capture_function(in, [&] {
+    return std::vector<zc::Tensor>{zc::scaled_dot_product_attention(in[0], in[1], in[2], true)};
+  });
+  auto backend = zc::codegen::cpp::make_cpp_backend({.attention_kernel = fused});
+  auto exec = zc::runtime::build_executable(cap.graph, *backend);
+  std::vector<const zc::Tensor*> args;
+  for (const auto& t : in) args.push_back(&t);
+  for (auto _ : state) benchmark::DoNotOptimize(exec->run(args));
+  // Causal: half the scores' and values' products (2 x T^2 x 64 multiply-adds per head).
+  state.counters["flops"] = benchmark::Counter(2.0 * batch * heads * t * t * 64,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Attention)
+    ->ArgsProduct({{4}, {128}, {0, 1}})
+    ->ArgsProduct({{12}, {1024, 4096}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

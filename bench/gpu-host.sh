@@ -34,6 +34,9 @@
 #                  at 1..16 threads, gpt-small called from 1, 4 and 16 threads at once, and the
 #                  12-layer d=768 GPT at all threads (cpu-steady.txt);
 #                  torch.compile's gpt_small and gpt12 on the CPU (torch-cpu-gpt-small.jsonl)
+#     cpu-attention  causal attention on the host CPU: zc's one kernel against the same
+#                  decomposed (bench/codegen BM_Attention: cpu-attention.json) and torch's
+#                  scaled_dot_product_attention (bench/torch_attention.py: torch-cpu-attention.jsonl)
 #     autotune     Mode::MaxAutotune on the host CPU: gpt-small and the 12-layer d=768 GPT cold
 #                  without and with tuning, warm with it, per call tuned against untuned
 #                  (`zc bench --device cpu --only autotune`: zc-autotune.json, autotune.txt)
@@ -224,6 +227,16 @@ case "${1:-}" in
           torch_compile torch-cpu-gpt-small --device cpu --models gpt_small,gpt12 --dtypes f32
           cat "$out/torch-cpu-gpt-small.jsonl"
           ;;
+        cpu-attention)
+          cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1
+          cmake --build build-gpu --target bench_codegen >>"$out/build.log" 2>&1 ||
+            { tail -30 "$out/build.log"; exit 1; }
+          ZC_CACHE_DIR="$(mktemp -d)" build-gpu/bench/codegen --benchmark_filter=BM_Attention \
+            --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+            --benchmark_format=json >"$out/cpu-attention.json" 2>"$out/cpu-attention.log" ||
+            tail -5 "$out/cpu-attention.log"
+          python3 bench/torch_attention.py | tee "$out/torch-cpu-attention.jsonl"
+          ;;
         autotune)
           cmake --build build-gpu --target zc_cli >>"$out/build.log" 2>&1 ||
             { tail -30 "$out/build.log"; exit 1; }
@@ -244,7 +257,7 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train, profile, warm, dynamic, cpu-gemm, cpu, autotune or ratios" >&2
+            "torch-train, profile, warm, dynamic, cpu-gemm, cpu, cpu-attention, autotune or ratios" >&2
           exit 2
           ;;
       esac

@@ -148,4 +148,50 @@ std::string CLikeEmitter::concat_store(ValueId out, ValueId u, const Names& name
                "(" + compute_type(s_.graph.meta(out).dtype) + ")(" + load(u, names) + ")");
 }
 
+CLikeEmitter::Names CLikeEmitter::AttentionOperands::names(const Shape& operand, const Names& b,
+                                                           const std::string& row,
+                                                           const std::string& col) const {
+  Names out = broadcast(Shape(operand.begin(), operand.end() - 2), batch, b);
+  out.push_back(row);
+  out.push_back(col);
+  return out;
+}
+
+CLikeEmitter::Names CLikeEmitter::AttentionOperands::row_names(const Shape& operand, const Names& b,
+                                                               const std::string& row) const {
+  Names out = broadcast(Shape(operand.begin(), operand.end() - 1), batch, b);
+  out.push_back(row);
+  return out;
+}
+
+CLikeEmitter::AttentionOperands CLikeEmitter::attention_operands(const Kernel& k) const {
+  const ir::Node& n = s_.graph.nodes[k.anchor];
+  AttentionOperands at{.op = n.op, .Q = n.inputs[0], .K = n.inputs[1], .O = n.outputs[0]};
+  if (n.op == ops::OpId::attention_grad) {
+    const auto& a = std::get<ops::AttentionGradAttrs>(n.attrs);
+    at.a = ops::AttentionAttrs{a.causal, a.scale};
+    at.wrt = a.wrt;
+    at.G = n.inputs[3];
+    at.LSE = n.inputs[4];
+    at.DELTA = n.inputs[5];
+    at.gs = s_.graph.meta(at.G).shape;
+  } else {
+    at.a = std::get<ops::AttentionAttrs>(n.attrs);
+  }
+  if (n.op != ops::OpId::attention_lse) {
+    at.V = n.inputs[2];
+    at.vs = s_.graph.meta(at.V).shape;
+    at.dv = at.vs.back();
+  }
+  at.qs = s_.graph.meta(at.Q).shape;
+  at.ks = s_.graph.meta(at.K).shape;
+  at.os = s_.graph.meta(at.O).shape;
+  at.batch = Shape(at.os.begin(), at.os.end() - (n.op == ops::OpId::attention_lse ? 1 : 2));
+  at.tq = at.qs[at.qs.size() - 2];
+  at.tk = at.ks[at.ks.size() - 2];
+  at.d = at.qs.back();
+  at.odt = s_.graph.meta(at.O).dtype;
+  return at;
+}
+
 }  // namespace zc::codegen

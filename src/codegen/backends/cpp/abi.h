@@ -42,6 +42,7 @@ ZC_ABI_DEFINITIONS
 // Every generated kernel has this type; it returns 0, or an error code (below).
 using KernelFn = int (*)(const ZcArgs*);
 inline constexpr int kErrIndexOutOfRange = 1;
+inline constexpr int kErrNoMemory = 2;  // a kernel could not allocate its scratch
 
 inline constexpr const char* kAbiSource = ZC_ABI_STRING(ZC_ABI_DEFINITIONS);
 

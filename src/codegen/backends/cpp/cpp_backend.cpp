@@ -62,7 +62,8 @@ class CppBackend final : public Backend, private SchedulePolicy {
     std::call_once(key_once_, [&] {
       std::string codegen =
           "inline_matmul_max_flops=" + std::to_string(opt_.inline_matmul_max_flops) +
-          ",parallel_threshold=" + std::to_string(opt_.emit.parallel_threshold) + ",extern=";
+          ",parallel_threshold=" + std::to_string(opt_.emit.parallel_threshold) +
+          ",attention_kernel=" + (opt_.attention_kernel ? "1" : "0") + ",extern=";
       for (ops::OpId op : opt_.force_extern) codegen += std::string(ops::op_def(op).name) + ";";
       key_.codegen = std::move(codegen);
       // Without a compiler nothing is built, and the target (flags for that compiler) is moot.
@@ -75,6 +76,13 @@ class CppBackend final : public Backend, private SchedulePolicy {
   }
 
   const SchedulePolicy& policy() const override { return *this; }
+
+  // Attention as one kernel whose scores stay in cache-sized blocks (cpp_attention.cpp). Its
+  // log-sum-exp and gradients (training) are decomposed: their products run as batched BLAS.
+  std::vector<ops::OpId> native_ops() const override {
+    if (!opt_.attention_kernel) return {};
+    return {ops::OpId::attention};
+  }
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
     CppModule m = cpp::emit(s, plan, opt_.emit);

@@ -17,6 +17,10 @@ struct CppOptions {
   // BLAS from 16^3; the threshold sits between them.
   int64_t inline_matmul_max_flops = 12 * 12 * 12;
   EmitOptions emit;
+  // Attention as one kernel whose scores stay in cache-sized blocks (cpp_attention.cpp); off,
+  // it is decomposed into batched products around a softmax kernel (bench/codegen's
+  // BM_Attention compares the two).
+  bool attention_kernel = true;
   // Ops to run through their eager kernel even though the backend could generate them
   // (debugging a miscompile, and testing the extern path).
   std::vector<ops::OpId> force_extern;

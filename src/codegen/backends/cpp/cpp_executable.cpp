@@ -177,11 +177,15 @@ class CppExecutable final : public RawExecutable {
   }
 
   [[noreturn]] void report(int rc, const Step& step) const {
-    (void)step;
     if (rc == kErrIndexOutOfRange) {
       throw Error(
           "embedding: an index is out of range for its table (compiled graph); check "
           "the token ids against the embedding's num_embeddings");
+    }
+    if (rc == kErrNoMemory) {
+      const std::string op(ops::op_def(schedule_.graph.nodes[step.node].op).name);
+      throw Error("a compiled " + op +
+                  " kernel could not allocate its scratch memory: the machine is out of memory");
     }
     throw Error("compiled kernel failed with code " + std::to_string(rc));
   }

@@ -8,8 +8,16 @@ namespace zc::codegen::cpp {
 
 namespace {
 
-// BLAS needs each operand unit-stride along one of its two matrix dims: row-major (trans 0,
-// ld the row stride) or column-major (trans 1, ld the column stride).
+// Operand v's stride along batch dim x of the product's batch `batch` (right-aligned; 0 where
+// v broadcasts), from its own batch dims `own`.
+int64_t batch_stride(const Shape& own, const Shape& strides, const Shape& batch, size_t x) {
+  const size_t off = batch.size() - own.size();
+  if (x < off || own[x - off] == 1) return 0;
+  return strides[x - off];
+}
+
+}  // namespace
+
 bool blas_layout(const Shape& st, int64_t rows, int64_t cols, bool* trans, int64_t* ld) {
   const int64_t rs = st[st.size() - 2], cs = st.back();
   if (cs == 1 && (rows <= 1 || rs >= std::max<int64_t>(cols, 1))) {
@@ -24,16 +32,6 @@ bool blas_layout(const Shape& st, int64_t rows, int64_t cols, bool* trans, int64
   }
   return false;
 }
-
-// Operand v's stride along batch dim x of the product's batch `batch` (right-aligned; 0 where
-// v broadcasts), from its own batch dims `own`.
-int64_t batch_stride(const Shape& own, const Shape& strides, const Shape& batch, size_t x) {
-  const size_t off = batch.size() - own.size();
-  if (x < off || own[x - off] == 1) return 0;
-  return strides[x - off];
-}
-
-}  // namespace
 
 std::optional<LibraryCall> library_call(const Schedule& s, const Kernel& k) {
   if (k.kind != KernelKind::matmul || !k.library) return std::nullopt;

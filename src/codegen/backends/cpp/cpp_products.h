@@ -20,6 +20,11 @@ struct LibraryCall {
   Shape batch;
 };
 
+// Whether a [rows, cols] operand with strides `strides` (its last two) is one BLAS reads: unit
+// stride along one of its two matrix dims, row-major (trans false, ld the row stride) or
+// column-major (trans true, ld the column stride).
+bool blas_layout(const Shape& strides, int64_t rows, int64_t cols, bool* trans, int64_t* ld);
+
 // Null when kernel `k` of `s` computes its product inline: not sent to a library by the policy,
 // a vector operand, a dtype other than f32/f64, an empty product, or an operand that is
 // unit-stride along neither of its matrix dims.

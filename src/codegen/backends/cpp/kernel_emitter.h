@@ -31,6 +31,7 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_copy(const Kernel& k);
   void emit_concat(const Kernel& k);
   void emit_gather(const Kernel& k);
+  void emit_attention(const Kernel& k);  // cpp_attention.cpp
 
   // Which loops of a nest OpenMP shares out among its threads.
   enum class Share {

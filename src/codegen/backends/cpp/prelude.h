@@ -28,6 +28,9 @@ double pow(double, double);
 float floorf(float);
 float ldexpf(float, int);
 float nearbyintf(float);
+// Scratch of kernels whose blocks are sized at run time (attention).
+void* malloc(__SIZE_TYPE__);
+void free(void*);
 }
 #define INFINITY (__builtin_inff())
 #define NAN (__builtin_nanf(""))

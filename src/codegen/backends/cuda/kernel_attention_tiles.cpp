@@ -22,14 +22,6 @@ int64_t per_thread(int64_t elements) {
 
 }  // namespace
 
-KernelEmitter::Names KernelEmitter::AttentionOperands::row_names(const Shape& operand,
-                                                                 const Names& b,
-                                                                 const std::string& row) const {
-  Names out = broadcast(Shape(operand.begin(), operand.end() - 1), batch, b);
-  out.push_back(row);
-  return out;
-}
-
 int64_t KernelEmitter::AttentionTile::registers() const {
   return per_thread(rows * width);
 }

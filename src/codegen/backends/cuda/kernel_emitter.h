@@ -49,32 +49,6 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_row_reduce(const Kernel& k, const Launch& l);
   void emit_matmul(const Kernel& k, const Launch& l);
   void emit_library_epilogue(const Kernel& k, const Launch& l);
-  // An attention-family node's operands (kernel_ir.h), as every form of its kernels reads them:
-  // q [.., tq, d], k [.., tk, d], v [.., tk, dv] (none for attention_lse; dv is then 0), and for
-  // attention_grad g [.., tq, dv], lse and delta [.., tq]; the output o, [batch.., tq, dv] for
-  // attention, [batch.., tq] for attention_lse, the gradient `wrt` for attention_grad.
-  struct AttentionOperands {
-    ops::OpId op = ops::OpId::attention;
-    ops::AttentionAttrs a;  // causal and scale, whichever op
-    ops::AttentionWrt wrt = ops::AttentionWrt::q;
-    ir::ValueId Q = -1, K = -1, V = -1, G = -1, LSE = -1, DELTA = -1, O = -1;
-    Shape qs, ks, vs, gs, os, batch;
-    int64_t tq = 0, tk = 0, d = 0, dv = 0;
-    DType odt = DType::f32;  // the output's dtype
-    // The index names of an operand of shape `operand` (its batch dims broadcast onto `batch`,
-    // whose names are `b`), then its row and column.
-    Names names(const Shape& operand, const Names& b, const std::string& row,
-                const std::string& col) const;
-    // The same for a per-query-row operand [.., tq] (lse, delta, attention_lse's output).
-    Names row_names(const Shape& operand, const Names& b, const std::string& row) const;
-    // attention_grad's: whether its rows are query rows (dq) rather than key rows (dk, dv);
-    // whether it computes dk, dv; whether it needs dS = P (dP - delta) (dq and dk do, dv only P).
-    bool query_side() const { return wrt == ops::AttentionWrt::q; }
-    bool wants_k() const { return wrt == ops::AttentionWrt::k || wrt == ops::AttentionWrt::kv; }
-    bool wants_v() const { return wrt == ops::AttentionWrt::v || wrt == ops::AttentionWrt::kv; }
-    bool needs_ds() const { return query_side() || wants_k(); }
-  };
-  AttentionOperands attention_operands(const Kernel& k) const;
   void emit_attention(const Kernel& k, const Launch& l);
   void emit_attention_tiled(const AttentionOperands& at, const Launch& l, const AttentionTiling& t);
   void emit_attention_grad_rows(const AttentionOperands& at, const Launch& l,
