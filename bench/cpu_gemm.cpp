@@ -8,7 +8,14 @@
 // Each case is BM_<lib>/M/N/K/transB/threads; the counter GFLOP/s is the product's rate.
 // BM_dnnl_packed is oneDNN's matmul primitive with the weight reordered once, outside the
 // timing, into the layout the primitive asks for (format "any"): what packing a constant
-// weight at load time would gain over dnnl_sgemm, which packs B on every call.
+// weight at load time would gain over dnnl_sgemm, which packs B on every call. BM_dnnl_bf16 is
+// the same with oneDNN's bf16 math mode (f32 in and out, products in bf16 where the CPU has
+// AVX-512 BF16 or AMX); its label says which implementation ran and its counter max_rel_err
+// how far its result is from the f32 primitive's, relative to the largest |C|.
+// BM_epilogue_<whole|rows> times a product followed by a tanh-GELU over its result (gpt's
+// MLP up): the whole product on the team and then the epilogue over C in memory (what
+// generated code does), against each thread taking a block of 32 rows, its product on one
+// thread and the epilogue while the block is in its cache (an epilogue "in the tiles").
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <omp.h>
@@ -16,6 +23,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <thread>
@@ -61,8 +71,9 @@ void BM_sgemm(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// The same product through a matmul primitive whose weight was packed beforehand.
-void BM_dnnl_packed(benchmark::State& state) {
+// The same product through a matmul primitive whose weight was packed beforehand, in f32 math
+// or, with `bf16`, oneDNN's bf16 math mode.
+void packed_product(benchmark::State& state, bool bf16) {
   using dnnl::memory;
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const bool tb = state.range(3) != 0;
@@ -75,7 +86,9 @@ void BM_dnnl_packed(benchmark::State& state) {
                             tb ? memory::format_tag::ba : memory::format_tag::ab);
   const memory::desc b_any({k, n}, memory::data_type::f32, memory::format_tag::any);
   const memory::desc c_md({m, n}, memory::data_type::f32, memory::format_tag::ab);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), eng);
+  dnnl::primitive_attr attr;
+  if (bf16) attr.set_fpmath_mode(dnnl::fpmath_mode::bf16);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), attr, eng);
   const dnnl::matmul mm(pd);
   memory a(a_md, eng, o.a.data()), b(b_user, eng, o.b.data()), c(c_md, eng, o.c.data());
   memory packed(pd.weights_desc(), eng);
@@ -87,8 +100,80 @@ void BM_dnnl_packed(benchmark::State& state) {
     benchmark::DoNotOptimize(o.c.data());
   }
   state.SetLabel(pd.impl_info_str());
+  if (bf16) {  // against f32 math on the same operands
+    std::vector<float> exact(o.c.size());
+    dnnl_sgemm('N', tb ? 'T' : 'N', m, n, k, 1.f, o.a.data(), k, o.b.data(), tb ? k : n, 0.f,
+               exact.data(), n);
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::fabs(o.c[i] - exact[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(exact[i])));
+    }
+    state.counters["max_rel_err"] = worst / scale;
+  }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k) * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_dnnl_packed(benchmark::State& state) {
+  packed_product(state, false);
+}
+void BM_dnnl_bf16(benchmark::State& state) {
+  packed_product(state, true);
+}
+
+// A GELU-shaped epilogue that vectorizes without branches (this file is built for the machine,
+// as generated code is): u / sqrt(1 + u^2) in place of tanh(u), a square root and a division
+// per element like the prelude's zc_tanhf. Its values do not matter here, only its cost.
+inline float gelu(float x) {
+  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.f + u / std::sqrt(1.f + u * u));
+}
+
+// C = A B^T then GELU over C: arguments M, N, K, threads, and whether each thread takes rows.
+void epilogue_product(benchmark::State& state, bool rows) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  omp_set_num_threads(threads);
+  Operands o(m, n, k);
+  constexpr int64_t kRows = 32;
+  for (auto _ : state) {
+    if (rows) {
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < m; r += kRows) {
+        const int64_t h = std::min(kRows, m - r);
+        dnnl_sgemm('N', 'T', h, n, k, 1.f, o.a.data() + r * k, k, o.b.data(), k, 0.f,
+                   o.c.data() + r * n, n);
+        float* c = o.c.data();
+#pragma omp simd
+        for (int64_t e = r * n; e < (r + h) * n; ++e) c[e] = gelu(c[e]);
+      }
+    } else {
+      dnnl_sgemm('N', 'T', m, n, k, 1.f, o.a.data(), k, o.b.data(), k, 0.f, o.c.data(), n);
+      float* c = o.c.data();
+#pragma omp parallel for simd schedule(static)
+      for (int64_t e = 0; e < m * n; ++e) c[e] = gelu(c[e]);
+    }
+    benchmark::DoNotOptimize(o.c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m * n * k) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+void BM_epilogue_whole(benchmark::State& state) {
+  epilogue_product(state, false);
+}
+void BM_epilogue_rows(benchmark::State& state) {
+  epilogue_product(state, true);
+}
+
+// The MLP up products of gpt-small and of the 12-layer GPT, at 1..cores threads.
+void epilogue_shapes(benchmark::internal::Benchmark* b) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  for (const auto& s : {std::array<int64_t, 3>{512, 1024, 256}, {1024, 3072, 768}}) {
+    for (int t = 1; t <= cores; t *= 2) b->Args({s[0], s[1], s[2], t});
+    if ((cores & (cores - 1)) != 0) b->Args({s[0], s[1], s[2], cores});
+  }
+  b->ArgNames({"M", "N", "K", "threads"});
 }
 
 // gpt-small (4 x 128 tokens, d 256, ff 1024): QKV, out projection, MLP up and down, then one
@@ -118,6 +203,9 @@ BENCHMARK_TEMPLATE(BM_sgemm, true)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_dnnl_packed)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_dnnl_bf16)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_epilogue_whole)->Apply(epilogue_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_epilogue_rows)->Apply(epilogue_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
