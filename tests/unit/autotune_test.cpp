@@ -15,6 +15,7 @@
 #include "runtime/autotune.h"
 #include "runtime/compile_graph.h"
 #include "test_support.h"
+#include "unit/captured_args.h"
 #include "util/stats.h"
 #include "zc/zc.h"
 
@@ -250,12 +251,7 @@ void expect_every_choice_runs_right(const capture::Captured& cap, std::span<cons
                                     bool batched) {
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
   auto exec = runtime::compile_graph(cap.graph, cpp);
-  std::vector<const Tensor*> args;
-  size_t next_user = 0;
-  for (size_t i = 0; i < cap.graph.inputs.size(); ++i) {
-    args.push_back(cap.graph.inputs[i].kind == ir::InputKind::user ? &user[next_user++]
-                                                                   : &cap.bindings[i].tensor);
-  }
+  const std::vector<const Tensor*> args = test::captured_args(cap, user);
   const Tensor want = exec->run(args)[0];
   const std::vector<codegen::LibraryProduct> products = exec->library_products();
   ASSERT_FALSE(products.empty());

@@ -12,6 +12,7 @@
 #include "codegen/pipeline.h"
 #include "lower/pipeline.h"
 #include "runtime/compile_graph.h"
+#include "unit/captured_args.h"
 #include "unit/reference.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
@@ -26,13 +27,7 @@ Tensor compiled(std::span<const Tensor> in, const std::function<Tensor()>& fn) {
   capture::Captured cap = capture::capture_function(in, [&] { return std::vector<Tensor>{fn()}; });
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
   auto exec = runtime::compile_graph(cap.graph, cpp);
-  std::vector<const Tensor*> args;
-  size_t next = 0;
-  for (size_t i = 0; i < cap.graph.inputs.size(); ++i) {
-    args.push_back(cap.graph.inputs[i].kind == ir::InputKind::user ? &in[next++]
-                                                                   : &cap.bindings[i].tensor);
-  }
-  return exec->run(args)[0];
+  return exec->run(test::captured_args(cap, in))[0];
 }
 
 // The C++ backend's source for `fn` over `in`.
