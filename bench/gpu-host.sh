@@ -31,8 +31,9 @@
 #                  SkylakeX core) against oneDNN on the models' products at 1..16 threads
 #                  (cpu-gemm*.json, bench/cpu_gemm.cpp)
 #     cpu          the host CPU's speed: zc's gpt-small and seed64 per call, compiled and eager,
-#                  at 1..16 threads, gpt-small called from 1, 4 and 16 threads at once, and the
-#                  12-layer d=768 GPT at all threads (cpu-steady.txt);
+#                  at 1..16 threads, gpt-small called from 1, 4 and 16 threads at once, the
+#                  12-layer d=768 GPT at all threads, both GPTs with MatmulPrecision::Bf16
+#                  (cpu-steady.txt);
 #                  torch.compile's gpt_small and gpt12 on the CPU (torch-cpu-gpt-small.jsonl)
 #     cpu-attention  causal attention on the host CPU: zc's one kernel against the same
 #                  decomposed (bench/codegen BM_Attention: cpu-attention.json) and torch's
@@ -222,6 +223,11 @@ case "${1:-}" in
           for regions in auto eager; do
             child=(bench --child --model gpt-blocks --layers 12 --device cpu --regions $regions --steady 1)
             echo "gpt12 $regions: $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tail -1)"
+          done | tee -a "$out/cpu-steady.txt"
+          # MatmulPrecision::Bf16 (AMX where the CPU has it): per call, and the logits' error.
+          for model in "gpt-small --layers 4" "gpt-blocks --layers 12 --device cpu"; do
+            child=(bench --child --model $model --matmul-precision bf16 --steady 1)
+            echo "${model%% *} bf16: $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tr '\n' ' ')"
           done | tee -a "$out/cpu-steady.txt"
           rm -rf "$cache"
           torch_compile torch-cpu-gpt-small --device cpu --models gpt_small,gpt12 --dtypes f32

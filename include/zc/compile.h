@@ -23,6 +23,13 @@ namespace zc {
 // fastest; the choices are cached per CPU and library versions, so a warm process, a bundle
 // or the remote tier time nothing (docs/codegen.md, "max_autotune").
 enum class Mode : uint8_t { Default, MaxAutotune };
+// Highest: f32 products in f32. Bf16: on the CPU, large f32 products (at least 2^22
+// multiply-adds: Linear layers, not attention's heads) round their operands to bfloat16 and
+// accumulate in f32, on AMX or AVX-512 BF16 through oneDNN (2.5-4x the f32 rate on a Sapphire
+// Rapids Xeon); about 2^-8 sqrt(K) relative error per product, a few 1e-3 on a GPT's logits
+// (docs/codegen.md, "bf16 products"). On a CPU without bf16 they stay f32. Like torch's
+// set_float32_matmul_precision("medium").
+enum class MatmulPrecision : uint8_t { Highest, Bf16 };
 // Auto: compile a block repeated across the model once and call it (hierarchical
 // compilation); None: compile the whole graph inline.
 enum class Regions : uint8_t { Auto, None };
@@ -45,6 +52,7 @@ struct DynamicDim {
 
 struct CompileOptions {
   Mode mode = Mode::Default;
+  MatmulPrecision matmul_precision = MatmulPrecision::Highest;
   bool fullgraph = false;  // a graph break becomes a zc::Error instead
   Regions regions = Regions::Auto;
   // "auto": the code-generating backend of the inputs' device ("cpp" for CPU tensors), or the

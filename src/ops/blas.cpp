@@ -11,6 +11,8 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
+#include "ops/bf16_gemm.h"
+
 namespace zc::ops {
 
 namespace {
@@ -150,6 +152,7 @@ void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double
 void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   ChoiceTeam team(choice);
+  if (choice.bf16 && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc)) return;
   sgemm_on(library_of(choice), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
@@ -166,6 +169,7 @@ void sgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, i
   const GemmLibrary lib = library_of(choice);
   gemm_batch(choice.batch, m, n, k, a, b, c, batch,
              [&](const float* ai, const float* bi, float* ci) {
+               if (choice.bf16 && sgemm_bf16(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc)) return;
                sgemm_on(lib, ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
              });
 }
@@ -196,7 +200,9 @@ std::string gemm_library_versions() {
 
 std::string gemm_libraries() {
   // The config string names the build; the thread count is what this process will use.
-  return gemm_library_versions() + " (threads: " + std::to_string(openblas_get_num_threads()) + ")";
+  return gemm_library_versions() + " (threads: " + std::to_string(openblas_get_num_threads()) +
+         "); bf16 products (MatmulPrecision::Bf16): " +
+         (bf16_gemm_available() ? "yes" : "no, they stay f32 (oneDNN has no bf16 matmul here)");
 }
 
 }  // namespace zc::ops

@@ -71,7 +71,7 @@ void dgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, i
 GemmLibrary default_f32_library();
 
 // What each dtype goes to in this process, for `zc env`: "f32: oneDNN 2.6.3 (dnnl_sgemm); f64
-// and the rest: OpenBLAS 0.3.21 ... (threads: 16)".
+// and the rest: OpenBLAS 0.3.21 ... (threads: 16); bf16 products (MatmulPrecision::Bf16): yes".
 std::string gemm_libraries();
 // The same without the thread count, which changes as calls set their teams: what a
 // measurement of the libraries is valid for (runtime/autotune.h).

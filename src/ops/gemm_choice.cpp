@@ -9,20 +9,21 @@ namespace zc::ops {
 
 uint8_t GemmChoice::code() const {
   return static_cast<uint8_t>(static_cast<uint8_t>(library) | (shift & 7) << 2 |
-                              static_cast<uint8_t>(batch) << 5);
+                              static_cast<uint8_t>(batch) << 5 | (bf16 ? 0x80 : 0));
 }
 
 GemmChoice GemmChoice::from_code(uint8_t code) {
   const uint8_t lib = code & 3, batch = (code >> 5) & 3;
-  if ((code & 0x80) || lib == 3 || batch == 3) {
+  if (lib == 3 || batch == 3) {
     throw Error("GEMM choice code " + std::to_string(code) +
                 " is not one zc makes (library 0-2 in bits 0-1, thread shift in 2-4, batch 0-2 "
-                "in 5-6)");
+                "in 5-6, bf16 in 7)");
   }
   GemmChoice c;
   c.library = static_cast<Library>(lib);
   c.shift = (code >> 2) & 7;
   c.batch = static_cast<Batch>(batch);
+  c.bf16 = (code & 0x80) != 0;
   return c;
 }
 
@@ -47,6 +48,7 @@ std::string GemmChoice::str(int team) const {
   s += ", " + std::to_string(threads(team)) + " of " + std::to_string(team) + " threads";
   if (batch == Batch::shared_out) s += ", one product per thread";
   if (batch == Batch::in_turn) s += ", products in turn";
+  if (bf16) s += ", bf16 operands";
   return s;
 }
 
@@ -82,6 +84,10 @@ std::array<int64_t, 3> GemmProblem::extents() const {
     for (int x = 0; x < 3; ++x) e[x] += (d[0] - 1) * d[1 + x];
   }
   return e;
+}
+
+bool bf16_pays(const GemmProblem& p) {
+  return p.dtype == DType::f32 && p.m * p.n * p.k >= (int64_t{1} << 22);
 }
 
 std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {

@@ -29,9 +29,12 @@ struct GemmChoice {
   Library library = Library::standard;
   uint8_t shift = 0;  // 0..7
   Batch batch = Batch::standard;
+  // f32 with bf16 operands (ops/bf16_gemm.h) on oneDNN, where this process can; f32 otherwise.
+  // Set by CompileOptions::matmul_precision, never by tuning: it changes results.
+  bool bf16 = false;
 
-  // One byte: bits 0-1 library, 2-4 shift, 5-6 batch. Decoding rejects codes no encoding
-  // makes (bit 7, library 3, batch 3) with zc::Error.
+  // One byte: bits 0-1 library, 2-4 shift, 5-6 batch, 7 bf16. Decoding rejects codes no
+  // encoding makes (library 3, batch 3) with zc::Error.
   uint8_t code() const;
   static GemmChoice from_code(uint8_t code);
   // The threads it runs on out of a team of `team`.
@@ -57,6 +60,11 @@ struct GemmProblem {
   std::array<int64_t, 3> extents() const;
   bool operator==(const GemmProblem&) const = default;
 };
+
+// Whether bf16 operands pay for `p` (MatmulPrecision::Bf16): f32 products of at least 2^22
+// multiply-adds each. Below that (attention's 128x128x64 heads) converting the operands costs
+// more than the faster product saves: half the f32 rate on the GPU host.
+bool bf16_pays(const GemmProblem& p);
 
 // The choices worth timing for `p` with a team of `team`, the default first, each distinct.
 std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team);

@@ -12,6 +12,7 @@
 #include "lower/pipeline.h"
 #include "runtime/artifact.h"
 #include "runtime/autotune.h"
+#include "runtime/bf16_products.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_keys.h"
 #include "runtime/size_templates.h"
@@ -260,13 +261,17 @@ const Backend& resolve_backend(const std::string& requested, Device device) {
 
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
                                                 std::optional<Digest> hash, bool size_templates,
-                                                bool autotune) {
+                                                ProductOptions products) {
   Digest h = hash ? *hash : ir::graph_hash(g);
-  if (autotune && !backend.interprets()) {
+  if (products.any() && !backend.interprets()) {
     std::string key = hex(h) + ":" + std::string(backend.name()) +
-                      (size_templates ? ":any-size" : "") + ":autotuned";
+                      (size_templates ? ":any-size" : "") +
+                      (products.autotune ? ":autotuned" : "") + (products.bf16 ? ":bf16" : "");
     return code_cache_get(key, [&] {
-      return autotuned(compile_graph(g, backend, h, size_templates, /*autotune=*/false));
+      std::shared_ptr<const Executable> exec = compile_graph(g, backend, h, size_templates);
+      if (products.autotune) exec = autotuned(std::move(exec));
+      if (products.bf16) exec = with_bf16_products(std::move(exec));
+      return exec;
     });
   }
   // Code for this size only, or possibly a template's: they differ (in the last bits, and in

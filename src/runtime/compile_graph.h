@@ -45,15 +45,25 @@ void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backe
 // as the compile's first lookup would.
 std::future<void> prefetch_remote(const Backend& backend);
 
+// How a compiled graph's library products run (CompileOptions::mode and matmul_precision).
+// Both set the executable's per-product choices (ops/gemm_choice.h), never its source, so the
+// code and every cache level below the in-process one are shared with the default.
+struct ProductOptions {
+  bool autotune = false;  // Mode::MaxAutotune: as runtime/autotune.h chose
+  bool bf16 = false;      // MatmulPrecision::Bf16: runtime/bf16_products.h
+  bool any() const { return autotune || bf16; }
+};
+
 // The executable for `g` on `backend`, from the in-process code cache or made through
 // build_executable with the process cache. `hash`, when the caller already has it, must be
 // ir::graph_hash(g): it saves hashing again. `size_templates`: code made once for many sizes
 // (runtime/size_templates.h) may serve it; false for a module compiled with Dynamic::Static.
-// `autotune` (Mode::MaxAutotune): its library products run as runtime/autotune.h chose, a
-// second in-process entry beside the untuned one, which it starts from.
+// `products` other than the default: its library products run as they say, a second
+// in-process entry beside the default one, which it starts from.
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
                                                 std::optional<Digest> hash = std::nullopt,
-                                                bool size_templates = false, bool autotune = false);
+                                                bool size_templates = false,
+                                                ProductOptions products = {});
 
 // Builds and loads the backend's support kernels (Backend::support_source) once per process,
 // through the kernel level of the process cache, before their first use (Backend::dense_copy);

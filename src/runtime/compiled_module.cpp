@@ -182,7 +182,8 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   variants.replay = s.options.cuda_graphs && breaks == 0;  // a broken trace re-traces
   variants.whole = breaks == 0;
   variants.size_templates = s.options.dynamic != Dynamic::Static;
-  variants.autotune = s.options.mode == Mode::MaxAutotune;
+  variants.products.autotune = s.options.mode == Mode::MaxAutotune;
+  variants.products.bf16 = s.options.matmul_precision == MatmulPrecision::Bf16;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
     variants.per_call.push_back(bindings[i].kind == ir::InputKind::user);

@@ -23,9 +23,9 @@ std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Grap
                                                                   const codegen::Backend& backend,
                                                                   const Options& options) {
   const bool any = options.size_templates;
-  const bool tune = options.autotune;
-  auto exec = options.hierarchical ? compile_hierarchical(g, backend, RegionRule{}, any, tune)
-                                   : compile_graph(g, backend, std::nullopt, any, tune);
+  const ProductOptions& products = options.products;
+  auto exec = options.hierarchical ? compile_hierarchical(g, backend, RegionRule{}, any, products)
+                                   : compile_graph(g, backend, std::nullopt, any, products);
   if (replay && options.replay) exec = backend.replayable(std::move(exec), options.per_call);
   return exec;
 }

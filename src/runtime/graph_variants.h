@@ -19,6 +19,7 @@
 #include "codegen/backend.h"
 #include "codegen/executable.h"
 #include "ir/graph.h"
+#include "runtime/compile_graph.h"
 
 namespace zc::runtime {
 
@@ -47,8 +48,8 @@ class GraphVariants {
     bool whole = true;
     // Code made once for many sizes may serve it (compile_graph); not under Dynamic::Static.
     bool size_templates = false;
-    // Mode::MaxAutotune: library products run as runtime/autotune.h chose (compile_graph).
-    bool autotune = false;
+    // How library products run: Mode::MaxAutotune, MatmulPrecision::Bf16 (compile_graph).
+    ProductOptions products;
   };
   GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options);
 

@@ -175,13 +175,13 @@ class HierarchicalExecutable final : public RawExecutable {
 
 std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const Backend& backend,
                                                        const RegionRule& rule, bool size_templates,
-                                                       bool autotune) {
+                                                       ProductOptions products) {
   Timer timer;
   RegionPlan plan = plan_regions(g, rule);
   ZC_LOG(timing) << "regions planned in " << timer.ms() << " ms: " << plan.parts.size()
                  << " parts of a " << g.nodes.size() << "-node graph";
   if (plan.outlined_calls == 0) {
-    return compile_graph(g, backend, std::nullopt, size_templates, autotune);
+    return compile_graph(g, backend, std::nullopt, size_templates, products);
   }
   std::map<ir::ValueId, int32_t> input_of;
   for (size_t i = 0; i < g.inputs.size(); ++i)
@@ -208,20 +208,21 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
                          return compile_graph(*part_graph, backend, hash, size_templates);
                        }).share();
   }
-  // Tuned after every part is built, one after another (each hits its untuned entry).
+  // Tuned (or given bf16 products) after every part is built, one after another (each hits
+  // its default entry).
   std::map<Digest, std::shared_ptr<const Executable>> tuned;
-  if (autotune) {
+  if (products.any()) {
     for (const GraphPart& gp : plan.parts) {
       by_hash.at(gp.hash).get();  // rethrows a part's compile error
       if (!tuned.count(gp.hash)) {
-        tuned[gp.hash] = compile_graph(gp.sub.graph, backend, gp.hash, size_templates, true);
+        tuned[gp.hash] = compile_graph(gp.sub.graph, backend, gp.hash, size_templates, products);
       }
     }
   }
   std::vector<Part> parts;
   for (const GraphPart& gp : plan.parts) {
     Part p;
-    p.exec = autotune ? tuned.at(gp.hash) : by_hash.at(gp.hash).get();  // rethrows errors
+    p.exec = products.any() ? tuned.at(gp.hash) : by_hash.at(gp.hash).get();  // rethrows errors
     p.raw = dynamic_cast<const RawExecutable*>(p.exec.get());
     if (p.raw && !p.raw->can_run_raw()) p.raw = nullptr;
     for (ir::ValueId v : gp.sub.inputs) {

@@ -8,19 +8,20 @@
 
 #include "codegen/backend.h"
 #include "ir/graph.h"
+#include "runtime/compile_graph.h"
 #include "runtime/regions.h"
 
 namespace zc::runtime {
 
 // Plans the regions of `g`, compiles each distinct part once (through compile_graph and its
 // caches) and returns an executable that runs the parts in order; the whole graph compiled
-// as one when no region repeats. `size_templates` and `autotune` as for compile_graph; the
+// as one when no region repeats. `size_templates` and `products` as for compile_graph; the
 // parts are tuned one after another once all are built (timings taken while another part's
 // compiler runs would measure it).
 std::shared_ptr<const codegen::Executable> compile_hierarchical(const ir::Graph& g,
                                                                 const codegen::Backend& backend,
                                                                 const RegionRule& rule = {},
                                                                 bool size_templates = false,
-                                                                bool autotune = false);
+                                                                ProductOptions products = {});
 
 }  // namespace zc::runtime

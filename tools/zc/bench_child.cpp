@@ -74,7 +74,9 @@ void concurrent_cpu(const std::function<zc::Tensor()>& call, int callers) {
 }  // namespace
 
 // Prints "ready first import per_call compiles build_ms autotune_ms" (ms, us for per_call).
-// `--mode max-autotune` compiles with Mode::MaxAutotune. With
+// `--mode max-autotune` compiles with Mode::MaxAutotune. `--matmul-precision bf16` compiles with
+// MatmulPrecision::Bf16 and prints a second line, "bf16_max_rel_err E": the largest difference
+// of a call's result from an f32 compile's, relative to the largest |result|. With
 // `--train 1` a call is a training step (see bench.h), else a forward without gradients.
 int child(const std::map<std::string, std::string>& a) {
   auto get = [&](const std::string& k, const std::string& d) {
@@ -128,9 +130,16 @@ int child(const std::map<std::string, std::string>& a) {
     if (mode != "default" && mode != "max-autotune") {
       throw zc::Error("zc bench --mode " + mode + ": expected default or max-autotune");
     }
-    auto fast =
-        zc::compile(m, {.mode = mode == "max-autotune" ? zc::Mode::MaxAutotune : zc::Mode::Default,
-                        .regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto});
+    const std::string precision = get("matmul-precision", "highest");
+    if (precision != "highest" && precision != "bf16") {
+      throw zc::Error("zc bench --matmul-precision " + precision + ": expected highest or bf16");
+    }
+    zc::CompileOptions options{
+        .mode = mode == "max-autotune" ? zc::Mode::MaxAutotune : zc::Mode::Default,
+        .matmul_precision =
+            precision == "bf16" ? zc::MatmulPrecision::Bf16 : zc::MatmulPrecision::Highest,
+        .regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto};
+    auto fast = zc::compile(m, options);
     call = [fast, &x] { return fast(x); };
   }
   // A training step: MSE against a fixed random target, backward, AdamW (one compiled kernel
@@ -168,6 +177,15 @@ int child(const std::map<std::string, std::string>& a) {
   if (!get("save", "").empty()) zc_support::save_bundle(get("save", ""));
   std::printf("%.4f %.4f %.4f %.4f %lld %.4f %.4f\n", s.ready_ms, first, import_ms, per_call_us,
               static_cast<long long>(s.compiler_invocations), s.cxx_ms, s.autotune_ms);
+  if (get("matmul-precision", "highest") == "bf16" && !eager && !train) {
+    const zc::Tensor got = call().to(zc::Device::cpu()).to(zc::DType::f64);
+    auto exact =
+        zc::compile(m, {.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto});
+    const zc::Tensor want = exact(x).to(zc::Device::cpu()).to(zc::DType::f64);
+    const double scale = zc::amax(zc::abs(want)).item<double>();
+    const double err = zc::amax(zc::abs(got - want)).item<double>();
+    std::printf("bf16_max_rel_err %.3g\n", scale > 0 ? err / scale : err);
+  }
   if (const int callers = std::stoi(get("callers", "0")); callers > 0) {
     if (cuda || train) throw zc::Error("zc bench --child --callers: CPU inference only");
     concurrent_cpu(call, callers);

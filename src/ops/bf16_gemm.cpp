@@ -1,0 +1,122 @@
+#include "ops/bf16_gemm.h"
+
+#ifdef ZC_WITH_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+#endif
+
+namespace zc::ops {
+
+#ifdef ZC_WITH_DNNL
+namespace {
+
+using dnnl::memory;
+
+const dnnl::engine& engine() {
+  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// An f32 matrix [rows, cols] as BLAS passes it: row-major with leading dim ld, or its
+// transpose stored so (column-major).
+memory::desc f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld) {
+  return memory::desc({rows, cols}, memory::data_type::f32,
+                      trans ? memory::dims{1, ld} : memory::dims{ld, 1});
+}
+
+// One problem's primitives: A's and B's conversions to the layouts the matmul asks for, and
+// the matmul (bf16 x bf16, accumulated in f32, into f32 C with C's leading dim).
+struct Plan {
+  memory::desc a_user, b_user, c_user, a_bf16, b_bf16;
+  dnnl::reorder to_a, to_b;
+  dnnl::matmul product;
+};
+
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+std::unique_ptr<Plan> make_plan(const Key& key) {
+  const auto [ta, tb, m, n, k, lda, ldb, ldc] = key;
+  auto p = std::make_unique<Plan>();
+  p->a_user = f32_matrix(ta, m, k, lda);
+  p->b_user = f32_matrix(tb, k, n, ldb);
+  p->c_user = f32_matrix(false, m, n, ldc);
+  const memory::desc a_any({m, k}, memory::data_type::bf16, memory::format_tag::any);
+  const memory::desc b_any({k, n}, memory::data_type::bf16, memory::format_tag::any);
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_any, b_any, p->c_user), engine());
+  p->a_bf16 = pd.src_desc();
+  p->b_bf16 = pd.weights_desc();
+  p->to_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->a_user, engine(), p->a_bf16));
+  p->to_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->b_user, engine(), p->b_bf16));
+  p->product = dnnl::matmul(pd);
+  return p;
+}
+
+// Plans by problem, made once; a problem oneDNN refuses is remembered as null.
+const Plan* plan_for(const Key& key) {
+  static std::mutex mu;
+  static std::map<Key, std::unique_ptr<Plan>> plans;
+  std::lock_guard lock(mu);
+  auto it = plans.find(key);
+  if (it != plans.end()) return it->second.get();
+  std::unique_ptr<Plan> p;
+  try {
+    p = make_plan(key);
+  } catch (const dnnl::error&) {
+    p = nullptr;
+  }
+  return plans.emplace(key, std::move(p)).first->second.get();
+}
+
+}  // namespace
+
+bool bf16_gemm_available() {
+  // A matmul oneDNN implements with bf16 kernels only on CPUs with AVX-512 (BF16 or AMX for
+  // speed); elsewhere creating it fails.
+  static const bool available = plan_for(Key{false, false, 16, 16, 16, 16, 16, 16}) != nullptr;
+  return available;
+}
+
+bool sgemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0 || k <= 0 || !bf16_gemm_available()) return false;
+  const Plan* p = plan_for(Key{ta, tb, m, n, k, lda, ldb, ldc});
+  if (!p) return false;
+  // Per thread: concurrent products each convert into their own buffers.
+  thread_local std::vector<char> a_buf, b_buf;
+  a_buf.resize(p->a_bf16.get_size());
+  b_buf.resize(p->b_bf16.get_size());
+  try {
+    thread_local dnnl::stream s(engine());
+    memory a_in(p->a_user, engine(), const_cast<float*>(a));
+    memory b_in(p->b_user, engine(), const_cast<float*>(b));
+    memory a_op(p->a_bf16, engine(), a_buf.data()), b_op(p->b_bf16, engine(), b_buf.data());
+    memory c_out(p->c_user, engine(), c);
+    p->to_a.execute(s, a_in, a_op);
+    p->to_b.execute(s, b_in, b_op);
+    p->product.execute(s, {{DNNL_ARG_SRC, a_op}, {DNNL_ARG_WEIGHTS, b_op}, {DNNL_ARG_DST, c_out}});
+    s.wait();
+  } catch (const dnnl::error&) {
+    return false;  // the caller computes all of C again in f32
+  }
+  return true;
+}
+
+#else
+
+bool bf16_gemm_available() {
+  return false;
+}
+
+bool sgemm_bf16(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
+                float*, int64_t) {
+  return false;
+}
+
+#endif
+
+}  // namespace zc::ops

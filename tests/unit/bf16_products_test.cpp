@@ -1,0 +1,165 @@
+// MatmulPrecision::Bf16 (ops/bf16_gemm.h, runtime/bf16_products.h): products with bf16 operands
+// equal an exact sum of the bf16-rounded operands' products (f32 accumulation) for every
+// layout; which products of a compiled graph take them; that the code is shared with the
+// default; and, on a CPU without bf16 products (this project's AVX2 machine, CI), that the
+// option changes nothing, bit for bit. The bf16 half runs on the GPU host's Xeon
+// (scripts/gpu-test.sh).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "capture/capture.h"
+#include "ops/bf16_gemm.h"
+#include "ops/gemm_choice.h"
+#include "run_model.h"
+#include "runtime/compile_graph.h"
+#include "unit/captured_args.h"
+#include "unit/test_support.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+using ops::GemmChoice;
+using ops::GemmProblem;
+
+// x rounded to the nearest bfloat16 (ties to even), as a float.
+float to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+GemmProblem problem(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad) {
+  GemmProblem p;
+  p.ta = ta;
+  p.tb = tb;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.lda = (ta ? m : k) + pad;
+  p.ldb = (tb ? k : n) + pad;
+  p.ldc = n + pad;
+  return p;
+}
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = u(gen);
+  return v;
+}
+
+TEST(Bf16Products, WhichProductsPay) {
+  EXPECT_TRUE(ops::bf16_pays(problem(false, true, 512, 768, 256, 0)));
+  EXPECT_FALSE(ops::bf16_pays(problem(false, true, 128, 128, 64, 0)));  // a head's scores
+  GemmProblem f64 = problem(false, false, 512, 512, 512, 0);
+  f64.dtype = DType::f64;
+  EXPECT_FALSE(ops::bf16_pays(f64));
+  GemmChoice c;
+  c.bf16 = true;
+  EXPECT_EQ(GemmChoice::from_code(c.code()), c);
+  EXPECT_NE(c.str(16).find("bf16 operands"), std::string::npos);
+}
+
+TEST(Bf16Products, EqualTheRoundedOperandsProductsInEveryLayout) {
+  GemmChoice bf16;
+  bf16.bf16 = true;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(std::string("ta ") + (ta ? "1" : "0") + " tb " + (tb ? "1" : "0"));
+      const GemmProblem p = problem(ta, tb, 67, 45, 129, 3);
+      const auto [ea, eb, ec] = p.extents();
+      const std::vector<float> a = random_floats(ea, 1), b = random_floats(eb, 2);
+      std::vector<float> f32(static_cast<size_t>(ec), 7.f), got(static_cast<size_t>(ec), 7.f);
+      ops::run_gemm(p, GemmChoice{}, a.data(), b.data(), f32.data());
+      if (!ops::bf16_gemm_available()) {
+        // The product runs in f32 instead, and sgemm_bf16 leaves C alone.
+        ops::run_gemm(p, bf16, a.data(), b.data(), got.data());
+        EXPECT_EQ(got, f32);
+        std::vector<float> untouched(static_cast<size_t>(ec), 7.f);
+        EXPECT_FALSE(ops::sgemm_bf16(ta, tb, p.m, p.n, p.k, a.data(), p.lda, b.data(), p.ldb,
+                                     untouched.data(), p.ldc));
+        EXPECT_EQ(untouched, std::vector<float>(static_cast<size_t>(ec), 7.f));
+        continue;
+      }
+      ops::run_gemm(p, bf16, a.data(), b.data(), got.data());
+      double differs = 0;
+      for (int64_t r = 0; r < p.m; ++r) {
+        for (int64_t col = 0; col < p.n; ++col) {
+          double want = 0, magnitude = 0;
+          for (int64_t x = 0; x < p.k; ++x) {
+            const double t = static_cast<double>(to_bf16(a[ta ? x * p.lda + r : r * p.lda + x])) *
+                             to_bf16(b[tb ? col * p.ldb + x : x * p.ldb + col]);
+            want += t;
+            magnitude += std::fabs(t);
+          }
+          const size_t at = static_cast<size_t>(r * p.ldc + col);
+          ASSERT_NEAR(got[at], want, 1e-5 * magnitude + 1e-30) << "at " << r << "," << col;
+          differs = std::max(differs, std::fabs(static_cast<double>(got[at]) - f32[at]));
+        }
+      }
+      EXPECT_GT(differs, 0) << "the bf16 product equals the f32 one: operands were not rounded";
+      // C's padding is not written.
+      for (int64_t r = 0; r < p.m; ++r) {
+        for (int64_t col = p.n; col < p.ldc && r * p.ldc + col < ec; ++col)
+          EXPECT_EQ(got[static_cast<size_t>(r * p.ldc + col)], 7.f);
+      }
+    }
+  }
+  if (!ops::bf16_gemm_available()) {
+    GTEST_SKIP() << "this CPU has no bf16 products (oneDNN needs AVX-512): the f32 fallback was "
+                    "checked, the bf16 products run on the GPU host's Xeon";
+  }
+}
+
+TEST(Bf16Products, ACompiledGptSharesItsCodeAndStaysClose) {
+  NoGradGuard no_grad;
+  manual_seed(3);
+  auto model = models::gpt(models::gpt_small_config(1));
+  model->eval();
+  const std::vector<Tensor> x{models::gpt_small_tokens()};
+  capture::Captured cap = capture::capture_module(*model, x[0], nullptr, true);
+  const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
+  auto exact = runtime::compile_graph(cap.graph, cpp);
+  const int64_t before = compiler::stats().compiler_invocations;
+  auto bf16 = runtime::compile_graph(cap.graph, cpp, std::nullopt, false, {.bf16 = true});
+  EXPECT_EQ(compiler::stats().compiler_invocations, before) << "the bf16 executable compiled";
+  // The Linear products take bf16 operands, attention's heads (one kernel, no library
+  // products) and anything small do not.
+  const std::vector<uint8_t> choices = bf16->product_choices();
+  int with_bf16 = 0;
+  for (const codegen::LibraryProduct& lp : bf16->library_products()) {
+    const bool set = GemmChoice::from_code(choices[static_cast<size_t>(lp.site)]).bf16;
+    EXPECT_EQ(set, ops::bf16_pays(lp.problem)) << lp.problem.str();
+    with_bf16 += set;
+  }
+  EXPECT_GE(with_bf16, 4);  // QKV, out, MLP up and down
+
+  const std::vector<const Tensor*> args = test::captured_args(cap, x);
+  const Tensor want = exact->run(args)[0], got = bf16->run(args)[0];
+  const double scale = amax(abs(want)).item<double>();
+  const double err = amax(abs(got - want)).item<double>();
+  // Through zc::compile, hierarchical parts included.
+  auto fast = compile(model, {.matmul_precision = MatmulPrecision::Bf16});
+  const Tensor via_compile = fast(x[0]);
+  auto default_compile = compile(model);
+  const double compile_err = amax(abs(via_compile - default_compile(x[0]))).item<double>();
+  if (!ops::bf16_gemm_available()) {
+    EXPECT_EQ(err, 0);
+    EXPECT_EQ(compile_err, 0);
+    GTEST_SKIP() << "this CPU has no bf16 products: the option changed nothing, as it should";
+  }
+  EXPECT_GT(err, 0);
+  EXPECT_LT(err, 2e-2 * scale);  // docs/codegen.md, "bf16 products": a few 1e-3 measured
+  EXPECT_GT(compile_err, 0);
+  EXPECT_LT(compile_err, 2e-2 * scale);
+}
+
+}  // namespace
+}  // namespace zc
