@@ -16,6 +16,7 @@
 #include "runtime/compile_graph.h"
 #include "test_support.h"
 #include "unit/captured_args.h"
+#include "unit/gemm_problems.h"
 #include "util/stats.h"
 #include "zc/zc.h"
 
@@ -26,17 +27,7 @@ using ops::GemmChoice;
 using ops::GemmProblem;
 
 GemmProblem problem(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad = 0) {
-  GemmProblem p;
-  p.dtype = dt;
-  p.ta = ta;
-  p.tb = tb;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.lda = (ta ? m : k) + pad;
-  p.ldb = (tb ? k : n) + pad;
-  p.ldc = n;
-  return p;
+  return test::gemm_problem(dt, ta, tb, m, n, k, pad);
 }
 
 // Problems of the kinds generated code makes: each transpose, padded leading dims, sizes that

@@ -16,6 +16,7 @@
 #include "run_model.h"
 #include "runtime/compile_graph.h"
 #include "unit/captured_args.h"
+#include "unit/gemm_problems.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 
@@ -34,16 +35,10 @@ float to_bf16(float x) {
   return x;
 }
 
+// f32, C's leading dim padded too (its padding must stay untouched).
 GemmProblem problem(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad) {
-  GemmProblem p;
-  p.ta = ta;
-  p.tb = tb;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.lda = (ta ? m : k) + pad;
-  p.ldb = (tb ? k : n) + pad;
-  p.ldc = n + pad;
+  GemmProblem p = test::gemm_problem(DType::f32, ta, tb, m, n, k, pad);
+  p.ldc += pad;
   return p;
 }
 
