@@ -11,6 +11,7 @@
 #include "capture/capture.h"
 #include "codegen/pipeline.h"
 #include "lower/pipeline.h"
+#include "ops/dispatch.h"
 #include "runtime/compile_graph.h"
 #include "unit/captured_args.h"
 #include "unit/reference.h"
@@ -115,6 +116,57 @@ TEST(CpuAttention, ReadsViewsInPlaceOrThroughItsCopies) {
       Arr want =
           ref::attention(ref::read(o[0]), ref::read(o[1]), ref::read(o[2]), causal, std::nullopt);
       EXPECT_TRUE(ref::close(y, want, dt, tol(dt, T, D))) << "causal " << causal;
+    }
+  }
+}
+
+// attention_lse, the training forward's: each query row's log-sum-exp of its scaled, visible
+// scores, against float64, over several key blocks, causal limits inside them, and no keys.
+TEST(CpuAttention, LogSumExpEqualsTheReference) {
+  manual_seed(43);
+  struct Case {
+    Shape q, k;
+    bool causal;
+    double scale;
+  };
+  const std::vector<Case> cases{{{2, 3, 70, 8}, {2, 3, 600, 8}, false, 0.35},
+                                {{1, 2, 300, 16}, {1, 2, 300, 16}, true, 0.25},
+                                {{1, 5, 4}, {1, 0, 4}, false, 1.0}};
+  for (const Case& c : cases) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(ref::show(c.q) + ref::show(c.k) + " causal=" + std::to_string(c.causal) + " " +
+                   ref::name_of(dt));
+      std::vector<Tensor> in{ref::make(ref::uniform(c.q, -2, 2), dt),
+                             ref::make(ref::uniform(c.k, -2, 2), dt)};
+      Tensor got = compiled(in, [&] {
+        return ops::call1(ops::OpId::attention_lse, {in[0], in[1]},
+                          ops::AttentionAttrs{c.causal, c.scale});
+      });
+      const Arr q = ref::read(in[0]), k = ref::read(in[1]);
+      const int64_t tq = c.q[c.q.size() - 2], tk = c.k[c.k.size() - 2], d = c.q.back();
+      const int64_t rows = ref::numel_of(c.q) / d;
+      ASSERT_EQ(got.numel(), rows);
+      const Tensor g = got.to(DType::f64).contiguous();
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t batch = r / tq, t = r % tq;
+        double m = -INFINITY, sum = 0;
+        std::vector<double> s;
+        for (int64_t j = 0; j < tk && (!c.causal || j <= t); ++j) {
+          double dot = 0;
+          for (int64_t x = 0; x < d; ++x) dot += q.v[r * d + x] * k.v[(batch * tk + j) * d + x];
+          s.push_back(dot * c.scale);
+          m = std::max(m, s.back());
+        }
+        for (double x : s) sum += std::exp(x - m);
+        const double want = s.empty() ? -INFINITY : m + std::log(sum);
+        const double have = g.data<double>()[r];
+        if (std::isinf(want)) {
+          EXPECT_EQ(have, want) << "row " << r;
+        } else {
+          EXPECT_NEAR(have, want, (dt == DType::f32 ? 1e-5 : 1e-12) * (1 + std::fabs(want)))
+              << "row " << r;
+        }
+      }
     }
   }
 }

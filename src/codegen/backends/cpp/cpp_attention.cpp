@@ -16,6 +16,10 @@
 // loads, which convert and follow any strides. Numerics are the eager kernel's
 // (ops/attention.cpp): scale after the product, sums in the compute type, a row that sees no
 // key gives zeros.
+//
+// attention_lse (each query row's log-sum-exp of scaled scores, which the backward reads) is
+// the same kernel without V: the running maximum and sum, then max + log(sum) (-inf for a row
+// that sees no key).
 #include <algorithm>
 
 #include "codegen/backends/cpp/abi.h"
@@ -43,8 +47,10 @@ std::string str(int64_t v) {
 
 void KernelEmitter::emit_attention(const Kernel& k) {
   const AttentionOperands at = attention_operands(k);
-  ZC_CHECK(at.op == ops::OpId::attention,
-           << "the C++ backend generates attention only, not " << ops::op_def(at.op).name);
+  const bool lse = at.op == ops::OpId::attention_lse;
+  ZC_CHECK(
+      lse || at.op == ops::OpId::attention,
+      << "the C++ backend generates attention and attention_lse, not " << ops::op_def(at.op).name);
   if (shape_numel(at.os) == 0) return;
   const DType cdt = ops::compute_dtype(at.odt);
   const std::string T = compute_type(cdt);
@@ -70,7 +76,7 @@ void KernelEmitter::emit_attention(const Kernel& k) {
     return o;
   };
   const Operand q = operand(at.Q, at.tq, at.d), kk = operand(at.K, at.tk, at.d);
-  const Operand v = operand(at.V, at.tk, at.dv);
+  const Operand v = lse ? Operand{-1, 0, 0, true} : operand(at.V, at.tk, at.dv);
 
   // Batch indices, decoded from the work item's number.
   Names b(at.batch.size(), "0");
@@ -87,7 +93,7 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   std::string scratch = num(R * at.dv) + " * 2 + " + str(R * KB + 3 * R);
   if (!q.direct) scratch += " + " + num(R * at.d);
   if (!kk.direct) scratch += " + " + num(KB * at.d);
-  if (!v.direct) scratch += " + " + num(KB * at.dv);
+  if (!lse && !v.direct) scratch += " + " + num(KB * at.dv);
 
   w_.line("int zc_failed = 0;");
   w_.line("#pragma omp parallel if(" + work + " >= " + str(opt_.parallel_threshold) + ")");
@@ -125,7 +131,7 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   };
   stage_area(q, "zc_qs", R * at.d);
   stage_area(kk, "zc_ks", KB * at.d);
-  stage_area(v, "zc_vs", KB * at.dv);
+  if (!lse) stage_area(v, "zc_vs", KB * at.dv);
   w_.open("for (int64_t zc_i = 0; zc_i < zc_rows; ++zc_i)");
   w_.line("zc_m[zc_i] = -INFINITY;");
   w_.line("zc_l[zc_i] = 0;");
@@ -193,23 +199,32 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   w_.line("zc_l[zc_i] = zc_l[zc_i] * zc_c[zc_i] + zc_sum;");
   w_.line("zc_m[zc_i] = zc_mx;");
   w_.close();
-  block(v, at.vs, "zc_vs", "zc_k0", "zc_n", DV, &vp, &ldv, &tv);
-  w_.line("a->svc->" + gemm + "(" + one_thread + ", 0, " + (tv ? "1" : "0") + ", zc_rows, " + DV +
-          ", zc_n, zc_s, " + str(KB) + ", " + vp + ", " + ldv + ", zc_pv, " + DV + ");");
-  w_.open("for (int64_t zc_i = 0; zc_i < zc_rows; ++zc_i)");
-  w_.line("const " + T + " zc_f = zc_c[zc_i];");
-  w_.line("#pragma omp simd");
-  w_.line("for (int64_t zc_j = 0; zc_j < " + DV + "; ++zc_j) zc_acc[zc_i * " + DV +
-          " + zc_j] = zc_acc[zc_i * " + DV + " + zc_j] * zc_f + zc_pv[zc_i * " + DV + " + zc_j];");
-  w_.close();
+  if (!lse) {
+    // PV = P V_blk, and each row's accumulator rescaled by how far its maximum grew.
+    block(v, at.vs, "zc_vs", "zc_k0", "zc_n", DV, &vp, &ldv, &tv);
+    w_.line("a->svc->" + gemm + "(" + one_thread + ", 0, " + (tv ? "1" : "0") + ", zc_rows, " + DV +
+            ", zc_n, zc_s, " + str(KB) + ", " + vp + ", " + ldv + ", zc_pv, " + DV + ");");
+    w_.open("for (int64_t zc_i = 0; zc_i < zc_rows; ++zc_i)");
+    w_.line("const " + T + " zc_f = zc_c[zc_i];");
+    w_.line("#pragma omp simd");
+    w_.line("for (int64_t zc_j = 0; zc_j < " + DV + "; ++zc_j) zc_acc[zc_i * " + DV +
+            " + zc_j] = zc_acc[zc_i * " + DV + " + zc_j] * zc_f + zc_pv[zc_i * " + DV +
+            " + zc_j];");
+    w_.close();
+  }
   w_.close();  // key blocks
 
   w_.open("for (int64_t zc_i = 0; zc_i < zc_rows; ++zc_i)");
-  w_.line("const " + T + " zc_inv = zc_l[zc_i] != 0 ? (" + T + ")1 / zc_l[zc_i] : (" + T + ")0;");
-  w_.open("for (int64_t zc_j = 0; zc_j < " + DV + "; ++zc_j)");
-  w_.line(T + " zc_o = zc_acc[zc_i * " + DV + " + zc_j] * zc_inv;");
-  w_.line(store(at.O, at.names(at.os, b, "(zc_r0 + zc_i)", "zc_j"), "zc_o"));
-  w_.close();
+  if (lse) {
+    w_.line(T + " zc_o = zc_m[zc_i] + zc_log(zc_l[zc_i]);");
+    w_.line(store(at.O, at.row_names(at.os, b, "(zc_r0 + zc_i)"), "zc_o"));
+  } else {
+    w_.line("const " + T + " zc_inv = zc_l[zc_i] != 0 ? (" + T + ")1 / zc_l[zc_i] : (" + T + ")0;");
+    w_.open("for (int64_t zc_j = 0; zc_j < " + DV + "; ++zc_j)");
+    w_.line(T + " zc_o = zc_acc[zc_i * " + DV + " + zc_j] * zc_inv;");
+    w_.line(store(at.O, at.names(at.os, b, "(zc_r0 + zc_i)", "zc_j"), "zc_o"));
+    w_.close();
+  }
   w_.close();
   w_.close();  // work items
   w_.line("free(zc_scratch);");

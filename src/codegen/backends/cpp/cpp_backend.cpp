@@ -77,11 +77,12 @@ class CppBackend final : public Backend, private SchedulePolicy {
 
   const SchedulePolicy& policy() const override { return *this; }
 
-  // Attention as one kernel whose scores stay in cache-sized blocks (cpp_attention.cpp). Its
-  // log-sum-exp and gradients (training) are decomposed: their products run as batched BLAS.
+  // Attention and its log-sum-exp (the forward of training) as one kernel each whose scores
+  // stay in cache-sized blocks (cpp_attention.cpp). The gradients are decomposed: their
+  // products run as batched BLAS.
   std::vector<ops::OpId> native_ops() const override {
     if (!opt_.attention_kernel) return {};
-    return {ops::OpId::attention};
+    return {ops::OpId::attention, ops::OpId::attention_lse};
   }
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
