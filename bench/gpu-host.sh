@@ -220,7 +220,9 @@ case "${1:-}" in
             child=(bench --child --model gpt-small --layers 4 --callers $callers)
             echo "gpt-small $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tail -1)"
           done | tee -a "$out/cpu-steady.txt"
-          for regions in auto eager; do
+          # Three processes compiled, as torch_compile.py below runs three (cold, warm, Mega-Cache):
+          # one process of that size moves by 10-15% on this host.
+          for regions in auto auto auto eager; do
             child=(bench --child --model gpt-blocks --layers 12 --device cpu --regions $regions --steady 1)
             echo "gpt12 $regions: $(ZC_CACHE_DIR="$cache" build-gpu/zc "${child[@]}" 2>/dev/null | tail -1)"
           done | tee -a "$out/cpu-steady.txt"
