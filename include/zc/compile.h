@@ -27,9 +27,7 @@ enum class Mode : uint8_t { Default, MaxAutotune };
 // multiply-adds: Linear layers, not attention's heads) round their operands to bfloat16 and
 // accumulate in f32, on AMX or AVX-512 BF16 through oneDNN (2.5-4x the f32 rate on a Sapphire
 // Rapids Xeon); about 2^-8 sqrt(K) relative error per product, a few 1e-3 on a GPT's logits
-// (docs/codegen.md, "bf16 products"). On a CPU without bf16 they stay f32, and so do the
-// products of code made for many sizes (Dynamic's size templates: a size a template serves
-// runs in f32, a size compiled for itself in bf16). Like torch's
+// (docs/codegen.md, "bf16 products"). On a CPU without bf16 they stay f32. Like torch's
 // set_float32_matmul_precision("medium").
 enum class MatmulPrecision : uint8_t { Highest, Bf16 };
 // Auto: compile a block repeated across the model once and call it (hierarchical

@@ -37,7 +37,7 @@ class Executable {
   // How each site's product runs (ops/gemm_choice.h codes, by site; 0 the default).
   virtual std::vector<uint8_t> product_choices() const { return {}; }
   // An executable like this one, sharing its code, whose products run as `choices` (by site,
-  // as product_choices()) say. Only called when library_products() is not empty.
+  // as product_choices()) say. Only called when product_choices() is not empty.
   virtual std::shared_ptr<const Executable> with_product_choices(
       std::vector<uint8_t> choices) const {
     (void)choices;

@@ -152,7 +152,8 @@ void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double
 void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
   ChoiceTeam team(choice);
-  if (choice.bf16 && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc)) return;
+  if (choice.bf16 && bf16_pays(m, n, k) && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc))
+    return;
   sgemm_on(library_of(choice), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
@@ -167,9 +168,10 @@ void sgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, i
                     const int64_t* batch) {
   ChoiceTeam team(choice);
   const GemmLibrary lib = library_of(choice);
+  const bool bf16 = choice.bf16 && bf16_pays(m, n, k);
   gemm_batch(choice.batch, m, n, k, a, b, c, batch,
              [&](const float* ai, const float* bi, float* ci) {
-               if (choice.bf16 && sgemm_bf16(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc)) return;
+               if (bf16 && sgemm_bf16(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc)) return;
                sgemm_on(lib, ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
              });
 }

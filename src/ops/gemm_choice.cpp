@@ -86,8 +86,8 @@ std::array<int64_t, 3> GemmProblem::extents() const {
   return e;
 }
 
-bool bf16_pays(const GemmProblem& p) {
-  return p.dtype == DType::f32 && p.m * p.n * p.k >= (int64_t{1} << 22);
+bool bf16_pays(int64_t m, int64_t n, int64_t k) {
+  return m * n * k >= (int64_t{1} << 22);
 }
 
 std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {

@@ -29,8 +29,9 @@ struct GemmChoice {
   Library library = Library::standard;
   uint8_t shift = 0;  // 0..7
   Batch batch = Batch::standard;
-  // f32 with bf16 operands (ops/bf16_gemm.h) on oneDNN, where this process can; f32 otherwise.
-  // Set by CompileOptions::matmul_precision, never by tuning: it changes results.
+  // f32 with bf16 operands (ops/bf16_gemm.h) on oneDNN for a product where bf16_pays, where
+  // this process can; f32 otherwise. Set by CompileOptions::matmul_precision, never by tuning:
+  // it changes results.
   bool bf16 = false;
 
   // One byte: bits 0-1 library, 2-4 shift, 5-6 batch, 7 bf16. Decoding rejects codes no
@@ -61,10 +62,11 @@ struct GemmProblem {
   bool operator==(const GemmProblem&) const = default;
 };
 
-// Whether bf16 operands pay for `p` (MatmulPrecision::Bf16): f32 products of at least 2^22
-// multiply-adds each. Below that (attention's 128x128x64 heads) converting the operands costs
-// more than the faster product saves: half the f32 rate on the GPU host.
-bool bf16_pays(const GemmProblem& p);
+// Whether bf16 operands pay for an f32 product of m x n x k (MatmulPrecision::Bf16): at least
+// 2^22 multiply-adds. Below that (attention's 128x128x64 heads) converting the operands costs
+// more than the faster product saves: half the f32 rate on the GPU host. Applied per call, with
+// the call's sizes, so that code serving many sizes follows it too.
+bool bf16_pays(int64_t m, int64_t n, int64_t k);
 
 // The choices worth timing for `p` with a team of `team`, the default first, each distinct.
 std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team);

@@ -6,16 +6,16 @@ namespace zc::runtime {
 
 std::shared_ptr<const codegen::Executable> with_bf16_products(
     std::shared_ptr<const codegen::Executable> exec) {
+  // Every kernel's choice gets the bit: only f32 library products read it, each applying
+  // ops::bf16_pays to the sizes of its call, so code that serves many sizes (whose products'
+  // sizes change per call) follows the rule too.
   std::vector<uint8_t> choices = exec->product_choices();
-  int set = 0;
-  for (const codegen::LibraryProduct& lp : exec->library_products()) {
-    if (!ops::bf16_pays(lp.problem)) continue;
-    ops::GemmChoice c = ops::GemmChoice::from_code(choices.at(static_cast<size_t>(lp.site)));
+  if (choices.empty()) return exec;  // an executable with no library products (CUDA, eager)
+  for (uint8_t& code : choices) {
+    ops::GemmChoice c = ops::GemmChoice::from_code(code);
     c.bf16 = true;
-    choices[static_cast<size_t>(lp.site)] = c.code();
-    ++set;
+    code = c.code();
   }
-  if (set == 0) return exec;
   return exec->with_product_choices(std::move(choices));
 }
 

@@ -51,11 +51,8 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
 }
 
 TEST(Bf16Products, WhichProductsPay) {
-  EXPECT_TRUE(ops::bf16_pays(problem(false, true, 512, 768, 256, 0)));
-  EXPECT_FALSE(ops::bf16_pays(problem(false, true, 128, 128, 64, 0)));  // a head's scores
-  GemmProblem f64 = problem(false, false, 512, 512, 512, 0);
-  f64.dtype = DType::f64;
-  EXPECT_FALSE(ops::bf16_pays(f64));
+  EXPECT_TRUE(ops::bf16_pays(512, 768, 256));
+  EXPECT_FALSE(ops::bf16_pays(128, 128, 64));  // a head's scores
   GemmChoice c;
   c.bf16 = true;
   EXPECT_EQ(GemmChoice::from_code(c.code()), c);
@@ -125,16 +122,13 @@ TEST(Bf16Products, ACompiledGptSharesItsCodeAndStaysClose) {
   const int64_t before = compiler::stats().compiler_invocations;
   auto bf16 = runtime::compile_graph(cap.graph, cpp, std::nullopt, false, {.bf16 = true});
   EXPECT_EQ(compiler::stats().compiler_invocations, before) << "the bf16 executable compiled";
-  // The Linear products take bf16 operands, attention's heads (one kernel, no library
-  // products) and anything small do not.
-  const std::vector<uint8_t> choices = bf16->product_choices();
-  int with_bf16 = 0;
-  for (const codegen::LibraryProduct& lp : bf16->library_products()) {
-    const bool set = GemmChoice::from_code(choices[static_cast<size_t>(lp.site)]).bf16;
-    EXPECT_EQ(set, ops::bf16_pays(lp.problem)) << lp.problem.str();
-    with_bf16 += set;
-  }
-  EXPECT_GE(with_bf16, 4);  // QKV, out, MLP up and down
+  // Every product's choice has the bit; the Linear products are the ones large enough to use
+  // it (the rule applies per call, at the call's sizes).
+  for (uint8_t code : bf16->product_choices()) EXPECT_TRUE(GemmChoice::from_code(code).bf16);
+  int paying = 0;
+  for (const codegen::LibraryProduct& lp : bf16->library_products())
+    paying += ops::bf16_pays(lp.problem.m, lp.problem.n, lp.problem.k);
+  EXPECT_GE(paying, 4);  // QKV, out, MLP up and down
 
   const std::vector<const Tensor*> args = test::captured_args(cap, x);
   const Tensor want = exact->run(args)[0], got = bf16->run(args)[0];
@@ -145,15 +139,30 @@ TEST(Bf16Products, ACompiledGptSharesItsCodeAndStaysClose) {
   const Tensor via_compile = fast(x[0]);
   auto default_compile = compile(model);
   const double compile_err = amax(abs(via_compile - default_compile(x[0]))).item<double>();
+  // Code made for many sizes (every dim dynamic from the first call: size templates), at two
+  // lengths: its products follow the option too.
+  auto dynamic_bf16 =
+      compile(model, {.matmul_precision = MatmulPrecision::Bf16, .dynamic = Dynamic::All});
+  auto dynamic_f32 = compile(model, {.dynamic = Dynamic::All});
+  std::vector<double> dynamic_err;
+  for (int64_t length : {int64_t{128}, int64_t{96}}) {
+    const Tensor tokens = x[0].slice(1, 0, length).contiguous();
+    dynamic_err.push_back(amax(abs(dynamic_bf16(tokens) - dynamic_f32(tokens))).item<double>());
+  }
   if (!ops::bf16_gemm_available()) {
     EXPECT_EQ(err, 0);
     EXPECT_EQ(compile_err, 0);
+    for (double e : dynamic_err) EXPECT_EQ(e, 0);
     GTEST_SKIP() << "this CPU has no bf16 products: the option changed nothing, as it should";
   }
   EXPECT_GT(err, 0);
   EXPECT_LT(err, 2e-2 * scale);  // docs/codegen.md, "bf16 products": a few 1e-3 measured
   EXPECT_GT(compile_err, 0);
   EXPECT_LT(compile_err, 2e-2 * scale);
+  for (double e : dynamic_err) {
+    EXPECT_GT(e, 0);
+    EXPECT_LT(e, 2e-2 * scale);
+  }
 }
 
 }  // namespace
