@@ -53,6 +53,16 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
 TEST(Bf16Products, WhichProductsPay) {
   EXPECT_TRUE(ops::bf16_pays(512, 768, 256));
   EXPECT_FALSE(ops::bf16_pays(128, 128, 64));  // a head's scores
+  // The rule is applied when the product runs: a small product with the bit runs in f32.
+  const GemmProblem small = problem(false, true, 67, 45, 129, 3);
+  const auto [ea, eb, ec] = small.extents();
+  const std::vector<float> a = random_floats(ea, 1), b = random_floats(eb, 2);
+  std::vector<float> f32(static_cast<size_t>(ec)), with_bit(static_cast<size_t>(ec));
+  GemmChoice bit;
+  bit.bf16 = true;
+  ops::run_gemm(small, GemmChoice{}, a.data(), b.data(), f32.data());
+  ops::run_gemm(small, bit, a.data(), b.data(), with_bit.data());
+  EXPECT_EQ(with_bit, f32);
   GemmChoice c;
   c.bf16 = true;
   EXPECT_EQ(GemmChoice::from_code(c.code()), c);
@@ -65,7 +75,8 @@ TEST(Bf16Products, EqualTheRoundedOperandsProductsInEveryLayout) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       SCOPED_TRACE(std::string("ta ") + (ta ? "1" : "0") + " tb " + (tb ? "1" : "0"));
-      const GemmProblem p = problem(ta, tb, 67, 45, 129, 3);
+      // 163 x 200 x 131: odd sizes past the 2^22 multiply-adds bf16 needs (bf16_pays).
+      const GemmProblem p = problem(ta, tb, 163, 200, 131, 3);
       const auto [ea, eb, ec] = p.extents();
       const std::vector<float> a = random_floats(ea, 1), b = random_floats(eb, 2);
       std::vector<float> f32(static_cast<size_t>(ec), 7.f), got(static_cast<size_t>(ec), 7.f);
