@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "capture/capture.h"
@@ -26,13 +25,9 @@ namespace {
 using ops::GemmChoice;
 using ops::GemmProblem;
 
-// x rounded to the nearest bfloat16 (ties to even), as a float.
+// x rounded to the nearest bfloat16 (ties to even), as a float: zc's own 16-bit type.
 float to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  u = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
+  return static_cast<float>(BFloat16(x));
 }
 
 // f32, C's leading dim padded too (its padding must stay untouched).

@@ -194,9 +194,11 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   w_.line("zc_sum += zc_p;");
   w_.close();
   w_.line("for (int64_t zc_j = zc_seen; zc_j < zc_n; ++zc_j) zc_row[zc_j] = 0;");
-  // A row that saw no key in this block keeps its state (its maximum may still be -inf).
-  w_.line("zc_c[zc_i] = zc_seen > 0 ? zc_exp(zc_m[zc_i] - zc_mx) : (" + T + ")1;");
-  w_.line("zc_l[zc_i] = zc_l[zc_i] * zc_c[zc_i] + zc_sum;");
+  // A row that saw no key in this block keeps its state (its maximum may still be -inf). The
+  // factor rescales the sum here, and the accumulator after PV (attention only).
+  w_.line("const " + T + " zc_f = zc_seen > 0 ? zc_exp(zc_m[zc_i] - zc_mx) : (" + T + ")1;");
+  w_.line("zc_l[zc_i] = zc_l[zc_i] * zc_f + zc_sum;");
+  if (!lse) w_.line("zc_c[zc_i] = zc_f;");
   w_.line("zc_m[zc_i] = zc_mx;");
   w_.close();
   if (!lse) {
