@@ -56,20 +56,25 @@ std::unique_ptr<Plan> make_plan(const Key& key) {
   return p;
 }
 
-// Plans by problem, made once; a problem oneDNN refuses is remembered as null.
-const Plan* plan_for(const Key& key) {
+// Plans by problem, made once; a problem oneDNN refuses is remembered as null. At most
+// kMaxPlans are kept (code for many sizes meets a new problem at each new length): past that,
+// one is dropped for each new one, and a product still running on it keeps its own reference.
+constexpr size_t kMaxPlans = 512;
+
+std::shared_ptr<const Plan> plan_for(const Key& key) {
   static std::mutex mu;
-  static std::map<Key, std::unique_ptr<Plan>> plans;
+  static std::map<Key, std::shared_ptr<const Plan>> plans;
   std::lock_guard lock(mu);
   auto it = plans.find(key);
-  if (it != plans.end()) return it->second.get();
-  std::unique_ptr<Plan> p;
+  if (it != plans.end()) return it->second;
+  std::shared_ptr<const Plan> p;
   try {
     p = make_plan(key);
   } catch (const dnnl::error&) {
     p = nullptr;
   }
-  return plans.emplace(key, std::move(p)).first->second.get();
+  if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
+  return plans.emplace(key, std::move(p)).first->second;
 }
 
 }  // namespace
@@ -84,7 +89,7 @@ bool bf16_gemm_available() {
 bool sgemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                 const float* b, int64_t ldb, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0 || k <= 0 || !bf16_gemm_available()) return false;
-  const Plan* p = plan_for(Key{ta, tb, m, n, k, lda, ldb, ldc});
+  const std::shared_ptr<const Plan> p = plan_for(Key{ta, tb, m, n, k, lda, ldb, ldc});
   if (!p) return false;
   // Per thread: concurrent products each convert into their own buffers.
   thread_local std::vector<char> a_buf, b_buf;

@@ -7,7 +7,7 @@
 //
 // Both operands are converted on every call, so a weight changed in place between calls is
 // always read as it is. The primitives and conversions of each problem are made once per
-// process and kept.
+// process and kept, 512 problems at most (past that one is dropped for each new one).
 #pragma once
 
 #include <cstdint>

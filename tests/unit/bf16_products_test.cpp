@@ -116,6 +116,28 @@ TEST(Bf16Products, EqualTheRoundedOperandsProductsInEveryLayout) {
   }
 }
 
+// More distinct problems than the plans kept (512): evicted problems are planned again, and
+// each product stays right (a 2 x n x 4 product, checked against its rounded operands).
+TEST(Bf16Products, ManyDistinctProblemsStayRight) {
+  if (!ops::bf16_gemm_available()) {
+    GTEST_SKIP() << "this CPU has no bf16 products (oneDNN needs AVX-512)";
+  }
+  const std::vector<float> a = random_floats(2 * 4, 3), b = random_floats(4 * 700, 4);
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t n = 1; n <= 700; n += 1) {
+      std::vector<float> c(static_cast<size_t>(2 * n));
+      ASSERT_TRUE(ops::sgemm_bf16(false, false, 2, n, 4, a.data(), 4, b.data(), n, c.data(), n));
+      for (int64_t r = 0; r < 2; ++r) {
+        const int64_t col = n - 1;
+        double want = 0;
+        for (int64_t x = 0; x < 4; ++x)
+          want += static_cast<double>(to_bf16(a[r * 4 + x])) * to_bf16(b[x * n + col]);
+        ASSERT_NEAR(c[static_cast<size_t>(r * n + col)], want, 1e-5) << "n " << n;
+      }
+    }
+  }
+}
+
 TEST(Bf16Products, ACompiledGptSharesItsCodeAndStaysClose) {
   NoGradGuard no_grad;
   manual_seed(3);
