@@ -124,6 +124,9 @@ struct Stats {
   // whose choice came from the cache instead (a warm process times nothing).
   int64_t autotune_timings = 0;
   int64_t autotune_hits = 0;
+  // Graphs loaded before the compile that needs them asked, because the previous process
+  // recorded that this compile loads them (a warm training step's backward).
+  int64_t graphs_preloaded = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   // A training call's backward compiles while its forward runs, outside this time.

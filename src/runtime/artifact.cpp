@@ -3,6 +3,8 @@
 #include "codegen/pipeline.h"
 #include "ir/canonical.h"
 #include "util/bytes.h"
+#include "util/log.h"
+#include "util/timer.h"
 
 namespace zc::runtime {
 
@@ -40,8 +42,12 @@ std::shared_ptr<const codegen::Executable> load_artifact(const Artifact& a,
     throw Error("compiled graph artifact: made by backend \"" + a.backend + "\", not \"" +
                 std::string(backend.name()) + "\"");
   }
+  Timer timer;
   ir::Graph lowered = ir::read_canonical(a.lowered);
+  const double decode_ms = timer.ms();
   codegen::CodegenResult code = codegen::codegen(lowered, backend, /*emit_source=*/false);
+  ZC_LOG(timing) << "artifact of " << lowered.nodes.size() << " nodes: decoded in " << decode_ms
+                 << " ms, scheduled in " << timer.ms() - decode_ms << " ms";
   return backend.load(std::move(code.schedule), std::move(code.plan), a.binary);
 }
 

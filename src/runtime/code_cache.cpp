@@ -25,36 +25,51 @@ Cache& cache() {
 
 std::shared_ptr<const Executable> code_cache_get(const std::string& key, const CompileFn& compile) {
   Cache& c = cache();
-  std::promise<std::shared_ptr<const Executable>> promise;
-  std::shared_future<std::shared_ptr<const Executable>> future;
-  bool owner = false;
-  {
-    std::lock_guard lock(c.mu);
-    auto it = c.entries.find(key);
-    if (it != c.entries.end()) {
-      future = it->second;
-    } else {
-      future = promise.get_future().share();
-      c.entries.emplace(key, future);
-      owner = true;
-    }
-  }
-  if (!owner) {
-    zc::stats::add(zc::stats::Counter::code_cache_hits);
-    return future.get();  // rethrows the owner's error, if any
-  }
-  zc::stats::add(zc::stats::Counter::code_cache_misses);
-  try {
-    promise.set_value(compile());
-  } catch (...) {
-    // A failed compile must not stay cached: the next call tries again.
+  for (;;) {
+    std::promise<std::shared_ptr<const Executable>> promise;
+    std::shared_future<std::shared_ptr<const Executable>> future;
+    bool owner = false;
     {
       std::lock_guard lock(c.mu);
-      c.entries.erase(key);
+      auto it = c.entries.find(key);
+      if (it != c.entries.end()) {
+        future = it->second;
+      } else {
+        future = promise.get_future().share();
+        c.entries.emplace(key, future);
+        owner = true;
+      }
     }
-    promise.set_exception(std::current_exception());
+    if (!owner) {
+      // Null: the owner only tried to load (a preload that found nothing); try again, which
+      // finds the entry gone and compiles.
+      if (auto exec = future.get()) {  // rethrows the owner's error, if any
+        zc::stats::add(zc::stats::Counter::code_cache_hits);
+        return exec;
+      }
+      continue;
+    }
+    std::shared_ptr<const Executable> exec;
+    try {
+      exec = compile();
+    } catch (...) {
+      // A failed compile must not stay cached: the next call tries again.
+      {
+        std::lock_guard lock(c.mu);
+        c.entries.erase(key);
+      }
+      promise.set_exception(std::current_exception());
+      throw;
+    }
+    if (!exec) {
+      std::lock_guard lock(c.mu);
+      c.entries.erase(key);
+    } else {
+      zc::stats::add(zc::stats::Counter::code_cache_misses);
+    }
+    promise.set_value(exec);
+    return exec;
   }
-  return future.get();
 }
 
 bool code_cache_contains(const std::string& key) {

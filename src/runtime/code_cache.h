@@ -1,6 +1,7 @@
 // The in-process code cache: one loaded Executable per (graph hash, backend), shared by every
 // module instance with that graph and by every thread. Concurrent misses on one key compile
-// once; the others wait for that result.
+// once; the others wait for that result. A `compile` that returns null (one that only loads,
+// runtime/load_hint.h, and found nothing) leaves no entry: a caller waiting on it compiles.
 #pragma once
 
 #include <functional>

@@ -35,16 +35,17 @@ struct Compile {
 
 // Graph level: an executable from a stored artifact, or null when the artifact, though it
 // verified, does not load (another format): then the graph is compiled afresh.
-std::shared_ptr<const Executable> load_graph_entry(const Compile& c,
+std::shared_ptr<const Executable> load_graph_entry(const Backend& backend,
+                                                   const std::string& short_hash,
                                                    const std::vector<uint8_t>& payload) {
   try {
     Timer t;
-    auto exec = load_artifact(decode_artifact(payload), c.backend);
+    auto exec = load_artifact(decode_artifact(payload), backend);
     zc::stats::add_time(zc::stats::Stage::load, t.ms());
-    ZC_LOG(timing) << "graph " << c.short_hash << ": loaded from the cache in " << t.ms() << " ms";
+    ZC_LOG(timing) << "graph " << short_hash << ": loaded from the cache in " << t.ms() << " ms";
     return exec;
   } catch (const Error& err) {
-    ZC_LOG(cache) << "graph " << c.short_hash << ": cached artifact unusable (" << err.what()
+    ZC_LOG(cache) << "graph " << short_hash << ": cached artifact unusable (" << err.what()
                   << "); compiling";
     return nullptr;
   }
@@ -94,7 +95,7 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   const cache::Key graph_key = c.keys.graph_key();
   if (store) {
     if (auto e = store->get(graph_key)) {
-      if (auto exec = load_graph_entry(c, e->payload)) return exec;
+      if (auto exec = load_graph_entry(c.backend, c.short_hash, e->payload)) return exec;
     } else {
       ZC_LOG(cache) << "graph " << c.short_hash << ": not cached; its key's parts:\n"
                     << c.keys.details();
@@ -106,7 +107,7 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   if (store) {
     flight = store->begin_flight(graph_key);
     if (flight.entry) {
-      if (auto exec = load_graph_entry(c, flight.entry->payload)) return exec;
+      if (auto exec = load_graph_entry(c.backend, c.short_hash, flight.entry->payload)) return exec;
     }
   }
   struct Release {
@@ -259,6 +260,29 @@ const Backend& resolve_backend(const std::string& requested, Device device) {
   return *codegen::find_backend("eager");
 }
 
+namespace {
+
+// The in-process code cache's key of a graph. Code for this size only, or possibly a
+// template's: they differ (in the last bits, and in speed), so they are two entries.
+std::string code_key(const Digest& h, const Backend& backend, bool size_templates) {
+  return hex(h) + ":" + std::string(backend.name()) + (size_templates ? ":any-size" : "");
+}
+
+}  // namespace
+
+std::shared_ptr<const Executable> load_cached_graph(const Digest& hash, const Backend& backend,
+                                                    bool size_templates) {
+  if (backend.interprets() || !backend.unavailable_reason().empty()) return nullptr;
+  return code_cache_get(code_key(hash, backend, size_templates),
+                        [&]() -> std::shared_ptr<const Executable> {
+                          const std::string graph_hex = hex(hash);
+                          const cache::Key key = compile_keys(graph_hex, backend).graph_key();
+                          auto e = cache::process_cache().get(key);
+                          if (!e) return nullptr;
+                          return load_graph_entry(backend, graph_hex.substr(0, 16), e->payload);
+                        });
+}
+
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
                                                 std::optional<Digest> hash, bool size_templates,
                                                 ProductOptions products) {
@@ -274,10 +298,7 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backen
       return exec;
     });
   }
-  // Code for this size only, or possibly a template's: they differ (in the last bits, and in
-  // speed), so they are two entries.
-  std::string key =
-      hex(h) + ":" + std::string(backend.name()) + (size_templates ? ":any-size" : "");
+  const std::string key = code_key(h, backend, size_templates);
   std::string short_hash = hex(h).substr(0, 16);
   return code_cache_get(key, [&]() -> std::shared_ptr<const Executable> {
     Timer t;

@@ -65,6 +65,14 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backen
                                                 bool size_templates = false,
                                                 ProductOptions products = {});
 
+// The executable of the graph whose ir::graph_hash is `hash`, from the in-process code cache or
+// loaded from the graph level of the process cache, into the code cache under the key that
+// compile_graph(g, backend, hash, size_templates) uses; null when neither holds it (nothing is
+// compiled: there is no graph to compile). A compile_graph of that graph meanwhile waits for
+// it, and compiles should it come back null.
+std::shared_ptr<const Executable> load_cached_graph(const Digest& hash, const Backend& backend,
+                                                    bool size_templates);
+
 // Builds and loads the backend's support kernels (Backend::support_source) once per process,
 // through the kernel level of the process cache, before their first use (Backend::dense_copy);
 // nothing for a backend without them. Raises zc::Error when the backend cannot build or load

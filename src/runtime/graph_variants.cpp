@@ -4,8 +4,10 @@
 
 #include "autograd/node.h"
 #include "autograd/record.h"
+#include "ir/canonical.h"
 #include "runtime/compile_graph.h"
 #include "runtime/hierarchical.h"
+#include "runtime/load_hint.h"
 #include "runtime/training_graphs.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -21,11 +23,18 @@ GraphVariants::GraphVariants(ir::Graph graph, const codegen::Backend& backend, O
 
 std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Graph& g, bool replay,
                                                                   const codegen::Backend& backend,
-                                                                  const Options& options) {
+                                                                  const Options& options,
+                                                                  std::vector<Digest>* graphs) {
   const bool any = options.size_templates;
   const ProductOptions& products = options.products;
-  auto exec = options.hierarchical ? compile_hierarchical(g, backend, RegionRule{}, any, products)
-                                   : compile_graph(g, backend, std::nullopt, any, products);
+  std::shared_ptr<const codegen::Executable> exec;
+  if (options.hierarchical) {
+    exec = compile_hierarchical(g, backend, RegionRule{}, any, products, graphs);
+  } else {
+    const Digest h = ir::graph_hash(g);
+    if (graphs) *graphs = {h};
+    exec = compile_graph(g, backend, h, any, products);
+  }
   if (replay && options.replay) exec = backend.replayable(std::move(exec), options.per_call);
   return exec;
 }
@@ -72,18 +81,32 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
     back.partition.emplace();
     back.partition->backward = std::move(part.backward);
     back.backward_bytes = std::move(graphs.backward_bytes);
+    back.key = graphs.key;
+    // The graphs the previous process's backward loaded start loading once the forward is
+    // loaded (loads slow each other: the first forward waits for its own alone), beside the
+    // decoding and region planning that name them again (runtime/load_hint.h).
+    std::promise<void> forward_loaded;
     plan->backward_ =
         std::async(std::launch::async, [back = std::move(back), captured = graph_, wrt,
-                                        &backend = backend_, options = options_]() mutable {
+                                        &backend = backend_, options = options_,
+                                        after = forward_loaded.get_future().share()]() mutable {
           Timer t;
+          GraphPreload preload(
+              load_hint_key("training backward", back.key, backend, options.size_templates),
+              backend, options.size_templates, after);
           ir::Graph backward = take_backward(back, *captured, wrt);
-          auto exec = compile(backward, /*replay=*/false, backend, options);
-          ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms";
+          std::vector<Digest> graphs;
+          auto exec = compile(backward, /*replay=*/false, backend, options, &graphs);
+          preload.finish(graphs);
+          ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms ("
+                         << preload.hinted().size() << " graphs hinted)";
           return exec;
         }).share();
     try {
       plan->forward = compile(part.forward, /*replay=*/true, backend_, options_);
+      forward_loaded.set_value();
     } catch (...) {
+      forward_loaded.set_value();
       plan->backward_.wait();  // its thread reads the backend: it ends before the error leaves
       throw;
     }

@@ -62,9 +62,11 @@ class GraphVariants {
   std::shared_ptr<const TrainingPlan> training(const std::vector<bool>& wanted);
 
  private:
+  // `graphs`, when given, receives the distinct graphs compiled (compile_hierarchical).
   static std::shared_ptr<const codegen::Executable> compile(const ir::Graph& g, bool replay,
                                                             const codegen::Backend& backend,
-                                                            const Options& options);
+                                                            const Options& options,
+                                                            std::vector<Digest>* graphs = nullptr);
 
   // Shared, not copied, with the thread that compiles a training backward (which may outlive
   // this and needs the graph only should the stored backward not decode).

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "codegen/call_buffers.h"
+#include "ir/canonical.h"
 #include "ops/eager.h"
 #include "runtime/compile_graph.h"
 #include "util/check.h"
@@ -175,13 +176,16 @@ class HierarchicalExecutable final : public RawExecutable {
 
 std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const Backend& backend,
                                                        const RegionRule& rule, bool size_templates,
-                                                       ProductOptions products) {
+                                                       ProductOptions products,
+                                                       std::vector<Digest>* graphs) {
   Timer timer;
   RegionPlan plan = plan_regions(g, rule);
   ZC_LOG(timing) << "regions planned in " << timer.ms() << " ms: " << plan.parts.size()
                  << " parts of a " << g.nodes.size() << "-node graph";
   if (plan.outlined_calls == 0) {
-    return compile_graph(g, backend, std::nullopt, size_templates, products);
+    const Digest h = ir::graph_hash(g);
+    if (graphs) *graphs = {h};
+    return compile_graph(g, backend, h, size_templates, products);
   }
   std::map<ir::ValueId, int32_t> input_of;
   for (size_t i = 0; i < g.inputs.size(); ++i)
@@ -195,6 +199,7 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
     if (std::find(distinct.begin(), distinct.end(), gp.hash) == distinct.end())
       distinct.push_back(gp.hash);
   }
+  if (graphs) *graphs = distinct;
   prefetch_graph_entries(distinct, backend);
   for (const GraphPart& gp : plan.parts) {
     if (by_hash.count(gp.hash)) {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/backend.h"
 #include "ir/graph.h"
@@ -17,11 +18,11 @@ namespace zc::runtime {
 // caches) and returns an executable that runs the parts in order; the whole graph compiled
 // as one when no region repeats. `size_templates` and `products` as for compile_graph; the
 // parts are tuned one after another once all are built (timings taken while another part's
-// compiler runs would measure it).
-std::shared_ptr<const codegen::Executable> compile_hierarchical(const ir::Graph& g,
-                                                                const codegen::Backend& backend,
-                                                                const RegionRule& rule = {},
-                                                                bool size_templates = false,
-                                                                ProductOptions products = {});
+// compiler runs would measure it). `graphs`, when given, receives the ir::graph_hash of each
+// distinct graph compiled, in order of first use (runtime/load_hint.h records them).
+std::shared_ptr<const codegen::Executable> compile_hierarchical(
+    const ir::Graph& g, const codegen::Backend& backend, const RegionRule& rule = {},
+    bool size_templates = false, ProductOptions products = {},
+    std::vector<Digest>* graphs = nullptr);
 
 }  // namespace zc::runtime

@@ -36,6 +36,7 @@ Stats stats() {
   out.backwards_derived = c(Counter::backwards_derived);
   out.autotune_timings = c(Counter::autotune_timings);
   out.autotune_hits = c(Counter::autotune_hits);
+  out.graphs_preloaded = c(Counter::graphs_preloaded);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -82,6 +83,7 @@ std::string Stats::str() const {
      << "backwards derived   " << backwards_derived << "\n"
      << "autotune timings    " << autotune_timings << "\n"
      << "autotune hits       " << autotune_hits << "\n"
+     << "graphs preloaded    " << graphs_preloaded << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -106,10 +108,10 @@ std::string Stats::json() const {
      << ",\"size_templates\":" << size_templates << ",\"template_hits\":" << template_hits
      << ",\"backwards_derived\":" << backwards_derived
      << ",\"autotune_timings\":" << autotune_timings << ",\"autotune_hits\":" << autotune_hits
-     << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
-     << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
-     << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms
-     << ",\"autotune_ms\":" << autotune_ms << "}";
+     << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"ready_ms\":" << ready_ms
+     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
+     << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
+     << ",\"load_ms\":" << load_ms << ",\"autotune_ms\":" << autotune_ms << "}";
   return os.str();
 }
 

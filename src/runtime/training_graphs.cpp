@@ -102,6 +102,7 @@ TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t
   if (auto e = store.get(key)) {
     try {
       TrainingGraphs t = decode(e->payload, captured, wrt.size());
+      t.key = key.digest();
       ZC_LOG(timing) << "training graphs read from the cache in " << timer.ms() << " ms";
       return t;
     } catch (const Error& err) {
@@ -109,6 +110,7 @@ TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t
     }
   }
   TrainingGraphs t = derive(captured, wrt);
+  t.key = key.digest();
   const double ms = timer.ms();
   store.put(key, encode(t), ms);
   ZC_LOG(timing) << "training graphs derived and partitioned in " << ms << " ms";
@@ -120,7 +122,11 @@ ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<
   if (t.backward_bytes.empty()) return std::move(t.partition->backward);
   std::vector<uint8_t> bytes = std::move(t.backward_bytes);
   try {
-    return ir::read_canonical(bytes);
+    Timer timer;
+    ir::Graph g = ir::read_canonical(bytes);
+    ZC_LOG(timing) << "backward graph of " << g.nodes.size() << " nodes decoded in " << timer.ms()
+                   << " ms";
+    return g;
   } catch (const Error& err) {
     ZC_LOG(cache) << "stored backward graph unusable (" << err.what() << "); deriving it";
   }

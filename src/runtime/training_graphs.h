@@ -21,6 +21,7 @@
 
 #include "ir/graph.h"
 #include "lower/partition.h"
+#include "util/hash.h"
 
 namespace zc::runtime {
 
@@ -32,6 +33,9 @@ struct TrainingGraphs {
   // larger graph's decoding, about 1 ms of a 12-layer GPT's warm first step); partition's
   // backward is then empty. Empty when derived.
   std::vector<uint8_t> backward_bytes;
+  // The digest of the key the graphs are stored under (the captured graph, `wrt`, zc's build):
+  // what names them to other records, such as the backward's load hint.
+  Digest key{};
 };
 
 TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt);

@@ -27,6 +27,7 @@ enum class Counter : uint8_t {
   backwards_derived,  // joint graphs derived and partitioned (not read from the cache)
   autotune_timings,   // library products whose candidates max_autotune timed
   autotune_hits,      // library products whose choice came from the autotune cache level
+  graphs_preloaded,   // graphs loaded through a load hint (runtime/load_hint.h)
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready

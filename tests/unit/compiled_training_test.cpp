@@ -129,8 +129,9 @@ TEST(CompiledTraining, CompiledGraphsAreConstantInDepth) {
 }
 
 // The whole training step (compiled forward and backward, fused AdamW) in fresh processes:
-// cold compiles, warm compiles nothing and derives no backward (runtime/training_graphs.h),
-// and a bundle warms an empty cache; the losses agree.
+// cold compiles, warm compiles nothing, derives no backward (runtime/training_graphs.h) and
+// loads the backward's graphs by the cold one's hint, and a bundle warms an empty cache; the
+// losses agree.
 TEST(CompiledTraining, AWarmProcessOrABundleCompilesNothing) {
   const std::string dir = test::fresh_dir("compiled_training", "warm");
   const std::string env = "ZC_CACHE_DIR=" + dir + "/cache";
@@ -143,12 +144,17 @@ TEST(CompiledTraining, AWarmProcessOrABundleCompilesNothing) {
   ASSERT_EQ(warm.rc, 0) << warm.out;
   EXPECT_EQ(warm.lines["compiles"], "0") << warm.out;
   EXPECT_TRUE(contains(warm.lines["stats"], "\"backwards_derived\":0,")) << warm.out;
+  // The backward's graphs (the layer's and the glue's) loaded as the cold process's load hint
+  // said, before the backward graph was decoded (runtime/load_hint.h).
+  EXPECT_TRUE(contains(cold.lines["stats"], "\"graphs_preloaded\":0,")) << cold.out;
+  EXPECT_TRUE(contains(warm.lines["stats"], "\"graphs_preloaded\":2,")) << warm.out;
   EXPECT_EQ(warm.lines["loss"], cold.lines["loss"]);
   test::ProcessRun bundled = test::run_tool("train_step", "ZC_CACHE_DIR=" + dir + "/empty",
                                             args + " --load " + dir + "/b.zcb");
   ASSERT_EQ(bundled.rc, 0) << bundled.out;
   EXPECT_EQ(bundled.lines["compiles"], "0") << bundled.out;
   EXPECT_TRUE(contains(bundled.lines["stats"], "\"backwards_derived\":0,")) << bundled.out;
+  EXPECT_TRUE(contains(bundled.lines["stats"], "\"graphs_preloaded\":2,")) << bundled.out;
   EXPECT_EQ(bundled.lines["loss"], cold.lines["loss"]);
 }
 

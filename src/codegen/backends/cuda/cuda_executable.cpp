@@ -21,6 +21,7 @@
 #include "util/check.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "util/timer.h"
 #include "zc/cuda.h"
 
 namespace zc::codegen::cuda {
@@ -77,7 +78,9 @@ class CudaExecutable final : public RawExecutable {
         arenas_(plan_.arena_bytes, Device::cuda(device_)) {
     const ir::Graph& g = schedule_.graph;
     zc::cuda::use_device(device_);
+    Timer timer;
     module_ = schedule_.symbolic() ? shared_module(cubin, device_) : load_module(cubin);
+    const double module_ms = timer.ms();
     if (schedule_.symbolic()) {
       if (symbols.size() > kMaxSymbols) {
         throw Error("a size template's cubin takes at most " + std::to_string(kMaxSymbols) +
@@ -104,6 +107,7 @@ class CudaExecutable final : public RawExecutable {
       has_error_flag_ = has_error_flag_ || l.error_flag;
       has_library_ = has_library_ || (l.library && l.work > 0);
     }
+    const double kernels_ms = timer.ms() - module_ms;
     // cuBLASLt's 100-200 ms start runs on a background thread from now on, while the caller
     // gets on with its first call (cuda/blaslt_start.h).
     if (has_library_) zc::cuda::start_blaslt(device_);
@@ -127,6 +131,9 @@ class CudaExecutable final : public RawExecutable {
     }
     sm_count_ = zc::cuda::device_properties(device_).multiprocessor_count;
     if (has_error_flag_) error_flag_ = device_error_flag(device_);
+    ZC_LOG(timing) << "cuda executable on cuda:" << device_ << ": module " << module_ms << " ms ("
+                   << cubin.size() << " bytes), " << launches_.size() << " launches' kernels "
+                   << kernels_ms << " ms, all " << timer.ms() << " ms";
   }
 
   ~CudaExecutable() override {
