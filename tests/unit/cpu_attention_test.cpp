@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include "unit/attention_cases.h"
 
 #include "capture/capture.h"
 #include "codegen/pipeline.h"
@@ -48,12 +49,7 @@ ref::Tol tol(DType dt, int64_t keys, int64_t dims) {
 
 TEST(CpuAttention, EqualsTheReferenceOverShapes) {
   manual_seed(41);
-  struct Case {
-    Shape q, k, v;
-    bool causal;
-    std::optional<double> scale;
-  };
-  const std::vector<Case> cases{
+  const std::vector<test::AttentionCase> cases{
       {{2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}, false, std::nullopt},
       {{2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}, true, 0.3},
       // a partial query block (130 = 64 + 64 + 2) over three key blocks (600 > 2 x 256)
@@ -65,7 +61,7 @@ TEST(CpuAttention, EqualsTheReferenceOverShapes) {
       {{2, 6, 8}, {2, 6, 8}, {2, 6, 3}, true, std::nullopt},       // 3-D
       {{1, 1, 8}, {1, 1, 8}, {1, 1, 8}, true, std::nullopt},       // one token
   };
-  for (const Case& c : cases) {
+  for (const test::AttentionCase& c : cases) {
     for (DType dt : ref::float_dtypes()) {
       SCOPED_TRACE(ref::show(c.q) + ref::show(c.k) + ref::show(c.v) +
                    " causal=" + std::to_string(c.causal) + " " + ref::name_of(dt));

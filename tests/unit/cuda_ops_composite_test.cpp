@@ -1,5 +1,6 @@
 // Reductions, layout, matmul, normalization, embedding, cat, attention and whole models on
 // CUDA against the CPU. The harness, input kinds and tolerances are in cuda_ops_harness.h.
+#include "unit/attention_cases.h"
 #include "unit/cuda_ops_harness.h"
 
 namespace cuda_ops_test {
@@ -468,12 +469,7 @@ TEST_F(CudaOps, EmbeddingCatAttention) {
         Acc::exact);
 
   // scaled_dot_product_attention, causal and not, with and without a scale.
-  struct Att {
-    Shape q, k, v;
-    bool causal;
-    std::optional<double> scale;
-  };
-  const std::vector<Att> atts{
+  const std::vector<zc::test::AttentionCase> atts{
       {{2, 3, 5, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, false, std::nullopt},
       {{2, 3, 5, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, true, std::nullopt},
       {{2, 3, 5, 8}, {2, 3, 5, 8}, {2, 3, 5, 8}, true, 0.3},
@@ -489,7 +485,7 @@ TEST_F(CudaOps, EmbeddingCatAttention) {
       // above 128 dims: the rows form, eight threads a row reading float4s (and f64 scalars)
       {{1, 2, 20, 192}, {1, 2, 20, 192}, {1, 2, 20, 192}, true, std::nullopt},
   };
-  for (const Att& a : atts) {
+  for (const zc::test::AttentionCase& a : atts) {
     const Fn f = [a](const std::vector<Tensor>& v) {
       return zc::scaled_dot_product_attention(v[0], v[1], v[2], a.causal, a.scale);
     };

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "unit/attention_cases.h"
 
 #include "unit/reference.h"
 #include "zc/factories.h"
@@ -295,12 +296,7 @@ TEST(OpsComposite, SplitIntoViews) {
 
 TEST(OpsComposite, ScaledDotProductAttention) {
   zc::manual_seed(30);
-  struct Case {
-    Shape q, k, v;
-    bool causal;
-    std::optional<double> scale;
-  };
-  const std::vector<Case> cases{
+  const std::vector<zc::test::AttentionCase> cases{
       {{2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}, false, std::nullopt},
       {{2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}, true, std::nullopt},
       {{2, 3, 5, 4}, {2, 3, 5, 4}, {2, 3, 5, 4}, true, 0.3},
