@@ -42,7 +42,7 @@ enum class Dynamic : uint8_t { Auto, Static, All };
 
 // A dim marked dynamic before the first call (torch's mark_dynamic): input `input`'s dim `dim`
 // (negative counts from the end), sizes in [min, max]. A size outside the range compiles for
-// itself. min below 2 counts as 2.
+// itself. min below 2 counts as 2. A call without that input or dim raises zc::Error.
 struct DynamicDim {
   size_t input = 0;
   int64_t dim = 0;
@@ -72,7 +72,12 @@ struct CompileOptions {
 
 class CompiledModule {
  public:
+  // The one-tensor call: the module's forward must return one tensor.
   Tensor operator()(const Tensor& x) const;
+  // Several inputs, every output: the module's many-input forward. Each input is guarded like
+  // the one of a one-tensor call (a new dtype, rank or layout of any recompiles, a new size
+  // follows CompileOptions::dynamic); the inputs share one device.
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
   const std::shared_ptr<nn::Module>& module() const;
   const CompileOptions& options() const;
 

@@ -17,9 +17,15 @@ class Module : public std::enable_shared_from_this<Module> {
  public:
   virtual ~Module() = default;
 
+  // A module overrides one of the two forwards. The one-tensor forward's default runs the
+  // many-input forward on {x} and wants one result back; the many-input forward's default runs
+  // the one-tensor forward on its single input. A module overriding neither raises zc::Error
+  // when called.
   virtual Tensor forward(const Tensor& x);
-  // Runs forward() as one region (see above).
+  virtual std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
+  // Run forward() as one region (see above).
   Tensor operator()(const Tensor& x);
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
 
   // The demangled C++ type name ("Layer", "zc::nn::Linear"); the region name in graphs.
   virtual std::string type_name() const;

@@ -2,22 +2,47 @@
 
 namespace zc::capture {
 
-Captured capture_module(nn::Module& module, const Tensor& x, const SegmentRunner& runner,
-                        bool fullgraph) {
+namespace {
+Captured trace(nn::Module& module, std::span<const Tensor> inputs, const SegmentRunner& runner,
+               bool fullgraph, bool one_tensor) {
+  if (inputs.empty()) throw Error(module.type_name() + ": called with no input tensors");
   Captured out;
   Tracer tracer(runner, fullgraph);
   for (const auto& [name, p] : module.named_parameters()) tracer.mark_parameter(p);
   for (const auto& [name, b] : module.named_buffers()) tracer.mark_parameter(b);
-  Tensor traced_x = tracer.add_user_input(x);
-  Tensor result;
+  std::vector<Tensor> traced;
+  for (const Tensor& x : inputs) traced.push_back(tracer.add_user_input(x));
+  std::vector<Tensor> results;
   {
     ops::InterceptorScope scope(&tracer);
-    result = module.forward(traced_x);
+    if (one_tensor) {
+      results.push_back(module.forward(traced[0]));
+    } else {
+      results = module.forward(traced);
+    }
   }
-  out.graph = tracer.finish(result);
+  if (results.empty()) throw Error(module.type_name() + ": forward() returned no tensors");
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].defined()) {
+      throw Error(module.type_name() + ": forward() returned an undefined Tensor" +
+                  (one_tensor ? std::string() : " as output " + std::to_string(i)));
+    }
+  }
+  out.graph = tracer.finish(results);
   out.bindings = tracer.bindings();
   out.breaks = tracer.breaks();
   return out;  // the tracer unmarks the parameters as it goes out of scope
+}
+}  // namespace
+
+Captured capture_module(nn::Module& module, std::span<const Tensor> inputs,
+                        const SegmentRunner& runner, bool fullgraph) {
+  return trace(module, inputs, runner, fullgraph, /*one_tensor=*/false);
+}
+
+Captured capture_module(nn::Module& module, const Tensor& x, const SegmentRunner& runner,
+                        bool fullgraph) {
+  return trace(module, std::span<const Tensor>(&x, 1), runner, fullgraph, /*one_tensor=*/true);
 }
 
 Captured capture_function(std::span<const Tensor> inputs,

@@ -14,7 +14,13 @@ struct Captured {
 
 // Parameters and buffers of `module` become inputs; module calls become regions. Segments
 // before a graph break run through `runner` during the trace. forward() is called directly,
-// so the top-level module is not a region of its own.
+// so the top-level module is not a region of its own. With several inputs the many-input
+// forward is called, and the graph's outputs are its results in order; user input i is the
+// binding whose `user` is i. Raises zc::Error for no inputs, or a forward returning none or
+// an undefined tensor.
+Captured capture_module(nn::Module& module, std::span<const Tensor> inputs,
+                        const SegmentRunner& runner, bool fullgraph);
+// The one-tensor forward on `x`; its one result is the graph's output.
 Captured capture_module(nn::Module& module, const Tensor& x, const SegmentRunner& runner,
                         bool fullgraph);
 

@@ -9,7 +9,8 @@ struct Tracer::Slot final : TraceSlot {
   int segment = 0;
   ir::ValueId id = -1;  // -1: a marked parameter not yet used in this segment
   ir::InputKind kind = ir::InputKind::carried;
-  Tensor real;  // the concrete value, once known
+  size_t user = 0;  // kind user: which forward() argument
+  Tensor real;      // the concrete value, once known
   void force(TensorImpl& self) override { tracer->force(self); }
 };
 
@@ -28,17 +29,19 @@ Tracer::~Tracer() {
 }
 
 Tensor Tracer::add_user_input(const Tensor& real) {
-  user_real_ = real;
+  const size_t user = user_reals_.size();
+  user_reals_.push_back(real);
   ops::TensorMeta meta = ops::meta_of(real);
   ir::ValueId id = graph_.add_value(meta);
   graph_.inputs.push_back(ir::Input{id, ir::InputKind::user});
-  bindings_.push_back(InputBinding{ir::InputKind::user, Tensor()});
+  bindings_.push_back(InputBinding{ir::InputKind::user, Tensor(), user});
   produced_.resize(graph_.values.size());
   auto slot = std::make_shared<Slot>();
   slot->tracer = this;
   slot->segment = segment_;
   slot->id = id;
   slot->kind = ir::InputKind::user;
+  slot->user = user;
   slot->real = real;
   // The input's own strides, which its guard pins: forward() may look at its layout.
   return ir::traced_tensor(meta, real.strides(), std::move(slot));
@@ -78,7 +81,7 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
       ZC_CHECK(slot->real.defined(), "carried value without a concrete value");
       binding = slot->real;
     }
-    bindings_.push_back(InputBinding{kind, binding});
+    bindings_.push_back(InputBinding{kind, binding, slot->user});
     slot->segment = segment_;
     slot->id = id;
     produced_.resize(graph_.values.size());
@@ -188,7 +191,7 @@ void Tracer::force(TensorImpl& self) {
   std::vector<Tensor> inputs;
   for (const InputBinding& b : bindings_) {
     if (b.kind == ir::InputKind::user) {
-      inputs.push_back(user_real_);
+      inputs.push_back(user_reals_[b.user]);
     } else if (b.kind == ir::InputKind::parameter) {
       inputs.push_back(untraced_view(*b.tensor.unsafe_impl()));
     } else {

@@ -27,7 +27,8 @@ using SegmentRunner =
 // Where the runtime finds a graph input's value at call time.
 struct InputBinding {
   ir::InputKind kind;
-  Tensor tensor;  // parameter: the module's own handle; lifted/carried: the value; user: unset
+  Tensor tensor;    // parameter: the module's own handle; lifted/carried: the value; user: unset
+  size_t user = 0;  // user: which of forward()'s arguments (the order of add_user_input)
 };
 
 class Tracer final : public ops::OpInterceptor {
@@ -37,7 +38,7 @@ class Tracer final : public ops::OpInterceptor {
   Tracer(const Tracer&) = delete;
   Tracer& operator=(const Tracer&) = delete;
 
-  // The traced stand-in for the forward() argument.
+  // The traced stand-in for the next forward() argument.
   Tensor add_user_input(const Tensor& real);
   // Marks a parameter or buffer so that ops on it are recorded; it becomes an input on first
   // use. The mark is removed when the tracer is destroyed.
@@ -70,7 +71,7 @@ class Tracer final : public ops::OpInterceptor {
   int breaks_ = 0;
   ir::Graph graph_;
   std::vector<InputBinding> bindings_;
-  Tensor user_real_;
+  std::vector<Tensor> user_reals_;                   // by user index
   std::vector<std::weak_ptr<TensorImpl>> produced_;  // by value id; node outputs only
   std::vector<std::shared_ptr<TensorImpl>> marked_;  // parameters to unmark
   ir::ConstantTable constants_;

@@ -45,11 +45,49 @@ bool has_name(const std::vector<std::pair<std::string, Named>>& entries, const s
 
 }  // namespace
 
-Tensor Module::forward(const Tensor&) {
-  throw Error(type_name() +
-              ": forward() is not implemented; a module that is called must override "
-              "Tensor forward(const Tensor&) (a ModuleList only holds submodules: call its "
-              "elements instead)");
+namespace {
+// The module whose default one-tensor forward is running on this thread: its many-input
+// default must not call back into it (a module overriding neither forward).
+thread_local const Module* in_default_forward = nullptr;
+
+Error no_forward(const Module& m) {
+  return Error(m.type_name() +
+               ": forward() is not implemented; a module that is called must override "
+               "Tensor forward(const Tensor&) or std::vector<Tensor> forward(const "
+               "std::vector<Tensor>&) (a ModuleList only holds submodules: call its elements "
+               "instead)");
+}
+}  // namespace
+
+Tensor Module::forward(const Tensor& x) {
+  if (in_default_forward == this) throw no_forward(*this);
+  const Module* outer = in_default_forward;
+  in_default_forward = this;
+  std::vector<Tensor> out;
+  try {
+    out = forward(std::vector<Tensor>{x});
+  } catch (...) {
+    in_default_forward = outer;
+    throw;
+  }
+  in_default_forward = outer;
+  if (out.size() != 1) {
+    throw Error(type_name() + ": called with one tensor, its forward returned " +
+                std::to_string(out.size()) +
+                " tensors; call it with a std::vector<Tensor> to receive them all");
+  }
+  return std::move(out[0]);
+}
+
+std::vector<Tensor> Module::forward(const std::vector<Tensor>& inputs) {
+  if (in_default_forward == this) throw no_forward(*this);
+  if (inputs.size() != 1) {
+    throw Error(type_name() + ": called with " + std::to_string(inputs.size()) +
+                " tensors, but it overrides only the one-tensor forward(const Tensor&); "
+                "override std::vector<Tensor> forward(const std::vector<Tensor>&) to take "
+                "several");
+  }
+  return {forward(inputs[0])};
 }
 
 Tensor Module::operator()(const Tensor& x) {
@@ -58,6 +96,12 @@ Tensor Module::operator()(const Tensor& x) {
   const std::string name = type_name();
   ops::RegionScope scope(name, this);
   return forward(x);
+}
+
+std::vector<Tensor> Module::operator()(const std::vector<Tensor>& inputs) {
+  const std::string name = type_name();
+  ops::RegionScope scope(name, this);
+  return forward(inputs);
 }
 
 std::string Module::type_name() const {

@@ -40,19 +40,29 @@ struct CompiledModule::State {
 
 namespace {
 
-// The call's graph inputs: the bound values, with `x` in the user slots.
-std::vector<Tensor> entry_inputs(const Entry& e, const Tensor& x) {
+std::string inputs_str(std::span<const Tensor> inputs) {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    s += (i ? ", " : "") + shape_str(x.shape()) + " " + std::string(dtype_name(x.dtype())) +
+         (x.is_contiguous() ? "" : " (non-contiguous)");
+  }
+  return inputs.size() > 1 ? "inputs " + s : "input " + s;
+}
+
+// The call's graph inputs: the bound values, with the call's inputs in the user slots.
+std::vector<Tensor> entry_inputs(const Entry& e, std::span<const Tensor> xs) {
   std::vector<Tensor> inputs = e.bound;
-  for (size_t slot : e.user_slots) inputs[slot] = x;
+  for (const runtime::UserSlot& u : e.user_slots) inputs[u.slot] = xs[u.input];
   return inputs;
 }
 
 // Which graph inputs want gradients; empty when none does (or grad mode is off). Copies
 // nothing when none does: inference calls run it too.
-std::vector<bool> wanted_gradients(const Entry& e, const Tensor& x) {
-  if (!autograd::wants_grad(e.bound) && !autograd::wants_grad({&x, 1})) return {};
+std::vector<bool> wanted_gradients(const Entry& e, std::span<const Tensor> xs) {
+  if (!autograd::wants_grad(e.bound) && !autograd::wants_grad(xs)) return {};
   std::vector<bool> wanted;
-  for (const Tensor& t : entry_inputs(e, x)) wanted.push_back(autograd::requires_grad(t));
+  for (const Tensor& t : entry_inputs(e, xs)) wanted.push_back(autograd::requires_grad(t));
   return wanted;
 }
 
@@ -69,36 +79,36 @@ void prepare(const Entry& e, const std::vector<bool>& wanted, bool whole_step) {
 }
 
 // A call: when autograd wants gradients of the call's inputs or parameters, the training
-// forward runs and its output gets the node that runs the compiled backward. A trace that
-// broke has no whole graph to differentiate: its output refuses gradients with an error naming
+// forward runs and its outputs get the node that runs the compiled backward. A trace that
+// broke has no whole graph to differentiate: its outputs refuse gradients with an error naming
 // the module, rather than silently leaving the parameters without them.
-Tensor run_entry(const Entry& e, const Tensor& x, const std::vector<bool>& wanted,
-                 const nn::Module& module) {
+std::vector<Tensor> run_entry(const Entry& e, std::span<const Tensor> xs,
+                              const std::vector<bool>& wanted, const nn::Module& module) {
   if (!wanted.empty() && e.code->whole()) {
-    return runtime::run_for_training(e.code->training(wanted), entry_inputs(e, x),
-                                     module.type_name())[0];
+    return runtime::run_for_training(e.code->training(wanted), entry_inputs(e, xs),
+                                     module.type_name());
   }
   std::vector<const Tensor*> args(e.bound.size());
   for (size_t i = 0; i < e.bound.size(); ++i) args[i] = &e.bound[i];
-  for (size_t slot : e.user_slots) args[slot] = &x;
-  Tensor out = e.code->inference()->run(args)[0];
-  if (e.code->whole()) return out;
+  for (const runtime::UserSlot& u : e.user_slots) args[u.slot] = &xs[u.input];
+  std::vector<Tensor> outs = e.code->inference()->run(args);
+  if (e.code->whole()) return outs;
   // The last segment's inputs are mostly values of earlier segments: whether gradients are
-  // wanted is asked of the module's parameters and the input.
+  // wanted is asked of the module's parameters and the inputs.
   std::vector<Tensor> sources = module.parameters();
-  sources.push_back(x);
-  if (!autograd::wants_grad(sources)) return out;
-  std::vector<Tensor> outs{std::move(out)};
+  sources.insert(sources.end(), xs.begin(), xs.end());
+  if (!autograd::wants_grad(sources)) return outs;
   autograd::record_opaque("compiled module " + module.type_name(),
                           "broke its trace into segments (a graph break), and gradients flow "
                           "only through a whole graph; call the module uncompiled to train it, "
                           "or remove the graph break (ZC_LOGS=graph shows where it is)",
                           sources, outs);
-  return outs[0];
+  return outs;
 }
 
-Tensor run_entry(const Entry& e, const Tensor& x, const nn::Module& module) {
-  return run_entry(e, x, wanted_gradients(e, x), module);
+std::vector<Tensor> run_entry(const Entry& e, std::span<const Tensor> xs,
+                              const nn::Module& module) {
+  return run_entry(e, xs, wanted_gradients(e, xs), module);
 }
 
 std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inputs,
@@ -109,14 +119,60 @@ std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inpu
   return exec->run(args);
 }
 
+// The device the call runs on: that of its first input not on the CPU, else the CPU. Inputs
+// on two different accelerators are refused.
+Device call_device(std::span<const Tensor> xs, const nn::Module& module) {
+  Device device = Device::cpu();
+  for (const Tensor& x : xs) {
+    if (x.device().is_cpu()) continue;
+    if (!device.is_cpu() && device != x.device()) {
+      throw Error("compiled module " + module.type_name() + ": its inputs are on " + device.str() +
+                  " and " + x.device().str() +
+                  "; a call runs on one device (move the inputs with .to())");
+    }
+    device = x.device();
+  }
+  return device;
+}
+
+// The call path, for any number of inputs.
+std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs);
+
 }  // namespace
 
 Tensor CompiledModule::operator()(const Tensor& x) const {
-  State& s = *state_;
   if (!x.defined()) throw Error("compiled module: called with an undefined Tensor");
   // Inside another capture, a compiled module is traced through like any module call.
-  if (x.is_traced()) return (*s.module)(x);
+  if (x.is_traced()) return (*state_->module)(x);
+  std::vector<Tensor> out = call(*state_, std::span<const Tensor>(&x, 1));
+  if (out.size() != 1) {
+    throw Error("compiled module " + state_->module->type_name() + ": its forward returns " +
+                std::to_string(out.size()) +
+                " tensors; call it with a std::vector<Tensor> to receive them all");
+  }
+  return std::move(out[0]);
+}
 
+std::vector<Tensor> CompiledModule::operator()(const std::vector<Tensor>& inputs) const {
+  if (inputs.empty()) {
+    throw Error("compiled module " + state_->module->type_name() +
+                ": called with no input tensors");
+  }
+  bool traced = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      throw Error("compiled module " + state_->module->type_name() + ": input " +
+                  std::to_string(i) + " is an undefined Tensor");
+    }
+    traced = traced || inputs[i].is_traced();
+  }
+  if (traced) return (*state_->module)(inputs);
+  return call(*state_, inputs);
+}
+
+namespace {
+
+std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs) {
   std::shared_ptr<const Entry> hit;
   bool had_entries = false;
   {
@@ -135,11 +191,11 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
       s.epoch = epoch;
     }
     had_entries = !s.entries.empty();
-    if (!s.retrace_always) hit = s.entries.find(x);
+    if (!s.retrace_always) hit = s.entries.find(xs);
   }
   if (hit) {
     zc::stats::add(zc::stats::Counter::guard_hits);
-    return run_entry(*hit, x, *s.module);
+    return run_entry(*hit, xs, *s.module);
   }
 
   // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
@@ -147,18 +203,18 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   std::lock_guard capture_lock(s.capture_mu);
   {
     std::lock_guard lock(s.mu);
-    if (!s.retrace_always) hit = s.entries.find(x);
+    if (!s.retrace_always) hit = s.entries.find(xs);
   }
-  if (hit) return run_entry(*hit, x, *s.module);
+  if (hit) return run_entry(*hit, xs, *s.module);
 
   Timer ready_timer, capture_timer;
-  const Backend& backend = runtime::resolve_backend(s.options.backend, x.device());
+  const Backend& backend = runtime::resolve_backend(s.options.backend, call_device(xs, *s.module));
   // Waited for when this call returns or throws.
   std::future<void> connection = runtime::prefetch_remote(backend);
   auto runner = [&](const ir::Graph& g, std::span<const Tensor> inputs) {
     return run_segment(g, inputs, backend);
   };
-  capture::Captured cap = capture::capture_module(*s.module, x, runner, s.options.fullgraph);
+  capture::Captured cap = capture::capture_module(*s.module, xs, runner, s.options.fullgraph);
   ir::Graph& graph = cap.graph;
   const std::vector<capture::InputBinding>& bindings = cap.bindings;
   int breaks = cap.breaks;
@@ -172,7 +228,7 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
                  << graph.nodes.size() << " nodes, " << breaks << " graph breaks";
 
   auto entry = std::make_shared<Entry>();
-  entry->guard = capture::input_guard(x);
+  for (const Tensor& x : xs) entry->guards.push_back(capture::input_guard(x));
   runtime::GraphVariants::Options variants;
   // A whole trace is compiled hierarchically unless the user asked for one flat graph; graph
   // break segments stay flat (they are re-traced on every call anyway), and an interpreter has
@@ -187,19 +243,19 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
     variants.per_call.push_back(bindings[i].kind == ir::InputKind::user);
-    if (variants.per_call.back()) entry->user_slots.push_back(i);
+    if (variants.per_call.back()) entry->user_slots.push_back({i, bindings[i].user});
   }
   ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
   // A dim that became dynamic with this call: code for all its sizes is made now, and this
   // size (like every later one) then finds it in the caches. Templates serve inference graphs;
   // a training call leaves the dim to the next inference call.
-  const std::vector<bool> wanted = wanted_gradients(*entry, x);
+  const std::vector<bool> wanted = wanted_gradients(*entry, xs);
   const int64_t compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
   runtime::GuardMiss miss =
-      s.dynamic.on_guard_miss(x, breaks == 0 && backend.serves_many_sizes() && wanted.empty());
+      s.dynamic.on_guard_miss(xs, breaks == 0 && backend.serves_many_sizes() && wanted.empty());
   if (!miss.dynamic.empty()) {
-    runtime::compile_for_all_sizes(*s.module, x, miss.dynamic, graph, backend,
+    runtime::compile_for_all_sizes(*s.module, xs, miss.dynamic, graph, backend,
                                    variants.hierarchical);
   }
   entry->code =
@@ -210,14 +266,13 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   if (recapture) {
     // The process-wide count: exact unless other modules compile at the same time.
     const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;
-    ZC_LOG(recompiles) << s.module->type_name() << ": input " << shape_str(x.shape()) << " "
-                       << dtype_name(x.dtype()) << (x.is_contiguous() ? "" : " (non-contiguous)")
+    ZC_LOG(recompiles) << s.module->type_name() << ": " << inputs_str(xs)
                        << " matched no compiled graph's guards (" << miss.changed << "): "
                        << (ran == 0 ? "served by the caches and size templates, no compiler run"
                                     : std::to_string(ran) + " compiler run(s)");
   }
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
-  Tensor out = run_entry(*entry, x, wanted, *s.module);
+  std::vector<Tensor> out = run_entry(*entry, xs, wanted, *s.module);
   {
     std::lock_guard lock(s.mu);
     if (breaks) {
@@ -229,12 +284,15 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
   return out;
 }
 
+}  // namespace
+
 namespace {
 class CompiledBlock final : public nn::Module {
  public:
   CompiledBlock(std::shared_ptr<nn::Module> inner, CompileOptions options)
       : inner_(register_module("module", std::move(inner))), fast_(compile(inner_, options)) {}
   Tensor forward(const Tensor& x) override { return fast_(x); }
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override { return fast_(inputs); }
   std::string type_name() const override { return inner_->type_name(); }
 
  private:
@@ -259,10 +317,6 @@ CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions option
   if (!module) throw Error("compile: the module is null");
   runtime::check_backend(options.backend);
   for (const DynamicDim& d : options.dynamic_dims) {
-    if (d.input != 0) {
-      throw Error("compile: dynamic_dims names input " + std::to_string(d.input) +
-                  "; a compiled module takes one input, input 0");
-    }
     if (d.max < std::max<int64_t>(d.min, 2)) {
       throw Error("compile: dynamic_dims for dim " + std::to_string(d.dim) + " has range [" +
                   std::to_string(d.min) + ", " + std::to_string(d.max) +

@@ -16,93 +16,137 @@
 
 namespace zc::runtime {
 
-DynamicShapes::Kind DynamicShapes::make_kind(const Tensor& x) const {
-  const size_t rank = x.shape().size();
-  Kind kind{rank,
-            x.dtype(),
-            x.device(),
-            std::vector<DynamicRange>(rank),
-            std::vector<bool>(rank, mode_ == Dynamic::All),
-            std::vector<std::vector<int64_t>>(rank)};
-  for (size_t d = 0; d < rank; ++d) kind.ranges[d].dim = static_cast<int64_t>(d);
-  for (const DynamicDim& m : marked_) {  // compile() took only marks of input 0
-    int64_t d = m.dim < 0 ? m.dim + static_cast<int64_t>(rank) : m.dim;
-    if (d < 0 || d >= static_cast<int64_t>(rank)) {
-      throw Error("compile: dynamic_dims marks dim " + std::to_string(m.dim) +
-                  " of an input of rank " + std::to_string(rank) + " (" + shape_str(x.shape()) +
-                  "); mark a dim in [-rank, rank)");
+DynamicShapes::Kind DynamicShapes::make_kind(std::span<const Tensor> inputs) const {
+  Kind kind;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    const size_t rank = x.shape().size();
+    kind.inputs.push_back({rank, x.dtype(), x.device()});
+    kind.first.push_back(kind.ranges.size());
+    for (size_t d = 0; d < rank; ++d) {
+      kind.ranges.push_back(DynamicRange{i, static_cast<int64_t>(d)});
+      kind.eligible.push_back(mode_ == Dynamic::All);
     }
-    kind.eligible[d] = true;
-    kind.ranges[d].min = std::max<int64_t>(m.min, 2);
-    kind.ranges[d].max = m.max;
+  }
+  kind.seen.resize(kind.ranges.size());
+  kind.dynamic.resize(kind.ranges.size());
+  for (const DynamicDim& m : marked_) {
+    if (m.input >= inputs.size()) {
+      throw Error("compile: dynamic_dims marks input " + std::to_string(m.input) +
+                  ", but the module was called with " + std::to_string(inputs.size()) +
+                  " input(s); mark an input in [0, " + std::to_string(inputs.size()) + ")");
+    }
+    const Tensor& x = inputs[m.input];
+    const int64_t rank = static_cast<int64_t>(x.shape().size());
+    int64_t d = m.dim < 0 ? m.dim + rank : m.dim;
+    if (d < 0 || d >= rank) {
+      throw Error("compile: dynamic_dims marks dim " + std::to_string(m.dim) + " of input " +
+                  std::to_string(m.input) + ", of rank " + std::to_string(rank) + " (" +
+                  shape_str(x.shape()) + "); mark a dim in [-rank, rank)");
+    }
+    const size_t at = kind.first[m.input] + static_cast<size_t>(d);
+    kind.eligible[at] = true;
+    kind.ranges[at].min = std::max<int64_t>(m.min, 2);
+    kind.ranges[at].max = m.max;
   }
   return kind;
 }
 
-GuardMiss DynamicShapes::on_guard_miss(const Tensor& x, bool can_template) {
-  const size_t rank = x.shape().size();
-  auto it = std::find_if(kinds_.begin(), kinds_.end(), [&](const Kind& k) {
-    return k.rank == rank && k.dtype == x.dtype() && k.device == x.device();
-  });
+GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_template) {
+  auto same_kind = [&](const Kind& k) {
+    if (k.inputs.size() != inputs.size()) return false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!(k.inputs[i] ==
+            InputKind{inputs[i].shape().size(), inputs[i].dtype(), inputs[i].device()})) {
+        return false;
+      }
+    }
+    return true;
+  };
+  auto it = std::find_if(kinds_.begin(), kinds_.end(), same_kind);
   GuardMiss miss;
   if (it == kinds_.end()) {
-    kinds_.push_back(make_kind(x));  // validates the marks against this rank first
+    kinds_.push_back(make_kind(inputs));  // validates the marks against these inputs first
     it = kinds_.end() - 1;
     miss.changed = "a new kind of input";
   }
   Kind& kind = *it;
+  auto size_of = [&](size_t at) {
+    const DynamicRange& r = kind.ranges[at];
+    return inputs[r.input].shape()[static_cast<size_t>(r.dim)];
+  };
   // What may be dynamic: the eligible dims, and under Auto any dim once it shows a second size.
-  uint64_t now = 0;
-  for (size_t d = 0; d < rank; ++d) {
-    const int64_t size = x.shape()[d];
+  std::vector<bool> now(kind.ranges.size(), false);
+  bool joins = false;
+  for (size_t at = 0; at < kind.ranges.size(); ++at) {
+    const int64_t size = size_of(at);
     if (size < 2) continue;  // 0 and 1 are specialized
-    std::vector<int64_t>& seen = kind.seen[d];
+    std::vector<int64_t>& seen = kind.seen[at];
     if (std::find(seen.begin(), seen.end(), size) != seen.end()) continue;
     const bool second = !seen.empty();
     if (second) {
       std::string before;
       for (int64_t v : seen) before += (before.empty() ? "" : ", ") + std::to_string(v);
-      miss.changed +=
-          (miss.changed.empty() ? "" : "; ") +
-          ("dim " + std::to_string(d) + " = " + std::to_string(size) + " (seen " + before + ")");
+      const DynamicRange& r = kind.ranges[at];
+      const std::string input =
+          inputs.size() > 1 ? "input " + std::to_string(r.input) + " " : std::string();
+      miss.changed += (miss.changed.empty() ? "" : "; ") + input +
+                      ("dim " + std::to_string(r.dim) + " = " + std::to_string(size) + " (seen " +
+                       before + ")");
     }
     seen.push_back(size);
-    const bool in_range = size >= kind.ranges[d].min && size <= kind.ranges[d].max;
-    if (in_range && (kind.eligible[d] || (mode_ == Dynamic::Auto && second))) {
-      now |= uint64_t{1} << d;
+    const bool in_range = size >= kind.ranges[at].min && size <= kind.ranges[at].max;
+    if (in_range && (kind.eligible[at] || (mode_ == Dynamic::Auto && second))) {
+      now[at] = true;
+      joins = joins || !kind.dynamic[at];
     }
   }
   if (miss.changed.empty()) miss.changed = "a size 0 or 1, or another layout";
   // A template is made when a dim joins the dynamic set; the set then holds every dynamic dim
-  // of this kind of input that this size can join.
-  if (mode_ == Dynamic::Static || !can_template || (now & ~kind.dynamic) == 0) return miss;
-  kind.dynamic |= now;
-  for (size_t d = 0; d < rank; ++d) {
-    if (kind.dynamic >> d & 1 && x.shape()[d] >= 2) miss.dynamic.push_back(kind.ranges[d]);
+  // of this kind of call that this size can join.
+  if (mode_ == Dynamic::Static || !can_template || !joins) return miss;
+  for (size_t at = 0; at < kind.ranges.size(); ++at) {
+    kind.dynamic[at] = kind.dynamic[at] || now[at];
+    if (kind.dynamic[at] && size_of(at) >= 2) miss.dynamic.push_back(kind.ranges[at]);
   }
   return miss;
 }
 
 namespace {
 
-std::string shape_list(const std::vector<DynamicRange>& dims) {
+using Shapes = std::vector<Shape>;  // one per input
+
+std::string shape_list(const std::vector<DynamicRange>& dims, size_t inputs) {
   std::string s;
-  for (const DynamicRange& r : dims) s += (s.empty() ? "" : ", ") + std::to_string(r.dim);
+  for (const DynamicRange& r : dims) {
+    s += (s.empty() ? "" : ", ") + (inputs > 1 ? std::to_string(r.input) + ":" : std::string()) +
+         std::to_string(r.dim);
+  }
   return s;
 }
 
-// Traces module at an input of `shape`; the graph when the trace has the structure of the
+// "input [2,8]", "inputs [2,8], [2,8]".
+std::string shapes_str(const Shapes& shapes) {
+  std::string s;
+  for (const Shape& sh : shapes) s += (s.empty() ? "" : ", ") + shape_str(sh);
+  return (shapes.size() > 1 ? "inputs " : "input ") + s;
+}
+
+// Traces module at inputs of `shapes`; the graph when the trace has the structure of the
 // call's own (`structure`), else nullopt. A size the module refuses (it raised) or one where
 // its code takes another branch is not a sample.
-std::optional<ir::Graph> trace_at(nn::Module& module, const Tensor& x, const Shape& shape,
-                                  const Digest& structure) {
-  Tensor probe = zeros(shape, x.dtype(), x.device());
+std::optional<ir::Graph> trace_at(nn::Module& module, std::span<const Tensor> inputs,
+                                  const Shapes& shapes, const Digest& structure) {
+  std::vector<Tensor> probes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    probes.push_back(zeros(shapes[i], inputs[i].dtype(), inputs[i].device()));
+  }
   capture::SegmentRunner no_breaks = [](const ir::Graph&,
                                         std::span<const Tensor>) -> std::vector<Tensor> {
     throw Error("a graph break");
   };
   try {
-    capture::Captured cap = capture::capture_module(module, probe, no_breaks, true);
+    capture::Captured cap = capture::capture_module(module, probes, no_breaks, true);
     if (ir::structure_hash(cap.graph) != structure) return std::nullopt;
     return std::move(cap.graph);
   } catch (const Error&) {
@@ -121,78 +165,110 @@ std::vector<int64_t> candidates(int64_t at, const DynamicRange& r, size_t limit)
   return out;
 }
 
+// Dynamic dims sampled as one: those of equal size at the call, with their ranges' meet.
+struct Group {
+  std::vector<DynamicRange> dims;
+  DynamicRange range;
+  int64_t at = 0;  // the call's size
+};
+
+std::vector<Group> group_by_size(std::span<const Tensor> inputs,
+                                 const std::vector<DynamicRange>& dims) {
+  std::vector<Group> groups;
+  for (const DynamicRange& r : dims) {
+    const int64_t at = inputs[r.input].shape()[static_cast<size_t>(r.dim)];
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.at == at; });
+    if (g == groups.end()) {
+      groups.push_back(Group{{}, r, at});
+      g = groups.end() - 1;
+    }
+    g->dims.push_back(r);
+    g->range.min = std::max(g->range.min, r.min);
+    g->range.max = std::min(g->range.max, r.max);
+  }
+  return groups;
+}
+
+// The call's shapes with every dim of `g` at `size`.
+void set_group(Shapes& shapes, const Group& g, int64_t size) {
+  for (const DynamicRange& r : g.dims) shapes[r.input][static_cast<size_t>(r.dim)] = size;
+}
+
 }  // namespace
 
-bool compile_for_all_sizes(nn::Module& module, const Tensor& x,
+bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                            const codegen::Backend& backend, bool hierarchical) {
   Timer t;
   const Digest structure = ir::structure_hash(captured);
   const std::string who = module.type_name();
+  Shapes own;
+  for (const Tensor& x : inputs) own.push_back(x.shape());
+  const std::vector<Group> groups = group_by_size(inputs, dims);
   // A fit of degree 3 in one symbol takes 4 sizes and a fifth to check; with several symbols,
   // degree 2 on a grid of 3 per symbol and a fourth size of each to check (size_poly.h).
-  const size_t k = dims.size(), per_dim = k == 1 ? 5 : 4;
+  const size_t k = groups.size(), per_dim = k == 1 ? 5 : 4;
   if (k > 3) {
-    ZC_LOG(recompiles) << who << ": " << k << " dynamic dims; at most 3 compile for all sizes";
+    ZC_LOG(recompiles) << who << ": " << k << " distinct dynamic sizes; at most 3 compile for "
+                       << "all sizes";
     return false;
   }
-  // Sizes each dim takes with the others at the call's own.
+  // Sizes each group takes with the others at the call's own.
   std::vector<std::vector<int64_t>> sizes(k);
-  std::map<Shape, ir::Graph> traces;
+  std::map<Shapes, ir::Graph> traces;
   for (size_t j = 0; j < k; ++j) {
-    const int64_t d = dims[j].dim;
-    for (int64_t c : candidates(x.shape()[d], dims[j], 12)) {
-      Shape shape = x.shape();
-      shape[d] = c;
-      auto g = c == x.shape()[d] ? std::optional<ir::Graph>(captured)
-                                 : trace_at(module, x, shape, structure);
+    for (int64_t c : candidates(groups[j].at, groups[j].range, 12)) {
+      Shapes shapes = own;
+      set_group(shapes, groups[j], c);
+      auto g = c == groups[j].at ? std::optional<ir::Graph>(captured)
+                                 : trace_at(module, inputs, shapes, structure);
       if (!g) continue;
       sizes[j].push_back(c);
-      traces.emplace(shape, std::move(*g));
+      traces.emplace(shapes, std::move(*g));
       if (sizes[j].size() == per_dim) break;
     }
     if (sizes[j].size() < per_dim) {
-      ZC_LOG(recompiles) << who << ": dim " << d << " of input " << shape_str(x.shape())
-                         << " traces alike at only " << sizes[j].size() << " sizes near "
-                         << x.shape()[d] << "; it compiles per size";
+      ZC_LOG(recompiles) << who << ": dims [" << shape_list(groups[j].dims, inputs.size())
+                         << "] of " << shapes_str(own) << " trace alike at only " << sizes[j].size()
+                         << " sizes near " << groups[j].at << "; it compiles per size";
       return false;
     }
   }
-  // The samples: every size of the one dim, or the grid of the first three of each dim and
-  // the point of their fourth sizes.
-  std::vector<Shape> samples;
+  // The samples: every size of the one group, or the grid of the first three of each group
+  // and the point of their fourth sizes.
+  std::vector<Shapes> samples;
   if (k == 1) {
     for (int64_t c : sizes[0]) {
-      Shape s = x.shape();
-      s[dims[0].dim] = c;
+      Shapes s = own;
+      set_group(s, groups[0], c);
       samples.push_back(s);
     }
   } else {
     size_t cells = 1;
     for (size_t j = 0; j < k; ++j) cells *= 3;
     for (size_t c = 0; c < cells; ++c) {
-      Shape s = x.shape();
+      Shapes s = own;
       size_t rest = c;
       for (size_t j = k; j-- > 0;) {
-        s[dims[j].dim] = sizes[j][rest % 3];
+        set_group(s, groups[j], sizes[j][rest % 3]);
         rest /= 3;
       }
       samples.push_back(s);
     }
-    Shape check = x.shape();
-    for (size_t j = 0; j < k; ++j) check[dims[j].dim] = sizes[j][3];
+    Shapes check = own;
+    for (size_t j = 0; j < k; ++j) set_group(check, groups[j], sizes[j][3]);
     samples.push_back(check);
   }
   std::vector<ir::Graph> graphs;
-  for (const Shape& s : samples) {
+  for (const Shapes& s : samples) {
     auto found = traces.find(s);
     if (found != traces.end()) {
       graphs.push_back(found->second);
       continue;
     }
-    auto g = trace_at(module, x, s, structure);
+    auto g = trace_at(module, inputs, s, structure);
     if (!g) {
-      ZC_LOG(recompiles) << who << ": its trace at " << shape_str(s)
+      ZC_LOG(recompiles) << who << ": its trace at " << shapes_str(s)
                          << " differs; it compiles per size";
       return false;
     }
@@ -238,8 +314,8 @@ bool compile_for_all_sizes(nn::Module& module, const Tensor& x,
   }
   bool all = true;
   for (auto& f : made) all = f.get() && all;  // rethrows a build error
-  ZC_LOG(recompiles) << who << ": dims [" << shape_list(dims) << "] of input "
-                     << shape_str(x.shape()) << " are dynamic: " << made.size()
+  ZC_LOG(recompiles) << who << ": dims [" << shape_list(dims, inputs.size()) << "] of "
+                     << shapes_str(own) << " are dynamic: " << made.size()
                      << " graph(s) compiled for all their sizes from " << samples.size()
                      << " traced sizes in " << t.ms() << " ms" << (all ? "" : " (not all)");
   return all;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "capture/guards.h"
@@ -20,21 +21,28 @@ namespace zc::runtime {
 
 using codegen::Executable;
 
-// One compiled specialization: valid while its guard holds.
+// Where one of the call's inputs goes among the graph's inputs.
+struct UserSlot {
+  size_t slot = 0;   // graph input
+  size_t input = 0;  // the call's input
+  bool operator==(const UserSlot&) const = default;
+};
+
+// One compiled specialization: valid while its guards hold, one per input of the call.
 struct Specialization {
-  capture::InputGuard guard;
+  std::vector<capture::InputGuard> guards;
   // Its executables, inference and training, each compiled when a call first needs it; for a
   // trace that broke, its last segment (inference only).
   std::shared_ptr<GraphVariants> code;
-  std::vector<Tensor> bound;       // graph input values; user inputs left undefined
-  std::vector<size_t> user_slots;  // where the call's input goes
+  std::vector<Tensor> bound;         // graph input values; user inputs left undefined
+  std::vector<UserSlot> user_slots;  // where the call's inputs go
 };
 
 class SpecializationTable {
  public:
-  // The first specialization whose guard matches `x`, or null. Allocates nothing: it runs on
-  // every call.
-  std::shared_ptr<const Specialization> find(const Tensor& x) const;
+  // The first specialization whose guards match `inputs` (as many guards as inputs), or null.
+  // Allocates nothing for up to 8 inputs: it runs on every call.
+  std::shared_ptr<const Specialization> find(std::span<const Tensor> inputs) const;
   // Adds `s` after every existing one, so that it loses to them on a tie.
   void add(std::shared_ptr<const Specialization> s);
   void clear() { list_.clear(); }

@@ -3,11 +3,12 @@
 // the dynamic-shape tests count.
 //
 //   dynamic_lengths [--dynamic auto|static|marked] [--layers N] [--batch B] [--steady R]
-//                   [--device cpu|cuda] [--d-model D --heads H] LENGTH...
+//                   [--device cpu|cuda] [--d-model D --heads H] [--pooled] LENGTH...
 //
 // The model is gpt-small with N layers (d=256, 4 heads) unless --d-model and --heads say
-// otherwise (768 and 12: the 12-layer GPT of the GPU comparisons). Times on cuda include
-// waiting for the GPU.
+// otherwise (768 and 12: the 12-layer GPT of the GPU comparisons). With --pooled it is
+// test::PooledGPT over the same layers: two inputs (ids and weights, both of the length) and
+// two outputs, max_diff over both. Times on cuda include waiting for the GPU.
 //
 // Prints one line per call, "call <length> compiler_runs <n> template_hits <n> max_diff <d>
 // ms <first-call ms>" (with --steady, "steady_ms <median of R more calls>" added), then
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "pooled_gpt.h"
 #include "zc/cuda.h"
 #include "zc/zc.h"
 
@@ -26,6 +28,7 @@ int main(int argc, char** argv) {
   std::string dynamic = "auto";
   int64_t layers = 2, batch = 2, steady = 0, d_model = 0, heads = 0;
   std::string device = "cpu";
+  bool pooled = false;
   std::vector<int64_t> lengths;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -43,6 +46,8 @@ int main(int argc, char** argv) {
       d_model = std::stoll(argv[++i]);
     } else if (a == "--heads" && i + 1 < argc) {
       heads = std::stoll(argv[++i]);
+    } else if (a == "--pooled") {
+      pooled = true;
     } else {
       lengths.push_back(std::stoll(a));
     }
@@ -54,7 +59,12 @@ int main(int argc, char** argv) {
     if (heads > 0) config.n_head = heads;
     const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
     config.block_size = std::max(config.block_size, longest);
-    auto model = zc::models::gpt(config);
+    std::shared_ptr<zc::nn::Module> model;
+    if (pooled) {
+      model = std::make_shared<zc::test::PooledGPT>(config);
+    } else {
+      model = zc::models::gpt(config);
+    }
     model->eval();
     const zc::Device dev = device == "cuda" ? zc::Device::cuda(0) : zc::Device::cpu();
     const bool gpu = dev.is_cuda();
@@ -63,6 +73,7 @@ int main(int argc, char** argv) {
     if (dynamic == "static") options.dynamic = zc::Dynamic::Static;
     if (dynamic == "marked") {
       options.dynamic_dims = {{.input = 0, .dim = 1, .min = 2, .max = config.block_size}};
+      if (pooled) options.dynamic_dims.push_back({.input = 1, .dim = 1, .max = config.block_size});
     }
     zc::CompiledModule fast = zc::compile(model, options);
     auto finish = [&] {
@@ -70,15 +81,25 @@ int main(int argc, char** argv) {
     };
     for (int64_t t : lengths) {
       zc::Tensor tokens = zc::randint(0, config.vocab_size, {batch, t}).to(dev);
+      const std::vector<zc::Tensor> inputs{tokens, zc::test::token_weights(tokens)};
+      // Every output of a call, compiled or eager.
+      auto run = [&](bool compiled) -> std::vector<zc::Tensor> {
+        if (pooled) return compiled ? fast(inputs) : (*model)(inputs);
+        return {compiled ? fast(tokens) : (*model)(tokens)};
+      };
       finish();
       auto before = zc::compiler::stats();
       auto t0 = std::chrono::steady_clock::now();
-      zc::Tensor y = fast(tokens);
+      std::vector<zc::Tensor> y = run(true);
       finish();
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       auto after = zc::compiler::stats();
-      double diff = zc::max(zc::abs(y - (*model)(tokens))).item<double>();
+      std::vector<zc::Tensor> eager = run(false);
+      double diff = 0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        diff = std::max(diff, zc::max(zc::abs(y[i] - eager[i])).item<double>());
+      }
       std::printf("call %lld compiler_runs %lld template_hits %lld max_diff %.3g ms %.3f",
                   static_cast<long long>(t),
                   static_cast<long long>(after.compiler_invocations - before.compiler_invocations),
@@ -87,7 +108,7 @@ int main(int argc, char** argv) {
         std::vector<double> times;
         for (int64_t r = 0; r < steady; ++r) {
           auto s0 = std::chrono::steady_clock::now();
-          fast(tokens);
+          run(true);
           finish();
           times.push_back(
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s0)

@@ -172,7 +172,11 @@ TEST(DynamicShapes, BadMarksAreErrors) {
   auto model = std::make_shared<Branchy>();
   CompileOptions o;
   o.dynamic_dims = {{.input = 1, .dim = 0}};
-  EXPECT_TRUE(test::contains(test::error_message([&] { compile(model, o); }), "takes one input"));
+  CompiledModule second = compile(model, o);
+  EXPECT_TRUE(test::contains(test::error_message([&] {
+                               second(randn({4, 3}));
+                             }),
+                             "marks input 1, but the module was called with 1 input(s)"));
   o.dynamic_dims = {{.input = 0, .dim = 0, .min = 10, .max = 4}};
   EXPECT_TRUE(test::contains(test::error_message([&] { compile(model, o); }), "range [10, 4]"));
   o.dynamic_dims = {{.input = 0, .dim = 5}};
@@ -180,7 +184,7 @@ TEST(DynamicShapes, BadMarksAreErrors) {
   EXPECT_TRUE(test::contains(test::error_message([&] {
                                fast(randn({4, 3}));
                              }),
-                             "marks dim 5 of an input of rank 2"));
+                             "marks dim 5 of input 0, of rank 2"));
 }
 
 // The per-call lines of tests/tools/dynamic_lengths: compiler runs and max_diff, in order.
@@ -209,10 +213,11 @@ const char* kLengths = " 16 32 24 40 64 100 77 120";
 
 // gpt-small over eight lengths in fresh processes of tests/tools/dynamic_lengths on `device`:
 // automatic dynamic compiles twice, a marked length once, static every length; a fresh process
-// on the automatic run's cache compiles nothing at lengths it never saw.
-void gpt_over_eight_lengths(const std::string& device) {
+// on the automatic run's cache compiles nothing at lengths it never saw. `model_flags` picks
+// the model ("--pooled": two inputs sharing the length, two outputs).
+void gpt_over_eight_lengths(const std::string& device, const std::string& model_flags = "") {
   const std::string dir = test::test_dir("dynamic-" + device);
-  const std::string on = " --device " + device;
+  const std::string on = " --device " + device + " " + model_flags;
   for (const std::string mode : {"auto", "marked", "static"}) {
     test::ProcessRun r = test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir + "/" + mode,
                                         "--dynamic " + mode + on + kLengths);
@@ -252,6 +257,11 @@ TEST(DynamicShapes, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) {
 TEST(DynamicShapesGpu, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) {
   ZC_SKIP_WITHOUT_GPU();
   gpt_over_eight_lengths("cuda");
+}
+
+// Two inputs of one length (ids and their weights) and two outputs: the length is one symbol.
+TEST(DynamicShapes, TwoInputsSharingALengthCompileTwiceAutomaticallyOnceMarked) {
+  gpt_over_eight_lengths("cpu", "--pooled");
 }
 
 // The CPU test's sizes on the GPU: the CUDA kernels' remainder paths, vector steps that a size
