@@ -150,6 +150,66 @@ class ModuleList : public Module {
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
+// Convolutional layers over [N, C, H, W], as torch.nn's. Window arguments: one number for both
+// dims or (h, w); Conv2d's padding may also be (top, left, bottom, right).
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, std::vector<int64_t> kernel_size,
+         std::vector<int64_t> stride = {1}, std::vector<int64_t> padding = {0},
+         std::vector<int64_t> dilation = {1}, int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias;  // weight [out, in / groups, kh, kw]; bias undefined when bias=false
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
+                     std::vector<int64_t> padding = {0}, std::vector<int64_t> dilation = {1},
+                     bool ceil_mode = false);
+  Tensor forward(const Tensor& x) override;
+  std::vector<int64_t> kernel_size, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(std::vector<int64_t> kernel_size, std::vector<int64_t> stride = {},
+                     std::vector<int64_t> padding = {0}, bool ceil_mode = false,
+                     bool count_include_pad = true);
+  Tensor forward(const Tensor& x) override;
+  std::vector<int64_t> kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(std::vector<int64_t> output_size);
+  Tensor forward(const Tensor& x) override;
+  std::vector<int64_t> output_size;
+};
+
+// Running statistics are buffers ("running_mean", "running_var"); in train() mode a call
+// normalizes by the batch and updates them, in eval() by them (zc::batch_norm).
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight, bias, running_mean, running_var;
+  double eps, momentum;
+};
+
+// Flattens dims start_dim..end_dim into one (torch.nn.Flatten's defaults: all but the batch).
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
+  int64_t start_dim, end_dim;
+};
+
 // Self-attention over x [B, T, d_model] with one fused input projection (d -> 3d), as in
 // GPT-2's c_attn, and an output projection.
 class MultiheadAttention : public Module {

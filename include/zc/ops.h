@@ -89,6 +89,34 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool is_causal = false,
                                     std::optional<double> scale = std::nullopt);
+// Convolutional networks, over [N, C, H, W] (NCHW) as torch.nn.functional. A window argument
+// of one number means both dims, of two (h, w); padding may also give four (top, left, bottom,
+// right: ONNX's asymmetric pads). An empty stride means the window's size (pools).
+// weight [C_out, C / groups, kh, kw]; bias [C_out] or undefined.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+              const std::vector<int64_t>& stride = {1}, const std::vector<int64_t>& padding = {0},
+              const std::vector<int64_t>& dilation = {1}, int64_t groups = 1);
+// Padding counts as -inf; it may be at most half the (dilated) window, as in torch.
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
+                  const std::vector<int64_t>& stride = {},
+                  const std::vector<int64_t>& padding = {0},
+                  const std::vector<int64_t>& dilation = {1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& kernel_size,
+                  const std::vector<int64_t>& stride = {},
+                  const std::vector<int64_t>& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
+// Averages over output_size {OH, OW} windows that cover H and W as evenly as torch's; {1, 1} is
+// the global average pool.
+Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<int64_t>& output_size);
+// Normalizes dim 1 (channels) of x [N, C, ...]. In training, by the batch's statistics, and the
+// running ones (when given) move by `momentum` (with the unbiased variance); else by the running
+// statistics, as x * scale + shift per channel, which fuses into the producer's epilogue (a
+// convolution's). weight and bias are optional. A traced (compiled) call in training mode with
+// running statistics raises zc::Error: updating them is a side effect a graph does not hold.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+
 // Zeroes each element with probability p and scales the rest by 1/(1-p).
 Tensor dropout(const Tensor& x, double p);
 

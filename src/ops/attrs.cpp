@@ -55,6 +55,20 @@ struct Printer {
     return std::string("causal=") + (a.causal ? "true" : "false") + ", scale=" + num_str(a.scale) +
            ", wrt=" + attention_wrt_name(a.wrt);
   }
+  std::string operator()(const Conv2dAttrs& a) const {
+    return "stride=" + list_str({a.stride_h, a.stride_w}) +
+           ", pads=" + list_str({a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}) +
+           ", dilation=" + list_str({a.dilation_h, a.dilation_w}) +
+           ", groups=" + std::to_string(a.groups);
+  }
+  std::string operator()(const Pool2dAttrs& a) const {
+    return "kernel=" + list_str({a.kernel_h, a.kernel_w}) +
+           ", stride=" + list_str({a.stride_h, a.stride_w}) +
+           ", pads=" + list_str({a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}) +
+           ", dilation=" + list_str({a.dilation_h, a.dilation_w}) +
+           ", ceil_mode=" + (a.ceil_mode ? "true" : "false") +
+           ", count_include_pad=" + (a.count_include_pad ? "true" : "false");
+  }
 };
 }  // namespace
 
@@ -131,6 +145,16 @@ struct Writer {
     w.f64(a.scale);
     w.u8(static_cast<uint8_t>(a.wrt));
   }
+  void operator()(const Conv2dAttrs& a) const {
+    w.i64s(std::vector<int64_t>{a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
+                                a.pad_right, a.dilation_h, a.dilation_w, a.groups});
+  }
+  void operator()(const Pool2dAttrs& a) const {
+    w.i64s(std::vector<int64_t>{a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
+                                a.pad_left, a.pad_bottom, a.pad_right, a.dilation_h, a.dilation_w});
+    w.u8(a.ceil_mode);
+    w.u8(a.count_include_pad);
+  }
 };
 
 template <size_t I = 0>
@@ -181,6 +205,16 @@ Attrs read_alternative(size_t index, ByteReader& r) {
         throw Error("attributes: bad attention gradient operand " + std::to_string(wrt));
       }
       a.wrt = static_cast<AttentionWrt>(wrt);
+    } else if constexpr (std::is_same_v<A, Conv2dAttrs>) {
+      std::vector<int64_t> v = r.i64s();
+      if (v.size() != 9) throw Error("attributes: conv2d needs 9 integers");
+      a = Conv2dAttrs{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+    } else if constexpr (std::is_same_v<A, Pool2dAttrs>) {
+      std::vector<int64_t> v = r.i64s();
+      if (v.size() != 10) throw Error("attributes: a 2-d pool needs 10 integers");
+      a = Pool2dAttrs{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+      a.ceil_mode = r.u8() != 0;
+      a.count_include_pad = r.u8() != 0;
     }
     return a;
   } else {

@@ -79,9 +79,32 @@ struct AttentionGradAttrs {
   bool operator==(const AttentionGradAttrs&) const = default;
 };
 
-using Attrs =
-    std::variant<NoAttrs, GeluAttrs, CastAttrs, ClampAttrs, ReduceAttrs, ShapeAttrs, PermuteAttrs,
-                 SliceAttrs, DimAttrs, LayerNormAttrs, AttentionAttrs, AttentionGradAttrs>;
+// conv2d over [N, C, H, W] with a weight [C_out, C / groups, kh, kw]: strides, zero padding on
+// each side (top, left, bottom, right: ONNX's pads may differ per side), dilations, groups.
+struct Conv2dAttrs {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t groups = 1;
+  bool operator==(const Conv2dAttrs&) const = default;
+};
+// max_pool2d and avg_pool2d over [N, C, H, W]. Padding counts as -inf for max and 0 for avg;
+// ceil_mode rounds the output size up (a last window that starts inside the input or its left
+// padding); count_include_pad (avg) divides by the window's size within the padded input,
+// else by its size within the input. Dilation is max's only.
+struct Pool2dAttrs {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  bool operator==(const Pool2dAttrs&) const = default;
+};
+
+using Attrs = std::variant<NoAttrs, GeluAttrs, CastAttrs, ClampAttrs, ReduceAttrs, ShapeAttrs,
+                           PermuteAttrs, SliceAttrs, DimAttrs, LayerNormAttrs, AttentionAttrs,
+                           AttentionGradAttrs, Conv2dAttrs, Pool2dAttrs>;
 
 // "q", "k", "v", "kv".
 const char* attention_wrt_name(AttentionWrt w);

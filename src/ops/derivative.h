@@ -51,6 +51,10 @@ inline Tensor unreduce(const Tensor& g, const Shape& shape, const std::vector<in
   return r.expand(shape);
 }
 
+// The gradient of a slice of a dim of length `n`: `grad` (the slice's gradient) at the sliced
+// positions, zeros elsewhere (defined in layout.cpp, beside the slice op).
+Tensor slice_backward(const Tensor& grad, int64_t n, const SliceAttrs& s);
+
 // What a rule gave input `i` of `op`, as that input's gradient: checked to have the input's
 // shape (a rule must undo its broadcasting) and converted to its dtype (rules compute in the
 // output's, which promotion may have widened). Eager backward and the joint graph both use it.

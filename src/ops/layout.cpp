@@ -151,32 +151,9 @@ std::vector<Tensor> expand_vjp(const VjpArgs& a) {
   return {sum_to(out_grad(a), a.inputs[0].shape())};
 }
 
-// The gradient lands on the sliced positions, zeros elsewhere: with a step, each gradient
-// element is followed by step-1 zeros (a new dim, flattened), then the whole is padded to the
-// input's length.
 std::vector<Tensor> slice_vjp(const VjpArgs& a) {
-  const auto& s = std::get<SliceAttrs>(a.attrs);
-  const Tensor& x = a.inputs[0];
-  Tensor g = out_grad(a);
-  const int64_t n = x.shape()[s.dim], m = g.shape()[s.dim];
-  auto zeros_along = [&](const Tensor& like, int64_t dim, int64_t len) {
-    Shape shape = like.shape();
-    shape[dim] = len;
-    return zeros_like_on(like, shape);
-  };
-  if (s.step > 1 && m > 0) {
-    Tensor col = g.unsqueeze(s.dim + 1);
-    Shape flat = g.shape();
-    flat[s.dim] = m * s.step;
-    g = cat({col, zeros_along(col, s.dim + 1, s.step - 1)}, s.dim + 1).reshape(flat);
-    g = g.slice(s.dim, 0, std::min(m * s.step, n - s.start));
-  }
-  const int64_t after = n - s.start - g.shape()[s.dim];
-  std::vector<Tensor> parts;
-  if (s.start > 0) parts.push_back(zeros_along(g, s.dim, s.start));
-  parts.push_back(g);
-  if (after > 0) parts.push_back(zeros_along(g, s.dim, after));
-  return {parts.size() == 1 ? g : cat(parts, s.dim)};
+  return {slice_backward(out_grad(a), a.inputs[0].shape()[std::get<SliceAttrs>(a.attrs).dim],
+                         std::get<SliceAttrs>(a.attrs))};
 }
 
 std::vector<Tensor> copy_vjp(const VjpArgs& a) {
@@ -212,6 +189,32 @@ void define_layout_ops(OpTable& t) {
                  .eager = copy_eager,
                  .decompose = copy_decompose,
                  .derivative = copy_vjp});
+}
+
+// The gradient lands on the sliced positions, zeros elsewhere: with a step, each gradient
+// element is followed by step-1 zeros (a new dim, flattened), then the whole is padded to the
+// input's length.
+Tensor slice_backward(const Tensor& grad, int64_t n, const SliceAttrs& s) {
+  Tensor g = grad;
+  const int64_t m = g.shape()[s.dim];
+  auto zeros_along = [&](const Tensor& like, int64_t dim, int64_t len) {
+    Shape shape = like.shape();
+    shape[dim] = len;
+    return zeros_like_on(like, shape);
+  };
+  if (s.step > 1 && m > 0) {
+    Tensor col = g.unsqueeze(s.dim + 1);
+    Shape flat = g.shape();
+    flat[s.dim] = m * s.step;
+    g = cat({col, zeros_along(col, s.dim + 1, s.step - 1)}, s.dim + 1).reshape(flat);
+    g = g.slice(s.dim, 0, std::min(m * s.step, n - s.start));
+  }
+  const int64_t after = n - s.start - g.shape()[s.dim];
+  std::vector<Tensor> parts;
+  if (s.start > 0) parts.push_back(zeros_along(g, s.dim, s.start));
+  parts.push_back(g);
+  if (after > 0) parts.push_back(zeros_along(g, s.dim, after));
+  return parts.size() == 1 ? g : cat(parts, s.dim);
 }
 
 }  // namespace zc::ops

@@ -58,7 +58,10 @@
   ZC_OP(cat, composite)                                                        \
   ZC_OP(attention, composite)                                                  \
   ZC_OP(attention_lse, composite)                                              \
-  ZC_OP(attention_grad, composite)
+  ZC_OP(attention_grad, composite)                                             \
+  ZC_OP(conv2d, composite)                                                     \
+  ZC_OP(max_pool2d, composite)                                                 \
+  ZC_OP(avg_pool2d, composite)
 
 namespace zc::ops {
 

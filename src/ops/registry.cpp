@@ -16,6 +16,8 @@ void define_norm_ops(OpTable& table);
 void define_gather_ops(OpTable& table);
 void define_attention_ops(OpTable& table);
 void define_attention_grad_ops(OpTable& table);
+void define_conv_ops(OpTable& table);
+void define_pool_ops(OpTable& table);
 
 namespace {
 struct OpName {
@@ -42,6 +44,8 @@ const OpTable& table() {
     define_gather_ops(t);
     define_attention_ops(t);
     define_attention_grad_ops(t);
+    define_conv_ops(t);
+    define_pool_ops(t);
     for (int i = 0; i < kNumOps; ++i) {
       ZC_CHECK(t[static_cast<OpId>(i)].infer != nullptr,
                "op " << kOpNames[i].name << " has no registry entry");

@@ -265,6 +265,34 @@ std::vector<Case> cases() {
       {rnd({1, 2, 1, 3}), rnd({2, 1, 1, 3}), rnd({1, 1, 2})});
   add("attention", "causal, broadcast batch, strided leaves", causal,
       {rnd({2, 1, 4, 3}).transpose(-2, -1), rnd({3, 4, 5}).transpose(-2, -1), strided(5, 2)});
+
+  // Convolutions and pools: strides, asymmetric padding, dilation, groups, ceil mode.
+  add("conv2d", "3x3, padding 1, bias",
+      [](const Inputs& x) { return conv2d(x[0], x[1], x[2], {1}, {1}); },
+      {rnd({2, 3, 5, 4}), rnd({4, 3, 3, 3}), rnd({4})});
+  add("conv2d", "stride 2, pads (0, 1, 2, 1), dilation (2, 1), no bias",
+      [](const Inputs& x) {
+        return conv2d(x[0], x[1], {}, {2}, {0, 1, 2, 1}, {2, 1});
+      },
+      {rnd({1, 2, 7, 6}), rnd({3, 2, 2, 3})});
+  add("conv2d", "groups 2, 1x1 and strided leaf",
+      [](const Inputs& x) { return conv2d(x[0], x[1], x[2], {1}, {0}, {1}, 2); },
+      {rnd({2, 3, 4, 4}).transpose(1, 3), rnd({6, 2, 1, 1}), rnd({6})});
+  add("conv2d", "depthwise 3x3 stride 2",
+      [](const Inputs& x) { return conv2d(x[0], x[1], {}, {2}, {1}, {1}, 3); },
+      {rnd({1, 3, 5, 5}), rnd({3, 1, 3, 3})});
+  add("max_pool2d", "3x3 stride 2 padding 1",
+      [](const Inputs& x) { return max_pool2d(x[0], {3}, {2}, {1}); }, {rnd({2, 2, 6, 5})});
+  add("max_pool2d", "2x2 dilation 2, ceil mode",
+      [](const Inputs& x) { return max_pool2d(x[0], {2}, {2}, {0}, {2}, true); },
+      {rnd({1, 2, 6, 7})});
+  add("avg_pool2d", "3x3 stride 2 padding 1, pad counted",
+      [](const Inputs& x) { return avg_pool2d(x[0], {3}, {2}, {1}); }, {rnd({2, 2, 6, 5})});
+  add("avg_pool2d", "2x3 pad not counted, ceil mode",
+      [](const Inputs& x) {
+        return avg_pool2d(x[0], {2, 3}, {2}, {1}, true, false);
+      },
+      {rnd({1, 2, 5, 7})});
   return out;
 }
 
