@@ -5,7 +5,8 @@ set -euo pipefail
 
 # Build: compiler, CMake + Ninja, pkg-config (finds OpenBLAS). Library: OpenBLAS (large
 # matmuls), oneDNN (f32 GEMMs on the CPU, src/ops/blas.h), OpenSSL's libcrypto (SHA-256, HMAC),
-# zstd (cache bundles), hiredis (the remote cache; redis-server for its tests). Tests and
+# zstd (cache bundles), hiredis (the remote cache; redis-server for its tests), ONNX's
+# protobuf classes and protobuf (ONNX import). Tests and
 # benchmarks: GoogleTest/GoogleMock, Google Benchmark. Fuzz tests: clang with its sanitizer and
 # libFuzzer runtime (only recommended by clang, so named here for --no-install-recommends).
 packages=(
@@ -18,6 +19,8 @@ packages=(
   libssl-dev
   libzstd-dev
   libhiredis-dev
+  libonnx-dev
+  libprotobuf-dev
   redis-server
   libgtest-dev
   libgmock-dev

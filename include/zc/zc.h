@@ -11,6 +11,7 @@
 #include "zc/factories.h"
 #include "zc/models.h"
 #include "zc/nn.h"
+#include "zc/onnx.h"
 #include "zc/ops.h"
 #include "zc/optim.h"
 #include "zc/serialize.h"

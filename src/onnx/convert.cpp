@@ -1,0 +1,129 @@
+#include "onnx/convert.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "onnx/onnx_file.h"
+
+namespace zc::onnx_import {
+
+Error NodeArgs::error(const std::string& detail) const {
+  return Error("ONNX node " + onnx_file::node_str(node, -1) + ": " + detail);
+}
+
+const Tensor& NodeArgs::in(size_t i) const {
+  if (!has(i)) throw error("input " + std::to_string(i) + " is required");
+  return inputs_[i];
+}
+
+size_t NodeArgs::outputs() const {
+  size_t n = 0;
+  for (int k = 0; k < node.output_size(); ++k) {
+    if (!node.output(k).empty()) n = static_cast<size_t>(k) + 1;
+  }
+  return n;
+}
+
+const ::onnx::AttributeProto* NodeArgs::attr(std::string_view name) const {
+  for (const auto& a : node.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+
+int64_t NodeArgs::i(std::string_view name, int64_t fallback) const {
+  const auto* a = attr(name);
+  return a ? a->i() : fallback;
+}
+
+float NodeArgs::f(std::string_view name, float fallback) const {
+  const auto* a = attr(name);
+  return a ? a->f() : fallback;
+}
+
+std::string NodeArgs::s(std::string_view name, const std::string& fallback) const {
+  const auto* a = attr(name);
+  return a ? a->s() : fallback;
+}
+
+std::vector<int64_t> NodeArgs::ints(std::string_view name, std::vector<int64_t> fallback) const {
+  const auto* a = attr(name);
+  if (!a) return fallback;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+std::vector<int64_t> NodeArgs::values(size_t i, const char* what) const {
+  const Tensor& t = in(i);
+  if (t.is_traced()) {
+    throw error(std::string(what) +
+                " is computed from the model's input values; zc needs it as a constant (a "
+                "value of the model's shapes or initializers)");
+  }
+  if (!is_integral(t.dtype())) {
+    throw error(std::string(what) + " must be integers, got " + std::string(dtype_name(t.dtype())));
+  }
+  Tensor c = t.to(DType::i64).contiguous();
+  const int64_t* p = c.data<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+double NodeArgs::scalar(size_t i, const char* what) const {
+  const Tensor& t = in(i);
+  if (t.is_traced()) {
+    throw error(std::string(what) + " is computed from the model's input values; zc needs it "
+                                    "as a constant");
+  }
+  if (t.numel() != 1) {
+    throw error(std::string(what) + " must have one element, got " + shape_str(t.shape()));
+  }
+  return t.item_double();
+}
+
+namespace {
+const std::vector<OpRule>& rules() {
+  static const std::vector<OpRule> all = [] {
+    std::vector<OpRule> r;
+    add_math_rules(r);
+    add_nn_rules(r);
+    add_shape_rules(r);
+    std::sort(r.begin(), r.end(), [](const OpRule& a, const OpRule& b) { return a.op < b.op; });
+    return r;
+  }();
+  return all;
+}
+}  // namespace
+
+const OpRule* find_rule(std::string_view op) {
+  const auto& r = rules();
+  auto it = std::lower_bound(r.begin(), r.end(), op,
+                             [](const OpRule& rule, std::string_view o) { return rule.op < o; });
+  return it != r.end() && it->op == op ? &*it : nullptr;
+}
+
+std::vector<std::string> rule_names() {
+  std::vector<std::string> out;
+  for (const OpRule& r : rules()) out.emplace_back(r.op);
+  return out;
+}
+
+std::string check_node(const ::onnx::NodeProto& node, int64_t) {
+  const OpRule* rule = find_rule(node.op_type());
+  if (!rule) return "operator " + node.op_type() + " is not supported";
+  std::string unknown;
+  for (const auto& a : node.attribute()) {
+    if (std::find(rule->attrs.begin(), rule->attrs.end(), a.name()) == rule->attrs.end()) {
+      unknown += (unknown.empty() ? "" : ", ") + a.name();
+    }
+  }
+  if (!unknown.empty()) return "attribute(s) " + unknown + " not supported";
+  return "";
+}
+
+Tensor tensor_of(const ::onnx::TensorProto& t, const std::string& what) {
+  onnx_file::RawTensor raw = onnx_file::decode_tensor(t, what);
+  Tensor out = Tensor::empty(raw.shape, raw.dtype);
+  if (!raw.bytes.empty()) std::memcpy(out.raw_data(), raw.bytes.data(), raw.bytes.size());
+  return out;
+}
+
+}  // namespace zc::onnx_import

@@ -1,0 +1,155 @@
+// Convolutional-network and normalization operators: Conv (2-D, and 1-D as 2-D with height 1),
+// BatchNormalization (inference), the pools, LayerNormalization.
+#include <algorithm>
+
+#include "onnx/convert.h"
+#include "zc/ops.h"
+
+namespace zc::onnx_import {
+
+namespace {
+
+using V = std::vector<Tensor>;
+
+// The pads [top, left, bottom, right] of a window over [N, C, H, W]: the attribute
+// (ONNX orders them [h_begin, w_begin, h_end, w_end]), or what auto_pad asks for.
+std::vector<int64_t> pads_of(const NodeArgs& a, const Shape& x, const std::vector<int64_t>& k,
+                             const std::vector<int64_t>& s, const std::vector<int64_t>& d) {
+  const std::string mode = a.s("auto_pad", "NOTSET");
+  if (mode == "NOTSET") {
+    std::vector<int64_t> p = a.ints("pads", {0, 0, 0, 0});
+    if (p.size() != 4) throw a.error("pads must have 4 numbers for a 2-d window");
+    return p;
+  }
+  if (mode == "VALID") return {0, 0, 0, 0};
+  if (mode != "SAME_UPPER" && mode != "SAME_LOWER") throw a.error("auto_pad '" + mode + "'");
+  std::vector<int64_t> p(4);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = x[2 + i], out = (in + s[i] - 1) / s[i];
+    const int64_t total = std::max<int64_t>((out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in, 0);
+    const int64_t small = total / 2, large = total - small;
+    p[i] = mode == "SAME_UPPER" ? small : large;
+    p[i + 2] = mode == "SAME_UPPER" ? large : small;
+  }
+  return p;
+}
+
+std::vector<int64_t> pair_attr(const NodeArgs& a, const char* name) {
+  std::vector<int64_t> v = a.ints(name, {1, 1});
+  if (v.size() != 2) throw a.error(std::string(name) + " must have 2 numbers for a 2-d window");
+  return v;
+}
+
+// A 1-d input [N, C, L] as [N, C, 1, L], so that 1-d windows run as 2-d ones of height 1.
+bool as_2d(const Tensor& x) {
+  return x.dim() == 3;
+}
+
+V conv(const NodeArgs& a) {
+  Tensor x = a.in(0), w = a.in(1);
+  const bool one_d = as_2d(x);
+  if (one_d) {
+    x = x.unsqueeze(2);
+    w = w.unsqueeze(2);
+  }
+  if (x.dim() != 4) throw a.error("only 1-d and 2-d convolutions are supported, got input " +
+                                  shape_str(a.in(0).shape()));
+  auto widen = [&](std::vector<int64_t> v, int64_t fill) {
+    if (one_d) v.insert(v.begin(), fill);
+    return v;
+  };
+  std::vector<int64_t> k = widen(a.ints("kernel_shape", {}), 1);
+  if (k.empty() || (one_d && k.size() == 1)) k = {w.size(2), w.size(3)};
+  if (k != std::vector<int64_t>{w.size(2), w.size(3)}) {
+    throw a.error("kernel_shape does not match the weight " + shape_str(w.shape()));
+  }
+  const std::vector<int64_t> s = one_d ? widen(a.ints("strides", {1}), 1) : pair_attr(a, "strides");
+  const std::vector<int64_t> d =
+      one_d ? widen(a.ints("dilations", {1}), 1) : pair_attr(a, "dilations");
+  std::vector<int64_t> p;
+  if (one_d && a.s("auto_pad", "NOTSET") == "NOTSET") {
+    std::vector<int64_t> p1 = a.ints("pads", {0, 0});
+    if (p1.size() != 2) throw a.error("pads must have 2 numbers for a 1-d window");
+    p = {0, p1[0], 0, p1[1]};
+  } else {
+    p = pads_of(a, x.shape(), k, s, d);
+  }
+  Tensor y = conv2d(x, w, a.has(2) ? a.in(2) : Tensor(), s, p, d, a.i("group", 1));
+  return {one_d ? y.squeeze(2) : y};
+}
+
+// Inference: the running statistics (training_mode, opset 14+, is not supported).
+V batch_norm_op(const NodeArgs& a) {
+  if (a.i("training_mode", 0) != 0 || a.outputs() > 1) {
+    throw a.error("training mode (batch statistics and their outputs) is not supported");
+  }
+  return {batch_norm(a.in(0), a.in(3), a.in(4), a.in(1), a.in(2), false, 0.1,
+                     a.f("epsilon", 1e-5f))};
+}
+
+V pool(const NodeArgs& a, bool max) {
+  const Tensor& x = a.in(0);
+  if (x.dim() != 4) throw a.error("only 2-d pooling is supported, got " + shape_str(x.shape()));
+  if (max && (a.outputs() > 1 || a.i("storage_order", 0) != 0)) {
+    throw a.error("the Indices output (and storage_order) are not supported");
+  }
+  const std::vector<int64_t> k = a.ints("kernel_shape");
+  if (k.size() != 2) throw a.error("kernel_shape must have 2 numbers");
+  const std::vector<int64_t> s = pair_attr(a, "strides");
+  const std::vector<int64_t> d = max ? pair_attr(a, "dilations") : std::vector<int64_t>{1, 1};
+  const std::vector<int64_t> p = pads_of(a, x.shape(), k, s, d);
+  const bool ceil = a.i("ceil_mode", 0) != 0;
+  if (max) return {max_pool2d(x, k, s, p, d, ceil)};
+  return {avg_pool2d(x, k, s, p, ceil, a.i("count_include_pad", 0) != 0)};
+}
+
+V max_pool(const NodeArgs& a) {
+  return pool(a, true);
+}
+V average_pool(const NodeArgs& a) {
+  return pool(a, false);
+}
+
+std::vector<int64_t> spatial(const NodeArgs& a, const Tensor& x) {
+  if (x.dim() < 3) throw a.error("expected an input [N, C, ...], got " + shape_str(x.shape()));
+  std::vector<int64_t> dims;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+V global_average_pool(const NodeArgs& a) {
+  return {mean(a.in(0), spatial(a, a.in(0)), true)};
+}
+V global_max_pool(const NodeArgs& a) {
+  return {amax(a.in(0), spatial(a, a.in(0)), true)};
+}
+
+// Opset 17: over the dims from `axis` on; the Mean and InvStdDev outputs are training's.
+V layer_norm_op(const NodeArgs& a) {
+  if (a.outputs() > 1) throw a.error("the Mean and InvStdDev outputs are not supported");
+  const Tensor& x = a.in(0);
+  int64_t axis = a.i("axis", -1);
+  if (axis < 0) axis += x.dim();
+  if (axis < 0 || axis >= x.dim()) throw a.error("axis out of range for " + shape_str(x.shape()));
+  const Shape normalized(x.shape().begin() + axis, x.shape().end());
+  return {layer_norm(x, normalized, a.in(1), a.has(2) ? a.in(2) : Tensor(), a.f("epsilon", 1e-5f))};
+}
+
+}  // namespace
+
+void add_nn_rules(std::vector<OpRule>& r) {
+  r.push_back({"Conv", conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}});
+  r.push_back({"BatchNormalization", batch_norm_op, {"epsilon", "momentum", "training_mode"}});
+  r.push_back({"MaxPool",
+               max_pool,
+               {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order",
+                "strides"}});
+  r.push_back({"AveragePool",
+               average_pool,
+               {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}});
+  r.push_back({"GlobalAveragePool", global_average_pool, {}});
+  r.push_back({"GlobalMaxPool", global_max_pool, {}});
+  r.push_back({"LayerNormalization", layer_norm_op, {"axis", "epsilon", "stash_type"}});
+}
+
+}  // namespace zc::onnx_import

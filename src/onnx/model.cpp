@@ -1,0 +1,220 @@
+// zc::onnx::Model: an ONNX graph as a module. Loading parses and validates the file
+// (onnx_file.h), makes the floating initializers parameters (named by their dotted paths) and
+// evaluates Constant nodes once; forward() runs the nodes' rules (convert.h) in order on a
+// table of named values.
+#include <fstream>
+#include <iterator>
+#include <unordered_map>
+
+#include "onnx/convert.h"
+#include "onnx/onnx_file.h"
+#include "zc/factories.h"
+#include "zc/onnx.h"
+
+namespace zc::onnx {
+
+struct Model::Impl {
+  onnx_file::ParsedModel parsed;
+  std::string what;
+  std::vector<ValueInfo> inputs, outputs;
+  // Values known at load: Constant nodes' outputs, and initializers that are integers or a
+  // single number (shapes, indices, exponents), which rules may need as constants.
+  std::unordered_map<std::string, Tensor> constants;
+  // The initializers registered as parameters, by name.
+  std::unordered_map<std::string, Tensor> parameters;
+};
+
+namespace {
+
+// A level of a dotted parameter path ("layer1" of "layer1.0.conv1.weight").
+class Scope final : public nn::Module {
+ public:
+  std::string type_name() const override { return "zc::onnx::Scope"; }
+};
+
+ValueInfo info_of(const ::onnx::ValueInfoProto& v, const std::string& what) {
+  ValueInfo info;
+  info.name = v.name();
+  if (!v.has_type() || !v.type().has_tensor_type()) {
+    throw Error(what + ": graph input/output '" + v.name() + "' is not a tensor");
+  }
+  const auto& tt = v.type().tensor_type();
+  info.dtype = onnx_file::dtype_of(tt.elem_type(), what + ": '" + v.name() + "'");
+  if (tt.has_shape()) {
+    info.has_shape = true;
+    for (const auto& d : tt.shape().dim()) {
+      info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      info.dim_names.push_back(d.has_dim_param() ? d.dim_param() : "");
+    }
+  }
+  return info;
+}
+
+// Registers `value` as parameter `name` of `root`, its dotted path a chain of Scopes.
+Tensor register_path(nn::Module& root, const std::string& name, const Tensor& value,
+                     std::unordered_map<std::string, std::shared_ptr<nn::Module>>& scopes) {
+  nn::Module* at = &root;
+  std::string prefix;
+  size_t start = 0;
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+    std::string part = name.substr(start, dot - start);
+    if (part.empty()) part = "_";
+    prefix += (prefix.empty() ? "" : ".") + part;
+    auto& scope = scopes[prefix];
+    if (!scope) scope = at->register_module(part, std::make_shared<Scope>());
+    at = scope.get();
+    start = dot + 1;
+  }
+  std::string leaf = name.substr(start);
+  if (leaf.empty()) leaf = "_";
+  return at->register_parameter(leaf, value);
+}
+
+std::string describe(const ValueInfo& v) {
+  std::string dims;
+  for (size_t i = 0; i < v.shape.size(); ++i) {
+    dims += (i ? "," : "") + (v.shape[i] >= 0 ? std::to_string(v.shape[i])
+                                               : (v.dim_names[i].empty() ? "?" : v.dim_names[i]));
+  }
+  return std::string(dtype_name(v.dtype)) + (v.has_shape ? " [" + dims + "]" : "");
+}
+
+}  // namespace
+
+Model::Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+const std::vector<ValueInfo>& Model::inputs() const {
+  return impl_->inputs;
+}
+const std::vector<ValueInfo>& Model::outputs() const {
+  return impl_->outputs;
+}
+int64_t Model::opset() const {
+  return impl_->parsed.opset;
+}
+std::string Model::producer() const {
+  const auto& p = impl_->parsed.proto;
+  return p.producer_name() + (p.producer_version().empty() ? "" : " " + p.producer_version());
+}
+
+std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
+  const Impl& m = *impl_;
+  if (inputs.size() != m.inputs.size()) {
+    throw Error(m.what + ": called with " + std::to_string(inputs.size()) + " input(s), the graph " +
+                "takes " + std::to_string(m.inputs.size()));
+  }
+  std::unordered_map<std::string, Tensor> env(m.constants.begin(), m.constants.end());
+  for (const auto& [name, t] : m.parameters) env[name] = t;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueInfo& v = m.inputs[i];
+    const Tensor& x = inputs[i];
+    bool fits = x.dtype() == v.dtype;
+    if (v.has_shape) {
+      fits = fits && x.dim() == static_cast<int64_t>(v.shape.size());
+      for (size_t d = 0; fits && d < v.shape.size(); ++d) {
+        fits = v.shape[d] < 0 || v.shape[d] == x.size(static_cast<int64_t>(d));
+      }
+    }
+    if (!fits) {
+      throw Error(m.what + ": input " + std::to_string(i) + " '" + v.name + "' is " +
+                  std::string(dtype_name(x.dtype())) + " " + shape_str(x.shape()) +
+                  ", the graph expects " +
+                  describe(v));
+    }
+    env[v.name] = x;
+  }
+  const auto& g = m.parsed.proto.graph();
+  for (int index : m.parsed.order) {
+    const ::onnx::NodeProto& node = g.node(index);
+    if (node.op_type() == "Constant") continue;  // in `constants` since load
+    std::vector<Tensor> ins;
+    for (const std::string& name : node.input()) {
+      ins.push_back(name.empty() ? Tensor() : env.at(name));
+    }
+    onnx_import::NodeArgs args(node, m.parsed.opset, std::move(ins));
+    std::vector<Tensor> outs;
+    try {
+      outs = onnx_import::find_rule(node.op_type())->fn(args);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      if (msg.rfind("ONNX node ", 0) == 0) throw;
+      throw Error("ONNX node " + onnx_file::node_str(node, index) + ": " + msg);
+    }
+    for (int k = 0; k < node.output_size(); ++k) {
+      if (node.output(k).empty()) continue;
+      if (static_cast<size_t>(k) >= outs.size()) {
+        throw Error("ONNX node " + onnx_file::node_str(node, index) + ": output " +
+                    std::to_string(k) + " is not supported");
+      }
+      env[node.output(k)] = std::move(outs[static_cast<size_t>(k)]);
+    }
+  }
+  std::vector<Tensor> out;
+  for (const ValueInfo& v : m.outputs) out.push_back(env.at(v.name));
+  return out;
+}
+
+std::shared_ptr<Model> load_from_bytes(std::span<const uint8_t> bytes, const std::string& what) {
+  auto impl = std::make_shared<Model::Impl>();
+  impl->what = what;
+  impl->parsed = onnx_file::parse_model(bytes, what, onnx_import::check_node);
+  const auto& g = impl->parsed.proto.graph();
+  for (int i : impl->parsed.user_inputs) impl->inputs.push_back(info_of(g.input(i), what));
+  for (const auto& o : g.output()) impl->outputs.push_back(info_of(o, what));
+  for (const auto& node : g.node()) {
+    if (node.op_type() != "Constant") continue;
+    onnx_import::NodeArgs a(node, impl->parsed.opset, {});
+    const std::string where = "Constant " + onnx_file::node_str(node, -1);
+    Tensor t;
+    if (const auto* v = a.attr("value")) {
+      t = onnx_import::tensor_of(v->t(), where);
+    } else if (const auto* f = a.attr("value_float")) {
+      t = full({}, f->f(), DType::f32);
+    } else if (const auto* fs = a.attr("value_floats")) {
+      t = from_vector(std::vector<float>(fs->floats().begin(), fs->floats().end()),
+                      {fs->floats_size()});
+    } else if (const auto* iv = a.attr("value_int")) {
+      t = full({}, static_cast<double>(iv->i()), DType::i64);
+    } else if (const auto* is = a.attr("value_ints")) {
+      t = Tensor::empty({is->ints_size()}, DType::i64);
+      std::copy(is->ints().begin(), is->ints().end(), t.data<int64_t>());
+    } else {
+      throw Error(what + ": " + where + " has no value zc reads");
+    }
+    if (node.output_size() != 1) throw Error(what + ": " + where + " must have one output");
+    impl->constants[node.output(0)] = t;
+  }
+  // The module: floating initializers of more than one element are parameters.
+  std::vector<std::pair<std::string, Tensor>> params;
+  for (const auto& init : g.initializer()) {
+    Tensor t = onnx_import::tensor_of(init, what + ": initializer '" + init.name() + "'");
+    if (is_floating(t.dtype()) && t.numel() > 1) {
+      params.emplace_back(init.name(), t);
+    } else {
+      impl->constants[init.name()] = t;
+    }
+  }
+  auto model = std::make_shared<Model>(impl);
+  std::unordered_map<std::string, std::shared_ptr<nn::Module>> scopes;
+  for (auto& [name, t] : params) impl->parameters[name] = register_path(*model, name, t, scopes);
+  model->eval();
+  return model;
+}
+
+std::shared_ptr<Model> load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("zc::onnx::load: cannot read '" + path + "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  return load_from_bytes(bytes, path);
+}
+
+std::vector<std::string> supported_ops() {
+  return onnx_import::rule_names();
+}
+
+bool available() {
+  return true;
+}
+
+}  // namespace zc::onnx
