@@ -70,8 +70,9 @@ std::vector<int64_t> NodeArgs::values(size_t i, const char* what) const {
 double NodeArgs::scalar(size_t i, const char* what) const {
   const Tensor& t = in(i);
   if (t.is_traced()) {
-    throw error(std::string(what) + " is computed from the model's input values; zc needs it "
-                                    "as a constant");
+    throw error(std::string(what) +
+                " is computed from the model's input values; zc needs it "
+                "as a constant");
   }
   if (t.numel() != 1) {
     throw error(std::string(what) + " must have one element, got " + shape_str(t.shape()));

@@ -153,7 +153,8 @@ V identity(const NodeArgs& a) {
 // Inference: the input itself. A mask output or training mode cannot be served.
 V dropout_op(const NodeArgs& a) {
   if (a.outputs() > 1) throw a.error("its mask output is not supported (inference only)");
-  if (a.has(2) && a.scalar(2, "training_mode") != 0) throw a.error("training_mode is not supported");
+  if (a.has(2) && a.scalar(2, "training_mode") != 0)
+    throw a.error("training_mode is not supported");
   return {a.in(0)};
 }
 

@@ -52,8 +52,9 @@ V conv(const NodeArgs& a) {
     x = x.unsqueeze(2);
     w = w.unsqueeze(2);
   }
-  if (x.dim() != 4) throw a.error("only 1-d and 2-d convolutions are supported, got input " +
-                                  shape_str(a.in(0).shape()));
+  if (x.dim() != 4)
+    throw a.error("only 1-d and 2-d convolutions are supported, got input " +
+                  shape_str(a.in(0).shape()));
   auto widen = [&](std::vector<int64_t> v, int64_t fill) {
     if (one_d) v.insert(v.begin(), fill);
     return v;
@@ -83,8 +84,8 @@ V batch_norm_op(const NodeArgs& a) {
   if (a.i("training_mode", 0) != 0 || a.outputs() > 1) {
     throw a.error("training mode (batch statistics and their outputs) is not supported");
   }
-  return {batch_norm(a.in(0), a.in(3), a.in(4), a.in(1), a.in(2), false, 0.1,
-                     a.f("epsilon", 1e-5f))};
+  return {
+      batch_norm(a.in(0), a.in(3), a.in(4), a.in(1), a.in(2), false, 0.1, a.f("epsilon", 1e-5f))};
 }
 
 V pool(const NodeArgs& a, bool max) {
@@ -138,12 +139,13 @@ V layer_norm_op(const NodeArgs& a) {
 }  // namespace
 
 void add_nn_rules(std::vector<OpRule>& r) {
-  r.push_back({"Conv", conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}});
+  r.push_back(
+      {"Conv", conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}});
   r.push_back({"BatchNormalization", batch_norm_op, {"epsilon", "momentum", "training_mode"}});
-  r.push_back({"MaxPool",
-               max_pool,
-               {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order",
-                "strides"}});
+  r.push_back(
+      {"MaxPool",
+       max_pool,
+       {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}});
   r.push_back({"AveragePool",
                average_pool,
                {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}});

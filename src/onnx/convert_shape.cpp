@@ -126,6 +126,7 @@ V gather_op(const NodeArgs& a) {
   const Tensor& idx = a.in(1);
   const int64_t axis = axis_in(a, a.i("axis", 0), x.dim()), n = x.size(axis);
   if (!is_integral(idx.dtype())) throw a.error("indices must be integers");
+  Tensor k;  // the indices, negative ones counted from the end
   if (!idx.is_traced()) {
     std::vector<int64_t> ks = a.values(1, "indices");
     for (int64_t& k : ks) {
@@ -145,8 +146,10 @@ V gather_op(const NodeArgs& a) {
       out.insert(out.begin() + axis, idx.shape().begin(), idx.shape().end());
       return {(rows.empty() ? x.slice(axis, 0, 0) : cat(rows, axis)).contiguous().reshape(out)};
     }
+    k = i64_tensor(ks).reshape(idx.shape());
+  } else {
+    k = where(lt(idx, 0.0), idx + static_cast<double>(n), idx);
   }
-  Tensor k = idx.is_traced() ? where(lt(idx, 0.0), idx + static_cast<double>(n), idx) : idx;
   // Rows of x with `axis` first: an embedding lookup, then the dims put back in place.
   std::vector<int64_t> perm{axis};
   Shape rest;
@@ -245,8 +248,8 @@ V trilu_op(const NodeArgs& a) {
   const int64_t k = a.has(1) ? static_cast<int64_t>(a.scalar(1, "k")) : 0;
   const int64_t rows = x.size(-2), cols = x.size(-1);
   Tensor diff = arange(cols).reshape({1, cols}) - arange(rows).reshape({rows, 1});  // j - i
-  Tensor keep = a.i("upper", 1) != 0 ? ge(diff, static_cast<double>(k))
-                                     : le(diff, static_cast<double>(k));
+  Tensor keep =
+      a.i("upper", 1) != 0 ? ge(diff, static_cast<double>(k)) : le(diff, static_cast<double>(k));
   return {where(keep, x, zeros({}, x.dtype()))};
 }
 
@@ -272,8 +275,9 @@ void add_shape_rules(std::vector<OpRule>& r) {
   r.push_back({"ConstantOfShape", constant_of_shape, {"value"}});
   r.push_back({"Range", range_op, {}});
   r.push_back({"Trilu", trilu_op, {"upper"}});
-  r.push_back({"Constant", constant_op, {"value", "value_float", "value_floats", "value_int",
-                                         "value_ints"}});
+  r.push_back({"Constant",
+               constant_op,
+               {"value", "value_float", "value_floats", "value_int", "value_ints"}});
 }
 
 }  // namespace zc::onnx_import

@@ -4,10 +4,12 @@
 // table of named values.
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <unordered_map>
 
 #include "onnx/convert.h"
 #include "onnx/onnx_file.h"
+#include "ops/dispatch.h"
 #include "zc/factories.h"
 #include "zc/onnx.h"
 
@@ -22,6 +24,9 @@ struct Model::Impl {
   std::unordered_map<std::string, Tensor> constants;
   // The initializers registered as parameters, by name.
   std::unordered_map<std::string, Tensor> parameters;
+  // Per node: the module scopes its name gives, outermost first, as the exporter wrote them
+  // (where a region begins and ends) and as region names.
+  std::vector<std::vector<std::string>> scopes, scope_names;
 };
 
 namespace {
@@ -70,11 +75,67 @@ Tensor register_path(nn::Module& root, const std::string& name, const Tensor& va
   return at->register_parameter(leaf, value);
 }
 
+// The module scopes of an exporter's node name, as region names: torch names a node
+// "/layer1/layer1.0/conv1/Conv" after the module calls it sits in. A trailing ".<index>"
+// becomes ".#", so that the copies of a repeated block ("layer1.0", "layer1.1") share a name
+// and compare equal as regions (the hierarchical compile then finds them).
+std::vector<std::string> scopes_of(const std::string& node_name, bool as_names) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= node_name.size()) {
+    size_t slash = node_name.find('/', start);
+    if (slash == std::string::npos) slash = node_name.size();
+    if (slash > start) parts.push_back(node_name.substr(start, slash - start));
+    start = slash + 1;
+  }
+  if (node_name.empty() || node_name[0] != '/' || parts.empty()) return {};
+  parts.pop_back();  // the node's own name
+  if (!as_names) return parts;
+  for (std::string& p : parts) {
+    const size_t dot = p.rfind('.');
+    if (dot != std::string::npos && dot + 1 < p.size() &&
+        p.find_first_not_of("0123456789", dot + 1) == std::string::npos) {
+      p = p.substr(0, dot) + ".#";
+    }
+  }
+  return parts;
+}
+
+// The regions open while nodes run; closed innermost first, also when a node raises.
+class OpenRegions {
+ public:
+  explicit OpenRegions(const void* module) : module_(module) {}
+  ~OpenRegions() { close_to(0); }
+  // `path`: the scopes as written; `names`: their region names.
+  void enter(const std::vector<std::string>& path, const std::vector<std::string>& names) {
+    size_t common = 0;
+    while (common < path.size() && common < names_.size() && *names_[common] == path[common]) {
+      ++common;
+    }
+    close_to(common);
+    for (size_t i = common; i < path.size(); ++i) {
+      names_.push_back(&path[i]);
+      scopes_.push_back(std::make_unique<ops::RegionScope>(names[i], module_));
+    }
+  }
+
+ private:
+  void close_to(size_t depth) {
+    while (scopes_.size() > depth) {
+      scopes_.pop_back();
+      names_.pop_back();
+    }
+  }
+  const void* module_;
+  std::vector<const std::string*> names_;
+  std::vector<std::unique_ptr<ops::RegionScope>> scopes_;
+};
+
 std::string describe(const ValueInfo& v) {
   std::string dims;
   for (size_t i = 0; i < v.shape.size(); ++i) {
     dims += (i ? "," : "") + (v.shape[i] >= 0 ? std::to_string(v.shape[i])
-                                               : (v.dim_names[i].empty() ? "?" : v.dim_names[i]));
+                                              : (v.dim_names[i].empty() ? "?" : v.dim_names[i]));
   }
   return std::string(dtype_name(v.dtype)) + (v.has_shape ? " [" + dims + "]" : "");
 }
@@ -100,8 +161,8 @@ std::string Model::producer() const {
 std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
   const Impl& m = *impl_;
   if (inputs.size() != m.inputs.size()) {
-    throw Error(m.what + ": called with " + std::to_string(inputs.size()) + " input(s), the graph " +
-                "takes " + std::to_string(m.inputs.size()));
+    throw Error(m.what + ": called with " + std::to_string(inputs.size()) +
+                " input(s), the graph " + "takes " + std::to_string(m.inputs.size()));
   }
   std::unordered_map<std::string, Tensor> env(m.constants.begin(), m.constants.end());
   for (const auto& [name, t] : m.parameters) env[name] = t;
@@ -118,15 +179,16 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
     if (!fits) {
       throw Error(m.what + ": input " + std::to_string(i) + " '" + v.name + "' is " +
                   std::string(dtype_name(x.dtype())) + " " + shape_str(x.shape()) +
-                  ", the graph expects " +
-                  describe(v));
+                  ", the graph expects " + describe(v));
     }
     env[v.name] = x;
   }
   const auto& g = m.parsed.proto.graph();
+  OpenRegions regions(this);
   for (int index : m.parsed.order) {
     const ::onnx::NodeProto& node = g.node(index);
     if (node.op_type() == "Constant") continue;  // in `constants` since load
+    regions.enter(m.scopes[static_cast<size_t>(index)], m.scope_names[static_cast<size_t>(index)]);
     std::vector<Tensor> ins;
     for (const std::string& name : node.input()) {
       ins.push_back(name.empty() ? Tensor() : env.at(name));
@@ -161,6 +223,10 @@ std::shared_ptr<Model> load_from_bytes(std::span<const uint8_t> bytes, const std
   const auto& g = impl->parsed.proto.graph();
   for (int i : impl->parsed.user_inputs) impl->inputs.push_back(info_of(g.input(i), what));
   for (const auto& o : g.output()) impl->outputs.push_back(info_of(o, what));
+  for (const auto& node : g.node()) {
+    impl->scopes.push_back(scopes_of(node.name(), false));
+    impl->scope_names.push_back(scopes_of(node.name(), true));
+  }
   for (const auto& node : g.node()) {
     if (node.op_type() != "Constant") continue;
     onnx_import::NodeArgs a(node, impl->parsed.opset, {});

@@ -43,9 +43,9 @@ bool is_default_domain(const std::string& d) {
 }  // namespace
 
 const char* onnx_type_name(int32_t t) {
-  static const char* names[] = {"undefined", "float",  "uint8",   "int8",      "uint16",
-                                "int16",     "int32",  "int64",   "string",    "bool",
-                                "float16",   "double", "uint32",  "uint64",    "complex64",
+  static const char* names[] = {"undefined",  "float",   "uint8",  "int8",   "uint16",
+                                "int16",      "int32",   "int64",  "string", "bool",
+                                "float16",    "double",  "uint32", "uint64", "complex64",
                                 "complex128", "bfloat16"};
   return t >= 0 && t < static_cast<int32_t>(std::size(names)) ? names[t] : "unknown";
 }
@@ -82,8 +82,9 @@ RawTensor decode_tensor(const TensorProto& t, const std::string& what) {
   RawTensor r;
   r.dtype = dtype_of(t.data_type(), what);
   if (t.data_location() == TensorProto::EXTERNAL || t.external_data_size() > 0) {
-    throw Error(what + ": its data is stored outside the model file (external data), which zc "
-                       "does not read; save the model with its weights inside");
+    throw Error(what +
+                ": its data is stored outside the model file (external data), which zc "
+                "does not read; save the model with its weights inside");
   }
   if (t.has_segment()) throw Error(what + ": segmented tensors are not supported");
   uint64_t numel = 1;
@@ -156,14 +157,15 @@ ParsedModel parse_model(std::span<const uint8_t> bytes, const std::string& what,
   ParsedModel m;
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
       !m.proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    throw Error(what + ": not an ONNX model (its bytes do not parse as one: truncated, or another "
-                       "format)");
+    throw Error(what +
+                ": not an ONNX model (its bytes do not parse as one: truncated, or another "
+                "format)");
   }
   if (!m.proto.has_graph() || m.proto.ir_version() < 3) {
     throw Error(what + ": not an ONNX model (" +
-                (m.proto.has_graph() ? "ir_version " + std::to_string(m.proto.ir_version()) +
-                                           " is before ONNX 1.1"
-                                     : std::string("no graph")) +
+                (m.proto.has_graph()
+                     ? "ir_version " + std::to_string(m.proto.ir_version()) + " is before ONNX 1.1"
+                     : std::string("no graph")) +
                 ")");
   }
   for (const auto& op : m.proto.opset_import()) {
@@ -192,7 +194,8 @@ ParsedModel parse_model(std::span<const uint8_t> bytes, const std::string& what,
     }
     define(t.name(), -1, "an initializer");
   }
-  if (g.sparse_initializer_size() > 0) throw Error(what + ": sparse initializers are not supported");
+  if (g.sparse_initializer_size() > 0)
+    throw Error(what + ": sparse initializers are not supported");
   for (int i = 0; i < g.input_size(); ++i) {
     const std::string& name = g.input(i).name();
     if (name.empty()) throw Error(what + ": a graph input without a name");
@@ -200,7 +203,8 @@ ParsedModel parse_model(std::span<const uint8_t> bytes, const std::string& what,
     if (!initializers.count(name)) m.user_inputs.push_back(i);
   }
   for (int i = 0; i < g.node_size(); ++i) {
-    for (const std::string& o : g.node(i).output()) define(o, i, "by node " + node_str(g.node(i), i));
+    for (const std::string& o : g.node(i).output())
+      define(o, i, "by node " + node_str(g.node(i), i));
   }
   // Kahn's order over the nodes; a node is ready when everything it reads is defined.
   std::vector<int> waiting(static_cast<size_t>(g.node_size()), 0);

@@ -25,9 +25,9 @@ inline constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 
 struct ParsedModel {
   ::onnx::ModelProto proto;
-  int64_t opset = 0;                       // the default domain's
-  std::vector<int> order;                  // node indices, each after what it reads
-  std::vector<int> user_inputs;            // graph.input indices that are not initializers
+  int64_t opset = 0;             // the default domain's
+  std::vector<int> order;        // node indices, each after what it reads
+  std::vector<int> user_inputs;  // graph.input indices that are not initializers
 };
 
 // "" when zc supports the node, else why not ("attribute 'auto_pad' = 'SAME_LOWER'").

@@ -39,12 +39,16 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
     for (ir::RegionId r : members)
       if (!covered(r)) free.push_back(r);
     if (static_cast<int>(free.size()) < rule.min_repeats) continue;  // equal graphs, equal sizes
-    std::map<Digest, int> count;
+    // Copies are counted by node range: a wrapper and the one module it wraps span the same
+    // nodes and hash alike, but are one copy.
+    std::map<Digest, std::set<std::pair<int32_t, int32_t>>> copies;
     for (ir::RegionId r : free) {
       sub[r] = extract.region(r);
       hash[r] = ir::graph_hash(sub[r].graph);
-      ++count[hash[r]];
+      copies[hash[r]].insert({g.regions[r].begin, g.regions[r].end});
     }
+    std::map<Digest, int> count;
+    for (const auto& [h, ranges] : copies) count[h] = static_cast<int>(ranges.size());
     std::stable_sort(free.begin(), free.end(),
                      [&](ir::RegionId a, ir::RegionId b) { return depth[a] < depth[b]; });
     for (ir::RegionId r : free) {

@@ -1,0 +1,476 @@
+// ONNX import: models built with the onnx library, one or a few nodes each, for every
+// supported operator and its attributes, equal to ONNX Runtime's outputs (run by
+// tests/tools/ort_run.py) eagerly and compiled; malformed and unsupported files raise
+// zc::Error naming the cause; regions come from the exporter's scope names.
+#include <gtest/gtest.h>
+
+#include "unit/test_support.h"
+#include "zc/zc.h"
+
+#ifdef ZC_WITH_ONNX
+#include <filesystem>
+
+#include "unit/onnx_builder.h"
+
+namespace zc {
+namespace {
+
+using test::onnx_model::Attr;
+using test::onnx_model::Builder;
+
+struct Case {
+  std::string what;
+  Builder model;
+  std::vector<Tensor> inputs;
+  double tol = 1e-4;
+};
+
+Tensor positive(const Shape& s) {
+  return abs(randn(s)) + 0.5;
+}
+Tensor i64s(std::vector<int64_t> v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i64);
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+Tensor i64_scalar(int64_t v) {
+  return full({}, static_cast<double>(v), DType::i64);
+}
+
+// One node from inputs "x" (and "y") to output "out".
+Builder one(const std::string& op, const Shape& x, std::vector<Attr> attrs = {},
+            const std::vector<std::pair<std::string, Tensor>>& inits = {}, int outputs = 1) {
+  Builder b;
+  b.input("x", DType::f32, x);
+  std::vector<std::string> in{"x"};
+  for (const auto& [name, t] : inits) {
+    if (name.empty()) {
+      in.push_back("");
+      continue;
+    }
+    b.init(name, t);
+    in.push_back(name);
+  }
+  std::vector<std::string> out;
+  for (int k = 0; k < outputs; ++k) {
+    out.push_back("out" + std::to_string(k));
+    b.output(out.back());
+  }
+  b.node(op, in, out, std::move(attrs));
+  return b;
+}
+
+std::vector<Case> cases() {
+  manual_seed(41);
+  std::vector<Case> c;
+  const Shape s{2, 3, 4};
+  // Elementwise, broadcasting against an initializer.
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Sum"}) {
+    const bool pos = std::string(op) == "Pow";
+    c.push_back({op,
+                 one(op, s, {}, {{"y", pos ? positive({4}) : randn({4})}}),
+                 {pos ? positive(s) : randn(s)}});
+  }
+  for (const char* op :
+       {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Identity", "Dropout"}) {
+    c.push_back({op, one(op, s), {randn(s)}});
+  }
+  for (const char* op : {"Log", "Sqrt", "Reciprocal"}) c.push_back({op, one(op, s), {positive(s)}});
+  // Comparisons into Where, and the boolean ops.
+  {
+    Builder b;
+    b.input("x", DType::f32, s).input("y", DType::f32, s).output("out");
+    b.node("Less", {"x", "y"}, {"lt"}).node("Greater", {"x", "y"}, {"gt"});
+    b.node("Equal", {"x", "x"}, {"eq"}).node("LessOrEqual", {"x", "y"}, {"le"});
+    b.node("GreaterOrEqual", {"x", "y"}, {"ge"}).node("Not", {"lt"}, {"nlt"});
+    b.node("And", {"nlt", "eq"}, {"a"}).node("Or", {"a", "le"}, {"o"});
+    b.node("And", {"o", "ge"}, {"o2"}).node("Or", {"o2", "gt"}, {"cond"});
+    b.node("Where", {"cond", "x", "y"}, {"out"});
+    c.push_back({"comparisons, Not/And/Or, Where", b, {randn(s), randn(s)}});
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, s).output("out");
+    b.init("lo", full({}, -0.5)).init("hi", full({}, 0.7));
+    b.node("Clip", {"x", "lo", "hi"}, {"c"}).node("Clip", {"c", "", "hi"}, {"out"});
+    c.push_back({"Clip", b, {randn(s)}});
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, s).output("out");
+    b.node("Cast", {"x"}, {"d"}, {Attr("to", int64_t{::onnx::TensorProto::DOUBLE})});
+    b.node("Cast", {"d"}, {"out"}, {Attr("to", int64_t{::onnx::TensorProto::FLOAT})});
+    c.push_back({"Cast", b, {randn(s)}});
+  }
+  // Products.
+  c.push_back({"MatMul batched", one("MatMul", s, {}, {{"w", randn({4, 5})}}), {randn(s)}});
+  c.push_back({"Gemm transB + bias (a Linear)",
+               one("Gemm", {3, 4}, {Attr("transB", 1)}, {{"w", randn({5, 4})}, {"b", randn({5})}}),
+               {randn({3, 4})}});
+  c.push_back({"Gemm transA, alpha, beta, 2-d C",
+               one("Gemm", {4, 3}, {Attr("transA", 1), Attr("alpha", 0.5f), Attr("beta", 2.0f)},
+                   {{"w", randn({4, 5})}, {"c", randn({3, 5})}}),
+               {randn({4, 3})}});
+  // Rows and reductions.
+  c.push_back({"Softmax axis 1", one("Softmax", s, {Attr("axis", 1)}), {randn(s)}});
+  c.push_back({"LogSoftmax", one("LogSoftmax", s), {randn(s)}});
+  c.push_back({"ReduceMean axes keepdims 0",
+               one("ReduceMean", s, {Attr("axes", {1, -1}), Attr("keepdims", 0)}),
+               {randn(s)}});
+  c.push_back({"ReduceMax", one("ReduceMax", s, {Attr("axes", {0})}), {randn(s)}});
+  c.push_back({"ReduceMin all", one("ReduceMin", s, {Attr("keepdims", 0)}), {randn(s)}});
+  c.push_back({"ReduceSum axes input", one("ReduceSum", s, {}, {{"axes", i64s({2})}}), {randn(s)}});
+  c.push_back({"LayerNormalization",
+               one("LayerNormalization", s, {Attr("epsilon", 1e-3f)},
+                   {{"g", randn({4})}, {"bias", randn({4})}}),
+               {randn(s)}});
+  c.push_back({"LayerNormalization axis 1, no bias",
+               one("LayerNormalization", s, {Attr("axis", 1)}, {{"g", randn({3, 4})}}),
+               {randn(s)}});
+  // Layout.
+  c.push_back({"Reshape 0 and -1", one("Reshape", s, {}, {{"shape", i64s({0, -1})}}), {randn(s)}});
+  c.push_back({"Transpose", one("Transpose", s, {Attr("perm", {2, 0, 1})}), {randn(s)}});
+  c.push_back({"Transpose default", one("Transpose", s), {randn(s)}});
+  c.push_back({"Flatten axis 2", one("Flatten", s, {Attr("axis", 2)}), {randn(s)}});
+  c.push_back({"Unsqueeze", one("Unsqueeze", s, {}, {{"axes", i64s({0, -1})}}), {randn(s)}});
+  c.push_back({"Squeeze",
+               one("Squeeze", {2, 1, 4, 1}, {}, {{"axes", i64s({1, 3})}}),
+               {randn({2, 1, 4, 1})}});
+  c.push_back({"Expand", one("Expand", {3, 1}, {}, {{"shape", i64s({2, 1, 4})}}), {randn({3, 1})}});
+  c.push_back({"Slice axes, steps, negatives",
+               one("Slice", {5, 6}, {},
+                   {{"starts", i64s({1, -5})},
+                    {"ends", i64s({100, -1})},
+                    {"axes", i64s({0, 1})},
+                    {"steps", i64s({2, 2})}}),
+               {randn({5, 6})}});
+  c.push_back({"Split by sizes",
+               one("Split", {2, 7}, {Attr("axis", 1)}, {{"split", i64s({3, 4})}}, 2),
+               {randn({2, 7})}});
+  c.push_back({"Split equal", one("Split", {6, 2}, {}, {}, 3), {randn({6, 2})}});
+  {
+    Builder b;
+    b.input("x", DType::f32, {2, 3}).input("y", DType::f32, {2, 2}).output("out");
+    b.init("z", randn({2, 1}));
+    b.node("Concat", {"x", "y", "z"}, {"out"}, {Attr("axis", -1)});
+    c.push_back({"Concat", b, {randn({2, 3}), randn({2, 2})}});
+  }
+  // Gathers: embedding rows by token ids, another axis, a scalar index.
+  {
+    Builder b;
+    b.input("ids", DType::i64, {2, 5}).output("out");
+    b.init("table", randn({10, 4}));
+    b.node("Gather", {"table", "ids"}, {"out"});
+    c.push_back({"Gather rows by ids", b, {randint(0, 10, {2, 5})}});
+  }
+  c.push_back({"Gather axis 1, 2-d indices",
+               one("Gather", s, {Attr("axis", 1)}, {{"i", i64s({2, 0, -1, 1}).reshape({2, 2})}}),
+               {randn(s)}});
+  c.push_back({"Gather scalar index",
+               one("Gather", s, {Attr("axis", 2)}, {{"i", i64_scalar(-1)}}),
+               {randn(s)}});
+  // Shape-derived constants, as exporters write them: the batch and a computed width.
+  {
+    Builder b;
+    b.input("x", DType::f32, {-1, 3, 4}).output("out");
+    b.init("zero", i64_scalar(0)).init("axes0", i64s({0})).init("minus1", i64s({-1}));
+    b.node("Shape", {"x"}, {"shape"});
+    b.node("Gather", {"shape", "zero"}, {"batch"});
+    b.node("Unsqueeze", {"batch", "axes0"}, {"batch1"});
+    b.node("Concat", {"batch1", "minus1"}, {"target"}, {Attr("axis", 0)});
+    b.node("Reshape", {"x", "target"}, {"flat"});
+    b.node("Shape", {"flat"}, {"fshape"}, {Attr("start", -1)});
+    b.node("ConstantOfShape", {"fshape"}, {"ones"}, {Attr("value", full({1}, 1.0))});
+    b.node("Add", {"flat", "ones"}, {"out"});
+    c.push_back(
+        {"Shape, Gather, Unsqueeze, Concat, Reshape, ConstantOfShape", b, {randn({2, 3, 4})}});
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, {4, 4}).output("out").output("r", DType::i64);
+    b.init("k", i64_scalar(1)).init("start", i64_scalar(2)).init("limit", i64_scalar(11));
+    b.init("delta", i64_scalar(3));
+    b.node("Trilu", {"x", "k"}, {"upper"}).node("Trilu", {"x"}, {"lower"}, {Attr("upper", 0)});
+    b.node("Constant", {}, {"c"}, {Attr("value", full({4}, 0.25))});
+    b.node("Add", {"upper", "lower"}, {"ul"}).node("Mul", {"ul", "c"}, {"out"});
+    b.node("Range", {"start", "limit", "delta"}, {"r"});
+    c.push_back({"Trilu, Constant, Range", b, {randn({4, 4})}});
+  }
+  // Convolutional networks.
+  const Shape img{2, 4, 9, 8};
+  c.push_back({"Conv 3x3 pad 1 + bias",
+               one("Conv", img, {Attr("kernel_shape", {3, 3}), Attr("pads", {1, 1, 1, 1})},
+                   {{"w", randn({6, 4, 3, 3})}, {"b", randn({6})}}),
+               {randn(img)}});
+  c.push_back({"Conv stride 2, asymmetric pads, dilation, groups 2",
+               one("Conv", img,
+                   {Attr("strides", {2, 1}), Attr("pads", {0, 1, 2, 1}), Attr("dilations", {1, 2}),
+                    Attr("group", 2)},
+                   {{"w", randn({6, 2, 3, 2})}}),
+               {randn(img)}});
+  c.push_back({"Conv auto_pad SAME_UPPER stride 2",
+               one("Conv", img, {Attr("auto_pad", "SAME_UPPER"), Attr("strides", {2, 2})},
+                   {{"w", randn({3, 4, 4, 3})}}),
+               {randn(img)}});
+  c.push_back({"Conv 1-d",
+               one("Conv", {2, 3, 10}, {Attr("pads", {1, 2})}, {{"w", randn({5, 3, 3})}}),
+               {randn({2, 3, 10})}});
+  c.push_back({"BatchNormalization",
+               one("BatchNormalization", img, {Attr("epsilon", 1e-3f)},
+                   {{"scale", randn({4})},
+                    {"bias", randn({4})},
+                    {"mean", randn({4})},
+                    {"var", positive({4})}}),
+               {randn(img)}});
+  c.push_back(
+      {"MaxPool 3x3 s2 p1",
+       one("MaxPool", img,
+           {Attr("kernel_shape", {3, 3}), Attr("strides", {2, 2}), Attr("pads", {1, 1, 1, 1})}),
+       {randn(img)}});
+  c.push_back({"MaxPool ceil_mode, dilation",
+               one("MaxPool", img,
+                   {Attr("kernel_shape", {2, 2}), Attr("strides", {2, 2}), Attr("ceil_mode", 1),
+                    Attr("dilations", {1, 2})}),
+               {randn(img)}});
+  c.push_back({"AveragePool pads counted",
+               one("AveragePool", img,
+                   {Attr("kernel_shape", {3, 3}), Attr("strides", {2, 2}),
+                    Attr("pads", {1, 1, 1, 1}), Attr("count_include_pad", 1)}),
+               {randn(img)}});
+  c.push_back({"AveragePool pads not counted, ceil_mode",
+               one("AveragePool", img,
+                   {Attr("kernel_shape", {2, 3}), Attr("strides", {2, 2}),
+                    Attr("pads", {1, 1, 1, 1}), Attr("ceil_mode", 1)}),
+               {randn(img)}});
+  c.push_back({"GlobalAveragePool", one("GlobalAveragePool", img), {randn(img)}});
+  c.push_back({"GlobalMaxPool", one("GlobalMaxPool", img), {randn(img)}});
+  return c;
+}
+
+// Every case against ONNX Runtime, eagerly and compiled; every rule has a case.
+TEST(OnnxImport, EveryOperatorMatchesOnnxRuntime) {
+  const std::string dir = test::test_dir("onnx");
+  std::vector<Case> all = cases();
+  std::vector<test::onnx_model::OrtJob> jobs;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::string d = dir + "/case" + std::to_string(i);
+    std::filesystem::create_directories(d);
+    jobs.push_back({all[i].model.save(d + "/model.onnx"), all[i].inputs, d});
+  }
+  std::string why;
+  auto reference = test::onnx_model::run_ort(jobs, dir, &why);
+  if (reference.empty()) GTEST_SKIP() << "ONNX Runtime cannot run here: " << why;
+  std::set<std::string> covered;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < all.size(); ++i) {
+    SCOPED_TRACE(all[i].what);
+    auto model = onnx::load(jobs[i].model);
+    for (const auto& n : all[i].model.proto().graph().node()) covered.insert(n.op_type());
+    const std::vector<Tensor> eager = (*model)(all[i].inputs);
+    const std::vector<Tensor> compiled = compile(model)(all[i].inputs);
+    ASSERT_EQ(reference[i].size(), eager.size());
+    for (size_t k = 0; k < eager.size(); ++k) {
+      const Tensor& ref = reference[i][k];
+      ASSERT_EQ(eager[k].shape(), ref.shape()) << "output " << k;
+      EXPECT_EQ(eager[k].dtype(), ref.dtype()) << "output " << k;
+      const double tol = all[i].tol;
+      EXPECT_TRUE(allclose(eager[k].to(DType::f64), ref.to(DType::f64), tol, tol)) << "eager " << k;
+      EXPECT_TRUE(allclose(compiled[k].to(DType::f64), ref.to(DType::f64), tol, tol))
+          << "compiled " << k;
+    }
+  }
+  for (const std::string& op : onnx::supported_ops()) {
+    if (op != "Gelu") EXPECT_TRUE(covered.count(op)) << "no case for " << op;
+  }
+}
+
+// Gelu is opset 20's (ONNX Runtime reads it there only): against zc's own.
+TEST(OnnxImport, GeluIsZcsGelu) {
+  Tensor x = randn({3, 5});
+  for (const char* approx : {"none", "tanh"}) {
+    Builder b = one("Gelu", {3, 5}, {Attr("approximate", approx)});
+    auto m = onnx::load_from_bytes(
+        std::span(reinterpret_cast<const uint8_t*>(b.bytes().data()), b.bytes().size()));
+    GeluApprox a = std::string(approx) == "tanh" ? GeluApprox::tanh : GeluApprox::none;
+    EXPECT_TRUE(allclose((*m)(x), gelu(x, a), 1e-6, 1e-6));
+  }
+}
+
+std::shared_ptr<onnx::Model> from(const std::string& bytes) {
+  return onnx::load_from_bytes(
+      std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), "test model");
+}
+
+TEST(OnnxImport, MalformedFilesAreErrorsNamingTheCause) {
+  Builder ok = one("Relu", {2, 3});
+  const std::string bytes = ok.bytes();
+  test::expect_error_containing([&] { from(bytes.substr(0, bytes.size() / 2)); },
+                                "not an ONNX model");
+  test::expect_error_containing([&] { from("\x89PNG\r\n\x1a\n but not a model"); },
+                                "not an ONNX model");
+  test::expect_error_containing([&] { from(""); }, "not an ONNX model");
+  test::expect_error_containing([&] { onnx::load("/nonexistent/model.onnx"); }, "cannot read");
+  {
+    Builder b;
+    b.input("x", DType::f32, {2}).output("out");
+    b.node("Relu", {"x", "b"}, {"a"}, {}, "first").node("Relu", {"a"}, {"b"}, {}, "second");
+    b.node("Relu", {"a"}, {"out"});
+    test::expect_error_containing([&] { from(b.bytes()); }, "form a cycle");
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, {2, 3}).output("out");
+    b.node("MatMul", {"x", "weight"}, {"out"}, {}, "proj");
+    test::expect_error_containing([&] { from(b.bytes()); },
+                                  "node 'proj' (MatMul) reads 'weight', which no node");
+  }
+  {
+    Builder b(11);
+    b.input("x", DType::f32, {2}).output("out").node("Relu", {"x"}, {"out"});
+    test::expect_error_containing([&] { from(b.bytes()); }, "opset 11 of the default domain");
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, {2}).output("out");
+    b.node("Relu", {"x"}, {"a"}).node("Relu", {"x"}, {"a"});
+    b.node("Relu", {"a"}, {"out"});
+    test::expect_error_containing([&] { from(b.bytes()); }, "'a' is defined twice");
+  }
+  {
+    Builder b = one("Relu", {2});
+    b.init("bad", randn({3}));
+    b.proto().mutable_graph()->mutable_initializer(0)->set_raw_data("xyz");
+    test::expect_error_containing([&] { from(b.bytes()); }, "raw_data has 3 bytes");
+  }
+  // A shape mismatch: found at the first call, naming the node.
+  {
+    Builder b = one("Add", {2, 3}, {}, {{"y", randn({4})}});
+    auto m = from(b.bytes());
+    test::expect_error_containing(
+        [&] {
+          (*m)(std::vector<Tensor>{randn({2, 3})});
+        },
+        "ONNX node 'Add_1' (Add)");
+    test::expect_error_containing(
+        [&] {
+          compile(m)(std::vector<Tensor>{randn({2, 3})});
+        },
+        "ONNX node 'Add_1' (Add)");
+  }
+  // Inputs that do not fit the declared ones.
+  {
+    auto m = from(one("Relu", {2, 3}).bytes());
+    test::expect_error_containing(
+        [&] {
+          (*m)(std::vector<Tensor>{randn({2, 4})});
+        },
+        "input 0 'x' is f32 [2,4], the graph expects f32 [2,3]");
+    test::expect_error_containing(
+        [&] {
+          (*m)(std::vector<Tensor>{randn({2, 3}).to(DType::f64)});
+        },
+        "the graph expects f32");
+  }
+}
+
+TEST(OnnxImport, EveryUnsupportedNodeIsListedInOneError) {
+  Builder b;
+  b.input("x", DType::f32, {2, 3}).output("out");
+  b.node("LSTM", {"x"}, {"a"}, {}, "rnn");
+  b.node("Relu", {"a"}, {"r"}, {Attr("alpha", 0.1f)}, "leaky");
+  b.node("Resize", {"r"}, {"out"}, {}, "up");
+  const std::string msg = test::error_message([&] { from(b.bytes()); });
+  EXPECT_TRUE(test::contains(msg, "3 node(s) zc does not support")) << msg;
+  EXPECT_TRUE(test::contains(msg, "'rnn' (LSTM): operator LSTM is not supported")) << msg;
+  EXPECT_TRUE(test::contains(msg, "'leaky' (Relu): attribute(s) alpha not supported")) << msg;
+  EXPECT_TRUE(test::contains(msg, "'up' (Resize)")) << msg;
+}
+
+TEST(OnnxImport, AShapeComputedFromInputValuesIsRefused) {
+  Builder b;
+  b.input("x", DType::f32, {2, 3}).input("s", DType::i64, {2}).output("out");
+  b.node("Reshape", {"x", "s"}, {"out"}, {}, "dyn");
+  auto m = from(b.bytes());
+  // Eagerly every value is known; traced, the shape is the model's input.
+  std::vector<Tensor> in{randn({2, 3}), i64s({3, 2})};
+  EXPECT_EQ((*m)(in)[0].shape(), (Shape{3, 2}));
+  test::expect_error_containing([&] { compile(m)(in); },
+                                "the shape is computed from the model's input values");
+}
+
+TEST(OnnxImport, ParametersAreNamedByTheirPathsAndShareAGraph) {
+  auto build = [] {
+    Builder b;
+    b.input("x", DType::f32, {2, 4}).output("out");
+    b.init("layer1.0.fc.weight", randn({3, 4})).init("layer1.0.fc.bias", randn({3}));
+    b.init("scale", full({}, 2.0));
+    b.node("Gemm", {"x", "layer1.0.fc.weight", "layer1.0.fc.bias"}, {"h"}, {Attr("transB", 1)});
+    b.node("Mul", {"h", "scale"}, {"out"});
+    return b;
+  };
+  auto a = from(build().bytes()), b = from(build().bytes());
+  std::vector<std::string> names;
+  for (const auto& [name, t] : a->named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"layer1.0.fc.weight", "layer1.0.fc.bias"}));
+  EXPECT_EQ(a->inputs().size(), 1u);
+  EXPECT_EQ(a->outputs()[0].name, "out");
+  EXPECT_EQ(a->opset(), 17);
+  // Two files with other weights: one graph, compiled once.
+  NoGradGuard no_grad;
+  Tensor x = randn({2, 4});
+  compiler::reset();
+  compiler::reset_stats();
+  compile(a)(x);
+  compile(b)(x);
+  EXPECT_EQ(compiler::stats().code_cache_misses, 1);
+  EXPECT_EQ(compiler::stats().code_cache_hits, 1);
+}
+
+// A stem and four residual blocks named as torch.onnx.export names nodes: the blocks are
+// found as one repeated region, compiled once.
+TEST(OnnxImport, RegionsComeFromTheExportersScopeNames) {
+  manual_seed(42);
+  Builder b;
+  b.input("x", DType::f32, {1, 3, 16, 16}).output("out");
+  b.init("stem.weight", randn({8, 3, 3, 3}) * 0.3);
+  b.node("Conv", {"x", "stem.weight"}, {"h0"}, {Attr("pads", {1, 1, 1, 1})}, "/stem/Conv");
+  std::string h = "h0";
+  for (int i = 0; i < 4; ++i) {
+    const std::string p = "layer1." + std::to_string(i);
+    const std::string scope = "/layer1/" + p + "/";
+    b.init(p + ".conv1.weight", randn({8, 8, 3, 3}) * 0.2).init(p + ".conv1.bias", randn({8}));
+    b.init(p + ".conv2.weight", randn({8, 8, 3, 3}) * 0.2).init(p + ".conv2.bias", randn({8}));
+    b.node("Conv", {h, p + ".conv1.weight", p + ".conv1.bias"}, {p + "a"},
+           {Attr("pads", {1, 1, 1, 1})}, scope + "conv1/Conv");
+    b.node("Relu", {p + "a"}, {p + "b"}, {}, scope + "relu/Relu");
+    b.node("Conv", {p + "b", p + ".conv2.weight", p + ".conv2.bias"}, {p + "c"},
+           {Attr("pads", {1, 1, 1, 1})}, scope + "conv2/Conv");
+    b.node("Add", {p + "c", h}, {p + "d"}, {}, scope + "Add");
+    b.node("Relu", {p + "d"}, {p + "out"}, {}, scope + "relu_1/Relu");
+    h = p + "out";
+  }
+  b.node("GlobalAveragePool", {h}, {"out"}, {}, "/avgpool/GlobalAveragePool");
+  auto m = from(b.bytes());
+  NoGradGuard no_grad;
+  Tensor x = randn({1, 3, 16, 16});
+  compiler::reset();
+  compiler::reset_stats();
+  std::vector<Tensor> y = compile(m)(std::vector<Tensor>{x});
+  EXPECT_TRUE(allclose(y[0], (*m)(std::vector<Tensor>{x})[0], 1e-4, 1e-4));
+  compiler::Stats s = compiler::stats();
+  EXPECT_EQ(s.regions_found, 4);
+  EXPECT_EQ(s.region_graphs, 1);
+  EXPECT_EQ(s.parts_compiled, 3);  // the stem, the block, the pool
+}
+
+}  // namespace
+}  // namespace zc
+
+#else
+
+TEST(OnnxImport, NeedsTheOnnxLibrary) {
+  EXPECT_FALSE(zc::onnx::available());
+  GTEST_SKIP() << "this build has no ONNX import (libonnx-dev and libprotobuf-dev not found)";
+}
+
+#endif
