@@ -13,6 +13,7 @@
 
 #include "onnx/onnx_pb.h"
 #include "unit/run_model.h"
+#include "zc/npy.h"
 #include "zc/zc.h"
 
 namespace zc::test::onnx_model {
@@ -139,66 +140,6 @@ class Builder {
   ::onnx::ModelProto m_;
 };
 
-// .npy files (format 1.0), the way tests/tools/ort_run.py exchanges tensors.
-inline const char* npy_descr(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "<f4";
-    case DType::f64:
-      return "<f8";
-    case DType::i64:
-      return "<i8";
-    case DType::i32:
-      return "<i4";
-    case DType::boolean:
-      return "|b1";
-    default:
-      return "";
-  }
-}
-
-inline void write_npy(const std::string& path, const Tensor& t) {
-  std::string shape;
-  for (int64_t d : t.shape()) shape += std::to_string(d) + ", ";
-  std::string header = std::string("{'descr': '") + npy_descr(t.dtype()) +
-                       "', 'fortran_order': False, 'shape': (" + shape + "), }";
-  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  out.write("\x93NUMPY\x01\x00", 8);
-  const uint16_t len = static_cast<uint16_t>(header.size());
-  out.write(reinterpret_cast<const char*>(&len), 2);
-  out << header;
-  Tensor c = t.contiguous();
-  out.write(static_cast<const char*>(c.raw_data()),
-            static_cast<std::streamsize>(c.numel() * dtype_size(c.dtype())));
-}
-
-inline Tensor read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (all.size() < 10 || all.compare(0, 6, "\x93NUMPY") != 0) throw Error("not an npy: " + path);
-  const size_t len =
-      static_cast<uint8_t>(all[8]) | static_cast<size_t>(static_cast<uint8_t>(all[9])) << 8;
-  const std::string header = all.substr(10, len);
-  DType dt = DType::f32;
-  for (DType t : {DType::f32, DType::f64, DType::i64, DType::i32, DType::boolean}) {
-    if (header.find(npy_descr(t)) != std::string::npos) dt = t;
-  }
-  Shape shape;
-  const size_t open = header.find('(', header.find("shape")), close = header.find(')', open);
-  std::stringstream dims(header.substr(open + 1, close - open - 1));
-  std::string tok;
-  while (std::getline(dims, tok, ',')) {
-    if (tok.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(tok));
-  }
-  Tensor t = Tensor::empty(shape, dt);
-  const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
-  if (all.size() < 10 + len + bytes) throw Error("truncated npy: " + path);
-  std::memcpy(t.raw_data(), all.data() + 10 + len, bytes);
-  return t;
-}
-
 // A model for ONNX Runtime to run, and where its files go.
 struct OrtJob {
   std::string model;
@@ -215,7 +156,7 @@ inline std::vector<std::vector<Tensor>> run_ort(const std::vector<OrtJob>& jobs,
     list << j.model << " " << j.dir << "/ort";
     for (size_t i = 0; i < j.inputs.size(); ++i) {
       const std::string p = j.dir + "/input_" + std::to_string(i) + ".npy";
-      write_npy(p, j.inputs[i]);
+      zc_cli::write_npy(p, j.inputs[i]);
       list << " " << p;
     }
     list << "\n";
@@ -233,7 +174,7 @@ inline std::vector<std::vector<Tensor>> run_ort(const std::vector<OrtJob>& jobs,
     for (int k = 0;; ++k) {
       const std::string p = j.dir + "/ort/output_" + std::to_string(k) + ".npy";
       if (!std::ifstream(p)) break;
-      outs.push_back(read_npy(p));
+      outs.push_back(zc_cli::read_npy(p));
     }
     out.push_back(std::move(outs));
   }

@@ -20,5 +20,6 @@ inline constexpr int kExitUsage = 2;
 
 int cmd_cache(Args args);
 int cmd_bench(Args args);
+int cmd_run(Args args);
 
 }  // namespace zc_cli

@@ -56,6 +56,15 @@ const Command kCommands[] = {
      "  --device D    cpu: the CPU rows; cuda: seed64 and gpt12 on cuda:0; all: both.\n"
      "                Default: all with a usable GPU, else cpu (saying why)",
      cmd_bench},
+    {"run",
+     "load an ONNX model, compile it, run it and report the load, first-call and per-call time",
+     "zc run MODEL.onnx [--input FILE.npy]... [--dim NAME=SIZE]... [--repeats N] [--check]\n"
+     "       [--output DIR] [--json FILE|-]\n"
+     "  --input FILE   the graph's inputs in order, as .npy arrays. Default: random normal\n"
+     "                 floats, integer inputs 0, symbolic dims 1 unless --dim sets them\n"
+     "  --check        also run it eagerly and print the largest difference\n"
+     "  --output DIR   write the outputs as DIR/output_<i>.npy",
+     zc_cli::cmd_run},
     {"cache", "inspect and manage the compile cache",
      "zc cache stats|ls [--remote]|clear [--remote --yes]|gc|verify|export FILE|import FILE "
      "[--json]",
