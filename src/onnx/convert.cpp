@@ -121,9 +121,9 @@ std::string check_node(const ::onnx::NodeProto& node, int64_t) {
 }
 
 Tensor tensor_of(const ::onnx::TensorProto& t, const std::string& what) {
-  onnx_file::RawTensor raw = onnx_file::decode_tensor(t, what);
-  Tensor out = Tensor::empty(raw.shape, raw.dtype);
-  if (!raw.bytes.empty()) std::memcpy(out.raw_data(), raw.bytes.data(), raw.bytes.size());
+  const onnx_file::RawTensor layout = onnx_file::tensor_layout(t, what);
+  Tensor out = Tensor::empty(layout.shape, layout.dtype);
+  onnx_file::copy_tensor_data(t, layout, out.raw_data());
   return out;
 }
 

@@ -78,7 +78,15 @@ std::string node_str(const ::onnx::NodeProto& n, int index) {
          n.op_type() + ")";
 }
 
-RawTensor decode_tensor(const TensorProto& t, const std::string& what) {
+namespace {
+uint64_t numel_of(const RawTensor& r) {
+  uint64_t n = 1;
+  for (int64_t d : r.shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+}  // namespace
+
+RawTensor tensor_layout(const TensorProto& t, const std::string& what) {
   RawTensor r;
   r.dtype = dtype_of(t.data_type(), what);
   if (t.data_location() == TensorProto::EXTERNAL || t.external_data_size() > 0) {
@@ -96,50 +104,58 @@ RawTensor decode_tensor(const TensorProto& t, const std::string& what) {
     numel *= static_cast<uint64_t>(d);
     r.shape.push_back(d);
   }
-  const size_t size = element_size(r.dtype);
-  const uint64_t nbytes = numel * size;
-  auto wrong_count = [&](size_t got, const char* field) {
-    return Error(what + ": dims " + std::to_string(numel) + " elements but " + field + " holds " +
-                 std::to_string(got));
+  const uint64_t nbytes = numel * element_size(r.dtype);
+  auto check = [&](uint64_t got, const char* field) {
+    if (got != numel) {
+      throw Error(what + ": its dims give " + std::to_string(numel) + " elements but " + field +
+                  " holds " + std::to_string(got));
+    }
   };
-  r.bytes.resize(nbytes);
   if (t.has_raw_data()) {
     if (t.raw_data().size() != nbytes) {
       throw Error(what + ": raw_data has " + std::to_string(t.raw_data().size()) +
                   " bytes, its dims and type need " + std::to_string(nbytes));
     }
-    if (nbytes) std::memcpy(r.bytes.data(), t.raw_data().data(), nbytes);
-    return r;
+  } else if (r.dtype == DType::f32) {
+    check(static_cast<uint64_t>(t.float_data_size()), "float_data");
+  } else if (r.dtype == DType::f64) {
+    check(static_cast<uint64_t>(t.double_data_size()), "double_data");
+  } else if (r.dtype == DType::i64) {
+    check(static_cast<uint64_t>(t.int64_data_size()), "int64_data");
+  } else {
+    // int32_data holds these, one element per entry (16-bit floats as their bits).
+    check(static_cast<uint64_t>(t.int32_data_size()), "int32_data");
   }
-  uint8_t* out = r.bytes.data();
-  switch (r.dtype) {
+  return r;
+}
+
+void copy_tensor_data(const TensorProto& t, const RawTensor& layout, void* dst) {
+  const uint64_t numel = numel_of(layout), nbytes = numel * element_size(layout.dtype);
+  auto* out = static_cast<uint8_t*>(dst);
+  if (numel == 0) return;
+  if (t.has_raw_data()) {
+    std::memcpy(out, t.raw_data().data(), nbytes);
+    return;
+  }
+  switch (layout.dtype) {
     case DType::f32:
-      if (static_cast<uint64_t>(t.float_data_size()) != numel)
-        throw wrong_count(t.float_data_size(), "float_data");
-      if (numel) std::memcpy(out, t.float_data().data(), nbytes);
+      std::memcpy(out, t.float_data().data(), nbytes);
       break;
     case DType::f64:
-      if (static_cast<uint64_t>(t.double_data_size()) != numel)
-        throw wrong_count(t.double_data_size(), "double_data");
-      if (numel) std::memcpy(out, t.double_data().data(), nbytes);
+      std::memcpy(out, t.double_data().data(), nbytes);
       break;
     case DType::i64:
-      if (static_cast<uint64_t>(t.int64_data_size()) != numel)
-        throw wrong_count(t.int64_data_size(), "int64_data");
-      if (numel) std::memcpy(out, t.int64_data().data(), nbytes);
+      std::memcpy(out, t.int64_data().data(), nbytes);
       break;
     case DType::i32:
     case DType::boolean:
     case DType::f16:
-    case DType::bf16: {
-      // int32_data holds these, one element per entry (16-bit floats as their bits).
-      if (static_cast<uint64_t>(t.int32_data_size()) != numel)
-        throw wrong_count(t.int32_data_size(), "int32_data");
+    case DType::bf16:
       for (uint64_t i = 0; i < numel; ++i) {
         const int32_t v = t.int32_data(static_cast<int>(i));
-        if (r.dtype == DType::i32) {
+        if (layout.dtype == DType::i32) {
           std::memcpy(out + 4 * i, &v, 4);
-        } else if (r.dtype == DType::boolean) {
+        } else if (layout.dtype == DType::boolean) {
           out[i] = v != 0;
         } else {
           const uint16_t bits = static_cast<uint16_t>(v);
@@ -147,8 +163,13 @@ RawTensor decode_tensor(const TensorProto& t, const std::string& what) {
         }
       }
       break;
-    }
   }
+}
+
+RawTensor decode_tensor(const TensorProto& t, const std::string& what) {
+  RawTensor r = tensor_layout(t, what);
+  r.bytes.resize(numel_of(r) * element_size(r.dtype));
+  copy_tensor_data(t, r, r.bytes.data());
   return r;
 }
 

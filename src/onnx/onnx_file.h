@@ -47,6 +47,10 @@ struct RawTensor {
 // Raises zc::Error naming `what` for an unsupported dtype, external data, negative dims, or data
 // whose size does not match.
 RawTensor decode_tensor(const ::onnx::TensorProto& t, const std::string& what);
+// The same in two steps, for a caller that owns the destination: the dtype and shape
+// (validated, `bytes` left empty), then the elements copied to `out` (nbytes of them).
+RawTensor tensor_layout(const ::onnx::TensorProto& t, const std::string& what);
+void copy_tensor_data(const ::onnx::TensorProto& t, const RawTensor& layout, void* out);
 
 // ONNX's element type as a zc dtype; zc::Error naming `what` when zc has none.
 DType dtype_of(int32_t onnx_type, const std::string& what);
