@@ -12,6 +12,9 @@
 #if ZC_FUZZ_HAVE_BUNDLE
 #include "cache/bundle.h"
 #endif
+#if ZC_FUZZ_HAVE_ONNX
+#include "onnx/onnx_pb.h"
+#endif
 
 namespace {
 
@@ -35,6 +38,53 @@ Entry make(int i, size_t size) {
   return e;
 }
 
+#if ZC_FUZZ_HAVE_ONNX
+// A small valid model: a Conv with an initializer, a Constant, a Relu.
+std::vector<uint8_t> onnx_seed(bool raw) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_version(17);
+  auto* g = m.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  for (int d : {1, 2, 4, 4})
+    in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  g->add_output()->set_name("y");
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(1);
+  for (int d : {3, 2, 1, 1}) w->add_dims(d);
+  for (int i = 0; i < 6; ++i) {
+    if (raw) {
+      float v = 0.5f * i;
+      w->mutable_raw_data()->append(reinterpret_cast<const char*>(&v), 4);
+    } else {
+      w->add_float_data(0.5f * i);
+    }
+  }
+  auto* conv = g->add_node();
+  conv->set_op_type("Conv");
+  conv->add_input("x");
+  conv->add_input("w");
+  conv->add_output("c");
+  auto* k = g->add_node();
+  k->set_op_type("Constant");
+  k->add_output("k");
+  auto* a = k->add_attribute();
+  a->set_name("value");
+  a->mutable_t()->set_data_type(7);
+  a->mutable_t()->add_int64_data(2);
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->add_input("c");
+  relu->add_output("y");
+  std::string s = m.SerializeAsString();
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -55,6 +105,10 @@ int main(int argc, char** argv) {
   const std::string key = "zc-fuzz-key";
   write(root / "bundle_fuzz", "three_signed",
         write_bundle(items, std::span(reinterpret_cast<const uint8_t*>(key.data()), key.size())));
+#endif
+#if ZC_FUZZ_HAVE_ONNX
+  write(root / "onnx_fuzz", "conv_raw", onnx_seed(true));
+  write(root / "onnx_fuzz", "conv_fields", onnx_seed(false));
 #endif
   return 0;
 }
