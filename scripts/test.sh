@@ -6,6 +6,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 ./scripts/deps.sh
+# Test-only Python packages, from PyPI when missing: ONNX Runtime (the reference the ONNX import
+# tests compare with), onnx and numpy (the ONNX models the tests and the example write).
+if ! python3 -c "import onnxruntime, onnx, numpy" >/dev/null 2>&1; then
+  echo "test.sh: installing onnxruntime, onnx and numpy for the tests (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check onnxruntime onnx numpy
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure -j2 "$@"
