@@ -41,6 +41,11 @@
 #     autotune     Mode::MaxAutotune on the host CPU: gpt-small and the 12-layer d=768 GPT cold
 #                  without and with tuning, warm with it, per call tuned against untuned
 #                  (`zc bench --device cpu --only autotune`: zc-autotune.json, autotune.txt)
+#     onnx         ONNX import on the host CPU: the tests' torch exports (ResNet-18 at 1/8 width,
+#                  a tiny GPT-2: tests/tools/export_torch_models.py, into OUT_DIR/models) and
+#                  torchvision's ResNet-50 at batch 1, 224x224, zc cold / warm / per call against
+#                  ONNX Runtime's session creation and per call (bench/onnx_vs_ort.py: onnx.txt,
+#                  onnx-resnet50.json)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
@@ -54,7 +59,8 @@
 # OpenMP build (and libgfortran, which it needs), the zstd, OpenSSL and hiredis headers and
 # libraries, redis-server for the remote and fleet scenarios (a private server on 127.0.0.1, as
 # on the development machine), GoogleTest and Google Benchmark for scripts/gpu-test.sh, and
-# oneDNN (with the OpenCL loader its library links) for the cpu step's GEMM comparison.
+# oneDNN (with the OpenCL loader its library links) for the cpu step's GEMM comparison, and
+# ONNX's protobuf classes with protobuf for ONNX import.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -62,7 +68,8 @@ deps="$root/.gpu-deps"
 packages=(libopenblas-openmp-dev libopenblas0-openmp libgfortran5 libzstd-dev libssl-dev libssl3
           libhiredis-dev libhiredis0.14 redis-server redis-tools libjemalloc2 liblzf1
           libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
-          libdnnl-dev libdnnl2 ocl-icd-libopencl1)
+          libdnnl-dev libdnnl2 ocl-icd-libopencl1
+          libonnx-dev libonnx1 libonnxifi libprotobuf-dev libprotobuf32)
 
 case "${1:-}" in
   prepare)
@@ -191,6 +198,13 @@ case "${1:-}" in
             { echo "torch_dynamic.py did not complete:"; tail -5 "$out/dynamic-torch.log"; }
           python3 bench/zc_dynamic.py --table "$out/dynamic-zc.jsonl" "$out/dynamic-torch.jsonl" |
             tee "$out/dynamic.txt"
+          ;;
+        onnx)
+          python3 tests/tools/export_torch_models.py "$out/models" --resnet50 /tmp/resnet50.onnx \
+            >"$out/onnx-export.log" 2>&1 || tail -20 "$out/onnx-export.log"
+          python3 bench/onnx_vs_ort.py --zc build-gpu/zc --model /tmp/resnet50.onnx \
+            --processes 3 --repeats 30 --json "$out/onnx-resnet50.json" | tee "$out/onnx.txt" ||
+            echo "onnx_vs_ort.py did not complete"
           ;;
         cpu-gemm)
           cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1

@@ -37,6 +37,7 @@ zc_gpu_cmake_args=(
   -DGTest_DIR="$zc_gpu_lib/cmake/GTest"
   -Dbenchmark_DIR="$zc_gpu_lib/cmake/benchmark"
   -DZC_DNNL_ROOT="$zc_gpu_prefix/usr"
+  -DZC_ONNX_ROOT="$zc_gpu_prefix/usr"
   -DCMAKE_CXX_FLAGS="-I$zc_gpu_prefix/usr/include/x86_64-linux-gnu"
   -DCMAKE_SHARED_LINKER_FLAGS="-L$zc_gpu_lib"
   -DCMAKE_EXE_LINKER_FLAGS="-L$zc_gpu_lib"
