@@ -319,6 +319,23 @@ TEST(CnnOps, ACompiledTrainingStepMatchesEager) {
   }
 }
 
+// On a GPU the decompositions run as CUDA kernels and cuBLASLt products: the residual network,
+// compiled there, equals the CPU's eager result.
+TEST(CnnOpsGpu, AResidualNetworkCompiledOnCudaMatchesTheCpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  manual_seed(37);
+  auto net = std::make_shared<TinyResNet>();
+  net->eval();
+  NoGradGuard no_grad;
+  Tensor x = randn({2, 3, 32, 32});
+  Tensor want = (*net)(x);
+  net->to(Device::cuda(0));
+  Tensor got = compile(net)(x.to(Device::cuda(0))).to(Device::cpu());
+  EXPECT_TRUE(allclose(got, want, 1e-3, 1e-3));
+  // Eager ops on CUDA tensors too.
+  EXPECT_TRUE(allclose((*net)(x.to(Device::cuda(0))).to(Device::cpu()), want, 1e-3, 1e-3));
+}
+
 TEST(CnnOps, BadArgumentsAreErrors) {
   Tensor x = randn({1, 4, 5, 5});
   test::expect_error_containing(

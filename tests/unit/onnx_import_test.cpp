@@ -9,6 +9,7 @@
 
 #ifdef ZC_WITH_ONNX
 #include <filesystem>
+#include <functional>
 
 #include "unit/onnx_builder.h"
 
@@ -461,6 +462,49 @@ TEST(OnnxImport, RegionsComeFromTheExportersScopeNames) {
   EXPECT_EQ(s.regions_found, 4);
   EXPECT_EQ(s.region_graphs, 1);
   EXPECT_EQ(s.parts_compiled, 3);  // the stem, the block, the pool
+}
+
+// Files exported by torch (tests/tools/export_torch_models.py): a model from outside, end to
+// end against ONNX Runtime, eagerly and compiled, at two batch sizes (the batch is symbolic).
+void check_torch_export(const std::string& name, const std::function<Tensor(int64_t)>& input,
+                        double tol) {
+  const std::string path = std::string(ZC_TEST_SOURCE_DIR) + "/data/onnx/" + name;
+  const std::string dir = test::test_dir("onnx-" + name);
+  auto model = onnx::load(path);
+  EXPECT_TRUE(test::contains(model->producer(), "pytorch")) << model->producer();
+  std::vector<test::onnx_model::OrtJob> jobs;
+  for (int64_t batch : {1, 3}) {
+    const std::string d = dir + "/batch" + std::to_string(batch);
+    std::filesystem::create_directories(d);
+    jobs.push_back({path, {input(batch)}, d});
+  }
+  std::string why;
+  auto reference = test::onnx_model::run_ort(jobs, dir, &why);
+  if (reference.empty()) GTEST_SKIP() << "ONNX Runtime cannot run here: " << why;
+  NoGradGuard no_grad;
+  CompiledModule fast = compile(model);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const std::vector<Tensor> eager = (*model)(jobs[j].inputs);
+    const std::vector<Tensor> compiled = fast(jobs[j].inputs);
+    ASSERT_EQ(reference[j].size(), 1u);
+    EXPECT_EQ(compiled[0].shape(), reference[j][0].shape());
+    EXPECT_TRUE(allclose(eager[0], reference[j][0], tol, tol)) << "eager, job " << j;
+    EXPECT_TRUE(allclose(compiled[0], reference[j][0], tol, tol)) << "compiled, job " << j;
+  }
+}
+
+TEST(OnnxImport, TorchvisionResNet18ExportedByTorchMatchesOnnxRuntime) {
+  manual_seed(43);
+  check_torch_export("resnet18_w8.onnx", [](int64_t b) { return randn({b, 3, 64, 64}); }, 1e-4);
+  // Its blocks are found in the exporter's scopes: layer1's two blocks (the only equal ones of a
+  // ResNet-18; every later stage opens with a downsampling block) are one graph.
+  auto model = onnx::load(std::string(ZC_TEST_SOURCE_DIR) + "/data/onnx/resnet18_w8.onnx");
+  NoGradGuard no_grad;
+  compiler::reset();
+  compiler::reset_stats();
+  compile(model)(std::vector<Tensor>{randn({1, 3, 64, 64})});
+  EXPECT_EQ(compiler::stats().regions_found, 2);
+  EXPECT_EQ(compiler::stats().region_graphs, 1);
 }
 
 }  // namespace
