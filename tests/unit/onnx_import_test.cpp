@@ -465,7 +465,8 @@ TEST(OnnxImport, RegionsComeFromTheExportersScopeNames) {
 }
 
 // Files exported by torch (tests/tools/export_torch_models.py): a model from outside, end to
-// end against ONNX Runtime, eagerly and compiled, at two batch sizes (the batch is symbolic).
+// end against ONNX Runtime, eagerly and compiled, on two inputs of other sizes (`input(0)`,
+// `input(1)`: its dims are symbolic).
 void check_torch_export(const std::string& name, const std::function<Tensor(int64_t)>& input,
                         double tol) {
   const std::string path = std::string(ZC_TEST_SOURCE_DIR) + "/data/onnx/" + name;
@@ -473,10 +474,10 @@ void check_torch_export(const std::string& name, const std::function<Tensor(int6
   auto model = onnx::load(path);
   EXPECT_TRUE(test::contains(model->producer(), "pytorch")) << model->producer();
   std::vector<test::onnx_model::OrtJob> jobs;
-  for (int64_t batch : {1, 3}) {
-    const std::string d = dir + "/batch" + std::to_string(batch);
+  for (int64_t j : {0, 1}) {
+    const std::string d = dir + "/input" + std::to_string(j);
     std::filesystem::create_directories(d);
-    jobs.push_back({path, {input(batch)}, d});
+    jobs.push_back({path, {input(j)}, d});
   }
   std::string why;
   auto reference = test::onnx_model::run_ort(jobs, dir, &why);
@@ -493,9 +494,19 @@ void check_torch_export(const std::string& name, const std::function<Tensor(int6
   }
 }
 
+// GPT-2's decoder as its reference code writes it (masked causal attention from a bool buffer,
+// Split of the fused QKV, GELU(tanh) as Pow/Tanh, the tied head), at two batch sizes and
+// sequence lengths.
+TEST(OnnxImport, AGpt2DecoderExportedByTorchMatchesOnnxRuntime) {
+  manual_seed(44);
+  check_torch_export(
+      "gpt2_tiny.onnx", [](int64_t j) { return randint(0, 100, {1 + 2 * j, 12 + 8 * j}); }, 1e-4);
+}
+
 TEST(OnnxImport, TorchvisionResNet18ExportedByTorchMatchesOnnxRuntime) {
   manual_seed(43);
-  check_torch_export("resnet18_w8.onnx", [](int64_t b) { return randn({b, 3, 64, 64}); }, 1e-4);
+  check_torch_export("resnet18_w8.onnx", [](int64_t j) { return randn({1 + 2 * j, 3, 64, 64}); },
+                     1e-4);
   // Its blocks are found in the exporter's scopes: layer1's two blocks (the only equal ones of a
   // ResNet-18; every later stage opens with a downsampling block) are one graph.
   auto model = onnx::load(std::string(ZC_TEST_SOURCE_DIR) + "/data/onnx/resnet18_w8.onnx");
