@@ -5,6 +5,7 @@
 // product and a pointwise epilogue, so what follows a convolution (bias, a folded batch norm, a
 // residual add, a ReLU) fuses into the product's epilogue; a 1x1 convolution with stride 1 is
 // the product alone. The eager kernel runs the same tensor code.
+#include <algorithm>
 #include <vector>
 
 #include "ops/decompose.h"
@@ -14,6 +15,7 @@
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
 #include "ops/window.h"
+#include "tensor/assign.h"
 #include "zc/autograd.h"
 
 namespace zc::ops {
@@ -38,12 +40,111 @@ ConvDims dims_of(const Shape& x, const Shape& w, const Conv2dAttrs& a) {
   return d;
 }
 
+Pool2dAttrs window_attrs(const Window2d& w) {
+  return Pool2dAttrs{w.kh, w.kw, w.sh, w.sw, w.pt, w.pl, w.pb, w.pr, w.dh, w.dw, false, true};
+}
+
 // [N, C*kh*kw, OH*OW]: row (c, i, j) holds window element (i, j) of channel c at every output
-// position, matching the weight's [C_out, C, kh, kw] layout.
+// position, matching the weight's [C_out, C, kh, kw] layout (the im2col op).
 Tensor columns(const Tensor& x, const ConvDims& d) {
   if (d.pointwise()) return x.reshape({d.n, d.c, d.h * d.w});
-  std::vector<Tensor> taps = window_taps(pad_for_windows(x, d.win, 0.0), d.win, d.oh, d.ow);
-  return stack(taps, 2).reshape({d.n, d.c * d.kh * d.kw, d.l()});
+  return call1(OpId::im2col, {x}, window_attrs(d.win));
+}
+
+// ---- im2col: the columns, as an op of its own. The CPU backend keeps it whole and runs the
+// kernel below, one pass that reads the input where a window lies in it and writes zeros where
+// it lies in the padding; elsewhere (CUDA, the interpreter) it decomposes into the taps of the
+// padded input, stacked.
+
+std::vector<TensorMeta> im2col_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const Window2d w = pool_window(std::get<Pool2dAttrs>(attrs));
+  const TensorMeta& x = in[0];
+  if (!is_floating(x.dtype)) op_error("im2col", "expected a floating input, got " + meta_str(x));
+  check_window("im2col", x.shape, w);
+  return {
+      TensorMeta{{x.shape[0], x.shape[1] * w.kh * w.kw, w.out_h(x.shape[2]) * w.out_w(x.shape[3])},
+                 x.dtype,
+                 x.device}};
+}
+
+std::vector<Tensor> im2col_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const Window2d w = pool_window(std::get<Pool2dAttrs>(attrs));
+  const Tensor& x = in[0];
+  const int64_t oh = w.out_h(x.size(2)), ow = w.out_w(x.size(3));
+  std::vector<Tensor> taps = window_taps(pad_for_windows(x, w, 0.0), w, oh, ow);
+  return {stack(taps, 2).reshape({x.size(0), x.size(1) * w.kh * w.kw, oh * ow})};
+}
+
+template <class T>
+void im2col_rows(const Tensor& x, const Window2d& w, T* out) {
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t oh = w.out_h(h), ow = w.out_w(wd), rows = c * w.kh * w.kw;
+  const T* src = x.data<T>();
+  // Rows (n, c, i, j) are independent: shared out among the threads.
+#pragma omp parallel for schedule(static) if (n * rows * oh * ow > 65536)
+  for (int64_t r = 0; r < n * rows; ++r) {
+    const int64_t b = r / rows, row = r % rows;
+    const int64_t ch = row / (w.kh * w.kw), i = row / w.kw % w.kh, j = row % w.kw;
+    const T* plane = src + (b * c + ch) * h * wd;
+    T* dst = out + r * oh * ow;
+    // The output columns whose input column lies inside the row: [lo, hi).
+    const int64_t off = j * w.dw - w.pl;
+    int64_t lo = off >= 0 ? 0 : (-off + w.sw - 1) / w.sw;
+    int64_t hi = wd - off <= 0 ? 0 : (wd - off + w.sw - 1) / w.sw;
+    lo = std::min(lo, ow);
+    hi = std::clamp(hi, lo, ow);
+    for (int64_t y = 0; y < oh; ++y) {
+      const int64_t iy = y * w.sh - w.pt + i * w.dh;
+      T* line = dst + y * ow;
+      if (iy < 0 || iy >= h) {
+        std::fill(line, line + ow, T(0));
+        continue;
+      }
+      const T* in_row = plane + iy * wd + off;
+      std::fill(line, line + lo, T(0));
+      if (w.sw == 1) {
+        std::copy(in_row + lo, in_row + hi, line + lo);
+      } else {
+        for (int64_t k = lo; k < hi; ++k) line[k] = in_row[k * w.sw];
+      }
+      std::fill(line + hi, line + ow, T(0));
+    }
+  }
+}
+
+void im2col_into(std::span<const Tensor> in, const Attrs& attrs, std::span<const Tensor> out) {
+  const Window2d w = pool_window(std::get<Pool2dAttrs>(attrs));
+  const DType ct = compute_dtype(in[0].dtype());
+  const Tensor x = eager_contiguous(as_dtype(in[0], ct));
+  if (out[0].dtype() == ct) {
+    visit_float_compute(ct, [&](auto tag) {
+      using T = decltype(tag);
+      im2col_rows<T>(x, w, out[0].data<T>());
+    });
+    return;
+  }
+  // 16-bit floats: the columns in f32, then converted into place.
+  Tensor cols = Tensor::empty(out[0].shape(), ct);
+  im2col_rows<float>(x, w, cols.data<float>());
+  assign_values(out[0], as_dtype(cols, out[0].dtype()));
+}
+
+std::vector<Tensor> im2col_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                 std::span<const TensorMeta> outs) {
+  Tensor out = Tensor::empty(outs[0].shape, outs[0].dtype);
+  im2col_into(in, attrs, {&out, 1});
+  return {out};
+}
+
+// The columns' gradient scattered back through the taps (col2im).
+std::vector<Tensor> im2col_vjp(const VjpArgs& args) {
+  const Window2d w = pool_window(std::get<Pool2dAttrs>(args.attrs));
+  const Tensor& x = args.inputs[0];
+  const int64_t oh = w.out_h(x.size(2)), ow = w.out_w(x.size(3));
+  const Tensor taps = out_grad(args).reshape({x.size(0), x.size(1), w.kh * w.kw, oh, ow});
+  std::vector<Tensor> grads;
+  for (int64_t t = 0; t < w.kh * w.kw; ++t) grads.push_back(taps.slice(2, t, t + 1).squeeze(2));
+  return {taps_backward(grads, w, x.size(2), x.size(3))};
 }
 
 std::vector<TensorMeta> conv2d_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
@@ -144,6 +245,15 @@ std::vector<Tensor> conv2d_vjp(const VjpArgs& args) {
 }  // namespace
 
 void define_conv_ops(OpTable& t) {
+  t.define(OpDef{.id = OpId::im2col,
+                 .min_inputs = 1,
+                 .max_inputs = 1,
+                 .attrs_index = attrs_index_of<Pool2dAttrs>(),
+                 .infer = im2col_infer,
+                 .eager = im2col_eager,
+                 .eager_into = im2col_into,
+                 .decompose = im2col_decompose,
+                 .derivative = im2col_vjp});
   t.define(OpDef{.id = OpId::conv2d,
                  .min_inputs = 2,
                  .max_inputs = 3,

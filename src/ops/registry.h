@@ -32,6 +32,12 @@ using InferFn = std::vector<TensorMeta> (*)(std::span<const TensorMeta> inputs, 
 using EagerFn = std::vector<Tensor> (*)(std::span<const Tensor> inputs, const Attrs& attrs,
                                         std::span<const TensorMeta> outputs);
 
+// The eager kernel writing into `outputs` (contiguous, of the metas infer gave), for ops whose
+// results are large enough that a copy into a compiled graph's buffer would cost (im2col's
+// columns): a compiled graph runs such an op in place rather than through `eager` and a copy.
+using EagerIntoFn = void (*)(std::span<const Tensor> inputs, const Attrs& attrs,
+                             std::span<const Tensor> outputs);
+
 // Rewrites a composite op in terms of other ops, as ordinary tensor code (zc::exp, zc::sum,
 // ...). The lowering stage runs it on traced tensors, so the ops it calls are recorded into the
 // lowered graph; run on concrete tensors it computes the same values as the eager kernel,
@@ -66,6 +72,7 @@ struct OpDef {
   size_t attrs_index = 0;  // which alternative of Attrs the op takes
   InferFn infer = nullptr;
   EagerFn eager = nullptr;
+  EagerIntoFn eager_into = nullptr;  // optional
   // Null for primitives, which the code generator handles directly.
   DecomposeFn decompose = nullptr;
   // Null for ops with no derivative (their outputs are integers or booleans, or no rule is

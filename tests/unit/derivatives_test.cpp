@@ -281,6 +281,12 @@ std::vector<Case> cases() {
   add("conv2d", "depthwise 3x3 stride 2",
       [](const Inputs& x) { return conv2d(x[0], x[1], {}, {2}, {1}, {1}, 3); },
       {rnd({1, 3, 5, 5}), rnd({3, 1, 3, 3})});
+  add("im2col", "2x3 window, stride 2, pads (1, 0, 0, 2), dilation (1, 2)",
+      [](const Inputs& x) {
+        return ops::call1(ops::OpId::im2col, {x[0]},
+                          ops::Pool2dAttrs{2, 3, 2, 2, 1, 0, 0, 2, 1, 2, false, true});
+      },
+      {rnd({1, 2, 5, 6})});
   add("max_pool2d", "3x3 stride 2 padding 1",
       [](const Inputs& x) { return max_pool2d(x[0], {3}, {2}, {1}); }, {rnd({2, 2, 6, 5})});
   add("max_pool2d", "2x2 dilation 2, ceil mode",

@@ -88,6 +88,13 @@ inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
                         sum(avg_pool2d(conv, {3}, {1}, {1}, false, false), {2, 3});
         return x + pooled.reshape({3, 1});
       },
+      [](const Tensor& x) {
+        // A convolution's columns (conv2d's decomposition); not a public function.
+        Tensor img = x.reshape({1, 3, 2, 2});
+        Tensor cols = ops::call1(ops::OpId::im2col, {img},
+                                 ops::Pool2dAttrs{2, 2, 1, 1, 1, 0, 0, 1, 1, 1, false, true});
+        return x + sum(cols.reshape({3, 16}), {1}, true);
+      },
   };
 }
 

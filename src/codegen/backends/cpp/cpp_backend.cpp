@@ -79,10 +79,12 @@ class CppBackend final : public Backend, private SchedulePolicy {
 
   // Attention and its log-sum-exp (the forward of training) as one kernel each whose scores
   // stay in cache-sized blocks (cpp_attention.cpp). The gradients are decomposed: their
-  // products run as batched BLAS.
+  // products run as batched BLAS. A convolution's columns (im2col) are one pass of the op's
+  // own kernel, writing into the graph's buffer, rather than generated copies of a padded
+  // input: they leave the product (and its fused epilogue) as the only generated work.
   std::vector<ops::OpId> native_ops() const override {
-    if (!opt_.attention_kernel) return {};
-    return {ops::OpId::attention, ops::OpId::attention_lse};
+    if (!opt_.attention_kernel) return {ops::OpId::im2col};
+    return {ops::OpId::attention, ops::OpId::attention_lse, ops::OpId::im2col};
   }
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {

@@ -166,9 +166,20 @@ class CppExecutable final : public RawExecutable {
     const ir::Node& n = s.graph.nodes[node];
     std::vector<Tensor> args;
     for (ir::ValueId u : n.inputs) args.push_back(view(u, a));
+    const ops::OpDef& def = ops::op_def(n.op);
+    if (def.eager_into) {  // straight into the planned buffers
+      std::vector<Tensor> outs;
+      for (ir::ValueId o : n.outputs) {
+        const ops::TensorMeta& m = s.graph.meta(o);
+        auto storage = Storage::borrow(address(o, a), 0, Device::cpu());
+        outs.push_back(Tensor::view_of(storage, m.shape, contiguous_strides(m.shape), 0, m.dtype));
+      }
+      def.eager_into(args, n.attrs, outs);
+      return;
+    }
     std::vector<ops::TensorMeta> metas;
     for (ir::ValueId o : n.outputs) metas.push_back(s.graph.meta(o));
-    std::vector<Tensor> results = ops::op_def(n.op).eager(args, n.attrs, metas);
+    std::vector<Tensor> results = def.eager(args, n.attrs, metas);
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       Tensor r = ops::eager_contiguous(results[i]);
       size_t bytes = static_cast<size_t>(r.numel()) * dtype_size(r.dtype());
