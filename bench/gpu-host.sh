@@ -46,6 +46,9 @@
 #                  torchvision's ResNet-50 at batch 1, 224x224, zc cold / warm / per call against
 #                  ONNX Runtime's session creation and per call (bench/onnx_vs_ort.py: onnx.txt,
 #                  onnx-resnet50.json)
+#     resnet-cuda  torchvision's ResNet-152 on the GPU, batch 32, 128x128: zc (the torch export
+#                  through `zc run --device cuda`) cold, warm and per call, against torch.compile
+#                  cold and warm (bench/torch_resnet.py) in the same run (resnet-cuda.txt)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
@@ -205,6 +208,19 @@ case "${1:-}" in
           python3 bench/onnx_vs_ort.py --zc build-gpu/zc --model /tmp/resnet50.onnx \
             --processes 3 --repeats 30 --json "$out/onnx-resnet50.json" | tee "$out/onnx.txt" ||
             echo "onnx_vs_ort.py did not complete"
+          ;;
+        resnet-cuda)
+          python3 bench/torch_resnet.py export /tmp/resnet152.onnx 2>"$out/resnet-cuda.log"
+          cache="$(mktemp -d)"
+          for run in cold warm; do
+            echo "zc $run: $(ZC_CACHE_DIR="$cache" build-gpu/zc run /tmp/resnet152.onnx \
+              --device cuda --dim batch=32 --repeats 50 --json - | tail -1)"
+          done | tee "$out/resnet-cuda.txt"
+          for run in cold warm; do
+            echo "torch.compile $run: $(TORCHINDUCTOR_CACHE_DIR="$cache/inductor" \
+              python3 bench/torch_resnet.py compile 2>>"$out/resnet-cuda.log")"
+          done | tee -a "$out/resnet-cuda.txt"
+          rm -rf "$cache"
           ;;
         cpu-gemm)
           cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1

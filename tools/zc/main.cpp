@@ -59,10 +59,11 @@ const Command kCommands[] = {
     {"run",
      "load an ONNX model, compile it, run it and report the load, first-call and per-call time",
      "zc run MODEL.onnx [--input FILE.npy]... [--dim NAME=SIZE]... [--repeats N] [--check]\n"
-     "       [--output DIR] [--json FILE|-]\n"
+     "       [--device cpu|cuda] [--output DIR] [--json FILE|-]\n"
      "  --input FILE   the graph's inputs in order, as .npy arrays. Default: random normal\n"
      "                 floats, integer inputs 0, symbolic dims 1 unless --dim sets them\n"
      "  --check        also run it eagerly and print the largest difference\n"
+     "  --device D     where it runs (cuda: the weights and inputs moved there first)\n"
      "  --output DIR   write the outputs as DIR/output_<i>.npy",
      zc_cli::cmd_run},
     {"cache", "inspect and manage the compile cache",

@@ -54,6 +54,7 @@ int cmd_run(Args args) {
   std::map<std::string, int64_t> dims;
   int repeats = 10;
   bool check = false;
+  zc::Device device = zc::Device::cpu();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&]() -> std::string {
@@ -83,6 +84,13 @@ int cmd_run(Args args) {
       out_dir = value();
     } else if (a == "--check") {
       check = true;
+    } else if (a == "--device") {
+      const std::string d = value();
+      if (d == "cuda") {
+        device = zc::Device::cuda(0);
+      } else if (d != "cpu") {
+        throw UsageError{"zc run: --device takes cpu or cuda"};
+      }
     } else if (!a.starts_with("--") && path.empty()) {
       path = std::string(a);
     } else {
@@ -104,23 +112,38 @@ int cmd_run(Args args) {
   for (size_t i = 0; i < declared.size(); ++i) {
     inputs.push_back(input_files.empty() ? generated(declared[i], dims) : read_npy(input_files[i]));
   }
+  // On a GPU: the weights and inputs moved first (not timed), each call's time includes
+  // waiting for the GPU.
+  const bool gpu = device.is_cuda();
+  if (gpu) {
+    model->to(device);
+    for (zc::Tensor& t : inputs) t = t.to(device);
+    zc::cuda::synchronize();
+  }
+  auto finish = [&] {
+    if (gpu) zc::cuda::synchronize();
+  };
   zc::CompiledModule fast = zc::compile(model);
   zc::compiler::reset_stats();
   t0 = std::chrono::steady_clock::now();
   std::vector<zc::Tensor> out = fast(inputs);
+  finish();
   const double first_ms = ms_since(t0);
   const zc::compiler::Stats s = zc::compiler::stats();
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
     t0 = std::chrono::steady_clock::now();
     fast(inputs);
+    finish();
     times.push_back(ms_since(t0));
   }
   std::sort(times.begin(), times.end());
   const double median = times.empty() ? 0 : times[times.size() / 2];
   double max_diff = -1;
+  for (zc::Tensor& t : out) t = t.to(zc::Device::cpu());
   if (check) {
-    const std::vector<zc::Tensor> eager = (*model)(inputs);
+    std::vector<zc::Tensor> eager = (*model)(inputs);
+    for (zc::Tensor& t : eager) t = t.to(zc::Device::cpu());
     max_diff = 0;
     for (size_t k = 0; k < out.size(); ++k) {
       zc::Tensor d = zc::abs(out[k].to(zc::DType::f64) - eager[k].to(zc::DType::f64));
