@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "nn/init.h"
 #include "zc/factories.h"
 #include "zc/nn.h"
 #include "zc/ops.h"
@@ -12,23 +13,12 @@ namespace zc::nn {
 
 namespace {
 
-void check_positive(const char* module, const char* what, int64_t value) {
-  if (value <= 0) {
-    throw Error(std::string(module) + ": " + what + " must be positive, got " +
-                std::to_string(value));
-  }
-}
-
 // (h, w) of a one-or-two-number window argument.
 std::pair<int64_t, int64_t> hw(const char* module, const std::vector<int64_t>& v) {
   if (v.size() == 1) return {v[0], v[0]};
   if (v.size() == 2) return {v[0], v[1]};
   throw Error(std::string(module) + ": kernel_size takes 1 or 2 numbers, got " +
               std::to_string(v.size()));
-}
-
-Tensor uniform(const Shape& shape, double bound) {
-  return (rand(shape) * 2.0 - 1.0) * bound;
 }
 
 }  // namespace

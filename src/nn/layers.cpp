@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "nn/init.h"
 #include "zc/factories.h"
 #include "zc/nn.h"
 #include "zc/ops.h"
@@ -12,22 +13,10 @@ namespace zc::nn {
 
 namespace {
 
-void check_positive(const char* module, const char* what, int64_t value) {
-  if (value <= 0) {
-    throw Error(std::string(module) + ": " + what + " must be positive, got " +
-                std::to_string(value));
-  }
-}
-
 std::string format_double(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
-}
-
-// Uniform in [-bound, bound), the distribution torch.nn.Linear draws its weights and bias from.
-Tensor uniform(const Shape& shape, double bound) {
-  return (rand(shape) * 2.0 - 1.0) * bound;
 }
 
 }  // namespace
