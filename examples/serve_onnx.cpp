@@ -59,9 +59,8 @@ int main(int argc, char** argv) {
     }
     std::sort(times.begin(), times.end());
     if (!times.empty()) {
-      std::printf("%d requests: median %.3f ms, output %s %s\n", requests,
-                  times[times.size() / 2], model->outputs()[0].name.c_str(),
-                  zc::shape_str(out[0].shape()).c_str());
+      std::printf("%d requests: median %.3f ms, output %s %s\n", requests, times[times.size() / 2],
+                  model->outputs()[0].name.c_str(), zc::shape_str(out[0].shape()).c_str());
     }
   } catch (const zc::Error& e) {
     std::fprintf(stderr, "serve_onnx: %s\n", e.what());

@@ -500,13 +500,21 @@ void check_torch_export(const std::string& name, const std::function<Tensor(int6
 TEST(OnnxImport, AGpt2DecoderExportedByTorchMatchesOnnxRuntime) {
   manual_seed(44);
   check_torch_export(
-      "gpt2_tiny.onnx", [](int64_t j) { return randint(0, 100, {1 + 2 * j, 12 + 8 * j}); }, 1e-4);
+      "gpt2_tiny.onnx",
+      [](int64_t j) {
+        return randint(0, 100, {1 + 2 * j, 12 + 8 * j});
+      },
+      1e-4);
 }
 
 TEST(OnnxImport, TorchvisionResNet18ExportedByTorchMatchesOnnxRuntime) {
   manual_seed(43);
-  check_torch_export("resnet18_w8.onnx", [](int64_t j) { return randn({1 + 2 * j, 3, 64, 64}); },
-                     1e-4);
+  check_torch_export(
+      "resnet18_w8.onnx",
+      [](int64_t j) {
+        return randn({1 + 2 * j, 3, 64, 64});
+      },
+      1e-4);
   // Its blocks are found in the exporter's scopes: layer1's two blocks (the only equal ones of a
   // ResNet-18; every later stage opens with a downsampling block) are one graph.
   auto model = onnx::load(std::string(ZC_TEST_SOURCE_DIR) + "/data/onnx/resnet18_w8.onnx");
