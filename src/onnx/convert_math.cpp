@@ -97,19 +97,6 @@ V reduce(const NodeArgs& a) {
   return {F(x, axes, keep)};
 }
 
-Tensor sum3(const Tensor& x, const std::vector<int64_t>& d, bool k) {
-  return sum(x, d, k);
-}
-Tensor mean3(const Tensor& x, const std::vector<int64_t>& d, bool k) {
-  return mean(x, d, k);
-}
-Tensor amax3(const Tensor& x, const std::vector<int64_t>& d, bool k) {
-  return amax(x, d, k);
-}
-Tensor amin3(const Tensor& x, const std::vector<int64_t>& d, bool k) {
-  return amin(x, d, k);
-}
-
 V where_op(const NodeArgs& a) {
   return {where(a.in(0), a.in(1), a.in(2))};
 }
@@ -193,10 +180,10 @@ void add_math_rules(std::vector<OpRule>& r) {
   r.push_back({"Gemm", gemm, {"alpha", "beta", "transA", "transB"}});
   r.push_back({"Softmax", softmax_op, {"axis"}});
   r.push_back({"LogSoftmax", log_softmax_op, {"axis"}});
-  r.push_back({"ReduceSum", reduce<sum3>, {"keepdims", "noop_with_empty_axes"}});
-  r.push_back({"ReduceMean", reduce<mean3>, {"axes", "keepdims"}});
-  r.push_back({"ReduceMax", reduce<amax3>, {"axes", "keepdims"}});
-  r.push_back({"ReduceMin", reduce<amin3>, {"axes", "keepdims"}});
+  r.push_back({"ReduceSum", reduce<sum>, {"keepdims", "noop_with_empty_axes"}});
+  r.push_back({"ReduceMean", reduce<mean>, {"axes", "keepdims"}});
+  r.push_back({"ReduceMax", reduce<amax>, {"axes", "keepdims"}});
+  r.push_back({"ReduceMin", reduce<amin>, {"axes", "keepdims"}});
   r.push_back({"Clip", clip, {}});
   r.push_back({"Cast", cast_op, {"to"}});
   r.push_back({"Identity", identity, {}});

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <iterator>
 #include <memory>
 #include <unordered_map>
 
