@@ -15,3 +15,8 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure -j2 "$@"
+# The full run also builds the thread tests with ThreadSanitizer (docs/serving.md, "Calls from
+# many threads"): 8 threads x 1000 calls with recompiles and async compile, and no report.
+if [ $# -eq 0 ]; then
+  ./scripts/tsan-test.sh
+fi

@@ -68,6 +68,39 @@ struct CompileOptions {
   Dynamic dynamic = Dynamic::Auto;
   // Dims dynamic from the first call, under any `dynamic` but Static.
   std::vector<DynamicDim> dynamic_dims;
+  // Compile in the background (docs/serving.md): a call whose inputs no compiled graph serves
+  // starts their compile on another thread and waits for it only while the caches serve it (a
+  // warm cache: a load of milliseconds); once a compiler would run, the call runs the module's
+  // forward eagerly, as does every call of those inputs until their code is ready. Then calls
+  // switch to it. A call never waits for the system compiler. A failed background compile is
+  // printed once and its inputs keep running eagerly (wait_for_compiles() raises it).
+  bool async_compile = false;
+  // ROI report (compiler::report()): time a few calls eagerly instead of compiled (the 2nd,
+  // 10th, 100th, 1000th... call of the module) so the report can say what compiling saves.
+  // ZC_LOGS=roi turns it on for every module.
+  bool roi_sampling = false;
+  // Also stop compiling a module whose eager forward measures faster than its compiled code
+  // (by more than 5%, from the 10th call on): it runs eagerly from then on, logged. Implies
+  // roi_sampling.
+  bool roi_guard = false;
+};
+
+// What CompiledModule::warmup did for each example call.
+struct WarmupReport {
+  struct Item {
+    std::string inputs;  // "input [4, 128] i64"
+    // "compiled (3 compiler runs)", "from the caches", "already compiled", "served by a size
+    // template", or "traced on every call (graph break)"
+    std::string result;
+    bool training = false;  // the backward was compiled too (the call wants gradients)
+    int64_t compiler_runs = 0;
+    double ms = 0;
+  };
+  std::vector<Item> items;
+  double ms = 0;
+  int64_t compiler_runs = 0;
+  std::string str() const;
+  std::string json() const;
 };
 
 class CompiledModule {
@@ -80,6 +113,18 @@ class CompiledModule {
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
   const std::shared_ptr<nn::Module>& module() const;
   const CompileOptions& options() const;
+
+  // Compiles (or loads from the caches) everything these calls need, before traffic arrives:
+  // each element is one call's inputs. Calls whose inputs or the module's parameters want
+  // gradients compile their backward too. Runs no arithmetic of the model (beyond what a graph
+  // break's segments need to trace), waits for the compiler even under async_compile, and
+  // raises what compiling raises.
+  WarmupReport warmup(const std::vector<std::vector<Tensor>>& calls) const;
+  // One-tensor calls: fast.warmup({x_batch1, x_batch8}).
+  WarmupReport warmup(const std::vector<Tensor>& one_tensor_calls) const;
+  // Waits until the background compiles (async_compile) started so far have finished; raises
+  // zc::Error naming the inputs and the error of each one that failed.
+  void wait_for_compiles() const;
 
   struct State;
   explicit CompiledModule(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -132,6 +177,10 @@ struct Stats {
   // Graphs loaded before the compile that needs them asked, because the previous process
   // recorded that this compile loads them (a warm training step's backward).
   int64_t graphs_preloaded = 0;
+  // CompileOptions::async_compile: compiles started on a background thread, and calls that ran
+  // the module's forward eagerly meanwhile (or after their compile failed, or under roi_guard).
+  int64_t async_compiles = 0;
+  int64_t eager_calls = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   // A training call's backward compiles while its forward runs, outside this time.
@@ -155,6 +204,35 @@ void reset_stats();
 // distinct product, ordered: "f32 NN 512x768x256 ld 256,768,768 -> oneDNN, 8 of 16 threads
 // (412.0 us; default 455.1 us)".
 std::vector<std::string> autotune_choices();
+// The return on compile time of one compiled module (runtime/roi.h): what compiling cost, what
+// a call costs compiled and eagerly, after how many calls the compile pays for itself.
+struct ModuleRoi {
+  std::string module;  // type name and creation number: "GPT#1"
+  int64_t compiles = 0;
+  double compile_ms = 0;  // capture, compile or load, in the foreground or the background
+  int64_t compiled_calls = 0;
+  double compiled_ms_per_call = 0;  // the median of the last 64 compiled calls
+  int64_t eager_calls = 0;          // calls that ran eagerly (async compile, samples, roi_guard)
+  int64_t eager_samples = 0;        // of which samples (CompileOptions::roi_sampling)
+  double eager_ms_per_call = 0;     // the median of the eager calls
+  // Known once both kinds of call were timed: eager minus compiled per call; calls for the
+  // compile to pay off (-1: never, or unknown); what compiling saved so far minus its cost.
+  double gain_ms_per_call = 0;
+  int64_t break_even_calls = -1;
+  double net_ms = 0;
+  bool gave_up = false;  // roi_guard found compiled code slower: it runs eagerly
+  std::string str() const;
+};
+
+struct Report {
+  std::vector<ModuleRoi> modules;  // in creation order, including modules since destroyed
+  std::string str() const;
+  std::string json() const;
+};
+
+// Every compiled module of this process; ZC_LOGS=roi also prints it at exit.
+Report report();
+
 // Drops every compiled graph of this process; compiled modules capture again on their next
 // call. Persistent caches are kept.
 void reset();

@@ -1,5 +1,7 @@
 #include "capture/capture.h"
 
+#include "capture/trace_lock.h"
+
 namespace zc::capture {
 
 namespace {
@@ -7,6 +9,7 @@ Captured trace(nn::Module& module, std::span<const Tensor> inputs, const Segment
                bool fullgraph, bool one_tensor) {
   if (inputs.empty()) throw Error(module.type_name() + ": called with no input tensors");
   Captured out;
+  CaptureScope exclusive;  // the parameters are marked traced until the tracer goes
   Tracer tracer(runner, fullgraph);
   for (const auto& [name, p] : module.named_parameters()) tracer.mark_parameter(p);
   for (const auto& [name, b] : module.named_buffers()) tracer.mark_parameter(b);
@@ -48,6 +51,7 @@ Captured capture_module(nn::Module& module, const Tensor& x, const SegmentRunner
 Captured capture_function(std::span<const Tensor> inputs,
                           const std::function<std::vector<Tensor>()>& fn) {
   Captured out;
+  CaptureScope exclusive;
   Tracer tracer(nullptr, /*fullgraph=*/true);
   for (const Tensor& t : inputs) tracer.mark_parameter(t);
   std::vector<Tensor> results;

@@ -14,6 +14,7 @@
 #include "runtime/autotune.h"
 #include "runtime/bf16_products.h"
 #include "runtime/code_cache.h"
+#include "runtime/compile_events.h"
 #include "runtime/compile_keys.h"
 #include "runtime/size_templates.h"
 #include "util/log.h"
@@ -76,6 +77,7 @@ std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
   if (store) {
     if (auto e = store->get(key)) return std::move(e->payload);
   }
+  note_cold_work();
   std::vector<uint8_t> binary = backend.build(source);
   *build_ms = t.ms();
   zc::stats::add(zc::stats::Counter::compiler_invocations);
@@ -119,6 +121,8 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
     }
   } release{store, graph_key, flight.token};
 
+  // Without a size template to serve it, a graph the graph level lacks is compiled.
+  if (!size_templates || !backend.serves_many_sizes()) note_cold_work();
   Timer t;
   std::vector<uint8_t> lowered = lowered_bytes(g, backend, store, c.keys);
   // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
@@ -137,6 +141,7 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
     }
   }
 
+  note_cold_work();
   t = Timer();
   codegen::CodegenResult code = codegen::codegen(lowered_graph, backend);
   double codegen_ms = t.ms();

@@ -1,22 +1,30 @@
 // The call path of a compiled module: guard check, then one run of the executable; on a guard
 // miss, capture and compile first.
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "autograd/node.h"
 #include "autograd/record.h"
 #include "capture/capture.h"
 #include "capture/guards.h"
+#include "capture/trace_lock.h"
 #include "ir/canonical.h"
 #include "nn/epoch.h"
 #include "runtime/code_cache.h"
+#include "runtime/compile_events.h"
 #include "runtime/compile_graph.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/hierarchical.h"
+#include "runtime/roi.h"
 #include "runtime/specialization_table.h"
 #include "util/log.h"
 #include "util/stats.h"
 #include "util/timer.h"
+#include "zc/autograd.h"
 #include "zc/compile.h"
 
 namespace zc {
@@ -24,18 +32,48 @@ namespace zc {
 using runtime::Backend;
 using Entry = runtime::Specialization;
 
-struct CompiledModule::State {
+// What a compiled module's handles and its background compiles share.
+struct Core {
   std::shared_ptr<nn::Module> module;
   CompileOptions options;  // options.backend as asked: resolved per input device at capture
+  std::shared_ptr<runtime::RoiRecord> roi;
+  bool sample_eager = false;  // roi_sampling, roi_guard or ZC_LOGS=roi
 
   std::mutex mu;  // guards the fields below; never held while running user code or kernels
   runtime::SpecializationTable entries;
   bool retrace_always = false;  // the trace broke: every call traces again
+  bool eager_only = false;      // roi_guard measured eager faster
   uint64_t epoch = 0;
   uint64_t fingerprint = 0;
   uint64_t generation = 0;
-  std::mutex capture_mu;  // one capture at a time per module: it marks shared parameters
+  int64_t hits = 0;  // guard hits, numbering the ROI samples
+  // async_compile: the inputs being compiled in the background, and those whose compile failed
+  // (they run eagerly).
+  struct Pending {
+    std::vector<capture::InputGuard> guards;
+    std::shared_ptr<std::atomic<bool>> done;
+    uint64_t cold_before;  // runtime::cold_work_count() when it started
+  };
+  std::vector<Pending> pending;
+  struct Failed {
+    std::vector<capture::InputGuard> guards;
+    std::string inputs, error;
+  };
+  std::vector<Failed> failed;
+  int running = 0;  // background compiles not finished
+  std::condition_variable idle;
+
+  std::mutex capture_mu;  // one capture and compile at a time per module
   runtime::DynamicShapes dynamic{Dynamic::Auto, {}};  // under capture_mu
+};
+
+// A handle's state: its destruction waits for the background compiles, which hold the Core.
+struct CompiledModule::State {
+  std::shared_ptr<Core> core;
+  ~State() {
+    std::unique_lock lock(core->mu);
+    core->idle.wait(lock, [&] { return core->running == 0; });
+  }
 };
 
 namespace {
@@ -136,17 +174,18 @@ Device call_device(std::span<const Tensor> xs, const nn::Module& module) {
 }
 
 // The call path, for any number of inputs.
-std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs);
+std::vector<Tensor> call(const std::shared_ptr<Core>& c, std::span<const Tensor> xs);
 
 }  // namespace
 
 Tensor CompiledModule::operator()(const Tensor& x) const {
   if (!x.defined()) throw Error("compiled module: called with an undefined Tensor");
-  // Inside another capture, a compiled module is traced through like any module call.
-  if (x.is_traced()) return (*state_->module)(x);
-  std::vector<Tensor> out = call(*state_, std::span<const Tensor>(&x, 1));
+  // Inside another capture, a compiled module is traced through like any module call; inside
+  // an eager run of an enclosing compiled module, it runs eagerly too.
+  if (x.is_traced() || capture::in_eager_scope()) return (*state_->core->module)(x);
+  std::vector<Tensor> out = call(state_->core, std::span<const Tensor>(&x, 1));
   if (out.size() != 1) {
-    throw Error("compiled module " + state_->module->type_name() + ": its forward returns " +
+    throw Error("compiled module " + state_->core->module->type_name() + ": its forward returns " +
                 std::to_string(out.size()) +
                 " tensors; call it with a std::vector<Tensor> to receive them all");
   }
@@ -154,77 +193,100 @@ Tensor CompiledModule::operator()(const Tensor& x) const {
 }
 
 std::vector<Tensor> CompiledModule::operator()(const std::vector<Tensor>& inputs) const {
+  const Core& c = *state_->core;
   if (inputs.empty()) {
-    throw Error("compiled module " + state_->module->type_name() +
-                ": called with no input tensors");
+    throw Error("compiled module " + c.module->type_name() + ": called with no input tensors");
   }
   bool traced = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) {
-      throw Error("compiled module " + state_->module->type_name() + ": input " +
-                  std::to_string(i) + " is an undefined Tensor");
+      throw Error("compiled module " + c.module->type_name() + ": input " + std::to_string(i) +
+                  " is an undefined Tensor");
     }
     traced = traced || inputs[i].is_traced();
   }
-  if (traced) return (*state_->module)(inputs);
-  return call(*state_, inputs);
+  if (traced || capture::in_eager_scope()) return (*c.module)(inputs);
+  return call(state_->core, inputs);
 }
 
 namespace {
 
-std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs) {
-  std::shared_ptr<const Entry> hit;
-  bool had_entries = false;
-  {
-    std::lock_guard lock(s.mu);
-    uint64_t gen = runtime::code_cache_generation();
-    if (gen != s.generation) {
-      s.entries.clear();
-      s.retrace_always = false;
-      s.generation = gen;
-    }
-    uint64_t epoch = nn::module_epoch();
-    if (epoch != s.epoch) {
-      uint64_t fp = capture::module_fingerprint(*s.module);
-      if (fp != s.fingerprint) s.entries.clear();
-      s.fingerprint = fp;
-      s.epoch = epoch;
-    }
-    had_entries = !s.entries.empty();
-    if (!s.retrace_always) hit = s.entries.find(xs);
+bool guards_match(const std::vector<capture::InputGuard>& guards, std::span<const Tensor> xs) {
+  if (guards.size() != xs.size()) return false;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!capture::guard_matches(guards[i], capture::input_guard_hash(xs[i]), xs[i])) return false;
   }
-  if (hit) {
-    zc::stats::add(zc::stats::Counter::guard_hits);
-    return run_entry(*hit, xs, *s.module);
-  }
+  return true;
+}
 
-  // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
-  // may find the entry the other one made.
-  std::lock_guard capture_lock(s.capture_mu);
+// The module's forward, as plain code: no capture may mark its parameters meanwhile.
+std::vector<Tensor> run_eager(Core& c, std::span<const Tensor> xs, bool sample) {
+  zc::stats::add(zc::stats::Counter::eager_calls);
+  Timer t;
+  std::vector<Tensor> out;
   {
-    std::lock_guard lock(s.mu);
-    if (!s.retrace_always) hit = s.entries.find(xs);
+    capture::EagerScope eager;
+    out = (*c.module)(std::vector<Tensor>(xs.begin(), xs.end()));
   }
-  if (hit) return run_entry(*hit, xs, *s.module);
+  c.roi->add_eager_call(t.ms(), sample);
+  return out;
+}
 
+// A call that hit a compiled specialization: runs it, timed for the ROI report, or runs the
+// module eagerly when this is one of its ROI samples (and then, under roi_guard, may find the
+// compiled code not worth it).
+std::vector<Tensor> run_hit(Core& c, const Entry& e, std::span<const Tensor> xs, int64_t n) {
+  zc::stats::add(zc::stats::Counter::guard_hits);
+  if (c.sample_eager && runtime::RoiRecord::is_sample(n)) {
+    std::vector<Tensor> out = run_eager(c, xs, /*sample=*/true);
+    ZC_LOG(roi) << c.roi->snapshot().str();
+    if (c.options.roi_guard && c.roi->gain_is_negative()) {
+      c.roi->give_up();
+      {
+        std::lock_guard lock(c.mu);
+        c.eager_only = true;
+      }
+      std::fprintf(stderr, "[zc] roi_guard: %s\n", c.roi->snapshot().str().c_str());
+    }
+    return out;
+  }
+  Timer t;
+  std::vector<Tensor> out = run_entry(e, xs, *c.module);
+  c.roi->add_compiled_call(t.ms());
+  return out;
+}
+
+// What a guard miss made: the specialization to add (null for a trace that broke, whose last
+// segment `entry` still holds for this call), and what this call wants of it.
+struct Made {
+  std::shared_ptr<Entry> entry;
+  int breaks = 0;
+  std::vector<bool> wanted;
+};
+
+// Captures the module at `xs` and compiles what a call with them needs (the backward too when
+// `whole_step`). The caller holds c.capture_mu. `recapture`: the module had compiled graphs
+// (a recompile, counted and logged).
+Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool recapture) {
   Timer ready_timer, capture_timer;
-  const Backend& backend = runtime::resolve_backend(s.options.backend, call_device(xs, *s.module));
-  // Waited for when this call returns or throws.
+  const Backend& backend = runtime::resolve_backend(c.options.backend, call_device(xs, *c.module));
+  // Waited for when this returns or throws.
   std::future<void> connection = runtime::prefetch_remote(backend);
   auto runner = [&](const ir::Graph& g, std::span<const Tensor> inputs) {
     return run_segment(g, inputs, backend);
   };
-  capture::Captured cap = capture::capture_module(*s.module, xs, runner, s.options.fullgraph);
+  capture::Captured cap = capture::capture_module(*c.module, xs, runner, c.options.fullgraph);
   ir::Graph& graph = cap.graph;
   const std::vector<capture::InputBinding>& bindings = cap.bindings;
-  int breaks = cap.breaks;
+  Made made;
+  made.breaks = cap.breaks;
+  const int breaks = cap.breaks;
   double capture_ms = capture_timer.ms();
   zc::stats::add_time(zc::stats::Stage::capture, capture_ms);
   zc::stats::add(zc::stats::Counter::graphs_captured);
   if (breaks) zc::stats::add(zc::stats::Counter::graph_breaks, breaks);
-  const bool recapture = had_entries && !s.retrace_always;
   if (recapture) zc::stats::add(zc::stats::Counter::recompiles);
-  ZC_LOG(timing) << "capture " << s.module->type_name() << ": " << capture_ms << " ms, "
+  ZC_LOG(timing) << "capture " << c.module->type_name() << ": " << capture_ms << " ms, "
                  << graph.nodes.size() << " nodes, " << breaks << " graph breaks";
 
   auto entry = std::make_shared<Entry>();
@@ -234,57 +296,313 @@ std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs) {
   // break segments stay flat (they are re-traced on every call anyway), and an interpreter has
   // nothing to compile once.
   variants.hierarchical =
-      s.options.regions == Regions::Auto && !backend.interprets() && breaks == 0;
-  variants.replay = s.options.cuda_graphs && breaks == 0;  // a broken trace re-traces
+      c.options.regions == Regions::Auto && !backend.interprets() && breaks == 0;
+  variants.replay = c.options.cuda_graphs && breaks == 0;  // a broken trace re-traces
   variants.whole = breaks == 0;
-  variants.size_templates = s.options.dynamic != Dynamic::Static;
-  variants.products.autotune = s.options.mode == Mode::MaxAutotune;
-  variants.products.bf16 = s.options.matmul_precision == MatmulPrecision::Bf16;
+  variants.size_templates = c.options.dynamic != Dynamic::Static;
+  variants.products.autotune = c.options.mode == Mode::MaxAutotune;
+  variants.products.bf16 = c.options.matmul_precision == MatmulPrecision::Bf16;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
     variants.per_call.push_back(bindings[i].kind == ir::InputKind::user);
     if (variants.per_call.back()) entry->user_slots.push_back({i, bindings[i].user});
   }
-  ZC_LOG(regions) << s.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
+  ZC_LOG(regions) << c.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";
   // A dim that became dynamic with this call: code for all its sizes is made now, and this
   // size (like every later one) then finds it in the caches. Templates serve inference graphs;
   // a training call leaves the dim to the next inference call.
-  const std::vector<bool> wanted = wanted_gradients(*entry, xs);
+  made.wanted = wanted_gradients(*entry, xs);
   const int64_t compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
-  runtime::GuardMiss miss =
-      s.dynamic.on_guard_miss(xs, breaks == 0 && backend.serves_many_sizes() && wanted.empty());
+  runtime::GuardMiss miss = c.dynamic.on_guard_miss(
+      xs, breaks == 0 && backend.serves_many_sizes() && made.wanted.empty());
   if (!miss.dynamic.empty()) {
-    runtime::compile_for_all_sizes(*s.module, xs, miss.dynamic, graph, backend,
+    runtime::compile_for_all_sizes(*c.module, xs, miss.dynamic, graph, backend,
                                    variants.hierarchical);
   }
   entry->code =
       std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
   // Compiled now, for what this call needs (training or inference), so that "ready" counts it
   // (a recompile's log counts the backward's compiler runs too).
-  prepare(*entry, wanted, recapture);
+  prepare(*entry, made.wanted, whole_step);
   if (recapture) {
     // The process-wide count: exact unless other modules compile at the same time.
     const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;
-    ZC_LOG(recompiles) << s.module->type_name() << ": " << inputs_str(xs)
+    ZC_LOG(recompiles) << c.module->type_name() << ": " << inputs_str(xs)
                        << " matched no compiled graph's guards (" << miss.changed << "): "
                        << (ran == 0 ? "served by the caches and size templates, no compiler run"
                                     : std::to_string(ran) + " compiler run(s)");
   }
-  zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
-  std::vector<Tensor> out = run_entry(*entry, xs, wanted, *s.module);
-  {
-    std::lock_guard lock(s.mu);
-    if (breaks) {
-      s.retrace_always = true;
-    } else {
-      s.entries.add(std::move(entry));
-    }
+  const double ready_ms = ready_timer.ms();
+  zc::stats::add_time(zc::stats::Stage::ready, ready_ms);
+  c.roi->add_compile(ready_ms);
+  made.entry = std::move(entry);
+  return made;
+}
+
+// Adds what compile_for made; a trace that broke makes every later call trace again.
+void publish(Core& c, Made& made) {
+  std::lock_guard lock(c.mu);
+  if (made.breaks) {
+    c.retrace_always = true;
+  } else {
+    c.entries.add(made.entry);
+  }
+}
+
+// Copies of the call's inputs for a compile on another thread, which may outlive the call and
+// must not see the caller reuse their memory; they keep requires_grad, which decides what is
+// compiled.
+std::vector<Tensor> inputs_for_later(std::span<const Tensor> xs) {
+  std::vector<Tensor> out;
+  NoGradGuard no_grad;
+  for (const Tensor& x : xs) {
+    Tensor copy = x.detach().clone();
+    if (x.requires_grad()) copy.requires_grad_(true);
+    out.push_back(std::move(copy));
   }
   return out;
 }
 
+// The background compile of one kind of input (async_compile).
+void compile_in_background(std::shared_ptr<Core> cp, std::vector<Tensor> xs, bool grad_mode,
+                           bool recapture, std::shared_ptr<std::atomic<bool>> done) {
+  Core& c = *cp;
+  std::vector<capture::InputGuard> guards;
+  for (const Tensor& x : xs) guards.push_back(capture::input_guard(x));
+  try {
+    GradMode::set_enabled(grad_mode);  // this thread's mode, as the call's
+    Timer t;
+    Made made;
+    {
+      std::lock_guard capture_lock(c.capture_mu);
+      made = compile_for(c, xs, /*whole_step=*/true, recapture);
+    }
+    publish(c, made);
+    ZC_LOG(recompiles) << c.module->type_name() << ": background compile for " << inputs_str(xs)
+                       << " ready in " << t.ms() << " ms";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "[zc] warning: the background compile of %s for %s failed; calls with those "
+                 "inputs run eagerly: %s\n",
+                 c.module->type_name().c_str(), inputs_str(xs).c_str(), e.what());
+    std::lock_guard lock(c.mu);
+    c.failed.push_back({guards, inputs_str(xs), e.what()});
+  }
+  {
+    std::lock_guard lock(c.mu);
+    std::erase_if(c.pending, [&](const Core::Pending& p) { return p.done == done; });
+  }
+  done->store(true);
+  runtime::note_compile_finished();
+  std::lock_guard lock(c.mu);
+  if (--c.running == 0) c.idle.notify_all();
+}
+
+// A guard miss under async_compile: starts the compile of these inputs unless one runs; waits
+// for it while the caches serve it; else runs the module eagerly.
+std::vector<Tensor> call_async(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs,
+                               bool had_entries) {
+  Core& c = *cp;
+  std::shared_ptr<std::atomic<bool>> done;
+  uint64_t cold_before = 0;
+  bool start = false;
+  {
+    std::lock_guard lock(c.mu);
+    for (const Core::Failed& f : c.failed) {
+      if (guards_match(f.guards, xs)) return run_eager(c, xs, false);
+    }
+    for (const Core::Pending& p : c.pending) {
+      if (guards_match(p.guards, xs)) {
+        done = p.done;
+        cold_before = p.cold_before;
+      }
+    }
+    if (!done) {
+      std::vector<capture::InputGuard> guards;
+      for (const Tensor& x : xs) guards.push_back(capture::input_guard(x));
+      done = std::make_shared<std::atomic<bool>>(false);
+      cold_before = runtime::cold_work_count();
+      c.pending.push_back({std::move(guards), done, cold_before});
+      ++c.running;
+      start = true;
+    }
+  }
+  if (start) {
+    zc::stats::add(zc::stats::Counter::async_compiles);
+    try {
+      std::thread(compile_in_background, cp, inputs_for_later(xs), GradMode::is_enabled(),
+                  had_entries, done)
+          .detach();
+    } catch (...) {
+      std::lock_guard lock(c.mu);
+      std::erase_if(c.pending, [&](const Core::Pending& p) { return p.done == done; });
+      if (--c.running == 0) c.idle.notify_all();
+      throw;
+    }
+  }
+  runtime::wait_until_done_or_cold(cold_before, [&] { return done->load(); });
+  if (done->load()) {
+    std::shared_ptr<const Entry> hit;
+    int64_t n = 0;
+    {
+      std::lock_guard lock(c.mu);
+      if (!c.retrace_always) hit = c.entries.find(xs);
+      n = ++c.hits;
+    }
+    if (hit) return run_hit(c, *hit, xs, n);
+  }
+  return run_eager(c, xs, false);
+}
+
+// Under c.mu: forgets the compiled graphs that compiler::reset() dropped, or that a change of
+// the module's structure (a parameter replaced, train/eval) made wrong.
+void drop_stale_entries(Core& c) {
+  uint64_t gen = runtime::code_cache_generation();
+  if (gen != c.generation) {
+    c.entries.clear();
+    c.retrace_always = false;
+    c.generation = gen;
+  }
+  uint64_t epoch = nn::module_epoch();
+  if (epoch != c.epoch) {
+    uint64_t fp = capture::module_fingerprint(*c.module);
+    if (fp != c.fingerprint) c.entries.clear();
+    c.fingerprint = fp;
+    c.epoch = epoch;
+  }
+}
+
+std::vector<Tensor> call(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs) {
+  Core& c = *cp;
+  std::shared_ptr<const Entry> hit;
+  bool had_entries = false, eager_only = false;
+  int64_t n = 0;
+  {
+    std::lock_guard lock(c.mu);
+    drop_stale_entries(c);
+    had_entries = !c.entries.empty();
+    eager_only = c.eager_only;
+    if (!c.retrace_always && !eager_only) hit = c.entries.find(xs);
+    if (hit) n = ++c.hits;
+  }
+  if (hit) return run_hit(c, *hit, xs, n);
+  if (eager_only) return run_eager(c, xs, false);
+  if (c.options.async_compile && !c.retrace_always) return call_async(cp, xs, had_entries);
+
+  // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
+  // may find the entry the other one made.
+  std::unique_lock capture_lock(c.capture_mu);
+  {
+    std::lock_guard lock(c.mu);
+    if (!c.retrace_always) hit = c.entries.find(xs);
+  }
+  if (hit) {
+    capture_lock.unlock();
+    return run_entry(*hit, xs, *c.module);
+  }
+  const bool recapture = had_entries && !c.retrace_always;
+  Made made = compile_for(c, xs, /*whole_step=*/recapture, recapture);
+  std::vector<Tensor> out = run_entry(*made.entry, xs, made.wanted, *c.module);
+  publish(c, made);
+  return out;
+}
+
+WarmupReport::Item warmup_one(Core& c, std::span<const Tensor> xs) {
+  WarmupReport::Item item;
+  item.inputs = inputs_str(xs);
+  Timer t;
+  const int64_t runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
+  const int64_t templates = zc::stats::read(zc::stats::Counter::template_hits);
+  std::shared_ptr<const Entry> hit;
+  bool had_entries = false, broke = false;
+  {
+    std::lock_guard capture_lock(c.capture_mu);
+    {
+      std::lock_guard lock(c.mu);
+      drop_stale_entries(c);
+      had_entries = !c.entries.empty();
+      if (!c.retrace_always) hit = c.entries.find(xs);
+    }
+    if (hit) {
+      std::vector<bool> wanted = wanted_gradients(*hit, xs);
+      prepare(*hit, wanted, /*whole_step=*/true);
+      item.training = !wanted.empty() && hit->code->whole();
+    } else {
+      Made made = compile_for(c, xs, /*whole_step=*/true, had_entries && !c.retrace_always);
+      publish(c, made);
+      broke = made.breaks > 0;
+      item.training = !made.wanted.empty() && !broke;
+    }
+  }
+  item.ms = t.ms();
+  item.compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations) - runs;
+  if (broke) {
+    item.result = "traced on every call (graph break)";
+  } else if (item.compiler_runs > 0) {
+    item.result = "compiled (" + std::to_string(item.compiler_runs) + " compiler runs)";
+  } else if (zc::stats::read(zc::stats::Counter::template_hits) > templates) {
+    item.result = "served by a size template";
+  } else if (hit) {
+    item.result = "already compiled";
+  } else {
+    item.result = "from the caches";
+  }
+  return item;
+}
+
+WarmupReport warmup_calls(const std::shared_ptr<Core>& cp,
+                          const std::vector<std::vector<Tensor>>& calls) {
+  Core& c = *cp;
+  Timer t;
+  WarmupReport report;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::vector<Tensor>& xs = calls[i];
+    if (xs.empty()) {
+      throw Error("warmup of " + c.module->type_name() + ": call " + std::to_string(i) +
+                  " has no input tensors");
+    }
+    for (size_t j = 0; j < xs.size(); ++j) {
+      if (!xs[j].defined() || xs[j].is_traced()) {
+        throw Error("warmup of " + c.module->type_name() + ": call " + std::to_string(i) +
+                    " input " + std::to_string(j) +
+                    (xs[j].defined() ? " is a traced tensor" : " is an undefined Tensor") +
+                    "; warm up with the concrete inputs of a real call");
+      }
+    }
+    report.items.push_back(warmup_one(c, xs));
+    report.compiler_runs += report.items.back().compiler_runs;
+  }
+  report.ms = t.ms();
+  return report;
+}
+
 }  // namespace
+
+std::string WarmupReport::str() const {
+  std::string s;
+  char buf[64];
+  for (const Item& i : items) {
+    std::snprintf(buf, sizeof buf, "%.1f ms", i.ms);
+    s += i.inputs + ": " + i.result + (i.training ? ", with its backward" : "") + ", " + buf + "\n";
+  }
+  std::snprintf(buf, sizeof buf, "%.1f ms", ms);
+  return s + "warm-up: " + std::to_string(items.size()) + " calls, " +
+         std::to_string(compiler_runs) + " compiler runs, " + buf + "\n";
+}
+
+std::string WarmupReport::json() const {
+  std::string s = "{\"ms\":" + std::to_string(ms) +
+                  ",\"compiler_runs\":" + std::to_string(compiler_runs) + ",\"items\":[";
+  for (size_t k = 0; k < items.size(); ++k) {
+    const Item& i = items[k];
+    s += std::string(k ? "," : "") + "{\"inputs\":\"" + i.inputs + "\",\"result\":\"" + i.result +
+         "\",\"training\":" + (i.training ? "true" : "false") +
+         ",\"compiler_runs\":" + std::to_string(i.compiler_runs) +
+         ",\"ms\":" + std::to_string(i.ms) + "}";
+  }
+  return s + "]}";
+}
 
 namespace {
 class CompiledBlock final : public nn::Module {
@@ -307,10 +625,32 @@ std::shared_ptr<nn::Module> compiled(std::shared_ptr<nn::Module> module, Compile
 }
 
 const std::shared_ptr<nn::Module>& CompiledModule::module() const {
-  return state_->module;
+  return state_->core->module;
 }
 const CompileOptions& CompiledModule::options() const {
-  return state_->options;
+  return state_->core->options;
+}
+
+WarmupReport CompiledModule::warmup(const std::vector<std::vector<Tensor>>& calls) const {
+  return warmup_calls(state_->core, calls);
+}
+
+WarmupReport CompiledModule::warmup(const std::vector<Tensor>& one_tensor_calls) const {
+  std::vector<std::vector<Tensor>> calls;
+  for (const Tensor& x : one_tensor_calls) calls.push_back({x});
+  return warmup_calls(state_->core, calls);
+}
+
+void CompiledModule::wait_for_compiles() const {
+  Core& c = *state_->core;
+  std::unique_lock lock(c.mu);
+  c.idle.wait(lock, [&] { return c.running == 0; });
+  if (c.failed.empty()) return;
+  std::string what = "compiled module " + c.module->type_name() + ": " +
+                     std::to_string(c.failed.size()) +
+                     " background compile(s) failed; their calls run eagerly:";
+  for (const Core::Failed& f : c.failed) what += "\n  " + f.inputs + ": " + f.error;
+  throw Error(what);
 }
 
 CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
@@ -323,10 +663,14 @@ CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions option
                   "]; a dynamic dim needs sizes of 2 or more (max >= max(min, 2))");
     }
   }
+  auto core = std::make_shared<Core>();
+  core->dynamic = runtime::DynamicShapes(options.dynamic, options.dynamic_dims);
+  core->roi = runtime::new_roi_record(module->type_name());
+  core->sample_eager = options.roi_sampling || options.roi_guard || runtime::roi_logging();
+  core->module = std::move(module);
+  core->options = std::move(options);
   auto state = std::make_shared<CompiledModule::State>();
-  state->dynamic = runtime::DynamicShapes(options.dynamic, options.dynamic_dims);
-  state->module = std::move(module);
-  state->options = std::move(options);
+  state->core = std::move(core);
   return CompiledModule(std::move(state));
 }
 

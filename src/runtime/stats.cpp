@@ -37,6 +37,8 @@ Stats stats() {
   out.autotune_timings = c(Counter::autotune_timings);
   out.autotune_hits = c(Counter::autotune_hits);
   out.graphs_preloaded = c(Counter::graphs_preloaded);
+  out.async_compiles = c(Counter::async_compiles);
+  out.eager_calls = c(Counter::eager_calls);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -84,6 +86,8 @@ std::string Stats::str() const {
      << "autotune timings    " << autotune_timings << "\n"
      << "autotune hits       " << autotune_hits << "\n"
      << "graphs preloaded    " << graphs_preloaded << "\n"
+     << "async compiles      " << async_compiles << "\n"
+     << "eager calls         " << eager_calls << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -108,7 +112,8 @@ std::string Stats::json() const {
      << ",\"size_templates\":" << size_templates << ",\"template_hits\":" << template_hits
      << ",\"backwards_derived\":" << backwards_derived
      << ",\"autotune_timings\":" << autotune_timings << ",\"autotune_hits\":" << autotune_hits
-     << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"ready_ms\":" << ready_ms
+     << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"async_compiles\":" << async_compiles
+     << ",\"eager_calls\":" << eager_calls << ",\"ready_ms\":" << ready_ms
      << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
      << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
      << ",\"load_ms\":" << load_ms << ",\"autotune_ms\":" << autotune_ms << "}";

@@ -10,8 +10,8 @@
 namespace zc::logging {
 
 namespace {
-constexpr std::string_view kNames[] = {"cache",      "graph",   "output_code", "timing",
-                                       "recompiles", "regions", "fusion",      "kernels"};
+constexpr std::string_view kNames[] = {"cache",   "graph",  "output_code", "timing", "recompiles",
+                                       "regions", "fusion", "kernels",     "roi"};
 static_assert(std::size(kNames) == static_cast<size_t>(Topic::count));
 
 struct Config {
@@ -28,8 +28,9 @@ struct Config {
       std::string_view item(s.data() + pos, end - pos);
       bool matched = false;
       for (size_t i = 0; i < std::size(kNames); ++i) {
-        // `all` leaves out kernels, which changes how compiled CUDA graphs run (log.h).
-        const bool in_all = static_cast<Topic>(i) != Topic::kernels;
+        // `all` leaves out kernels and roi, which change how calls run (log.h).
+        const bool in_all =
+            static_cast<Topic>(i) != Topic::kernels && static_cast<Topic>(i) != Topic::roi;
         if (item == kNames[i] || (item == "all" && in_all)) {
           on[i] = true;
           matched = true;
@@ -38,7 +39,7 @@ struct Config {
       if (!matched && !item.empty()) {
         std::fprintf(stderr,
                      "[zc] ZC_LOGS: unknown topic '%.*s' (known: cache, graph, "
-                     "output_code, timing, recompiles, regions, fusion, kernels, all)\n",
+                     "output_code, timing, recompiles, regions, fusion, kernels, roi, all)\n",
                      static_cast<int>(item.size()), item.data());
       }
       pos = end + 1;

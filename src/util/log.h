@@ -1,8 +1,9 @@
-// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion,kernels: what to log to
+// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion,kernels,roi: what to log to
 // stderr, each line prefixed "[zc:<topic>]". Topics are read from the environment once; a
 // disabled topic costs one predictable branch and builds no message. `all` is every topic but
-// kernels: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a wait per
-// call; codegen/backends/cuda/kernel_profile.h), which a debugging log should not do unasked.
+// kernels and roi: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a
+// wait per call; codegen/backends/cuda/kernel_profile.h), and roi runs a few calls eagerly to
+// time them (runtime/roi.h), which a debugging log should not do unasked.
 // Timing lines also say when: "[zc:timing] [812.40 ms] ...", ms since libzc was loaded, so work
 // that overlaps (a background start, a wait for it) shows as such.
 #pragma once
@@ -22,6 +23,7 @@ enum class Topic : uint8_t {
   regions,
   fusion,
   kernels,
+  roi,  // compiled modules' return on the compile time (runtime/roi.h)
   count
 };
 

@@ -28,6 +28,8 @@ enum class Counter : uint8_t {
   autotune_timings,   // library products whose candidates max_autotune timed
   autotune_hits,      // library products whose choice came from the autotune cache level
   graphs_preloaded,   // graphs loaded through a load hint (runtime/load_hint.h)
+  async_compiles,     // compiles started in the background (CompileOptions::async_compile)
+  eager_calls,        // calls of compiled modules that ran their forward eagerly
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready

@@ -78,6 +78,7 @@ void concurrent_cpu(const std::function<zc::Tensor()>& call, int callers) {
 // MatmulPrecision::Bf16 and prints a second line, "bf16_max_rel_err E": the largest difference
 // of a call's result from an f32 compile's, relative to the largest |result|. With
 // `--train 1` a call is a training step (see bench.h), else a forward without gradients.
+// `--async 1` compiles with CompileOptions::async_compile (the first call may run eagerly).
 int child(const std::map<std::string, std::string>& a) {
   auto get = [&](const std::string& k, const std::string& d) {
     auto it = a.find(k);
@@ -139,6 +140,7 @@ int child(const std::map<std::string, std::string>& a) {
         .matmul_precision =
             precision == "bf16" ? zc::MatmulPrecision::Bf16 : zc::MatmulPrecision::Highest,
         .regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto};
+    options.async_compile = get("async", "0") == "1";
     auto fast = zc::compile(m, options);
     call = [fast, &x] { return fast(x); };
   }

@@ -5,6 +5,8 @@
 //   cache     seed64 and gpt-small: cold (empty cache dir), warm (same dir again), bundle (an
 //             empty dir warmed from the cold run's bundle), remote (an empty dir, and a Redis
 //             that the cold run filled)
+//   first-result  seed64 and gpt-small on an empty cache: the first call's time when it compiles
+//             first, and under async_compile (it runs eagerly while the code compiles)
 //   fleet     8 processes started at once, each with its own empty cache dir and one shared
 //             Redis, as 8 machines starting the same model: with single flight (one compiles,
 //             the rest wait for its entries) and without (ZC_REMOTE_CACHE_LOCK_MS=0)
@@ -17,7 +19,7 @@
 //             12-layer d=768 GPT blocks): a cold start without and with tuning (its tuning
 //             time), a warm start with it (which times nothing), and per call tuned against
 //             untuned, each repeat's processes one after another
-// --only train|autotune measures those rows alone.
+// --only train|autotune|first-result measures those rows alone.
 // `ready ms` is compiler::Stats::ready_ms: the wall time of the first call less its arithmetic
 // (capture, region planning, cache lookups, compile or load); `first ms` is the whole first
 // call. The Redis scenarios use --remote URL (a server whose zc keys may be cleared), or else a
@@ -84,6 +86,31 @@ Devices choose_devices(const std::string& option) {
   return d;
 }
 
+// Time to the first result on a cold cache: compiling before the first call returns, or
+// compiling in the background while it runs eagerly (CompileOptions::async_compile).
+void measure_first_result(const bench::Context& ctx, std::vector<Row>& rows) {
+  const std::string& self = ctx.self;
+  const std::string& root = ctx.root;
+  for (std::string model : {"seed64", "gpt-small"}) {
+    std::string m = model == "seed64" ? "--model seed --layers 64" : "--model gpt-small --layers 4";
+    Row sync{"first-result", model, "auto", "cold", "first_ms"}, async = sync;
+    async.regions = "async";
+    for (int i = 0; i < ctx.repeats; ++i) {
+      ctx.progress(model + " first result, async compile");
+      std::string dir = root + "/" + model + "-first" + std::to_string(i);
+      std::filesystem::create_directories(dir + "-sync");
+      std::filesystem::create_directories(dir + "-async");
+      Sample a = spawn(self, "ZC_CACHE_DIR=" + dir + "-sync", m);
+      Sample b = spawn(self, "ZC_CACHE_DIR=" + dir + "-async", m + " --async 1");
+      sync.values.push_back(a.first);
+      async.values.push_back(b.first);
+      sync.compiles = a.compiles;
+      async.compiles = b.compiles;
+    }
+    rows.insert(rows.end(), {sync, async});
+  }
+}
+
 // The CPU rows, as they were when the published CPU figures were taken.
 void measure_cpu(const bench::Context& ctx, bool quick, std::vector<Row>& rows) {
   const std::string& self = ctx.self;
@@ -133,6 +160,7 @@ void measure_cpu(const bench::Context& ctx, bool quick, std::vector<Row>& rows) 
     }
     rows.insert(rows.end(), {cold, warm, bundle, import});
   }
+  measure_first_result(ctx, rows);
   // Starts with a Redis: from a warm remote into an empty local dir, and a fleet starting cold.
   if (!ctx.remote_url.empty()) {
     const std::string redis = "ZC_REMOTE_CACHE=" + ctx.remote_url;
@@ -268,14 +296,15 @@ int cmd_bench(Args args) {
       device = value();
     } else if (a == "--only") {
       only = value();
-      if (only != "train" && only != "autotune") {
-        throw UsageError{"zc bench: --only takes train or autotune, not '" + only + "'"};
+      if (only != "train" && only != "autotune" && only != "first-result") {
+        throw UsageError{"zc bench: --only takes train, autotune or first-result, not '" + only +
+                         "'"};
       }
     } else {
-      throw UsageError{
-          "zc bench: unknown option '" + std::string(a) +
-          "'; expected --repeats N, --json FILE, --compare FILE, --quick, "
-          "--remote redis://HOST[:PORT][/DB], --device cpu|cuda|all or --only train|autotune"};
+      throw UsageError{"zc bench: unknown option '" + std::string(a) +
+                       "'; expected --repeats N, --json FILE, --compare FILE, --quick, "
+                       "--remote redis://HOST[:PORT][/DB], --device cpu|cuda|all or --only "
+                       "train|autotune|first-result"};
     }
   }
   const Devices devices = choose_devices(device);
@@ -315,6 +344,7 @@ int cmd_bench(Args args) {
     if (devices.cpu) measure_cpu(ctx, quick, rows);
     if (devices.cuda) failures = bench::measure_cuda(ctx, rows);
   }
+  if (only == "first-result" && devices.cpu) measure_first_result(ctx, rows);
   if ((only.empty() || only == "autotune") && devices.cpu) {
     measure_autotune(ctx, only == "autotune", rows);
   }
