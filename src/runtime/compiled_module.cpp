@@ -14,6 +14,7 @@
 #include "capture/trace_lock.h"
 #include "ir/canonical.h"
 #include "nn/epoch.h"
+#include "ops/cpu_threads.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_events.h"
 #include "runtime/compile_graph.h"
@@ -372,6 +373,10 @@ void compile_in_background(std::shared_ptr<Core> cp, std::vector<Tensor> xs, boo
   for (const Tensor& x : xs) guards.push_back(capture::input_guard(x));
   try {
     GradMode::set_enabled(grad_mode);  // this thread's mode, as the call's
+    // Counted as a call in flight, so that the eager calls meanwhile take a share of the CPU's
+    // threads and leave cores to the compiler: a full OpenMP team beside compiler processes
+    // oversubscribes the machine, and an eager gpt-small call then took 4-7x its time.
+    ops::CpuCallShare share;
     Timer t;
     Made made;
     {

@@ -147,6 +147,31 @@ TEST(AsyncCompile, TheFirstCallNeverWaitsForTheCompilerAndAWarmCacheSwitchesAtOn
   EXPECT_LT(warm.num("max_diff", "value"), 1e-4) << warm.out;
 }
 
+// On a GPU the background compile loads its kernels on a thread of its own, and the eager runs
+// meanwhile are the device's eager ops.
+TEST(AsyncCompileGpu, CallsEqualEagerBeforeAndAfterTheCodeIsReady) {
+  ZC_SKIP_WITHOUT_GPU();
+  NoGradGuard no_grad;
+  auto m = std::make_shared<Mlp>(32);
+  m->to(Device::cuda(0));
+  auto fast = compile(m, {.async_compile = true});
+  std::vector<Tensor> xs = {randn({4, 32}).to(Device::cuda(0)), randn({6, 32}).to(Device::cuda(0))};
+  for (int round = 0; round < 2; ++round) {
+    for (const Tensor& x : xs) {
+      EXPECT_TRUE(allclose(fast(x).to(Device::cpu()), (*m)(x).to(Device::cpu()), 1e-4, 1e-5));
+    }
+  }
+  fast.wait_for_compiles();
+  compiler::reset_stats();
+  for (const Tensor& x : xs) {
+    EXPECT_TRUE(allclose(fast(x).to(Device::cpu()), (*m)(x).to(Device::cpu()), 1e-4, 1e-5));
+  }
+  EXPECT_EQ(compiler::stats().eager_calls, 0);
+  EXPECT_EQ(compiler::stats().guard_hits, 2);
+  WarmupReport r = fast.warmup({randn({9, 32}).to(Device::cuda(0))});
+  EXPECT_EQ(r.items.size(), 1u);
+}
+
 TEST(Warmup, CompilesEveryListedShapeSoThatCallsCompileNothing) {
   NoGradGuard no_grad;
   auto m = std::make_shared<Mlp>(20);
