@@ -9,6 +9,7 @@
 #include "capture/guards.h"
 #include "ir/canonical.h"
 #include "nn/epoch.h"
+#include "runtime/accuracy_check.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_graph.h"
 #include "runtime/dynamic_shapes.h"
@@ -36,6 +37,8 @@ struct CompiledModule::State {
   uint64_t generation = 0;
   std::mutex capture_mu;  // one capture at a time per module: it marks shared parameters
   runtime::DynamicShapes dynamic{Dynamic::Auto, {}};  // under capture_mu
+  // Accuracy-checked calls of a trace that broke, whose specializations are never kept.
+  std::atomic<int64_t> broken_accuracy_calls{0};
 };
 
 namespace {
@@ -119,6 +122,18 @@ std::vector<Tensor> run_segment(const ir::Graph& g, std::span<const Tensor> inpu
   return exec->run(args);
 }
 
+// CompileOptions::accuracy_check: the first calls of each specialization are compared with
+// eager; the call returns `outs` either way.
+std::vector<Tensor> checked(CompiledModule::State& s, const Entry& e, std::span<const Tensor> xs,
+                            std::vector<Tensor> outs) {
+  if (s.options.accuracy_check.calls > 0) {
+    runtime::check_accuracy(s.options, e,
+                            e.code->whole() ? e.accuracy_calls : s.broken_accuracy_calls, xs, outs,
+                            *s.module);
+  }
+  return outs;
+}
+
 // The device the call runs on: that of its first input not on the CPU, else the CPU. Inputs
 // on two different accelerators are refused.
 Device call_device(std::span<const Tensor> xs, const nn::Module& module) {
@@ -195,7 +210,7 @@ std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs) {
   }
   if (hit) {
     zc::stats::add(zc::stats::Counter::guard_hits);
-    return run_entry(*hit, xs, *s.module);
+    return checked(s, *hit, xs, run_entry(*hit, xs, *s.module));
   }
 
   // Guard miss: capture. One capture per module at a time; a concurrent caller that waited
@@ -205,7 +220,7 @@ std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs) {
     std::lock_guard lock(s.mu);
     if (!s.retrace_always) hit = s.entries.find(xs);
   }
-  if (hit) return run_entry(*hit, xs, *s.module);
+  if (hit) return checked(s, *hit, xs, run_entry(*hit, xs, *s.module));
 
   Timer ready_timer, capture_timer;
   const Backend& backend = runtime::resolve_backend(s.options.backend, call_device(xs, *s.module));
@@ -272,7 +287,7 @@ std::vector<Tensor> call(CompiledModule::State& s, std::span<const Tensor> xs) {
                                     : std::to_string(ran) + " compiler run(s)");
   }
   zc::stats::add_time(zc::stats::Stage::ready, ready_timer.ms());
-  std::vector<Tensor> out = run_entry(*entry, xs, wanted, *s.module);
+  std::vector<Tensor> out = checked(s, *entry, xs, run_entry(*entry, xs, wanted, *s.module));
   {
     std::lock_guard lock(s.mu);
     if (breaks) {
@@ -327,6 +342,7 @@ CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions option
   state->dynamic = runtime::DynamicShapes(options.dynamic, options.dynamic_dims);
   state->module = std::move(module);
   state->options = std::move(options);
+  state->options.accuracy_check = runtime::resolve_accuracy_check(state->options.accuracy_check);
   return CompiledModule(std::move(state));
 }
 

@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "runtime/accuracy_check.h"
 #include "runtime/autotune.h"
 #include "zc/compile.h"
 
@@ -37,6 +38,8 @@ Stats stats() {
   out.autotune_timings = c(Counter::autotune_timings);
   out.autotune_hits = c(Counter::autotune_hits);
   out.graphs_preloaded = c(Counter::graphs_preloaded);
+  out.accuracy_checks = c(Counter::accuracy_checks);
+  out.accuracy_failures = c(Counter::accuracy_failures);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -58,6 +61,7 @@ std::vector<std::string> autotune_choices() {
 
 void reset_stats() {
   zc::stats::reset();
+  runtime::clear_accuracy_reports();
 }
 
 std::string Stats::str() const {
@@ -84,6 +88,8 @@ std::string Stats::str() const {
      << "autotune timings    " << autotune_timings << "\n"
      << "autotune hits       " << autotune_hits << "\n"
      << "graphs preloaded    " << graphs_preloaded << "\n"
+     << "accuracy checks     " << accuracy_checks << "\n"
+     << "accuracy failures   " << accuracy_failures << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -108,7 +114,8 @@ std::string Stats::json() const {
      << ",\"size_templates\":" << size_templates << ",\"template_hits\":" << template_hits
      << ",\"backwards_derived\":" << backwards_derived
      << ",\"autotune_timings\":" << autotune_timings << ",\"autotune_hits\":" << autotune_hits
-     << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"ready_ms\":" << ready_ms
+     << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"accuracy_checks\":" << accuracy_checks
+     << ",\"accuracy_failures\":" << accuracy_failures << ",\"ready_ms\":" << ready_ms
      << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
      << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
      << ",\"load_ms\":" << load_ms << ",\"autotune_ms\":" << autotune_ms << "}";

@@ -1,4 +1,4 @@
-// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion,kernels: what to log to
+// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion,kernels,accuracy: what to log to
 // stderr, each line prefixed "[zc:<topic>]". Topics are read from the environment once; a
 // disabled topic costs one predictable branch and builds no message. `all` is every topic but
 // kernels: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a wait per
@@ -22,6 +22,7 @@ enum class Topic : uint8_t {
   regions,
   fusion,
   kernels,
+  accuracy,
   count
 };
 

@@ -28,6 +28,8 @@ enum class Counter : uint8_t {
   autotune_timings,   // library products whose candidates max_autotune timed
   autotune_hits,      // library products whose choice came from the autotune cache level
   graphs_preloaded,   // graphs loaded through a load hint (runtime/load_hint.h)
+  accuracy_checks,    // calls compared against eager (CompileOptions::accuracy_check)
+  accuracy_failures,  // those that differed beyond the tolerances
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready
