@@ -31,7 +31,12 @@ class Search {
     ZC_CHECK(inputs.size() == g_.inputs.size(),
              "bisect: " << inputs.size() << " values for " << g_.inputs.size() << " inputs");
     env_.resize(g_.values.size());
-    for (size_t i = 0; i < inputs.size(); ++i) env_[g_.inputs[i].value] = inputs[i];
+    host_env_.resize(g_.values.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& x = inputs[i];
+      env_[g_.inputs[i].value] = x;
+      host_env_[g_.inputs[i].value] = x.device().is_cpu() ? x : x.to(Device::cpu());
+    }
   }
 
   const ir::Graph& graph() const { return g_; }
@@ -42,14 +47,15 @@ class Search {
     ir::RegionGraph r = extract_.range(0, k);
     Divergence out;
     if (r.graph.outputs.empty()) return out;
-    std::vector<const Tensor*> args;
+    std::vector<const Tensor*> args, host_args;
     for (ir::ValueId v : r.inputs) {
       ZC_CHECK(env_[v].defined(), "bisect: prefix input %" << v << " is no graph input");
       args.push_back(&env_[v]);
+      host_args.push_back(&host_env_[v]);
     }
     ++compiles_;
     std::vector<Tensor> compiled = build_executable(r.graph, backend_, nullptr)->run(args);
-    std::vector<Tensor> eager = codegen::eager::interpret(r.graph, args);
+    std::vector<Tensor> eager = codegen::eager::interpret(r.graph, host_args);
     for (size_t i = 0; i < compiled.size(); ++i) {
       const DType dtype = r.graph.meta(r.graph.outputs[i]).dtype;
       AccuracyOutput d = compare_values(compiled[i], eager[i], tolerance_for(check_, dtype, bf16_));
@@ -71,6 +77,9 @@ class Search {
   const AccuracyCheck& check_;
   bool bf16_;
   std::vector<Tensor> env_;  // graph input values by value id
+  // The same on the host: the interpreter runs the registry's CPU kernels, whatever device
+  // the compiled code runs on.
+  std::vector<Tensor> host_env_;
   int compiles_ = 0;
 };
 

@@ -19,25 +19,28 @@ namespace {
 
 using test::contains;
 
-// The C++ backend, except that every `from` node of a schedule is emitted as a `to` node: a
-// deliberately wrong kernel, selected by name like any backend. Its key parts differ from the
-// C++ backend's, so no cache level mixes their binaries.
+// A registered backend, except that every `from` node of a schedule is emitted as a `to`
+// node: a deliberately wrong kernel, selected by name like any backend. Its key parts differ
+// from the wrapped backend's, so no cache level mixes their binaries.
 class MiscompilingBackend final : public codegen::Backend {
  public:
-  MiscompilingBackend(ops::OpId from, ops::OpId to)
-      : inner_(codegen::cpp::make_cpp_backend()), from_(from), to_(to) {
-    name_ = "test-miscompile-" + std::string(ops::op_def(from).name);
-    key_ = inner_->key_parts();
+  MiscompilingBackend(const codegen::Backend& inner, ops::OpId from, ops::OpId to)
+      : inner_(inner), from_(from), to_(to) {
+    name_ = "test-" + std::string(inner.name()) + "-miscompiling-" +
+            std::string(ops::op_def(from).name);
+    key_ = inner_.key_parts();
     key_.codegen += ",miscompile=" + std::string(ops::op_def(from).name) + ">" +
                     std::string(ops::op_def(to).name);
   }
   std::string_view name() const override { return name_; }
-  Device::Type device() const override { return inner_->device(); }
-  std::string unavailable_reason() const override { return inner_->unavailable_reason(); }
+  Device::Type device() const override { return inner_.device(); }
+  std::string unavailable_reason() const override { return inner_.unavailable_reason(); }
   const codegen::KeyParts& key_parts() const override { return key_; }
-  const codegen::SchedulePolicy& policy() const override { return inner_->policy(); }
-  std::vector<ops::OpId> native_ops() const override { return inner_->native_ops(); }
-  bool serves_many_sizes() const override { return inner_->serves_many_sizes(); }
+  const codegen::SchedulePolicy& policy() const override { return inner_.policy(); }
+  std::vector<ops::OpId> native_ops() const override { return inner_.native_ops(); }
+  bool splits_long_reductions() const override { return inner_.splits_long_reductions(); }
+  bool serves_many_sizes() const override { return inner_.serves_many_sizes(); }
+  size_t max_symbols() const override { return inner_.max_symbols(); }
   codegen::GeneratedSource emit(const codegen::Schedule& s,
                                 const codegen::BufferPlan& plan) const override {
     codegen::Schedule wrong = s;
@@ -46,33 +49,43 @@ class MiscompilingBackend final : public codegen::Backend {
       n.op = to_;
       if (ops::op_def(to_).attrs_index == 0) n.attrs = ops::NoAttrs{};
     }
-    return inner_->emit(wrong, plan);
+    return inner_.emit(wrong, plan);
   }
   std::vector<uint8_t> build(const codegen::GeneratedSource& source) const override {
-    return inner_->build(source);
+    return inner_.build(source);
   }
   std::shared_ptr<const codegen::Executable> load(codegen::Schedule s, codegen::BufferPlan plan,
                                                   std::span<const uint8_t> bin) const override {
-    return inner_->load(std::move(s), std::move(plan), bin);
+    return inner_.load(std::move(s), std::move(plan), bin);
   }
   std::shared_ptr<const codegen::Executable> load_for_size(
       codegen::Schedule s, codegen::BufferPlan plan, std::span<const uint8_t> bin,
       std::vector<int64_t> symbols) const override {
-    return inner_->load_for_size(std::move(s), std::move(plan), bin, std::move(symbols));
+    return inner_.load_for_size(std::move(s), std::move(plan), bin, std::move(symbols));
+  }
+  std::string support_source() const override { return inner_.support_source(); }
+  void load_support(std::span<const uint8_t> binary) const override { inner_.load_support(binary); }
+  Tensor dense_copy(const Tensor& t) const override { return inner_.dense_copy(t); }
+  std::shared_ptr<const codegen::Executable> replayable(
+      std::shared_ptr<const codegen::Executable> exec, std::vector<bool> per_call) const override {
+    return inner_.replayable(std::move(exec), std::move(per_call));
   }
 
  private:
-  std::unique_ptr<codegen::Backend> inner_;
+  const codegen::Backend& inner_;  // registered: alive until exit
   ops::OpId from_, to_;
   std::string name_;
   codegen::KeyParts key_;
 };
 
-// The name of a registered backend that emits `from` as `to` (registered once per process).
-std::string miscompiling(ops::OpId from, ops::OpId to) {
+// The name of a registered backend that emits `from` as `to` and is otherwise backend
+// `inner` (registered once per process).
+std::string miscompiling(ops::OpId from, ops::OpId to, const std::string& inner = "cpp") {
   static std::mutex mu;
   std::lock_guard lock(mu);
-  auto b = std::make_unique<MiscompilingBackend>(from, to);
+  const codegen::Backend* base = codegen::find_backend(inner);
+  if (!base) ADD_FAILURE() << "no backend " << inner;
+  auto b = std::make_unique<MiscompilingBackend>(*base, from, to);
   std::string name(b->name());
   if (!codegen::find_backend(name)) codegen::register_backend(std::move(b));
   return name;
@@ -294,6 +307,33 @@ TEST(AccuracyCheck, TrainingCallKeepsItsGradients) {
   ASSERT_EQ(compiler::accuracy_reports().size(), 1u);
   EXPECT_TRUE(compiler::accuracy_reports()[0].passed);
   EXPECT_TRUE(GradMode::is_enabled());
+}
+
+TEST(AccuracyCheck, CudaKernelIsNamedAndComparedOnTheHost) {
+  ZC_SKIP_WITHOUT_GPU();
+  const std::string backend = miscompiling(ops::OpId::tanh, ops::OpId::sigmoid, "cuda");
+  compiler::reset_stats();
+  manual_seed(7);
+  auto model = std::make_shared<Mlp>();
+  model->to(Device::cuda(0));
+  Tensor x = randn({4, 16}).to(Device::cuda(0));
+  // The correct backend passes on the GPU.
+  auto good = compile(model, checked(1));
+  EXPECT_TRUE(good(x).device().is_cuda());
+  ASSERT_EQ(compiler::accuracy_reports().size(), 1u);
+  EXPECT_TRUE(compiler::accuracy_reports()[0].passed) << compiler::accuracy_reports()[0].str();
+  // The miscompiling one is caught and its kernel named.
+  auto bad = compile(model, checked(1, backend));
+  testing::internal::CaptureStderr();
+  Tensor y = bad(x);
+  testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(y.device().is_cuda());
+  ASSERT_EQ(compiler::accuracy_reports().size(), 2u);
+  const compiler::AccuracyReport r = compiler::accuracy_reports()[1];
+  EXPECT_FALSE(r.passed);
+  ASSERT_TRUE(r.culprit_found) << r.str();
+  EXPECT_EQ(r.culprit.op, "tanh") << r.str();
+  EXPECT_GE(r.culprit.kernel, 0) << r.str();
 }
 
 TEST(AccuracyCheck, EnvironmentTurnsItOn) {
