@@ -336,6 +336,38 @@ TEST(AccuracyCheck, CudaKernelIsNamedAndComparedOnTheHost) {
   EXPECT_GE(r.culprit.kernel, 0) << r.str();
 }
 
+TEST(AccuracyCheck, EachSpecializationIsCheckedOnItsFirstCalls) {
+  const std::string backend = miscompiling(ops::OpId::tanh, ops::OpId::sigmoid);
+  compiler::reset_stats();
+  manual_seed(8);
+  auto model = std::make_shared<Mlp>();
+  auto fast = compile(model, checked(1, backend));
+  testing::internal::CaptureStderr();
+  // Each batch size is a specialization of its own (from 6 on, made from the dynamic batch
+  // dim's code); sizes met again are not checked again.
+  for (int64_t batch : {4, 6, 9, 9, 4, 6}) fast(randn({batch, 16}));
+  testing::internal::GetCapturedStderr();
+  std::vector<compiler::AccuracyReport> reports = compiler::accuracy_reports();
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_EQ(compiler::stats().accuracy_checks, 3);
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const compiler::AccuracyReport& r = reports[i];
+    EXPECT_EQ(r.input_shapes[0][0], (std::vector<int64_t>{4, 6, 9}[i]));
+    EXPECT_FALSE(r.passed);
+    ASSERT_TRUE(r.culprit_found) << r.str();
+    EXPECT_EQ(r.culprit.op, "tanh");
+  }
+}
+
+TEST(AccuracyCheck, OffByDefault) {
+  compiler::reset_stats();
+  auto fast = compile(std::make_shared<Mlp>());
+  ASSERT_EQ(fast.options().accuracy_check.calls, 0) << "ZC_ACCURACY_CHECK is set";
+  fast(randn({2, 16}));
+  EXPECT_EQ(compiler::stats().accuracy_checks, 0);
+  EXPECT_TRUE(compiler::accuracy_reports().empty());
+}
+
 TEST(AccuracyCheck, EnvironmentTurnsItOn) {
   ::setenv("ZC_ACCURACY_CHECK", "3", 1);
   auto model = std::make_shared<Mlp>();
