@@ -368,6 +368,19 @@ TEST(AccuracyCheck, OffByDefault) {
   EXPECT_TRUE(compiler::accuracy_reports().empty());
 }
 
+TEST(AccuracyCheck, RegisteredBackendsKeepTheirNames) {
+  const std::string name = miscompiling(ops::OpId::tanh, ops::OpId::sigmoid);
+  ASSERT_NE(codegen::find_backend(name), nullptr);
+  test::expect_error_containing(
+      [&] {
+        codegen::register_backend(std::make_unique<MiscompilingBackend>(
+            *codegen::find_backend("cpp"), ops::OpId::tanh, ops::OpId::sigmoid));
+      },
+      "exists already");
+  // "auto" still picks the built-in backend of the device.
+  EXPECT_EQ(codegen::backend_for(Device::Type::cpu)->name(), "cpp");
+}
+
 TEST(AccuracyCheck, EnvironmentTurnsItOn) {
   ::setenv("ZC_ACCURACY_CHECK", "3", 1);
   auto model = std::make_shared<Mlp>();
