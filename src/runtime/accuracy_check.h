@@ -1,7 +1,7 @@
 // The accuracy check of compiled calls (CompileOptions::accuracy_check): the first calls of
-// each specialization run the module eagerly too, every output is compared (runtime/
-// accuracy_compare.h), and a failure is warned about, with the first diverging kernel when
-// the graph is whole (runtime/accuracy_bisect.h). The reports of a process are kept for
+// each specialization run the module eagerly too, every output is compared (compare_values),
+// and a failure is warned about, with the first diverging kernel when the graph is whole
+// (bisect_divergence). The reports of a process are kept for
 // zc::compiler::accuracy_reports().
 //
 // The check never changes what the call returns, and records no gradients: a training call's
