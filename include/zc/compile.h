@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "zc/dtype.h"
 #include "zc/nn.h"
 #include "zc/tensor.h"
 
@@ -50,6 +51,25 @@ struct DynamicDim {
   int64_t max = INT64_MAX;
 };
 
+// The accuracy check (docs/serving.md, "Accuracy check"): the first `calls` calls of each
+// compiled specialization (each set of input shapes and dtypes that compiled) also run the
+// module eagerly (uncompiled, recording no gradients) on the same inputs and compare every
+// output: shape and dtype, max abs and rel difference, NaN or Inf where eager has none. An
+// element passes when |compiled - eager| <= atol * max(1, max|eager|) + rtol * |eager|: the
+// absolute part grows with the output's scale, as the rounding of long sums does. Tolerances
+// by dtype (negative atol/rtol: these): f64 1e-7; f32 1e-4 (2e-2 under MatmulPrecision::Bf16);
+// f16 1e-2; bf16 2e-2; integers and booleans exact. A failure prints a warning and, for a
+// whole graph, finds the first kernel whose value diverges while its inputs do not (one
+// compile of a prefix of the graph per step of a binary search) and names it. The user always
+// gets the compiled outputs. Reports: zc::compiler::accuracy_reports(). ZC_ACCURACY_CHECK=N
+// (N >= 1) checks the first N calls of every module compiled while `calls` is 0.
+struct AccuracyCheck {
+  int64_t calls = 0;  // first calls checked per specialization; 0: off
+  double atol = -1;
+  double rtol = -1;
+  bool bisect = true;  // on a failure, find the first diverging kernel
+};
+
 struct CompileOptions {
   Mode mode = Mode::Default;
   MatmulPrecision matmul_precision = MatmulPrecision::Highest;
@@ -83,6 +103,7 @@ struct CompileOptions {
   // (by more than 5%, from the 10th call on): it runs eagerly from then on, logged. Implies
   // roi_sampling.
   bool roi_guard = false;
+  AccuracyCheck accuracy_check;
 };
 
 // What CompiledModule::warmup did for each example call.
@@ -181,6 +202,9 @@ struct Stats {
   // the module's forward eagerly meanwhile (or after their compile failed, or under roi_guard).
   int64_t async_compiles = 0;
   int64_t eager_calls = 0;
+  // CompileOptions::accuracy_check: calls compared against eager, and those that failed.
+  int64_t accuracy_checks = 0;
+  int64_t accuracy_failures = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   // A training call's backward compiles while its forward runs, outside this time.
@@ -233,6 +257,55 @@ struct Report {
 // Every compiled module of this process; ZC_LOGS=roi also prints it at exit.
 Report report();
 
+
+// One output of an accuracy-checked call (CompileOptions::accuracy_check).
+struct AccuracyOutput {
+  std::vector<int64_t> shape;  // the compiled output's
+  DType dtype = DType::f32;
+  double max_abs = 0;  // max |compiled - eager|
+  // max |compiled - eager| / |eager| over elements larger than the absolute tolerance
+  double max_rel = 0;
+  double atol = 0, rtol = 0;  // the tolerances it was held to
+  bool passed = true;
+  std::string problem;  // why it failed, when not by its difference alone; empty otherwise
+};
+
+// The first value of the graph whose compiled value diverges while the values it reads do not.
+struct AccuracyCulprit {
+  int64_t kernel = -1;      // its kernel in the graph's flat schedule (symbol zc_k<kernel>_...)
+  std::string kernel_kind;  // "pointwise", "row_reduce", "matmul", ...
+  std::vector<std::string> kernel_ops;  // the ops fused into that kernel, in order
+  int64_t node = -1;                    // the node in the lowered graph that computes it
+  std::string op;
+  std::vector<int64_t> shape;
+  DType dtype = DType::f32;
+  // The module calls it came from, outermost first, "/" between them; the compiled module's
+  // own forward is not one ("zc::nn::TransformerBlock/zc::nn::Linear").
+  std::string region;
+  double max_abs = 0, max_rel = 0;
+  // "kernel 0 (matmul: matmul, add, tanh; zc_k0_matmul) computing node 3 = tanh [4,32] f32
+  // in zc::nn::Tanh: max abs 1.09, max rel 347, while its inputs match eager"
+  std::string str() const;
+};
+
+struct AccuracyReport {
+  std::string module_type;
+  std::vector<std::vector<int64_t>> input_shapes;
+  int64_t call = 0;  // which call of its specialization (1 = the first)
+  std::vector<AccuracyOutput> outputs;
+  bool passed = true;
+  // On a failure: whether the search ran, and what it found. `culprit_found` is false when it
+  // did not run (a graph break, bisect off) or the graph compiled flat matched eager.
+  bool bisected = false;
+  bool culprit_found = false;
+  AccuracyCulprit culprit;
+  std::string note;         // why no culprit was named, or why the outputs could not be compared
+  std::string str() const;  // one line, as the warning and ZC_LOGS=accuracy print it
+};
+
+// The reports of this process's checked calls, oldest first (the last 1000; reset_stats()
+// clears them).
+std::vector<AccuracyReport> accuracy_reports();
 // Drops every compiled graph of this process; compiled modules capture again on their next
 // call. Persistent caches are kept.
 void reset();

@@ -1,6 +1,7 @@
 #include "codegen/backend.h"
 
 #include <cstdlib>
+#include <mutex>
 #include "codegen/backends/cpp/cpp_backend.h"
 #include "codegen/backends/eager/interpreter.h"
 #if ZC_WITH_CUDA
@@ -25,23 +26,26 @@ std::vector<std::unique_ptr<Backend>> make_backends() {
   return list;
 }
 
+// Locked because register_backend may add to it while compiles look backends up.
 struct Registry {
-  std::vector<std::unique_ptr<Backend>> owned = make_backends();
+  std::mutex mu;
+  std::vector<std::unique_ptr<Backend>> owned;
   std::vector<const Backend*> all;
   Registry() {
-    for (const auto& b : owned) {
+    for (auto& b : make_backends()) {
       ZC_CHECK(!b->name().empty(), "a backend without a name");
       for (const Backend* other : all) {
         ZC_CHECK(other->name() != b->name(), "two backends named " << b->name());
       }
       all.push_back(b.get());
+      owned.push_back(std::move(b));
     }
   }
 };
 
-const Registry& registry() {
+Registry& registry() {
   // Never destroyed: executables made by a backend may outlive static destruction's order.
-  static const Registry* r = new Registry();
+  static Registry* r = new Registry();
   return *r;
 }
 
@@ -87,22 +91,42 @@ Tensor Backend::dense_copy(const Tensor& t) const {
   return ops::eager_contiguous(t);
 }
 
-std::span<const Backend* const> all_backends() {
-  return registry().all;
+std::vector<const Backend*> all_backends() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  return r.all;
 }
 
 const Backend* find_backend(std::string_view name) {
-  for (const Backend* b : registry().all) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  for (const Backend* b : r.all) {
     if (b->name() == name) return b;
   }
   return nullptr;
 }
 
 const Backend* backend_for(Device::Type device) {
-  for (const Backend* b : registry().all) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  for (const Backend* b : r.all) {
     if (b->device() == device && !b->interprets()) return b;
   }
   return nullptr;
+}
+
+void register_backend(std::unique_ptr<Backend> backend) {
+  ZC_CHECK(backend != nullptr, "register_backend: a null backend");
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  for (const Backend* other : r.all) {
+    if (other->name() == backend->name()) {
+      throw Error("register_backend: a backend named \"" + std::string(backend->name()) +
+                  "\" exists already; give the new one another name");
+    }
+  }
+  r.all.push_back(backend.get());
+  r.owned.push_back(std::move(backend));
 }
 
 }  // namespace zc::codegen

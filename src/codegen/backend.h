@@ -122,9 +122,14 @@ class Backend {
 };
 
 // The registry: every backend of this build, made on first use and alive until exit.
-std::span<const Backend* const> all_backends();
+std::vector<const Backend*> all_backends();
 const Backend* find_backend(std::string_view name);  // null when unknown
 // The code-generating backend of a device; null when this build has none.
 const Backend* backend_for(Device::Type device);
+// For tests and tools: adds `backend` to the registry, after the backends of this build, so
+// that CompileOptions::backend selects it by name ("auto" keeps the built-in backend of its
+// device). A backend that wraps another to miscompile on purpose is how the accuracy check is
+// tested. Raises zc::Error when its name is taken.
+void register_backend(std::unique_ptr<Backend> backend);
 
 }  // namespace zc::codegen

@@ -15,6 +15,7 @@
 #include "ir/canonical.h"
 #include "nn/epoch.h"
 #include "ops/cpu_threads.h"
+#include "runtime/accuracy_check.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_events.h"
 #include "runtime/compile_graph.h"
@@ -66,6 +67,8 @@ struct Core {
 
   std::mutex capture_mu;  // one capture and compile at a time per module
   runtime::DynamicShapes dynamic{Dynamic::Auto, {}};  // under capture_mu
+  // Accuracy-checked calls of a trace that broke, whose specializations are never kept.
+  std::atomic<int64_t> broken_accuracy_calls{0};
 };
 
 // A handle's state: its destruction waits for the background compiles, which hold the Core.
@@ -220,6 +223,18 @@ bool guards_match(const std::vector<capture::InputGuard>& guards, std::span<cons
   return true;
 }
 
+// CompileOptions::accuracy_check: the first calls of each specialization are compared with
+// eager; the call returns `outs` either way.
+std::vector<Tensor> checked(Core& c, const Entry& e, std::span<const Tensor> xs,
+                            std::vector<Tensor> outs) {
+  if (c.options.accuracy_check.calls > 0) {
+    runtime::check_accuracy(c.options, e,
+                            e.code->whole() ? e.accuracy_calls : c.broken_accuracy_calls, xs, outs,
+                            *c.module);
+  }
+  return outs;
+}
+
 // The module's forward, as plain code: no capture may mark its parameters meanwhile.
 std::vector<Tensor> run_eager(Core& c, std::span<const Tensor> xs, bool sample) {
   zc::stats::add(zc::stats::Counter::eager_calls);
@@ -254,7 +269,7 @@ std::vector<Tensor> run_hit(Core& c, const Entry& e, std::span<const Tensor> xs,
   Timer t;
   std::vector<Tensor> out = run_entry(e, xs, *c.module);
   c.roi->add_compiled_call(t.ms());
-  return out;
+  return checked(c, e, xs, std::move(out));
 }
 
 // What a guard miss made: the specialization to add (null for a trace that broke, whose last
@@ -504,11 +519,12 @@ std::vector<Tensor> call(const std::shared_ptr<Core>& cp, std::span<const Tensor
   }
   if (hit) {
     capture_lock.unlock();
-    return run_entry(*hit, xs, *c.module);
+    return checked(c, *hit, xs, run_entry(*hit, xs, *c.module));
   }
   const bool recapture = had_entries && !c.retrace_always;
   Made made = compile_for(c, xs, /*whole_step=*/recapture, recapture);
-  std::vector<Tensor> out = run_entry(*made.entry, xs, made.wanted, *c.module);
+  std::vector<Tensor> out =
+      checked(c, *made.entry, xs, run_entry(*made.entry, xs, made.wanted, *c.module));
   publish(c, made);
   return out;
 }
@@ -674,6 +690,7 @@ CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions option
   core->sample_eager = options.roi_sampling || options.roi_guard || runtime::roi_logging();
   core->module = std::move(module);
   core->options = std::move(options);
+  core->options.accuracy_check = runtime::resolve_accuracy_check(core->options.accuracy_check);
   auto state = std::make_shared<CompiledModule::State>();
   state->core = std::move(core);
   return CompiledModule(std::move(state));

@@ -55,6 +55,7 @@ class GraphVariants {
 
   bool whole() const { return options_.whole; }
   const ir::Graph& graph() const { return *graph_; }
+  const codegen::Backend& backend() const { return backend_; }
 
   // Thread-safe; the first call of each compiles.
   std::shared_ptr<const codegen::Executable> inference();

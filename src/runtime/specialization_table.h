@@ -9,6 +9,7 @@
 // Not synchronized: the owner locks around every use.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <vector>
@@ -36,6 +37,8 @@ struct Specialization {
   std::shared_ptr<GraphVariants> code;
   std::vector<Tensor> bound;         // graph input values; user inputs left undefined
   std::vector<UserSlot> user_slots;  // where the call's inputs go
+  // Its calls compared against eager so far (CompileOptions::accuracy_check).
+  mutable std::atomic<int64_t> accuracy_calls{0};
 };
 
 class SpecializationTable {

@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "runtime/accuracy_check.h"
 #include "runtime/autotune.h"
 #include "zc/compile.h"
 
@@ -39,6 +40,8 @@ Stats stats() {
   out.graphs_preloaded = c(Counter::graphs_preloaded);
   out.async_compiles = c(Counter::async_compiles);
   out.eager_calls = c(Counter::eager_calls);
+  out.accuracy_checks = c(Counter::accuracy_checks);
+  out.accuracy_failures = c(Counter::accuracy_failures);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -60,6 +63,7 @@ std::vector<std::string> autotune_choices() {
 
 void reset_stats() {
   zc::stats::reset();
+  runtime::clear_accuracy_reports();
 }
 
 std::string Stats::str() const {
@@ -88,6 +92,8 @@ std::string Stats::str() const {
      << "graphs preloaded    " << graphs_preloaded << "\n"
      << "async compiles      " << async_compiles << "\n"
      << "eager calls         " << eager_calls << "\n"
+     << "accuracy checks     " << accuracy_checks << "\n"
+     << "accuracy failures   " << accuracy_failures << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -113,7 +119,8 @@ std::string Stats::json() const {
      << ",\"backwards_derived\":" << backwards_derived
      << ",\"autotune_timings\":" << autotune_timings << ",\"autotune_hits\":" << autotune_hits
      << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"async_compiles\":" << async_compiles
-     << ",\"eager_calls\":" << eager_calls << ",\"ready_ms\":" << ready_ms
+     << ",\"eager_calls\":" << eager_calls << ",\"accuracy_checks\":" << accuracy_checks
+     << ",\"accuracy_failures\":" << accuracy_failures << ",\"ready_ms\":" << ready_ms
      << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
      << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
      << ",\"load_ms\":" << load_ms << ",\"autotune_ms\":" << autotune_ms << "}";

@@ -10,8 +10,8 @@
 namespace zc::logging {
 
 namespace {
-constexpr std::string_view kNames[] = {"cache",   "graph",  "output_code", "timing", "recompiles",
-                                       "regions", "fusion", "kernels",     "roi"};
+constexpr std::string_view kNames[] = {"cache",   "graph",   "output_code", "timing", "recompiles", "regions",
+                                       "fusion",  "kernels", "roi",         "accuracy"};
 static_assert(std::size(kNames) == static_cast<size_t>(Topic::count));
 
 struct Config {
@@ -39,7 +39,8 @@ struct Config {
       if (!matched && !item.empty()) {
         std::fprintf(stderr,
                      "[zc] ZC_LOGS: unknown topic '%.*s' (known: cache, graph, "
-                     "output_code, timing, recompiles, regions, fusion, kernels, roi, all)\n",
+                     "output_code, timing, recompiles, regions, fusion, kernels, roi, accuracy, "
+                     "all)\n",
                      static_cast<int>(item.size()), item.data());
       }
       pos = end + 1;

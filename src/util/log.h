@@ -1,5 +1,5 @@
-// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion,kernels,roi: what to log to
-// stderr, each line prefixed "[zc:<topic>]". Topics are read from the environment once; a
+// ZC_LOGS=cache,graph,output_code,timing,recompiles,regions,fusion,kernels,roi,accuracy: what to
+// log to stderr, each line prefixed "[zc:<topic>]". Topics are read from the environment once; a
 // disabled topic costs one predictable branch and builds no message. `all` is every topic but
 // kernels and roi: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a
 // wait per call; codegen/backends/cuda/kernel_profile.h), and roi runs a few calls eagerly to
@@ -24,6 +24,7 @@ enum class Topic : uint8_t {
   fusion,
   kernels,
   roi,  // compiled modules' return on the compile time (runtime/roi.h)
+  accuracy,
   count
 };
 

@@ -30,6 +30,8 @@ enum class Counter : uint8_t {
   graphs_preloaded,   // graphs loaded through a load hint (runtime/load_hint.h)
   async_compiles,     // compiles started in the background (CompileOptions::async_compile)
   eager_calls,        // calls of compiled modules that ran their forward eagerly
+  accuracy_checks,    // calls compared against eager (CompileOptions::accuracy_check)
+  accuracy_failures,  // those that differed beyond the tolerances
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready

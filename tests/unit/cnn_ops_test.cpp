@@ -29,7 +29,7 @@ struct ConvCase {
 
 // The definition: out[n, o, i, j] = b[o] + sum over the group's channels and the window.
 Tensor reference_conv(const Tensor& x64, const Tensor& w64, const Tensor& b64, const ConvCase& c) {
-  const int64_t n = c.x[0], ch = c.x[1], h = c.x[2], wd = c.x[3];
+  const int64_t n = c.x[0], h = c.x[2], wd = c.x[3];
   const int64_t co = c.w[0], cg = c.w[1], kh = c.w[2], kw = c.w[3];
   const int64_t sh = c.stride[0], sw = c.stride.back();
   int64_t pt, pl, pb, pr;
