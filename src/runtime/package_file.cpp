@@ -1,5 +1,6 @@
 #include "runtime/package_file.h"
 
+#include <array>
 #include <cstring>
 #include <optional>
 
@@ -14,6 +15,7 @@ namespace zc::runtime {
 
 namespace {
 
+constexpr std::array<uint8_t, 8> kMagic = {'Z', 'C', 'P', 'A', 'C', 'K', 'G', '1'};
 constexpr uint32_t kManifestVersion = 1;
 constexpr uint32_t kWeightsVersion = 1;
 // A package names the distinct graphs and weights of a model: bounds what a crafted count can
@@ -129,52 +131,98 @@ PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
   return m;
 }
 
-std::vector<uint8_t> encode_weights(const std::vector<std::pair<std::string, Tensor>>& weights) {
-  ByteWriter w;
-  w.u32(kWeightsVersion);
-  w.u64(weights.size());
+// The weights section: each tensor's bytes at a 64-byte aligned offset. Its index (names,
+// dtypes, shapes, offsets) and the section's size and SHA-256 are a bundle item, so the
+// bundle's checksums and signature cover the weights through it; the bytes themselves stay
+// out of the bundle, where they would be compressed (weights barely compress), copied and
+// hashed twice more at every load.
+struct WeightRecord {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t offset = 0, size = 0;
+};
+
+struct WeightSection {
+  std::vector<WeightRecord> records;
+  std::vector<uint8_t> bytes;
+};
+
+constexpr uint64_t kWeightAlign = 64;
+
+WeightSection lay_out_weights(const std::vector<std::pair<std::string, Tensor>>& weights) {
+  WeightSection s;
   for (const auto& [name, tensor] : weights) {
     const Tensor t = (tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu())).contiguous();
-    w.str(name);
-    w.u8(static_cast<uint8_t>(t.dtype()));
-    w.i64s(t.shape());
-    const uint64_t n = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
-    w.u64(n);
-    if (n) w.raw(t.raw_data(), n);
+    WeightRecord r{name, t.dtype(), t.shape(), 0, 0};
+    r.offset = (s.bytes.size() + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
+    r.size = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    s.bytes.resize(r.offset + r.size);
+    if (r.size) std::memcpy(s.bytes.data() + r.offset, t.raw_data(), r.size);
+    s.records.push_back(std::move(r));
   }
+  return s;
+}
+
+std::vector<uint8_t> encode_weight_index(const WeightSection& s) {
+  ByteWriter w;
+  w.u32(kWeightsVersion);
+  w.u64(s.records.size());
+  for (const WeightRecord& r : s.records) {
+    w.str(r.name);
+    w.u8(static_cast<uint8_t>(r.dtype));
+    w.i64s(r.shape);
+    w.u64(r.offset);
+    w.u64(r.size);
+  }
+  w.u64(s.bytes.size());
+  const Digest sum = sha256(s.bytes);
+  w.raw(sum.data(), sum.size());
   return w.take();
 }
 
-std::vector<std::pair<std::string, Tensor>> decode_weights(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, "package weights");
+struct WeightIndex {
+  std::vector<WeightRecord> records;
+  uint64_t section_size = 0;
+  Digest sum{};
+};
+
+WeightIndex decode_weight_index(std::span<const uint8_t> bytes) {
+  ByteReader r(bytes, "package weight index");
   if (const uint32_t v = r.u32(); v != kWeightsVersion) {
-    throw Error("package weights version " + std::to_string(v) + ", this zc reads version " +
+    throw Error("package weight index version " + std::to_string(v) + ", this zc reads version " +
                 std::to_string(kWeightsVersion));
   }
-  std::vector<std::pair<std::string, Tensor>> out;
+  WeightIndex index;
   const uint64_t n = count(r, "weights");
   for (uint64_t k = 0; k < n; ++k) {
-    std::string name = r.str();
-    const DType dtype = read_dtype(r);
-    const Shape shape = read_shape(r);
-    const uint64_t size = r.u64();
-    std::span<const uint8_t> data = r.raw(size);
+    WeightRecord w;
+    w.name = r.str();
+    w.dtype = read_dtype(r);
+    w.shape = read_shape(r);
+    w.offset = r.u64();
+    w.size = r.u64();
+    index.records.push_back(std::move(w));
+  }
+  index.section_size = r.u64();
+  std::span<const uint8_t> sum = r.raw(index.sum.size());
+  std::memcpy(index.sum.data(), sum.data(), sum.size());
+  if (r.remaining() != 0) throw Error("package weight index: trailing bytes");
+  for (const WeightRecord& w : index.records) {
     // The product is checked against the bytes present, so sizes that overflow it cannot pass.
     uint64_t numel = 1;
-    for (int64_t d : shape) {
-      if (d != 0 && numel > size / static_cast<uint64_t>(d)) numel = size + 1;
+    for (int64_t d : w.shape) {
+      if (d != 0 && numel > w.size / static_cast<uint64_t>(d)) numel = w.size + 1;
       numel *= static_cast<uint64_t>(d);
     }
-    if (numel > size || numel * dtype_size(dtype) != size) {
-      throw Error("package weights: " + name + " of shape " + shape_str(shape) + " has " +
-                  std::to_string(size) + " bytes");
+    if (numel > w.size || numel * dtype_size(w.dtype) != w.size || w.offset > index.section_size ||
+        w.size > index.section_size - w.offset) {
+      throw Error("package weight index: " + w.name + " of shape " + shape_str(w.shape) +
+                  " claims bytes [" + std::to_string(w.offset) + ", +" + std::to_string(w.size) +
+                  ") of a " + std::to_string(index.section_size) + "-byte section");
     }
-    Tensor t = Tensor::empty(shape, dtype);
-    if (size) std::memcpy(t.raw_data(), data.data(), size);
-    out.emplace_back(std::move(name), std::move(t));
   }
-  if (r.remaining() != 0) throw Error("package weights: trailing bytes");
-  return out;
+  return index;
 }
 
 cache::BundleItem item(cache::Level level, const Digest& key, std::vector<uint8_t> payload,
@@ -192,28 +240,58 @@ cache::BundleItem item(cache::Level level, const Digest& key, std::vector<uint8_
 std::vector<uint8_t> write_package(const PackageContents& contents,
                                    std::span<const uint8_t> hmac_key) {
   const std::string& build = contents.manifest.build_id;
+  const WeightSection weights = lay_out_weights(contents.weights);
   std::vector<cache::BundleItem> items;
   items.push_back(item(cache::Level::autotune, fixed_key("manifest"),
                        encode_manifest(contents.manifest), build));
   items.push_back(
-      item(cache::Level::autotune, fixed_key("weights"), encode_weights(contents.weights), build));
+      item(cache::Level::autotune, fixed_key("weight index"), encode_weight_index(weights), build));
   for (const auto& [hash, artifact] : contents.graphs) {
     items.push_back(item(cache::Level::graph, hash, artifact, build));
   }
-  return cache::write_bundle(items, hmac_key);
+  const std::vector<uint8_t> bundle = cache::write_bundle(items, hmac_key);
+  ByteWriter w;
+  w.raw(kMagic.data(), kMagic.size());
+  w.u64(bundle.size());
+  w.raw(bundle.data(), bundle.size());
+  w.raw(weights.bytes.data(), weights.bytes.size());
+  return w.take();
 }
 
 PackageContents read_package(std::span<const uint8_t> bytes, std::span<const uint8_t> hmac_key) {
+  constexpr size_t kHeader = kMagic.size() + 8;
+  if (bytes.size() < kMagic.size() && std::memcmp(bytes.data(), kMagic.data(), bytes.size()) == 0) {
+    throw Error("package refused: it is truncated (" + std::to_string(bytes.size()) + " bytes)");
+  }
+  if (bytes.size() < kMagic.size() || std::memcmp(bytes.data(), kMagic.data(), kMagic.size())) {
+    const bool bundle = bytes.size() >= 8 && std::memcmp(bytes.data(), "ZCBUNDLE", 8) == 0;
+    throw Error(bundle ? std::string("not a zc package but a cache bundle; load it with "
+                                     "zc::cache::load_artifacts or zc cache import")
+                       : "not a zc package (" + std::to_string(bytes.size()) +
+                             " bytes, no package magic at the start)");
+  }
+  if (bytes.size() < kHeader) {
+    throw Error("package refused: it is truncated (" + std::to_string(bytes.size()) +
+                " bytes, shorter than its header)");
+  }
+  uint64_t bundle_size = 0;
+  std::memcpy(&bundle_size, bytes.data() + kMagic.size(), 8);
+  if (bundle_size > bytes.size() - kHeader) {
+    throw Error("package refused: it is truncated (its compiled code claims " +
+                std::to_string(bundle_size) + " bytes, " + std::to_string(bytes.size() - kHeader) +
+                " follow the header)");
+  }
   cache::BundleContents bundle;
   try {
-    bundle = cache::read_bundle(bytes, cache::Provenance{zc::build_id(), "", ""}, hmac_key);
+    bundle = cache::read_bundle(bytes.subspan(kHeader, bundle_size),
+                                cache::Provenance{zc::build_id(), "", ""}, hmac_key);
   } catch (const Error& e) {
-    throw Error(std::string("not a usable zc package: ") + e.what());
+    throw Error(std::string("package refused: ") + e.what());
   }
-  const Digest manifest_key = fixed_key("manifest"), weights_key = fixed_key("weights");
+  const Digest manifest_key = fixed_key("manifest"), index_key = fixed_key("weight index");
   std::optional<PackageManifest> manifest;
+  std::optional<WeightIndex> index;
   PackageContents out;
-  bool have_weights = false;
   for (cache::ReadItem& it : bundle.items) {
     using cache::ItemStatus;
     switch (it.status) {
@@ -232,24 +310,38 @@ PackageContents read_package(std::span<const uint8_t> bytes, std::span<const uin
         throw Error("package refused: it is truncated or corrupt (" + it.reason +
                     "); copy or build it again");
     }
-    const std::vector<uint8_t>& payload = it.entry->payload;
+    std::vector<uint8_t>& payload = it.entry->payload;
     if (it.level == cache::Level::autotune && it.entry->key == manifest_key) {
       manifest = decode_manifest(payload);
-    } else if (it.level == cache::Level::autotune && it.entry->key == weights_key) {
-      out.weights = decode_weights(payload);
-      have_weights = true;
+    } else if (it.level == cache::Level::autotune && it.entry->key == index_key) {
+      index = decode_weight_index(payload);
     } else if (it.level == cache::Level::graph) {
-      out.graphs.emplace_back(it.entry->key, payload);
+      out.graphs.emplace_back(it.entry->key, std::move(payload));
     } else {
       throw Error("package refused: it holds an item it should not (" +
                   std::string(cache::level_name(it.level)) + " " + it.key_hex.substr(0, 16) +
-                  "); a cache bundle is loaded with zc::cache::load_artifacts, not as a package");
+                  "); build it again");
     }
   }
-  if (!manifest || !have_weights) {
-    throw Error(std::string("not a zc package: the bundle holds no package ") +
-                (manifest ? "weights" : "manifest") +
-                " (a cache bundle is loaded with zc::cache::load_artifacts)");
+  if (!manifest || !index) {
+    throw Error(std::string("package refused: it holds no ") +
+                (manifest ? "weight index" : "manifest") + "; build it again");
+  }
+  const std::span<const uint8_t> section = bytes.subspan(kHeader + bundle_size);
+  if (section.size() != index->section_size) {
+    throw Error("package refused: it is truncated or corrupt (its weights are " +
+                std::to_string(section.size()) + " bytes, its index says " +
+                std::to_string(index->section_size) + "); copy or build it again");
+  }
+  if (sha256(section) != index->sum) {
+    throw Error(
+        "package refused: it is corrupt (the weights' checksum does not match); copy or "
+        "build it again");
+  }
+  for (const WeightRecord& w : index->records) {
+    Tensor t = Tensor::empty(w.shape, w.dtype);
+    if (w.size) std::memcpy(t.raw_data(), section.data() + w.offset, w.size);
+    out.weights.emplace_back(w.name, std::move(t));
   }
   out.manifest = std::move(*manifest);
   return out;
@@ -262,7 +354,8 @@ std::string package_refusal(const PackageManifest& m) {
   }
   if (backend->device() == Device::Type::cpu) {
     if (m.isa == "native") {
-      const std::string here = toolchain::make_target("native").native;
+      // What a native target resolves to, read from cpuid (no compiler is asked).
+      const std::string here = toolchain::host_cpu_fingerprint();
       if (here != m.native) {
         return "its code was built for the native CPU of the machine that made it {" + m.native +
                "}, and this CPU is {" + here +

@@ -3,7 +3,13 @@
 // compiler), each specialization's executable assembled as the builder's compile would have
 // (the regions planned again from the same graph), and its weights bound. Nothing is captured
 // and no cache is read or written.
-#include <fstream>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -106,27 +112,50 @@ std::vector<Tensor> run(const Package::State& s, std::span<const Tensor> xs) {
   return spec.exec->run(args);
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error("package: cannot open " + path);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw Error("package: cannot read " + path + " (is it a regular file?)");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    throw Error("package: cannot read " + path);
+// The file mapped read-only: verifying and copying out of the page cache directly saves
+// reading it into a buffer first (a quarter of gpt-small's load).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("package: cannot open " + path + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error("package: cannot read " + path + " (is it a regular file?)");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (data_ == MAP_FAILED) {
+        const int err = errno;
+        ::close(fd);
+        throw Error("package: cannot map " + path + ": " + std::strerror(err));
+      }
+    }
+    ::close(fd);
   }
-  return bytes;
-}
+  ~MappedFile() {
+    if (size_ > 0) ::munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::span<const uint8_t> bytes() const { return {static_cast<const uint8_t*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
 
 }  // namespace
 
 Package load(std::span<const uint8_t> bytes) {
   Timer timer;
-  const cache::CacheConfig& config = cache::process_cache().config();
-  const std::vector<uint8_t> key = config.hmac_key_file.empty()
-                                       ? std::vector<uint8_t>{}
-                                       : cache::read_hmac_key_file(config.hmac_key_file);
+  // The signing key as the caches are configured, without starting the process cache: a
+  // package reads and writes no cache.
+  const std::string key_file = cache::CacheConfig::from_env().hmac_key_file;
+  const std::vector<uint8_t> key =
+      key_file.empty() ? std::vector<uint8_t>{} : cache::read_hmac_key_file(key_file);
   runtime::PackageContents contents = runtime::read_package(bytes, key);
   auto state = std::make_shared<Package::State>();
   runtime::PackageManifest& m = contents.manifest;
@@ -152,6 +181,7 @@ Package load(std::span<const uint8_t> bytes) {
     }
   }
   state->graphs = execs.size();
+  const double graphs_ms = timer.ms();
   auto exec_of = [&](const Digest& h) {
     auto it = execs.find(h);
     if (it == execs.end()) {
@@ -198,16 +228,18 @@ Package load(std::span<const uint8_t> bytes) {
     c.graph = {};
   }
   state->manifest = std::move(m);
-  ZC_LOG(timing) << "package loaded in " << timer.ms() << " ms (verified in " << verify_ms
-                 << " ms): " << state->calls.size() << " specialization(s), " << state->graphs
-                 << " graph(s), " << state->weights << " weight(s)";
+  ZC_LOG(timing) << "package of " << bytes.size() << " bytes loaded in " << timer.ms()
+                 << " ms (verified and decoded " << verify_ms << " ms, weights and graphs "
+                 << graphs_ms - verify_ms << " ms): " << state->calls.size()
+                 << " specialization(s), " << state->graphs << " graph(s), " << state->weights
+                 << " weight(s)";
   return Package(std::move(state));
 }
 
 Package load(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file(path);
+  const MappedFile file(path);
   try {
-    return load(std::span<const uint8_t>(bytes));
+    return load(file.bytes());
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }

@@ -8,6 +8,7 @@
 #include "unit/run_model.h"
 #include "unit/test_support.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -213,24 +214,31 @@ TEST(Package, LoadsInProcessWithoutCompilingAndRefusesOtherShapes) {
 
 TEST(Package, TruncatedOrCorruptOrForeignFileRefused) {
   const std::vector<uint8_t>& good = seed_package();
-  for (size_t cut : {size_t{0}, size_t{7}, size_t{100}, good.size() / 2, good.size() - 1}) {
+  uint64_t code_bytes = 0;  // the compiled code's bundle, after the magic and its size
+  std::memcpy(&code_bytes, good.data() + 8, 8);
+  ASSERT_LT(16 + code_bytes, good.size());
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{12}, size_t{100}, size_t{16 + code_bytes / 2},
+                     size_t{16 + code_bytes}, good.size() - 1}) {
     std::vector<uint8_t> bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut));
     const std::string err = test::error_message([&] { package::load(bytes); });
-    EXPECT_TRUE(contains(err, "truncated") || contains(err, "not a usable zc package"))
+    EXPECT_TRUE(contains(err, "package refused: it is truncated") ||
+                contains(err, "package refused: cache bundle manifest truncated"))
         << "cut at " << cut << ": " << err;
   }
-  // A byte flipped in the manifest, and one in the compressed items.
-  for (size_t at : {size_t{40}, good.size() - 50}) {
+  // A byte flipped in the code's manifest, in its compressed graphs, and in the weights.
+  for (size_t at : {size_t{40}, size_t{16 + code_bytes - 10}, good.size() - 10}) {
     std::vector<uint8_t> bytes = good;
     bytes[at] ^= 0x5a;
     const std::string err = test::error_message([&] { package::load(bytes); });
-    EXPECT_TRUE(contains(err, "corrupt") || contains(err, "checksum")) << at << ": " << err;
+    EXPECT_TRUE(contains(err, "package refused: ") &&
+                (contains(err, "corrupt") || contains(err, "checksum")))
+        << "flipped at " << at << ": " << err;
   }
   std::vector<uint8_t> text{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!',
                             '!', '!', '!', '!', '!', '!', '!', '!', '!', '!', '!', '!'};
-  test::expect_error_containing([&] { package::load(text); }, "not a usable zc package");
-  // A cache bundle is a bundle but not a package.
-  test::expect_error_containing([&] { package::load(cache::save_artifacts()); }, "package");
+  test::expect_error_containing([&] { package::load(text); }, "not a zc package");
+  test::expect_error_containing([&] { package::load(cache::save_artifacts()); },
+                                "not a zc package but a cache bundle");
   const std::string dir = test_dir();
   test::expect_error_containing([&] { package::load(dir + "/missing.zcpkg"); }, "cannot open");
 }
