@@ -10,11 +10,11 @@
 //
 // A package holds one specialization per example call (its input shapes and dtypes); a call
 // whose inputs match none of them is refused with the list of what the package serves. Its
-// file is a cache bundle (zc::cache::save_artifacts' format): every part is checksummed, and it
-// is signed with ZC_CACHE_HMAC_KEY_FILE's key when that is set, which a loading process with the
-// key then requires. It runs only with the zc build that made it and on a CPU that runs its
-// code (the native CPU it was built on, or the ZC_CPU_ISA level it was built for); load()
-// names the reason when it refuses one.
+// code is a cache bundle (zc::cache::save_artifacts' format) followed by the weights: every part
+// is checksummed, and it is signed with ZC_CACHE_HMAC_KEY_FILE's key when that is set, which a
+// loading process with the key then requires. It runs only with the zc build that made it and on a
+// CPU that runs its code (the native CPU it was built on, or the ZC_CPU_ISA level it was built
+// for); load() names the reason when it refuses one.
 #pragma once
 
 #include <cstdint>

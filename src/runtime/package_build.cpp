@@ -162,8 +162,15 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
           },
           /*fullgraph=*/true);
     } catch (const Error& e) {
-      throw Error(std::string("package: ") + e.what() +
-                  " (a package holds whole graphs: its loader cannot run forward())");
+      std::string what = e.what();
+      if (what.starts_with("fullgraph=true: ")) what = what.substr(16);
+      // fullgraph's advice (allow graph breaks) does not apply: a package cannot re-trace.
+      if (what.find("graph break") != std::string::npos) {
+        throw Error("package: " + what.substr(0, what.find(';')) +
+                    "; a package holds whole graphs (its loader cannot run forward()): remove "
+                    "the read of a tensor's value from forward() to package it");
+      }
+      throw;
     }
     // The graph as the loader will read it, so that both plan the same regions.
     pc.graph = ir::canonical_bytes(cap.graph);

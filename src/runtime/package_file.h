@@ -1,19 +1,23 @@
 // The file of an ahead-of-time package (include/zc/package.h): what it holds and how it is
 // written and verified. Nothing here compiles, captures or loads code.
 //
-// A package is a cache bundle (cache/bundle.h), so that its checksums, its signature and its
-// refusals are the bundle's, with three kinds of item:
+// The file is a magic ("ZCPACKG1"), the length of a cache bundle (cache/bundle.h), the bundle,
+// and the weights section; the bundle's checksums, signature and refusals are the package's.
+// The bundle holds three kinds of item:
 //   - the manifest: the zc build and target the code was made for, and per specialization its
 //     input signature, its captured graph (canonical bytes: the loader plans its regions from
 //     it, exactly as the builder did) and where each graph input comes from (a call input or
 //     a named weight);
-//   - the weights: every parameter, buffer and lifted constant the graphs read, each once;
+//   - the weight index: each weight's name, dtype, shape and place in the weights section, and
+//     the section's size and SHA-256 (so the signature covers the weights through it);
 //   - one compiled graph (runtime/artifact.h) per distinct graph hash: a repeated block once.
-// Manifest and weights are autotune-level items (records, not compiled code) under fixed keys;
+// Manifest and index are autotune-level items (records, not compiled code) under fixed keys;
 // compiled graphs are graph-level items keyed by their graph hash. Every item names the zc
-// build that wrote it, so the bundle refuses the whole package for another build; the target
-// is the manifest's and is judged by package_refusal, which can tell a CPU that runs the code
-// from one that does not without the compiler that a cache key's target fingerprint needs.
+// build that wrote it, so the bundle refuses the whole package for another build. The weights
+// stay out of the bundle, which would compress them (they barely compress), copy them and hash
+// them twice. The target is the manifest's and is judged by package_refusal, which can tell a
+// CPU that runs the code from one that does not without the compiler that a cache key's target
+// fingerprint needs.
 #pragma once
 
 #include <cstdint>

@@ -306,7 +306,16 @@ TEST(Package, SignatureChecked) {
   EXPECT_TRUE(contains(unsigned_pkg.run.out, "not signed")) << unsigned_pkg.run.out;
 }
 
+// forward() reads a value of its input: a graph break, which a package cannot hold.
+struct ReadsAValue : nn::Module {
+  Tensor forward(const Tensor& x) override { return x * sum(x).item<double>(); }
+};
+
 TEST(Package, WhatCannotBePackagedIsRefused) {
+  const std::string err =
+      test::error_message([] { package::build(std::make_shared<ReadsAValue>(), {{randn({3})}}); });
+  EXPECT_TRUE(contains(err, "graph break; a package holds whole graphs")) << err;
+  EXPECT_FALSE(contains(err, "fullgraph=false")) << err;
   auto model = models::seed_model(2);
   test::expect_error_containing(
       [&] {
