@@ -58,8 +58,9 @@ class Package {
   Tensor operator()(const Tensor& x) const;
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
 
-  // What it serves, in the order of the example calls.
+  // What it serves, in the order of the example calls: the inputs of each, and its outputs.
   const std::vector<CallSignature>& calls() const;
+  const std::vector<CallSignature>& outputs() const;
   std::string backend() const;  // "cpp", "cuda"
   // A few lines: zc build, target, specializations, graphs, weights.
   std::string describe() const;

@@ -44,7 +44,7 @@ std::string dtype_str(DType d) {
 
 struct Package::State {
   runtime::PackageManifest manifest;  // its calls' graph bytes dropped once loaded
-  std::vector<CallSignature> calls;
+  std::vector<CallSignature> calls, outputs;
   std::vector<Specialization> specs;
   Device device;
   size_t graphs = 0, weights = 0;
@@ -224,6 +224,12 @@ Package load(std::span<const uint8_t> bytes) {
     }
     if (m.replay) spec.exec = backend.replayable(std::move(spec.exec), per_call);
     state->calls.push_back(CallSignature{c.shapes, c.dtypes});
+    CallSignature out;
+    for (ir::ValueId v : g.outputs) {
+      out.shapes.push_back(g.meta(v).shape);
+      out.dtypes.push_back(g.meta(v).dtype);
+    }
+    state->outputs.push_back(std::move(out));
     state->specs.push_back(std::move(spec));
     c.graph = {};
   }
@@ -265,6 +271,11 @@ const std::vector<CallSignature>& Package::calls() const {
   return state_ ? state_->calls : none;
 }
 
+const std::vector<CallSignature>& Package::outputs() const {
+  static const std::vector<CallSignature> none;
+  return state_ ? state_->outputs : none;
+}
+
 std::string Package::backend() const {
   return state_ ? state_->manifest.backend : "";
 }
@@ -277,7 +288,9 @@ std::string Package::describe() const {
   os << "backend " << m.backend << ", target " << (m.isa.empty() ? m.target : m.isa) << "\n";
   os << state_->graphs << " compiled graph(s), " << state_->weights << " weight(s) of "
      << state_->weight_bytes << " bytes\n";
-  for (const CallSignature& c : state_->calls) os << "serves " << c.str() << "\n";
+  for (size_t k = 0; k < state_->calls.size(); ++k) {
+    os << "serves " << state_->calls[k].str() << " -> " << state_->outputs[k].str() << "\n";
+  }
   return os.str();
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,8 @@ TEST(Package, LoadsInProcessWithoutCompilingAndRefusesOtherShapes) {
   package::Package p = package::load(bytes);
   EXPECT_EQ(p.backend(), "cpp");
   ASSERT_EQ(p.calls().size(), 2u);
+  ASSERT_EQ(p.outputs().size(), 2u);
+  EXPECT_EQ(p.outputs()[1].str(), "[4,10] f32");
   EXPECT_EQ(p(randn({4, 10})).shape(), (Shape{4, 10}));
   EXPECT_EQ(compiler::stats().compiler_invocations, before);
   EXPECT_EQ(compiler::stats().graphs_captured, captured);
@@ -340,6 +343,21 @@ TEST(PackageCli, PackageThenRunWithNoCompiler) {
   EXPECT_TRUE(contains(run.out, "\"graphs_captured\":0")) << run.out;
   EXPECT_TRUE(allclose(zc_cli::read_npy(dir + "/got/output_0.npy"),
                        zc_cli::read_npy(dir + "/ex/expected_0.npy"), 1e-4, 1e-5));
+}
+
+TEST(PackageCli, PortableIsaLevel) {
+  const std::string dir = test_dir();
+  ProcessRun built = test::zc_cli("ZC_CACHE_DIR=" + dir + "/cache ZC_CPU_ISA=x86-64-v2",
+                                  "package --model seed --layers 2 -o " + dir + "/v2.zcpkg");
+  ASSERT_EQ(built.rc, 0) << built.out;
+  std::ifstream in(dir + "/v2.zcpkg", std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  const runtime::PackageManifest m = runtime::read_package(bytes).manifest;
+  EXPECT_EQ(m.isa, "x86-64-v2");
+  EXPECT_EQ(m.native, "");
+  ProcessRun run = test::zc_cli(serving_env(dir), "run " + dir + "/v2.zcpkg --json -");
+  ASSERT_EQ(run.rc, 0) << run.out;
+  EXPECT_TRUE(contains(run.out, "\"compiler_invocations\":0")) << run.out;
 }
 
 }  // namespace
