@@ -62,6 +62,7 @@ class Package {
   const std::vector<CallSignature>& calls() const;
   const std::vector<CallSignature>& outputs() const;
   std::string backend() const;  // "cpp", "cuda"
+  Device device() const;        // where its inputs must be (and its weights are)
   // A few lines: zc build, target, specializations, graphs, weights.
   std::string describe() const;
 

@@ -276,6 +276,10 @@ const std::vector<CallSignature>& Package::outputs() const {
   return state_ ? state_->outputs : none;
 }
 
+Device Package::device() const {
+  return state_ ? state_->device : Device::cpu();
+}
+
 std::string Package::backend() const {
   return state_ ? state_->manifest.backend : "";
 }

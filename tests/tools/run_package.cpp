@@ -3,9 +3,9 @@
 //
 //   run_package PACKAGE OUT_DIR [--call A.npy[,B.npy...]]...
 //
-// Each --call's inputs run once; its outputs go to OUT_DIR/call<k>_output_<i>.npy. Prints
-// "calls <n>", "compiler_invocations <n>", "graphs_captured <n>" and "describe <first line>";
-// or "error: <message>" and exits with 3.
+// Each --call's inputs (moved to the package's device) run once; its outputs go to
+// OUT_DIR/call<k>_output_<i>.npy. Prints "calls <n>", "compiler_invocations <n>", "graphs_captured
+// <n>" and "describe <first line>"; or "error: <message>" and exits with 3.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,12 +37,12 @@ int main(int argc, char** argv) {
     zc::package::Package p = zc::package::load(path);
     for (size_t k = 0; k < calls.size(); ++k) {
       std::vector<zc::Tensor> inputs;
-      for (const std::string& f : calls[k]) inputs.push_back(zc_cli::read_npy(f));
+      for (const std::string& f : calls[k]) inputs.push_back(zc_cli::read_npy(f).to(p.device()));
       std::vector<zc::Tensor> out = p(inputs);
       for (size_t i = 0; i < out.size(); ++i) {
         zc_cli::write_npy(
             out_dir + "/call" + std::to_string(k) + "_output_" + std::to_string(i) + ".npy",
-            out[i]);
+            out[i].to(zc::Device::cpu()));
       }
     }
     const zc::compiler::Stats s = zc::compiler::stats();

@@ -200,6 +200,7 @@ TEST(Package, LoadsInProcessWithoutCompilingAndRefusesOtherShapes) {
   const int64_t captured = compiler::stats().graphs_captured;
   package::Package p = package::load(bytes);
   EXPECT_EQ(p.backend(), "cpp");
+  EXPECT_TRUE(p.device().is_cpu());
   ASSERT_EQ(p.calls().size(), 2u);
   ASSERT_EQ(p.outputs().size(), 2u);
   EXPECT_EQ(p.outputs()[1].str(), "[4,10] f32");
@@ -328,6 +329,30 @@ TEST(Package, WhatCannotBePackagedIsRefused) {
   test::expect_error_containing([&] { package::build(model, {}); }, "no example calls");
   test::expect_error_containing([&] { package::build(model, {{}}); }, "has no inputs");
   test::expect_error_containing([&] { package::Package()(randn({2})); }, "before load");
+}
+
+TEST(PackageGpu, GptOnCudaEqualsTheCpuInAFreshProcessWithNoCompiler) {
+  ZC_SKIP_WITHOUT_GPU();
+  NoGradGuard no_grad;
+  const std::string dir = test_dir();
+  manual_seed(6);
+  auto model = models::gpt(tiny_gpt(2));
+  model->eval();
+  const Tensor a = randint(0, 96, {2, 16});
+  const Tensor want = (*model)(a);
+  model->to(Device::cuda(0));
+  const std::vector<uint8_t> bytes = package::build(model, {{a.to(Device::cuda(0))}});
+  write_bytes(dir + "/cuda.zcpkg", bytes);
+  const int64_t runs = compiler::stats().compiler_invocations;
+  package::Package p = package::load(bytes);
+  EXPECT_EQ(p.backend(), "cuda");
+  EXPECT_TRUE(p.device().is_cuda());
+  EXPECT_TRUE(allclose(p(a.to(Device::cuda(0))).to(Device::cpu()), want, 1e-3, 1e-4));
+  EXPECT_EQ(compiler::stats().compiler_invocations, runs);
+  test::expect_error_containing([&] { p(a); }, "move it with .to()");
+  Served s = serve(dir, dir + "/cuda.zcpkg", {{a}}, serving_env(dir));
+  expect_served_without_compiler(s);
+  expect_close(s.outputs.at(0), {want});
 }
 
 TEST(PackageCli, PackageThenRunWithNoCompiler) {
