@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ir/canonical.h"
@@ -214,6 +215,26 @@ TEST(Package, LoadsInProcessWithoutCompilingAndRefusesOtherShapes) {
   // A non-contiguous input of a served shape runs (as its contiguous copy).
   const Tensor x = randn({10, 10});
   EXPECT_TRUE(allclose(p(x.t()), p(x.t().contiguous()), 0, 0));
+}
+
+TEST(Package, CalledFromManyThreadsAtOnce) {
+  const package::Package p = package::load(seed_package());
+  const Tensor x = randn({10, 10}), y = randn({4, 10});
+  const Tensor want_x = p(x), want_y = p(y);
+  std::vector<std::thread> threads;
+  std::vector<int> same(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      NoGradGuard no_grad;
+      bool ok = true;
+      for (int i = 0; i < 20; ++i) {
+        ok = ok && allclose(p(t % 2 ? x : y), t % 2 ? want_x : want_y, 0, 0);
+      }
+      same[t] = ok;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 8; ++t) EXPECT_TRUE(same[t]) << "thread " << t;
 }
 
 TEST(Package, TruncatedOrCorruptOrForeignFileRefused) {
