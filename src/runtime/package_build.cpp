@@ -33,9 +33,10 @@ using runtime::PackageCall;
 
 // A tensor's identity for sharing one weight between the graphs that read it: two handles of
 // one parameter are one weight, stored once.
-using WeightId = std::tuple<const void*, Shape, Shape, DType>;
+// By storage, not by data pointer: a GPU tensor's data has no host address.
+using WeightId = std::tuple<const void*, int64_t, Shape, Shape, DType>;
 WeightId weight_id(const Tensor& t) {
-  return {t.raw_data(), t.shape(), t.strides(), t.dtype()};
+  return {t.unsafe_impl()->storage.get(), t.storage_offset(), t.shape(), t.strides(), t.dtype()};
 }
 
 // The encoded artifact of graph `g` (whose ir::graph_hash is `hash`) on `backend`: the graph
