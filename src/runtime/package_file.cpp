@@ -30,8 +30,8 @@ Digest fixed_key(const char* what) {
 uint64_t count(ByteReader& r, const char* what) {
   const uint64_t n = r.u64();
   if (n > kMaxCount || n > r.remaining()) {
-    throw Error(std::string("package manifest: ") + std::to_string(n) + " " + what +
-                " claimed in " + std::to_string(r.remaining()) + " bytes");
+    throw Error(std::string("package: ") + std::to_string(n) + " " + what + " claimed in " +
+                std::to_string(r.remaining()) + " bytes");
   }
   return n;
 }
