@@ -14,6 +14,7 @@
 #include "zc/onnx.h"
 #include "zc/ops.h"
 #include "zc/optim.h"
+#include "zc/package.h"
 #include "zc/serialize.h"
 #include "zc/tensor.h"
 #include "zc/version.h"

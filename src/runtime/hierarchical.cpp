@@ -174,6 +174,30 @@ class HierarchicalExecutable final : public RawExecutable {
 
 }  // namespace
 
+std::shared_ptr<const Executable> hierarchical_executable(
+    const ir::Graph& g, const RegionPlan& plan,
+    const std::function<std::shared_ptr<const Executable>(const GraphPart&)>& part_exec) {
+  std::map<ir::ValueId, int32_t> input_of;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    input_of[g.inputs[i].value] = static_cast<int32_t>(i);
+  std::vector<Part> parts;
+  for (const GraphPart& gp : plan.parts) {
+    Part p;
+    p.exec = part_exec(gp);
+    ZC_CHECK(p.exec != nullptr, "no executable for a part of a hierarchical graph");
+    p.raw = dynamic_cast<const RawExecutable*>(p.exec.get());
+    if (p.raw && !p.raw->can_run_raw()) p.raw = nullptr;
+    for (ir::ValueId v : gp.sub.inputs) {
+      auto in = input_of.find(v);
+      p.inputs.push_back(in != input_of.end() ? Slot{Slot::graph_input, in->second}
+                                              : Slot{Slot::value, v});
+    }
+    for (ir::ValueId v : gp.sub.outputs) p.outputs.push_back(Slot{Slot::value, v});
+    parts.push_back(std::move(p));
+  }
+  return std::make_shared<HierarchicalExecutable>(g, std::move(parts));
+}
+
 std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const Backend& backend,
                                                        const RegionRule& rule, bool size_templates,
                                                        ProductOptions products,
@@ -187,9 +211,6 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
     if (graphs) *graphs = {h};
     return compile_graph(g, backend, h, size_templates, products);
   }
-  std::map<ir::ValueId, int32_t> input_of;
-  for (size_t i = 0; i < g.inputs.size(); ++i)
-    input_of[g.inputs[i].value] = static_cast<int32_t>(i);
   // Distinct parts compile at the same time: each is its own process of the system compiler,
   // so a block and its glue take as long as the slower of the two, not their sum.
   std::map<Digest, std::shared_future<std::shared_ptr<const Executable>>> by_hash;
@@ -224,20 +245,9 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
       }
     }
   }
-  std::vector<Part> parts;
-  for (const GraphPart& gp : plan.parts) {
-    Part p;
-    p.exec = products.any() ? tuned.at(gp.hash) : by_hash.at(gp.hash).get();  // rethrows errors
-    p.raw = dynamic_cast<const RawExecutable*>(p.exec.get());
-    if (p.raw && !p.raw->can_run_raw()) p.raw = nullptr;
-    for (ir::ValueId v : gp.sub.inputs) {
-      auto in = input_of.find(v);
-      p.inputs.push_back(in != input_of.end() ? Slot{Slot::graph_input, in->second}
-                                              : Slot{Slot::value, v});
-    }
-    for (ir::ValueId v : gp.sub.outputs) p.outputs.push_back(Slot{Slot::value, v});
-    parts.push_back(std::move(p));
-  }
+  auto exec = hierarchical_executable(g, plan, [&](const GraphPart& gp) {
+    return products.any() ? tuned.at(gp.hash) : by_hash.at(gp.hash).get();  // rethrows errors
+  });
   zc::stats::add(zc::stats::Counter::regions_found, plan.outlined_calls);
   zc::stats::add(zc::stats::Counter::region_graphs, plan.distinct_blocks);
   zc::stats::add(zc::stats::Counter::parts_compiled, compiled);
@@ -252,7 +262,7 @@ std::shared_ptr<const Executable> compile_hierarchical(const ir::Graph& g, const
                       << ") graph " << hex(gp.hash).substr(0, 16);
     }
   }
-  return std::make_shared<HierarchicalExecutable>(g, std::move(parts));
+  return exec;
 }
 
 }  // namespace zc::runtime

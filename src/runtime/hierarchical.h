@@ -3,6 +3,7 @@
 // costs what one layer and the glue around it cost.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,5 +25,13 @@ std::shared_ptr<const codegen::Executable> compile_hierarchical(
     const ir::Graph& g, const codegen::Backend& backend, const RegionRule& rule = {},
     bool size_templates = false, ProductOptions products = {},
     std::vector<Digest>* graphs = nullptr);
+
+// The executable that runs the parts of `plan` (plan_regions of `g`) in order, each part's
+// executable given by `part_exec` (called once per part, in order; a repeated block gives the
+// same one each time). What compile_hierarchical returns, for a caller that has the parts'
+// executables already (a package loads them from its own file).
+std::shared_ptr<const codegen::Executable> hierarchical_executable(
+    const ir::Graph& g, const RegionPlan& plan,
+    const std::function<std::shared_ptr<const codegen::Executable>(const GraphPart&)>& part_exec);
 
 }  // namespace zc::runtime

@@ -1,9 +1,14 @@
 // What the zc tool's subcommands share.
 #pragma once
 
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "zc/onnx.h"
+#include "zc/tensor.h"
 
 namespace zc_cli {
 
@@ -21,5 +26,16 @@ inline constexpr int kExitUsage = 2;
 int cmd_cache(Args args);
 int cmd_bench(Args args);
 int cmd_run(Args args);
+int cmd_package(Args args);
+
+// `zc run FILE.zcpkg`: loads the package and runs it on the given inputs (.npy), else on
+// generated ones of its first specialization's shapes.
+int run_package(const std::string& path, const std::vector<std::string>& input_files, int repeats,
+                const std::string& json_path, const std::string& out_dir);
+
+// An ONNX input as declared, symbolic dims from `dims` (else 1): random normal floats,
+// integers 0.
+zc::Tensor generated_input(const zc::onnx::ValueInfo& v,
+                           const std::map<std::string, int64_t>& dims);
 
 }  // namespace zc_cli

@@ -58,14 +58,27 @@ const Command kCommands[] = {
      cmd_bench},
     {"run",
      "load an ONNX model, compile it, run it and report the load, first-call and per-call time",
-     "zc run MODEL.onnx [--input FILE.npy]... [--dim NAME=SIZE]... [--repeats N] [--check]\n"
-     "       [--device cpu|cuda] [--output DIR] [--json FILE|-]\n"
+     "zc run MODEL.onnx|FILE.zcpkg [--input FILE.npy]... [--dim NAME=SIZE]... [--repeats N]\n"
+     "       [--check] [--device cpu|cuda] [--output DIR] [--json FILE|-]\n"
+     "  FILE.zcpkg     a package (zc package): loaded and run with no compiler and no capture\n"
      "  --input FILE   the graph's inputs in order, as .npy arrays. Default: random normal\n"
      "                 floats, integer inputs 0, symbolic dims 1 unless --dim sets them\n"
      "  --check        also run it eagerly and print the largest difference\n"
      "  --device D     where it runs (cuda: the weights and inputs moved there first)\n"
      "  --output DIR   write the outputs as DIR/output_<i>.npy",
      zc_cli::cmd_run},
+    {"package",
+     "compile a model for example inputs into one file that runs with no compiler (a package)",
+     "zc package MODEL.onnx|--model seed64|gpt-small [--layers N] [--input FILE.npy]...\n"
+     "           [--shape DIMS]... [--regions auto|none] -o OUT.zcpkg [--save-example DIR]\n"
+     "           [--json FILE|-]\n"
+     "  --input FILE   one example call's inputs, in order, as .npy arrays\n"
+     "  --shape DIMS   an example call of one generated input of shape DIMS (8x10); repeat it\n"
+     "                 for each size the package must serve. Default: the model's own input\n"
+     "  --save-example DIR  also write the first call's inputs and the module's eager outputs\n"
+     "                 (DIR/input_<i>.npy, DIR/expected_<i>.npy)\n"
+     "  Run it with `zc run OUT.zcpkg`; signed when ZC_CACHE_HMAC_KEY_FILE is set",
+     zc_cli::cmd_package},
     {"cache", "inspect and manage the compile cache",
      "zc cache stats|ls [--remote]|clear [--remote --yes]|gc|verify|export FILE|import FILE "
      "[--json]",

@@ -22,8 +22,16 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// An input as declared, symbolic dims from --dim (else 1): random normal floats, integers 0.
-zc::Tensor generated(const zc::onnx::ValueInfo& v, const std::map<std::string, int64_t>& dims) {
+std::string shape_json(const zc::Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+zc::Tensor generated_input(const zc::onnx::ValueInfo& v,
+                           const std::map<std::string, int64_t>& dims) {
   if (!v.has_shape) {
     throw zc::Error("input '" + v.name + "' declares no shape: give it with --input FILE.npy");
   }
@@ -39,14 +47,6 @@ zc::Tensor generated(const zc::onnx::ValueInfo& v, const std::map<std::string, i
   if (zc::is_floating(v.dtype)) return zc::randn(shape).to(v.dtype);
   return zc::zeros(shape, v.dtype);
 }
-
-std::string shape_json(const zc::Shape& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-}  // namespace
 
 int cmd_run(Args args) {
   std::string path, json_path, out_dir;
@@ -97,7 +97,15 @@ int cmd_run(Args args) {
       throw UsageError{"zc run: unknown argument '" + std::string(a) + "'"};
     }
   }
-  if (path.empty()) throw UsageError{"zc run: which model? (zc run MODEL.onnx)"};
+  if (path.empty()) throw UsageError{"zc run: which model? (zc run MODEL.onnx|FILE.zcpkg)"};
+  if (path.ends_with(".zcpkg")) {
+    if (check || !dims.empty() || device.is_cuda()) {
+      throw UsageError{
+          "zc run: a package runs as built: --check, --dim and --device are for "
+          "ONNX models"};
+    }
+    return run_package(path, input_files, repeats, json_path, out_dir);
+  }
 
   zc::NoGradGuard no_grad;
   auto t0 = std::chrono::steady_clock::now();
@@ -110,7 +118,8 @@ int cmd_run(Args args) {
   }
   std::vector<zc::Tensor> inputs;
   for (size_t i = 0; i < declared.size(); ++i) {
-    inputs.push_back(input_files.empty() ? generated(declared[i], dims) : read_npy(input_files[i]));
+    inputs.push_back(input_files.empty() ? generated_input(declared[i], dims)
+                                         : read_npy(input_files[i]));
   }
   // On a GPU: the weights and inputs moved first (not timed), each call's time includes
   // waiting for the GPU.
