@@ -272,8 +272,8 @@ std::vector<Tensor> run_hit(Core& c, const Entry& e, std::span<const Tensor> xs,
   return checked(c, e, xs, std::move(out));
 }
 
-// What a guard miss made: the specialization to add (null for a trace that broke, whose last
-// segment `entry` still holds for this call), and what this call wants of it.
+// What a guard miss made: the specialization, kept in the table unless the trace broke (then it
+// holds the last segment, for this call alone), and what this call wants of it.
 struct Made {
   std::shared_ptr<Entry> entry;
   int breaks = 0;
