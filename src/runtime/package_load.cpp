@@ -161,8 +161,11 @@ std::shared_ptr<const Specialization> bind_size(const Package::State& s, size_t 
   }
   const runtime::PackageSize& size = r.call.sizes[index->second];
   const ir::Graph g = ir::read_canonical(r.call.size_graphs[size.graph]);
+  // A repeated block is bound once per size, as the builder stored it once.
+  std::map<Digest, std::shared_ptr<const codegen::Executable>> done;
   auto part_exec = [&](const Digest& hash, const ir::Graph& part) {
     if (s.execs.count(hash)) return exec_of(s, hash);
+    if (auto d = done.find(hash); d != done.end()) return d->second;
     // Lowering is pure: no keys or cache are needed without a store.
     const ir::Graph lowered =
         ir::read_canonical(runtime::lowered_bytes(part, *s.backend, nullptr, {}));
@@ -174,10 +177,13 @@ std::shared_ptr<const Specialization> bind_size(const Package::State& s, size_t 
                                          &why);
     }
     if (!exec) {
-      throw Error("package: at inputs " + got.str() + " graph " + hex(hash).substr(0, 16) +
-                  " has no code in the package (" + why + "); it serves " + s.calls[k].str() +
-                  " only at the sizes it was built for: build it again with this zc");
+      throw Error("package: inputs " + got.str() + " are in the range it serves (" +
+                  s.calls[k].str() + "), and its graph " + hex(hash).substr(0, 16) +
+                  " at these sizes has no code in the package (" + why +
+                  "); a package runs no unchecked code and compiles nothing: build it again "
+                  "with this zc, whose build checks every size of the range");
     }
+    done.emplace(hash, exec);
     return exec;
   };
   auto spec = std::make_shared<const Specialization>(

@@ -241,8 +241,9 @@ TEST(Package, RangedGptBindsEachLengthOnceFromManyThreads) {
   manual_seed(5);
   auto model = models::gpt(ranged_gpt());
   model->eval();
-  const package::Package p =
-      package::load(package::build(model, {{randint(0, 96, {1, 40})}}, kLengths2To64));
+  const std::vector<uint8_t> bytes =
+      package::build(model, {{randint(0, 96, {1, 40})}}, kLengths2To64);
+  const package::Package p = package::load(bytes);
   ASSERT_EQ(p.calls().size(), 1u);
   EXPECT_EQ(p.calls()[0].str(), "[1,2..64] i64");
   const int64_t runs = compiler::stats().compiler_invocations;
@@ -271,6 +272,20 @@ TEST(Package, RangedGptBindsEachLengthOnceFromManyThreads) {
         p(zeros({1, 70}, DType::i64));
       },
       "input 0 dim 1 is 70, and [1,2..64] i64 takes 2..64 there");
+  // Templates that do not serve the graphs they are stored for (each under another's structure
+  // hash): a length in the range is refused by their check, not run.
+  runtime::PackageContents c = runtime::read_package(bytes);
+  ASSERT_GE(c.templates.size(), 2u);
+  for (size_t i = 0; i + 1 < c.templates.size(); ++i) {
+    std::swap(c.templates[i].second, c.templates[i + 1].second);
+  }
+  const package::Package wrong = package::load(runtime::write_package(c));
+  test::expect_error_containing(
+      [&] {
+        wrong(randint(0, 96, {1, 20}));
+      },
+      "a package runs no unchecked code and compiles nothing");
+  EXPECT_EQ(compiler::stats().compiler_invocations, runs);
 }
 
 TEST(Package, DynamicDimsMustBeBounded) {
