@@ -159,6 +159,7 @@ std::shared_ptr<const Specialization> bind_size(const Package::State& s, size_t 
     throw Error("package is inconsistent: it lacks inputs " + got.str() +
                 ", which its ranges hold; build it again");
   }
+  Timer timer;
   const runtime::PackageSize& size = r.call.sizes[index->second];
   const ir::Graph g = ir::read_canonical(r.call.size_graphs[size.graph]);
   // A repeated block is bound once per size, as the builder stored it once.
@@ -189,6 +190,8 @@ std::shared_ptr<const Specialization> bind_size(const Package::State& s, size_t 
   auto spec = std::make_shared<const Specialization>(
       assemble(s, g, r.call.hierarchical, r.call.size_bindings[size.bindings], part_exec));
   r.bound.emplace(at, spec);
+  ZC_LOG(timing) << "package: inputs " << got.str() << " bound from " << done.size()
+                 << " size template(s) in " << timer.ms() << " ms";
   return spec;
 }
 
