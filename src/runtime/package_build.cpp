@@ -388,9 +388,18 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
       pc.shapes.push_back(call[i].shape());
       pc.dtypes.push_back(call[i].dtype());
     }
+    // With dynamic dims, calls that differ only in them serve the same sizes.
+    auto masked = [&](std::vector<Shape> shapes) {
+      for (const DynamicDim& d : options.dynamic_dims) {
+        if (d.input < shapes.size() && d.dim >= 0 &&
+            static_cast<size_t>(d.dim) < shapes[d.input].size())
+          shapes[d.input][static_cast<size_t>(d.dim)] = -1;
+      }
+      return shapes;
+    };
     bool duplicate = false;
     for (const PackageCall& c : m.calls)
-      duplicate = duplicate || (c.shapes == pc.shapes && c.dtypes == pc.dtypes);
+      duplicate = duplicate || (masked(c.shapes) == masked(pc.shapes) && c.dtypes == pc.dtypes);
     if (duplicate) continue;
 
     const Backend& b = runtime::resolve_backend(options.backend, xs[0].device());
