@@ -289,6 +289,24 @@ TEST(Package, RangedGptBindsEachLengthOnceFromManyThreads) {
   EXPECT_EQ(compiler::stats().compiler_invocations, runs);
 }
 
+TEST(Package, RangedFlatGptEqualsEager) {
+  NoGradGuard no_grad;
+  manual_seed(6);
+  auto model = models::gpt(ranged_gpt());
+  model->eval();
+  CompileOptions options = kLengths2To64;
+  options.regions = Regions::None;
+  const package::Package p =
+      package::load(package::build(model, {{randint(0, 96, {3, 64})}}, options));
+  EXPECT_EQ(p.calls().at(0).str(), "[3,2..64] i64");
+  const int64_t runs = compiler::stats().compiler_invocations;
+  for (int64_t t : {2, 5, 31, 64}) {
+    const Tensor x = randint(0, 96, {3, t});
+    EXPECT_TRUE(allclose(p(x), (*model)(x), 1e-4, 1e-5)) << "length " << t;
+  }
+  EXPECT_EQ(compiler::stats().compiler_invocations, runs);
+}
+
 TEST(Package, DynamicDimsMustBeBounded) {
   auto model = models::seed_model(2);
   const std::vector<std::vector<Tensor>> calls = {{randn({10, 10})}};
