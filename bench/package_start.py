@@ -2,7 +2,7 @@
 """A package's start against a warm cache's, in fresh processes, as JSON.
 
     python3 bench/package_start.py --zc BUILD/zc [--repeats 5] [--models seed64,gpt-small]
-                                   [--json FILE]
+                                   [--dynamic-dim I:D:MIN:MAX [--length T]] [--json FILE]
 
 Per model (zc's bench models: seed64 on a [10, 10] input, gpt-small on 4 x 128 tokens):
   package  `zc package --model M -o M.zcpkg`, then each repeat a fresh `zc run M.zcpkg` with
@@ -11,7 +11,9 @@ Per model (zc's bench models: seed64 on a [10, 10] input, gpt-small on 4 x 128 t
   warm     each repeat a fresh `zc bench --child` (what `zc bench` measures as the warm start)
            on a cache directory that an earlier process filled: capture and the caches' loads
            (ready_ms) and the first call including them (first_ms).
-Both also report the process's wall time from spawn to exit (process_ms: the program's own
+With --dynamic-dim, the package serves that range (`zc package --dynamic-dim`), and with
+--length its runs call it on zero tokens of shape [4, T] (gpt-small): a length bound on its
+first call from the package's size template. Both also report the process's wall time from spawn to exit (process_ms: the program's own
 start, libzc's loading and the model's construction included). Figures are medians over the
 repeats; the first warm process after the cold one is not counted. Prints one JSON object.
 """
@@ -38,7 +40,20 @@ def median(xs):
     return round(statistics.median(xs), 3)
 
 
-def bench_model(zc, model, repeats, root):
+def write_tokens(path, shape):
+    """Zero int64 tokens of `shape` as a .npy file (no numpy needed)."""
+    header = "{'descr': '<i8', 'fortran_order': False, 'shape': (%s), }" % \
+        "".join("%d, " % d for d in shape)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    count = 1
+    for d in shape:
+        count *= d
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+        f.write(bytes(8 * count))
+
+
+def bench_model(zc, model, repeats, root, dynamic_dim=None, length=None):
     child = ["--model", "seed", "--layers", "64"] if model == "seed64" else \
             ["--model", "gpt-small", "--layers", "4"]
     cache = os.path.join(root, model + "-cache")
@@ -46,7 +61,13 @@ def bench_model(zc, model, repeats, root):
     os.makedirs(empty)
     env = dict(os.environ, ZC_CACHE_DIR=cache)
     pkg = os.path.join(root, model + ".zcpkg")
-    out, build_ms = run([zc, "package", "--model", model, "-o", pkg, "--json", "-"], env)
+    ranged = ["--dynamic-dim", dynamic_dim] if dynamic_dim else []
+    out, build_ms = run([zc, "package", "--model", model, "-o", pkg, "--json", "-"] + ranged, env)
+    inputs = []
+    if length:
+        tokens = os.path.join(root, model + "-tokens.npy")
+        write_tokens(tokens, [4, length])
+        inputs = ["--input", tokens]
     built = json.loads(out.strip().splitlines()[-1])
     # The cold start fills the cache; it is not measured.
     run([zc, "bench", "--child"] + child, env)
@@ -61,7 +82,7 @@ def bench_model(zc, model, repeats, root):
         warm_ready.append(float(fields[0]))
         warm_first.append(float(fields[1]))
         warm_proc.append(ms)
-        out, ms = run([zc, "run", pkg, "--repeats", "0", "--json", "-"], serve_env)
+        out, ms = run([zc, "run", pkg, "--repeats", "0", "--json", "-"] + inputs, serve_env)
         r = json.loads(out.strip().splitlines()[-1])
         if r["compiler_invocations"] != 0 or r["graphs_captured"] != 0:
             sys.exit("the package of %s compiled or captured: %s" % (model, out))
@@ -71,6 +92,8 @@ def bench_model(zc, model, repeats, root):
         pkg_proc.append(ms)
     return {
         "model": model,
+        "dynamic_dim": dynamic_dim,
+        "length": length,
         "package_bytes": built["bytes"],
         "package_build_ms": round(built["build_ms"], 1),
         "package": {"load_ms": median(pkg_load), "first_call_ms": median(pkg_first),
@@ -85,10 +108,13 @@ def main():
     ap.add_argument("--zc", required=True, help="the zc command line of the build")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--models", default="seed64,gpt-small")
+    ap.add_argument("--dynamic-dim", help="I:D:MIN:MAX: the package serves that range")
+    ap.add_argument("--length", type=int, help="with --dynamic-dim: run on [4, LENGTH] tokens")
     ap.add_argument("--json", help="also write the JSON here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as root:
-        rows = [bench_model(os.path.abspath(args.zc), m, args.repeats, root)
+        rows = [bench_model(os.path.abspath(args.zc), m, args.repeats, root, args.dynamic_dim,
+                            args.length)
                 for m in args.models.split(",")]
     result = {"schema": 1, "bench": "package_start", "repeats": args.repeats,
               "cpus": os.cpu_count(), "rows": rows}

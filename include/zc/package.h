@@ -9,7 +9,11 @@
 //   zc::Tensor y = p(x);  // x of shape {8, 10}
 //
 // A package holds one specialization per example call (its input shapes and dtypes); a call
-// whose inputs match none of them is refused with the list of what the package serves. Its
+// whose inputs match none of them is refused with the list of what the package serves. Built
+// with CompileOptions::dynamic_dims of bounded ranges, an example call serves every size of
+// its ranges (the other dims as the example's): each size's captured graph is stored, and the
+// code is the size templates of the model's graphs, bound to a size on its first call after
+// the same check a compiled module makes (docs/serving.md, "Packages"). Its
 // code is a cache bundle (zc::cache::save_artifacts' format) followed by the weights: every part
 // is checksummed, and it is signed with ZC_CACHE_HMAC_KEY_FILE's key when that is set, which a
 // loading process with the key then requires. It runs only with the zc build that made it and on a
@@ -32,10 +36,11 @@ namespace zc::package {
 // Compiles `module` for each example call (the inputs of one forward call each; one tensor:
 // the one-tensor forward) and returns the package's bytes. `options` as for zc::compile:
 // backend, regions (a repeated block is compiled and stored once) and matmul_precision carry
-// over; a package has no dynamic dims (pass one example call per size it must serve), no
-// graph breaks (fullgraph is implied) and runs the default library products (max-autotune's
-// choices are not carried). Raises zc::Error when the module cannot be packaged (a graph break,
-// no compiler here, dynamic_dims given).
+// over; dynamic_dims with bounded ranges (at most 4096 sizes in all) make each example call
+// serve every size of them; a package has no Dynamic::All, no graph breaks (fullgraph is
+// implied) and runs the default library products (max-autotune's choices are not carried).
+// Raises zc::Error when the module cannot be packaged (a graph break, no compiler here, an
+// unbounded or too wide range, a model whose code is not one template over the range).
 std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
                            const std::vector<std::vector<Tensor>>& example_calls,
                            CompileOptions options = {});
@@ -44,10 +49,13 @@ void save(std::shared_ptr<nn::Module> module, const std::vector<std::vector<Tens
           const std::string& path, CompileOptions options = {});
 
 // The inputs of one specialization.
+// The inputs of one specialization: the dims of `ranges` take any size in them (`shapes`
+// holds the example's size there).
 struct CallSignature {
   std::vector<Shape> shapes;
   std::vector<DType> dtypes;
-  std::string str() const;  // "[8, 10] f32, [8] i64"
+  std::vector<DynamicDim> ranges;
+  std::string str() const;  // "[8,10] f32, [8] i64"; "[1,2..64] i64" with a range
 };
 
 // A loaded package: a cheap, copyable handle, callable from many threads at once.

@@ -1,6 +1,12 @@
 // Building a package (include/zc/package.h): each example call captured once, its graph (or,
 // under Regions::Auto, each distinct part of it) compiled through the process cache, and the
 // graphs, the weights they read and the manifest written as one bundle (runtime/package_file.h).
+//
+// With dynamic dims, each example call is captured at every size of their ranges instead, and
+// the size templates of its graphs (or parts) are made as a compiled module makes them; each
+// distinct graph is checked against its template here, as the loader will check it, and the
+// few a template does not serve are compiled for their own size.
+#include <algorithm>
 #include <fstream>
 #include <future>
 #include <map>
@@ -15,11 +21,15 @@
 #include "runtime/artifact.h"
 #include "runtime/compile_graph.h"
 #include "runtime/compile_keys.h"
+#include "runtime/dynamic_shapes.h"
 #include "runtime/package_file.h"
 #include "runtime/regions.h"
+#include "runtime/size_templates.h"
 #include "toolchain/target.h"
+#include "util/check.h"
 #include "util/log.h"
 #include "util/timer.h"
+#include "zc/factories.h"
 #include "zc/package.h"
 #include "zc/version.h"
 
@@ -83,13 +93,260 @@ std::vector<std::pair<Digest, const ir::Graph*>> distinct_graphs(const ir::Graph
   return out;
 }
 
+constexpr int64_t kMaxSizes = 4096;
+// Graphs a range's templates do not serve (small sizes whose code takes other paths) are
+// compiled for their own size, up to this many; more means the range is not one family.
+constexpr size_t kMaxOwnBuilds = 16;
+
 void check_options(const CompileOptions& options) {
-  if (!options.dynamic_dims.empty() || options.dynamic == Dynamic::All) {
+  if (options.dynamic == Dynamic::All) {
     throw Error(
-        "package: a package holds code for the shapes of its example calls only, and "
-        "dynamic dims need a capture at each new size, which a package cannot do; pass one "
-        "example call per size it must serve (and no dynamic_dims or Dynamic::All)");
+        "package: Dynamic::All makes every dim dynamic with no bound, and a package holds a "
+        "captured graph per size it serves; pass dynamic_dims with a bounded range per dim "
+        "instead ({input, dim, min, max})");
   }
+}
+
+// The ranges of `options.dynamic_dims` on example call `k`, checked.
+std::vector<runtime::PackageRange> ranges_of(const CompileOptions& options,
+                                             const std::vector<Tensor>& call, size_t k) {
+  std::vector<runtime::PackageRange> out;
+  int64_t sizes = 1;
+  for (const DynamicDim& d : options.dynamic_dims) {
+    const std::string which =
+        "dynamic dim {input " + std::to_string(d.input) + ", dim " + std::to_string(d.dim) + "}";
+    if (d.input >= call.size() || d.dim < 0 ||
+        static_cast<size_t>(d.dim) >= call[d.input].shape().size()) {
+      throw Error("package: " + which + " names no dim of example call " + std::to_string(k) +
+                  " (" + std::to_string(call.size()) + " input(s)); mark a dim its inputs have");
+    }
+    if (d.max == INT64_MAX) {
+      throw Error("package: " + which +
+                  " has no max; a package holds a captured graph per size it serves, so give "
+                  "the largest size it must serve (DynamicDim::max, zc package --dynamic-dim "
+                  "INPUT:DIM:MIN:MAX)");
+    }
+    if (d.min < 1 || d.max < d.min) {
+      throw Error("package: " + which + " has the range [" + std::to_string(d.min) + ", " +
+                  std::to_string(d.max) + "]; give 1 <= min <= max");
+    }
+    sizes *= d.max - d.min + 1;
+    if (sizes > kMaxSizes) {
+      throw Error("package: the dynamic dims' ranges make more than " + std::to_string(kMaxSizes) +
+                  " sizes, each captured and stored; narrow them (or build several packages)");
+    }
+    for (const runtime::PackageRange& r : out) {
+      if (r.input == d.input && r.dim == d.dim) throw Error("package: " + which + " given twice");
+    }
+    out.push_back({d.input, d.dim, d.min, d.max});
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// What the example calls add to a package, and what is stored so far.
+struct Builder {
+  nn::Module& module;
+  const CompileOptions& options;
+  runtime::PackageContents contents;
+  // Weights named as the module names them; lifted constants by number.
+  std::map<WeightId, std::string> names, stored;
+  std::map<Digest, bool> have_graph;
+  std::map<Digest, size_t> have_template;  // structure hash -> contents.templates
+  const Backend* backend = nullptr;
+
+  struct Capture {
+    capture::Captured cap;
+    std::vector<uint8_t> graph;  // as the loader will read it, so that both plan the same regions
+    std::vector<PackageBinding> bindings;
+  };
+  Capture capture_call(const std::vector<Tensor>& xs);
+  void add_graphs(const ir::Graph& g, const Backend& b);
+  void add_ranged(const std::vector<Tensor>& xs, size_t k, PackageCall& pc, const Backend& b);
+};
+
+Builder::Capture Builder::capture_call(const std::vector<Tensor>& xs) {
+  Capture c;
+  try {
+    c.cap = capture::capture_module(
+        module, xs,
+        [](const ir::Graph&, std::span<const Tensor>) -> std::vector<Tensor> {
+          throw Error("package: a graph break");  // fullgraph raises before a segment runs
+        },
+        /*fullgraph=*/true);
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (what.starts_with("fullgraph=true: ")) what = what.substr(16);
+    // fullgraph's advice (allow graph breaks) does not apply: a package cannot re-trace.
+    if (what.find("graph break") != std::string::npos) {
+      throw Error("package: " + what.substr(0, what.find(';')) +
+                  "; a package holds whole graphs (its loader cannot run forward()): remove "
+                  "the read of a tensor's value from forward() to package it");
+    }
+    throw;
+  }
+  c.graph = ir::canonical_bytes(c.cap.graph);
+  for (const capture::InputBinding& bind : c.cap.bindings) {
+    PackageBinding pb;
+    if (bind.kind == ir::InputKind::user) {
+      pb.user = true;
+      pb.input = bind.user;
+    } else {
+      const WeightId id = weight_id(bind.tensor);
+      auto s = stored.find(id);
+      if (s == stored.end()) {
+        auto n = names.find(id);
+        std::string name =
+            n != names.end() ? n->second : "constant." + std::to_string(contents.weights.size());
+        contents.weights.emplace_back(name, bind.tensor);
+        s = stored.emplace(id, name).first;
+      }
+      pb.weight = s->second;
+    }
+    c.bindings.push_back(std::move(pb));
+  }
+  return c;
+}
+
+// The compiled graphs of `g` (read back from canonical bytes) for its own sizes.
+void Builder::add_graphs(const ir::Graph& g, const Backend& b) {
+  std::optional<runtime::RegionPlan> plan;
+  if (options.regions == Regions::Auto) plan = runtime::plan_regions(g, runtime::RegionRule{});
+  // Distinct graphs build side by side, each its own compiler process.
+  std::vector<std::pair<Digest, std::future<std::vector<uint8_t>>>> builds;
+  for (const auto& [hash, part] : distinct_graphs(g, plan ? &*plan : nullptr)) {
+    if (have_graph[hash]) continue;
+    have_graph[hash] = true;
+    builds.emplace_back(hash, std::async(std::launch::async, [part = part, hash = hash, &b] {
+                          return graph_artifact(*part, hash, b);
+                        }));
+  }
+  for (auto& [hash, f] : builds) contents.graphs.emplace_back(hash, f.get());
+}
+
+// Example call `k` (`xs`) captured at every size of its ranges, its templates made and each
+// distinct graph checked against them (or compiled for its own size).
+void Builder::add_ranged(const std::vector<Tensor>& xs, size_t k, PackageCall& pc,
+                         const Backend& b) {
+  pc.ranges = ranges_of(options, xs, k);
+  // The example's sizes, each ranged one brought into its range: the sizes its templates are
+  // made around.
+  std::vector<Shape> anchor = pc.shapes;
+  for (const runtime::PackageRange& r : pc.ranges) {
+    int64_t& d = anchor[r.input][static_cast<size_t>(r.dim)];
+    d = std::clamp(d, r.min, r.max);
+  }
+  pc.shapes = anchor;
+  std::map<Digest, uint64_t> graph_index;
+  std::vector<int64_t> at;
+  for (const runtime::PackageRange& r : pc.ranges) at.push_back(r.min);
+  // Inputs at `at`, the other dims the example's. Token ids of zeros are valid inputs, and a
+  // graph without breaks does not depend on the values.
+  auto probes_at = [&](const std::vector<int64_t>& sizes) {
+    std::vector<Tensor> probes;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      Shape s = anchor[i];
+      for (size_t j = 0; j < pc.ranges.size(); ++j) {
+        if (pc.ranges[j].input == i) s[static_cast<size_t>(pc.ranges[j].dim)] = sizes[j];
+      }
+      probes.push_back(zeros(s, xs[i].dtype(), xs[i].device()));
+    }
+    return probes;
+  };
+  for (bool more = true; more;) {
+    const std::vector<Tensor> probes = probes_at(at);
+    bool is_anchor = true;
+    for (size_t i = 0; i < xs.size(); ++i) is_anchor = is_anchor && probes[i].shape() == anchor[i];
+    Capture c = capture_call(probes);
+    runtime::PackageSize size{at, 0, 0};
+    auto [g, fresh] = graph_index.emplace(sha256(c.graph), pc.size_graphs.size());
+    if (fresh) pc.size_graphs.push_back(c.graph);
+    size.graph = g->second;
+    auto list = std::find(pc.size_bindings.begin(), pc.size_bindings.end(), c.bindings);
+    size.bindings = static_cast<uint64_t>(list - pc.size_bindings.begin());
+    if (list == pc.size_bindings.end()) pc.size_bindings.push_back(c.bindings);
+    if (is_anchor) {
+      pc.graph = c.graph;
+      pc.bindings = c.bindings;
+    }
+    pc.sizes.push_back(std::move(size));
+    more = false;  // the next size, the last range fastest
+    for (size_t j = pc.ranges.size(); j-- > 0;) {
+      if (++at[j] <= pc.ranges[j].max) {
+        more = true;
+        break;
+      }
+      at[j] = pc.ranges[j].min;
+    }
+  }
+  ZC_CHECK(!pc.graph.empty());
+  // The templates, made around the example's sizes; where the code changes there (a size
+  // whose lowering differs, as at a power of two), around the middle of the ranges too.
+  std::vector<runtime::DynamicRange> dims;
+  std::vector<int64_t> example, middle;
+  for (const runtime::PackageRange& r : pc.ranges) {
+    dims.push_back({r.input, r.dim, r.min, r.max});
+    example.push_back(anchor[r.input][static_cast<size_t>(r.dim)]);
+    middle.push_back(r.min + (r.max - r.min) / 2);
+  }
+  for (const std::vector<int64_t>& sizes : {example, middle}) {
+    if (!b.serves_many_sizes()) break;
+    const std::vector<Tensor> probes = probes_at(sizes);
+    Capture c = capture_call(probes);
+    if (runtime::compile_for_all_sizes(module, probes, dims, c.cap.graph, b, pc.hierarchical))
+      break;
+  }
+  // Each distinct graph: served by a template (checked as the loader will), else compiled.
+  cache::Cache& store = cache::process_cache();
+  std::vector<std::pair<Digest, ir::Graph>> own;
+  std::map<Digest, bool> checked;
+  for (const std::vector<uint8_t>& bytes : pc.size_graphs) {
+    ir::Graph g = ir::read_canonical(bytes);
+    std::optional<runtime::RegionPlan> plan;
+    if (pc.hierarchical) plan = runtime::plan_regions(g, runtime::RegionRule{});
+    for (const auto& [hash, part] : distinct_graphs(g, plan ? &*plan : nullptr)) {
+      if (have_graph[hash] || checked[hash]) continue;
+      checked[hash] = true;
+      const runtime::CompileKeys keys = runtime::compile_keys(hex(hash), b);
+      const ir::Graph lowered = ir::read_canonical(runtime::lowered_bytes(*part, b, &store, keys));
+      const Digest structure = ir::structure_hash(lowered);
+      bool served = false;
+      if (auto t = have_template.find(structure); t != have_template.end()) {
+        const runtime::PackageTemplate& pt = contents.templates[t->second].second;
+        served = runtime::bind_size_template(lowered, b, pt.record, pt.binary) != nullptr;
+      } else if (auto st = runtime::stored_size_template(lowered, store, keys)) {
+        served = runtime::bind_size_template(lowered, b, st->record, st->binary) != nullptr;
+        if (served) {
+          have_template[structure] = contents.templates.size();
+          contents.templates.emplace_back(
+              structure, runtime::PackageTemplate{std::move(st->record), std::move(st->binary)});
+        }
+      }
+      if (!served) own.emplace_back(hash, *part);
+    }
+  }
+  if (own.size() > kMaxOwnBuilds) {
+    throw Error("package: " + std::to_string(own.size()) + " graphs of example call " +
+                std::to_string(k) +
+                " over its dynamic dims' ranges need code of their own (its code takes other "
+                "paths at many sizes: ZC_LOGS=recompiles says why); narrow the ranges, or pass "
+                "one example call per size instead of dynamic_dims");
+  }
+  std::vector<std::pair<Digest, std::future<std::vector<uint8_t>>>> builds;
+  for (const auto& [hash, g] : own) {
+    have_graph[hash] = true;
+    builds.emplace_back(hash, std::async(std::launch::async, [&g = g, hash = hash, &b] {
+                          return graph_artifact(g, hash, b);
+                        }));
+  }
+  for (auto& [hash, f] : builds) contents.graphs.emplace_back(hash, f.get());
+  ZC_LOG(timing) << "package call " << k << ": " << pc.sizes.size() << " sizes, "
+                 << pc.size_graphs.size() << " distinct graphs, " << own.size()
+                 << " compiled for their own size, " << contents.templates.size()
+                 << " size template(s) in the package";
 }
 
 }  // namespace
@@ -104,19 +361,17 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
   check_options(options);
   runtime::check_backend(options.backend);
   Timer timer;
-  runtime::PackageContents contents;
+  Builder builder{*module, options, {}, {}, {}, {}, {}, nullptr};
+  runtime::PackageContents& contents = builder.contents;
   runtime::PackageManifest& m = contents.manifest;
   m.zc_version = zc::version();
   m.build_id = zc::build_id();
   m.bf16_products = options.matmul_precision == MatmulPrecision::Bf16;
 
-  // Weights named as the module names them; lifted constants by number.
-  std::map<WeightId, std::string> names;
-  for (const auto& [name, t] : module->named_parameters()) names.emplace(weight_id(t), name);
-  for (const auto& [name, t] : module->named_buffers()) names.emplace(weight_id(t), name);
-  std::map<WeightId, std::string> stored;
-  std::map<Digest, bool> have_graph;
-  const Backend* backend = nullptr;
+  for (const auto& [name, t] : module->named_parameters())
+    builder.names.emplace(weight_id(t), name);
+  for (const auto& [name, t] : module->named_buffers()) builder.names.emplace(weight_id(t), name);
+  const Backend*& backend = builder.backend;
 
   for (size_t k = 0; k < example_calls.size(); ++k) {
     const std::vector<Tensor>& call = example_calls[k];
@@ -133,9 +388,18 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
       pc.shapes.push_back(call[i].shape());
       pc.dtypes.push_back(call[i].dtype());
     }
+    // With dynamic dims, calls that differ only in them serve the same sizes.
+    auto masked = [&](std::vector<Shape> shapes) {
+      for (const DynamicDim& d : options.dynamic_dims) {
+        if (d.input < shapes.size() && d.dim >= 0 &&
+            static_cast<size_t>(d.dim) < shapes[d.input].size())
+          shapes[d.input][static_cast<size_t>(d.dim)] = -1;
+      }
+      return shapes;
+    };
     bool duplicate = false;
     for (const PackageCall& c : m.calls)
-      duplicate = duplicate || (c.shapes == pc.shapes && c.dtypes == pc.dtypes);
+      duplicate = duplicate || (masked(c.shapes) == masked(pc.shapes) && c.dtypes == pc.dtypes);
     if (duplicate) continue;
 
     const Backend& b = runtime::resolve_backend(options.backend, xs[0].device());
@@ -153,61 +417,15 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
                   std::string(backend->name()) + "\"; a package runs on one device");
     }
     backend = &b;
-
-    capture::Captured cap;
-    try {
-      cap = capture::capture_module(
-          *module, xs,
-          [](const ir::Graph&, std::span<const Tensor>) -> std::vector<Tensor> {
-            throw Error("package: a graph break");  // fullgraph raises before a segment runs
-          },
-          /*fullgraph=*/true);
-    } catch (const Error& e) {
-      std::string what = e.what();
-      if (what.starts_with("fullgraph=true: ")) what = what.substr(16);
-      // fullgraph's advice (allow graph breaks) does not apply: a package cannot re-trace.
-      if (what.find("graph break") != std::string::npos) {
-        throw Error("package: " + what.substr(0, what.find(';')) +
-                    "; a package holds whole graphs (its loader cannot run forward()): remove "
-                    "the read of a tensor's value from forward() to package it");
-      }
-      throw;
-    }
-    // The graph as the loader will read it, so that both plan the same regions.
-    pc.graph = ir::canonical_bytes(cap.graph);
-    ir::Graph g = ir::read_canonical(pc.graph);
-    for (const capture::InputBinding& bind : cap.bindings) {
-      PackageBinding pb;
-      if (bind.kind == ir::InputKind::user) {
-        pb.user = true;
-        pb.input = bind.user;
-      } else {
-        const WeightId id = weight_id(bind.tensor);
-        auto s = stored.find(id);
-        if (s == stored.end()) {
-          auto n = names.find(id);
-          std::string name =
-              n != names.end() ? n->second : "constant." + std::to_string(contents.weights.size());
-          contents.weights.emplace_back(name, bind.tensor);
-          s = stored.emplace(id, name).first;
-        }
-        pb.weight = s->second;
-      }
-      pc.bindings.push_back(std::move(pb));
-    }
     pc.hierarchical = options.regions == Regions::Auto;
-    std::optional<runtime::RegionPlan> plan;
-    if (pc.hierarchical) plan = runtime::plan_regions(g, runtime::RegionRule{});
-    // Distinct graphs build side by side, each its own compiler process.
-    std::vector<std::pair<Digest, std::future<std::vector<uint8_t>>>> builds;
-    for (const auto& [hash, part] : distinct_graphs(g, plan ? &*plan : nullptr)) {
-      if (have_graph[hash]) continue;
-      have_graph[hash] = true;
-      builds.emplace_back(hash, std::async(std::launch::async, [part = part, hash = hash, &b] {
-                            return graph_artifact(*part, hash, b);
-                          }));
+    if (!options.dynamic_dims.empty()) {
+      builder.add_ranged(xs, k, pc, b);
+    } else {
+      Builder::Capture c = builder.capture_call(xs);
+      pc.graph = std::move(c.graph);
+      pc.bindings = std::move(c.bindings);
+      builder.add_graphs(ir::read_canonical(pc.graph), b);
     }
-    for (auto& [hash, f] : builds) contents.graphs.emplace_back(hash, f.get());
     m.calls.push_back(std::move(pc));
   }
 
@@ -225,8 +443,9 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
                                        : cache::read_hmac_key_file(config.hmac_key_file);
   std::vector<uint8_t> bytes = runtime::write_package(contents, key);
   ZC_LOG(timing) << "package of " << m.calls.size() << " call(s), " << contents.graphs.size()
-                 << " graph(s), " << contents.weights.size() << " weight(s): " << bytes.size()
-                 << " bytes in " << timer.ms() << " ms";
+                 << " graph(s), " << contents.templates.size() << " size template(s), "
+                 << contents.weights.size() << " weight(s): " << bytes.size() << " bytes in "
+                 << timer.ms() << " ms";
   return bytes;
 }
 

@@ -16,7 +16,7 @@ namespace zc::runtime {
 namespace {
 
 constexpr std::array<uint8_t, 8> kMagic = {'Z', 'C', 'P', 'A', 'C', 'K', 'G', '1'};
-constexpr uint32_t kManifestVersion = 1;
+constexpr uint32_t kManifestVersion = 2;
 constexpr uint32_t kWeightsVersion = 1;
 // A package names the distinct graphs and weights of a model: bounds what a crafted count can
 // make a reader reserve before the bytes run out.
@@ -53,6 +53,52 @@ Shape read_shape(ByteReader& r) {
   return s;
 }
 
+void write_bindings(ByteWriter& w, const std::vector<PackageBinding>& bindings) {
+  w.u64(bindings.size());
+  for (const PackageBinding& b : bindings) {
+    w.u8(b.user);
+    if (b.user) {
+      w.u64(b.input);
+    } else {
+      w.str(b.weight);
+    }
+  }
+}
+
+std::vector<PackageBinding> read_bindings(ByteReader& r, uint64_t inputs) {
+  std::vector<PackageBinding> out;
+  const uint64_t bindings = count(r, "bindings");
+  for (uint64_t i = 0; i < bindings; ++i) {
+    PackageBinding b;
+    b.user = r.u8() != 0;
+    if (b.user) {
+      b.input = r.u64();
+      if (b.input >= inputs) throw Error("package manifest: a binding to a missing input");
+    } else {
+      b.weight = r.str();
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// A call with ranges: each range names an input's dim, each size names a graph and a binding
+// list the call holds and gives one size per range.
+void check_ranges(const PackageCall& c) {
+  for (const PackageRange& r : c.ranges) {
+    if (r.input >= c.shapes.size() || r.dim < 0 ||
+        static_cast<size_t>(r.dim) >= c.shapes[r.input].size() || r.min > r.max) {
+      throw Error("package manifest: a range of a missing input or dim");
+    }
+  }
+  for (const PackageSize& s : c.sizes) {
+    if (s.at.size() != c.ranges.size() || s.graph >= c.size_graphs.size() ||
+        s.bindings >= c.size_bindings.size()) {
+      throw Error("package manifest: a size of a missing graph or binding list");
+    }
+  }
+}
+
 std::vector<uint8_t> encode_manifest(const PackageManifest& m) {
   ByteWriter w;
   w.u32(kManifestVersion);
@@ -73,16 +119,28 @@ std::vector<uint8_t> encode_manifest(const PackageManifest& m) {
     }
     w.u64(c.graph.size());
     w.raw(c.graph.data(), c.graph.size());
-    w.u64(c.bindings.size());
-    for (const PackageBinding& b : c.bindings) {
-      w.u8(b.user);
-      if (b.user) {
-        w.u64(b.input);
-      } else {
-        w.str(b.weight);
-      }
-    }
+    write_bindings(w, c.bindings);
     w.u8(c.hierarchical);
+    w.u64(c.ranges.size());
+    for (const PackageRange& r : c.ranges) {
+      w.u64(r.input);
+      w.i64(r.dim);
+      w.i64(r.min);
+      w.i64(r.max);
+    }
+    w.u64(c.sizes.size());
+    for (const PackageSize& s : c.sizes) {
+      w.i64s(s.at);
+      w.u64(s.graph);
+      w.u64(s.bindings);
+    }
+    w.u64(c.size_graphs.size());
+    for (const std::vector<uint8_t>& g : c.size_graphs) {
+      w.u64(g.size());
+      w.raw(g.data(), g.size());
+    }
+    w.u64(c.size_bindings.size());
+    for (const std::vector<PackageBinding>& b : c.size_bindings) write_bindings(w, b);
   }
   return w.take();
 }
@@ -112,19 +170,33 @@ PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
     }
     auto graph = r.raw(r.u64());
     c.graph.assign(graph.begin(), graph.end());
-    const uint64_t bindings = count(r, "bindings");
-    for (uint64_t i = 0; i < bindings; ++i) {
-      PackageBinding b;
-      b.user = r.u8() != 0;
-      if (b.user) {
-        b.input = r.u64();
-        if (b.input >= inputs) throw Error("package manifest: a binding to a missing input");
-      } else {
-        b.weight = r.str();
-      }
-      c.bindings.push_back(std::move(b));
-    }
+    c.bindings = read_bindings(r, inputs);
     c.hierarchical = r.u8() != 0;
+    const uint64_t ranges = count(r, "ranges");
+    for (uint64_t i = 0; i < ranges; ++i) {
+      PackageRange pr;
+      pr.input = r.u64();
+      pr.dim = r.i64();
+      pr.min = r.i64();
+      pr.max = r.i64();
+      c.ranges.push_back(pr);
+    }
+    const uint64_t sizes = count(r, "sizes");
+    for (uint64_t i = 0; i < sizes; ++i) {
+      PackageSize ps;
+      ps.at = r.i64s();
+      ps.graph = r.u64();
+      ps.bindings = r.u64();
+      c.sizes.push_back(std::move(ps));
+    }
+    const uint64_t graphs = count(r, "graphs");
+    for (uint64_t i = 0; i < graphs; ++i) {
+      auto g = r.raw(r.u64());
+      c.size_graphs.emplace_back(g.begin(), g.end());
+    }
+    const uint64_t lists = count(r, "binding lists");
+    for (uint64_t i = 0; i < lists; ++i) c.size_bindings.push_back(read_bindings(r, inputs));
+    check_ranges(c);
     m.calls.push_back(std::move(c));
   }
   if (r.remaining() != 0) throw Error("package manifest: trailing bytes");
@@ -249,6 +321,13 @@ std::vector<uint8_t> write_package(const PackageContents& contents,
   for (const auto& [hash, artifact] : contents.graphs) {
     items.push_back(item(cache::Level::graph, hash, artifact, build));
   }
+  for (const auto& [structure, t] : contents.templates) {
+    ByteWriter tw;
+    tw.u64(t.record.size());
+    tw.raw(t.record.data(), t.record.size());
+    tw.raw(t.binary.data(), t.binary.size());
+    items.push_back(item(cache::Level::kernel, structure, tw.take(), build));
+  }
   const std::vector<uint8_t> bundle = cache::write_bundle(items, hmac_key);
   ByteWriter w;
   w.raw(kMagic.data(), kMagic.size());
@@ -317,6 +396,14 @@ PackageContents read_package(std::span<const uint8_t> bytes, std::span<const uin
       index = decode_weight_index(payload);
     } else if (it.level == cache::Level::graph) {
       out.graphs.emplace_back(it.entry->key, std::move(payload));
+    } else if (it.level == cache::Level::kernel) {
+      ByteReader tr(payload, "package size template");
+      PackageTemplate t;
+      auto record = tr.raw(tr.u64());
+      t.record.assign(record.begin(), record.end());
+      auto binary = tr.raw(tr.remaining());
+      t.binary.assign(binary.begin(), binary.end());
+      out.templates.emplace_back(it.entry->key, std::move(t));
     } else {
       throw Error("package refused: it holds an item it should not (" +
                   std::string(cache::level_name(it.level)) + " " + it.key_hex.substr(0, 16) +

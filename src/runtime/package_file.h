@@ -10,7 +10,9 @@
 //     a named weight);
 //   - the weight index: each weight's name, dtype, shape and place in the weights section, and
 //     the section's size and SHA-256 (so the signature covers the weights through it);
-//   - one compiled graph (runtime/artifact.h) per distinct graph hash: a repeated block once.
+//   - one compiled graph (runtime/artifact.h) per distinct graph hash: a repeated block once;
+//   - for calls that serve ranges of sizes, one size template (record and binary) per
+//     structure hash of the lowered graphs it serves, as kernel-level items.
 // Manifest and index are autotune-level items (records, not compiled code) under fixed keys;
 // compiled graphs are graph-level items keyed by their graph hash. Every item names the zc
 // build that wrote it, so the bundle refuses the whole package for another build. The weights
@@ -36,14 +38,34 @@ struct PackageBinding {
   bool user = false;
   uint64_t input = 0;  // user: which of the call's inputs
   std::string weight;  // otherwise: the weight's name
+  bool operator==(const PackageBinding&) const = default;
+};
+
+// A dim of a call's input that takes every size in [min, max].
+struct PackageRange {
+  uint64_t input = 0;
+  int64_t dim = 0, min = 0, max = 0;
+};
+
+// One size of a call with ranges: the sizes of its ranges, in their order, and which of the
+// call's graphs and binding lists it runs.
+struct PackageSize {
+  std::vector<int64_t> at;
+  uint64_t graph = 0, bindings = 0;
 };
 
 struct PackageCall {
-  std::vector<Shape> shapes;  // the call's inputs
+  std::vector<Shape> shapes;  // the call's inputs (with ranges: at the example's sizes)
   std::vector<DType> dtypes;
   std::vector<uint8_t> graph;            // ir::canonical_bytes of the captured graph
   std::vector<PackageBinding> bindings;  // one per graph input
   bool hierarchical = false;             // run as plan_regions' parts (Regions::Auto)
+  // A call that serves ranges of sizes: every size's own captured graph (distinct ones once)
+  // and bindings; `graph` and `bindings` are then the example's size's.
+  std::vector<PackageRange> ranges;
+  std::vector<PackageSize> sizes;
+  std::vector<std::vector<uint8_t>> size_graphs;
+  std::vector<std::vector<PackageBinding>> size_bindings;
 };
 
 struct PackageManifest {
@@ -58,9 +80,16 @@ struct PackageManifest {
   std::vector<PackageCall> calls;
 };
 
+// A size template (runtime/size_templates.h) as a package holds it: by the structure hash of
+// the lowered graphs it serves.
+struct PackageTemplate {
+  std::vector<uint8_t> record, binary;
+};
+
 struct PackageContents {
   PackageManifest manifest;
   std::vector<std::pair<Digest, std::vector<uint8_t>>> graphs;  // encoded artifacts by hash
+  std::vector<std::pair<Digest, PackageTemplate>> templates;    // by structure hash
   std::vector<std::pair<std::string, Tensor>> weights;          // CPU, contiguous
 };
 

@@ -188,6 +188,72 @@ bool make_size_template(std::span<const ir::Graph> family, const codegen::Backen
   return true;
 }
 
+namespace {
+
+// The executable of `lowered` from template `r` and its binary, or null when the template does
+// not serve it (`why` says how).
+std::shared_ptr<const codegen::Executable> check_and_bind(const ir::Graph& lowered,
+                                                          const codegen::Backend& backend,
+                                                          const Record& r,
+                                                          std::span<const uint8_t> binary,
+                                                          std::string* why) {
+  auto symbols = symbol_values(lowered, r.symbols);
+  if (!symbols || r.varying.size() != lowered.values.size()) {
+    *why = "its size template was made for another graph of its structure";
+    return nullptr;
+  }
+  codegen::CodegenResult code = codegen::codegen(lowered, backend, true, r.varying);
+  if (hex(sha256(code.source.text)) != r.text_hex || code.source.sizes.size() != r.sizes.size()) {
+    *why = "at these sizes its generated code takes other paths than its template's";
+    return nullptr;
+  }
+  for (size_t i = 0; i < r.sizes.size(); ++i) {
+    if (r.sizes[i].eval(*symbols) != code.source.sizes[i]) {
+      *why = "a size of its code is " + std::to_string(code.source.sizes[i]) +
+             " here, and its template's " + r.sizes[i].str() + " says " +
+             std::to_string(r.sizes[i].eval(*symbols));
+      return nullptr;
+    }
+  }
+  zc::stats::add(zc::stats::Counter::template_hits);
+  return backend.load_for_size(std::move(code.schedule), std::move(code.plan), binary,
+                               std::move(*symbols));
+}
+
+}  // namespace
+
+std::shared_ptr<const codegen::Executable> bind_size_template(const ir::Graph& lowered,
+                                                              const codegen::Backend& backend,
+                                                              std::span<const uint8_t> record,
+                                                              std::span<const uint8_t> binary,
+                                                              std::string* why) {
+  std::string ignored;
+  if (!why) why = &ignored;
+  Record r;
+  try {
+    r = decode(record);
+  } catch (const Error& e) {
+    *why = std::string("its size template is unusable (") + e.what() + ")";
+    return nullptr;
+  }
+  return check_and_bind(lowered, backend, r, binary, why);
+}
+
+std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, cache::Cache& store,
+                                                   const CompileKeys& keys) {
+  auto entry = store.get(template_key(hex(ir::structure_hash(lowered)), keys));
+  if (!entry) return std::nullopt;
+  Record r;
+  try {
+    r = decode(entry->payload);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  auto binary = store.get(keys.kernel_key(r.source_hex));
+  if (!binary) return std::nullopt;
+  return StoredTemplate{std::move(entry->payload), std::move(binary->payload)};
+}
+
 std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
                                                                     const codegen::Backend& backend,
                                                                     cache::Cache* store,
@@ -204,39 +270,27 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
     ZC_LOG(cache) << "graph " << short_hash << ": size template unusable (" << e.what() << ")";
     return nullptr;
   }
-  auto symbols = symbol_values(lowered, r.symbols);
-  if (!symbols || r.varying.size() != lowered.values.size()) {
-    refuse(short_hash, "its size template was made for another graph of its structure");
-    return nullptr;
-  }
-  codegen::CodegenResult code = codegen::codegen(lowered, backend, true, r.varying);
-  if (hex(sha256(code.source.text)) != r.text_hex || code.source.sizes.size() != r.sizes.size()) {
-    refuse(short_hash, "at these sizes its generated code takes other paths than its template's");
-    return nullptr;
-  }
-  for (size_t i = 0; i < r.sizes.size(); ++i) {
-    if (r.sizes[i].eval(*symbols) != code.source.sizes[i]) {
-      refuse(short_hash, "a size of its code is " + std::to_string(code.source.sizes[i]) +
-                             " here, and its template's " + r.sizes[i].str() + " says " +
-                             std::to_string(r.sizes[i].eval(*symbols)));
-      return nullptr;
-    }
-  }
-  codegen::GeneratedSource source = code.source;
-  const cache::Key kernel = keys.kernel_key(r.source_hex);
   std::vector<uint8_t> binary;
-  if (auto e = store->get(kernel)) {
+  if (auto e = store->get(keys.kernel_key(r.source_hex))) {
     binary = std::move(e->payload);
-  } else {
-    // The binary was evicted or never shared: built again from the template.
+  } else if (symbol_values(lowered, r.symbols) && r.varying.size() == lowered.values.size()) {
+    // The binary was evicted or never shared: built again from the template (check_and_bind()
+    // checks that the template serves this graph before the binary runs).
+    codegen::CodegenResult code = codegen::codegen(lowered, backend, true, r.varying);
+    codegen::GeneratedSource source = code.source;
     source.text = codegen::instantiate_sizes(code.source.text, r.sizes, source.symbol_array);
     source.sizes.clear();
+    if (hex(sha256(source.text)) != r.source_hex) {
+      refuse(short_hash, "at these sizes its generated code takes other paths than its template's");
+      return nullptr;
+    }
     double ms = 0;
     binary = binary_for(keys, backend, store, source, &ms);
   }
-  zc::stats::add(zc::stats::Counter::template_hits);
-  return backend.load_for_size(std::move(code.schedule), std::move(code.plan), binary,
-                               std::move(*symbols));
+  std::string why;
+  auto exec = check_and_bind(lowered, backend, r, binary, &why);
+  if (!exec) refuse(short_hash, why);
+  return exec;
 }
 
 }  // namespace zc::runtime

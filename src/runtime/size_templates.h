@@ -18,7 +18,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "cache/cache.h"
 #include "codegen/backend.h"
@@ -39,5 +42,24 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
                                                                     const codegen::Backend& backend,
                                                                     cache::Cache* store,
                                                                     const CompileKeys& keys);
+
+// A template as stored: its record and its binary.
+struct StoredTemplate {
+  std::vector<uint8_t> record, binary;
+};
+
+// The template `store` holds for graphs of `lowered`'s structure, with its binary; nullopt when
+// it holds none or lacks the binary.
+std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, cache::Cache& store,
+                                                   const CompileKeys& keys);
+
+// The check and bind of executable_from_template, from a record and binary given directly (a
+// package holds them by structure hash, not under cache keys): the executable of `lowered`
+// when the template serves it, else null with the reason in `why`. Compiles nothing.
+std::shared_ptr<const codegen::Executable> bind_size_template(const ir::Graph& lowered,
+                                                              const codegen::Backend& backend,
+                                                              std::span<const uint8_t> record,
+                                                              std::span<const uint8_t> binary,
+                                                              std::string* why = nullptr);
 
 }  // namespace zc::runtime

@@ -70,11 +70,13 @@ const Command kCommands[] = {
     {"package",
      "compile a model for example inputs into one file that runs with no compiler (a package)",
      "zc package MODEL.onnx|--model seed64|gpt-small [--layers N] [--input FILE.npy]...\n"
-     "           [--shape DIMS]... [--regions auto|none] -o OUT.zcpkg [--save-example DIR]\n"
-     "           [--json FILE|-]\n"
+     "           [--shape DIMS]... [--dynamic-dim I:D:MIN:MAX]... [--regions auto|none]\n"
+     "           -o OUT.zcpkg [--save-example DIR] [--json FILE|-]\n"
      "  --input FILE   one example call's inputs, in order, as .npy arrays\n"
      "  --shape DIMS   an example call of one generated input of shape DIMS (8x10); repeat it\n"
      "                 for each size the package must serve. Default: the model's own input\n"
+     "  --dynamic-dim I:D:MIN:MAX  input I's dim D takes every size MIN..MAX (each example\n"
+     "                 call's other dims fixed): 0:1:2:128 serves gpt-small's lengths 2..128\n"
      "  --save-example DIR  also write the first call's inputs and the module's eager outputs\n"
      "                 (DIR/input_<i>.npy, DIR/expected_<i>.npy)\n"
      "  Run it with `zc run OUT.zcpkg`; signed when ZC_CACHE_HMAC_KEY_FILE is set",

@@ -39,6 +39,28 @@ zc::Shape parse_shape(const std::string& s) {
   return shape;
 }
 
+// "0:1:2:128": input 0's dim 1 takes every size 2..128.
+zc::DynamicDim parse_dynamic_dim(const std::string& s) {
+  std::vector<int64_t> v;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t end = s.find(':', at);
+    if (end == std::string::npos) end = s.size();
+    try {
+      v.push_back(std::stoll(s.substr(at, end - at)));
+    } catch (const std::exception&) {
+      v.clear();
+      break;
+    }
+    at = end + 1;
+  }
+  if (v.size() != 4 || v[0] < 0) {
+    throw UsageError{"zc package: --dynamic-dim " + s +
+                     ": give INPUT:DIM:MIN:MAX, as 0:1:2:128 (input 0's dim 1, sizes 2..128)"};
+  }
+  return zc::DynamicDim{static_cast<size_t>(v[0]), v[1], v[2], v[3]};
+}
+
 // An input like `like` (its dtype) of another shape: normal floats, integers 0.
 zc::Tensor input_of_shape(const zc::Tensor& like, const zc::Shape& shape) {
   if (zc::is_floating(like.dtype())) return zc::randn(shape).to(like.dtype());
@@ -61,6 +83,7 @@ void write_text(const std::string& path, const std::string& text, const char* cm
 int cmd_package(Args args) {
   std::string onnx_path, model_name, out_path, json_path, example_dir, regions = "auto";
   std::vector<std::string> input_files, shapes;
+  std::vector<zc::DynamicDim> dynamic_dims;
   int64_t layers = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
@@ -81,6 +104,8 @@ int cmd_package(Args args) {
       input_files.push_back(value());
     } else if (a == "--shape") {
       shapes.push_back(value());
+    } else if (a == "--dynamic-dim") {
+      dynamic_dims.push_back(parse_dynamic_dim(value()));
     } else if (a == "--regions") {
       regions = value();
       if (regions != "auto" && regions != "none")
@@ -142,6 +167,7 @@ int cmd_package(Args args) {
 
   zc::CompileOptions options;
   options.regions = regions == "none" ? zc::Regions::None : zc::Regions::Auto;
+  options.dynamic_dims = dynamic_dims;
   auto t0 = std::chrono::steady_clock::now();
   zc::package::save(module, calls, out_path, options);
   const double build_ms = ms_since(t0);
