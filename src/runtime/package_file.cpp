@@ -27,6 +27,15 @@ Digest fixed_key(const char* what) {
   return sha256(std::string("zc package ") + what + " v1");
 }
 
+// A section's format version, which must be the one this zc writes: a package is only ever
+// read by the zc build that made it, so an older format is a damaged or forged file.
+void expect_version(ByteReader& r, uint32_t want, const char* section) {
+  if (const uint32_t v = r.u32(); v != want) {
+    throw Error(std::string("package ") + section + " version " + std::to_string(v) +
+                ", this zc reads version " + std::to_string(want));
+  }
+}
+
 uint64_t count(ByteReader& r, const char* what) {
   const uint64_t n = r.u64();
   if (n > kMaxCount || n > r.remaining()) {
@@ -147,10 +156,7 @@ std::vector<uint8_t> encode_manifest(const PackageManifest& m) {
 
 PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
   ByteReader r(bytes, "package manifest");
-  if (const uint32_t v = r.u32(); v != kManifestVersion) {
-    throw Error("package manifest version " + std::to_string(v) + ", this zc reads version " +
-                std::to_string(kManifestVersion));
-  }
+  expect_version(r, kManifestVersion, "manifest");
   PackageManifest m;
   m.zc_version = r.str();
   m.build_id = r.str();
@@ -261,10 +267,7 @@ struct WeightIndex {
 
 WeightIndex decode_weight_index(std::span<const uint8_t> bytes) {
   ByteReader r(bytes, "package weight index");
-  if (const uint32_t v = r.u32(); v != kWeightsVersion) {
-    throw Error("package weight index version " + std::to_string(v) + ", this zc reads version " +
-                std::to_string(kWeightsVersion));
-  }
+  expect_version(r, kWeightsVersion, "weight index");
   WeightIndex index;
   const uint64_t n = count(r, "weights");
   for (uint64_t k = 0; k < n; ++k) {

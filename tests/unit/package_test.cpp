@@ -539,6 +539,32 @@ TEST(PackageGpu, GptOnCudaEqualsTheCpuInAFreshProcessWithNoCompiler) {
   expect_close(s.outputs.at(0), {want});
 }
 
+// A range of lengths on the GPU: each length's kernels come from the CUDA size templates in the
+// package, bound without NVRTC.
+TEST(PackageGpu, RangedGptOnCudaServesOtherLengthsWithoutCompiling) {
+  ZC_SKIP_WITHOUT_GPU();
+  NoGradGuard no_grad;
+  manual_seed(7);
+  auto model = models::gpt(ranged_gpt());
+  model->eval();
+  std::vector<Tensor> xs;
+  std::vector<Tensor> want;
+  for (int64_t t : {7, 33, 64}) {
+    xs.push_back(randint(0, 96, {2, t}));
+    want.push_back((*model)(xs.back()));
+  }
+  model->to(Device::cuda(0));
+  const std::vector<uint8_t> bytes =
+      package::build(model, {{randint(0, 96, {2, 16}).to(Device::cuda(0))}}, kLengths2To64);
+  const int64_t runs = compiler::stats().compiler_invocations;
+  package::Package p = package::load(bytes);
+  EXPECT_EQ(p.backend(), "cuda");
+  for (size_t k = 0; k < xs.size(); ++k) {
+    EXPECT_TRUE(allclose(p(xs[k].to(Device::cuda(0))).to(Device::cpu()), want[k], 1e-3, 1e-4)) << k;
+  }
+  EXPECT_EQ(compiler::stats().compiler_invocations, runs);
+}
+
 TEST(PackageCli, PackageThenRunWithNoCompiler) {
   const std::string dir = test_dir();
   ProcessRun built = test::zc_cli("", "package --model seed --layers 3 --shape 6x10 -o " + dir +
