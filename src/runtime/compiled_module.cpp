@@ -23,6 +23,7 @@
 #include "runtime/hierarchical.h"
 #include "runtime/roi.h"
 #include "runtime/specialization_table.h"
+#include "toolchain/build_priority.h"
 #include "util/log.h"
 #include "util/stats.h"
 #include "util/timer.h"
@@ -392,6 +393,7 @@ void compile_in_background(std::shared_ptr<Core> cp, std::vector<Tensor> xs, boo
     // threads and leave cores to the compiler: a full OpenMP team beside compiler processes
     // oversubscribes the machine, and an eager gpt-small call then took 4-7x its time.
     ops::CpuCallShare share;
+    toolchain::BackgroundBuildScope niced;  // and the compiler yields the CPU to them
     Timer t;
     Made made;
     {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <random>
 #include <sstream>
 
+#include "toolchain/build_priority.h"
 #include "util/cache_dir.h"
 #include "util/check.h"
 #include "util/hash.h"
@@ -370,6 +372,8 @@ ProcessResult run_process(const std::vector<std::string>& argv) {
     ::close(fds[0]);
     throw Error("cannot run " + argv[0] + ": " + std::strerror(rc));
   }
+  // Best effort: a process that may not lower its children's priority builds at its own.
+  if (const int nice = compiler_niceness()) (void)::setpriority(PRIO_PROCESS, pid, nice);
   ProcessResult result;
   char buf[16384];
   for (;;) {
