@@ -48,7 +48,6 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
 void save(std::shared_ptr<nn::Module> module, const std::vector<std::vector<Tensor>>& example_calls,
           const std::string& path, CompileOptions options = {});
 
-// The inputs of one specialization.
 // The inputs of one specialization: the dims of `ranges` take any size in them (`shapes`
 // holds the example's size there).
 struct CallSignature {
