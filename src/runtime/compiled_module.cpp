@@ -396,13 +396,23 @@ void compile_in_background(std::shared_ptr<Core> cp, std::vector<Tensor> xs, boo
     toolchain::BackgroundBuildScope niced;  // and the compiler yields the CPU to them
     Timer t;
     Made made;
+    uint64_t traced_fingerprint = 0;
     {
       std::lock_guard capture_lock(c.capture_mu);
+      traced_fingerprint = capture::module_fingerprint(*c.module);
       made = compile_for(c, xs, /*whole_step=*/true, recapture);
     }
-    publish(c, made);
-    ZC_LOG(recompiles) << c.module->type_name() << ": background compile for " << inputs_str(xs)
-                       << " ready in " << t.ms() << " ms";
+    // The module may have changed while this compiled (a parameter replaced, train/eval), after
+    // a call already saw the change and dropped the older entries: code traced from the old
+    // module must not be published then, or the next calls would run it.
+    if (capture::module_fingerprint(*c.module) != traced_fingerprint) {
+      ZC_LOG(recompiles) << c.module->type_name() << ": background compile for " << inputs_str(xs)
+                         << " dropped: the module changed while it compiled";
+    } else {
+      publish(c, made);
+      ZC_LOG(recompiles) << c.module->type_name() << ": background compile for " << inputs_str(xs)
+                         << " ready in " << t.ms() << " ms";
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr,
                  "[zc] warning: the background compile of %s for %s failed; calls with those "

@@ -172,6 +172,35 @@ TEST(AsyncCompileGpu, CallsEqualEagerBeforeAndAfterTheCodeIsReady) {
   EXPECT_EQ(r.items.size(), 1u);
 }
 
+// The module changes (train/eval) while its first compile waits for the compiler, and a call
+// sees the change before that compile ends: the compile's code, traced from the old module, is
+// dropped instead of served.
+TEST(AsyncCompile, ACompileOfAModuleThatChangedMeanwhileIsNotServed) {
+  const std::string dir = test::test_dir("serving");
+  const std::string release = dir + "/release", cxx = dir + "/slow-cxx";
+  {
+    std::ofstream f(cxx);
+    f << "#!/bin/sh\n"
+      << "case \" $* \" in *\" -o \"*) while [ ! -e '" << release
+      << "' ]; do sleep 0.02; done;; esac\n"
+      << "exec c++ \"$@\"\n";
+  }
+  std::filesystem::permissions(cxx, std::filesystem::perms::owner_all);
+  test::ProcessRun r = test::run_tool("async_run", "ZC_CACHE_DIR=" + dir + "/cache ZC_CXX=" + cxx,
+                                      "--release " + release + " --retrain 1");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.num("second", "eager_calls"), 2) << r.out;
+  // After the first compile ended: its entry was not published, so the next call captured and
+  // compiled anew; the seed model's graph is the same in training mode, so that compile came
+  // from this process's code cache and the call ran its code at once.
+  EXPECT_EQ(r.num("ready", "async_compiles"), 2) << r.out;
+  EXPECT_EQ(r.num("ready", "graphs_captured"), 2) << r.out;
+  EXPECT_EQ(r.num("ready", "eager_calls"), 2) << r.out;
+  EXPECT_EQ(r.num("final", "async_compiles"), 2) << r.out;
+  EXPECT_EQ(r.num("final", "guard_hits"), 2) << r.out;
+  EXPECT_LT(r.num("max_diff", "value"), 1e-4) << r.out;
+}
+
 TEST(Warmup, CompilesEveryListedShapeSoThatCallsCompileNothing) {
   NoGradGuard no_grad;
   auto m = std::make_shared<Mlp>(20);
