@@ -257,7 +257,6 @@ struct Report {
 // Every compiled module of this process; ZC_LOGS=roi also prints it at exit.
 Report report();
 
-
 // One output of an accuracy-checked call (CompileOptions::accuracy_check).
 struct AccuracyOutput {
   std::vector<int64_t> shape;  // the compiled output's

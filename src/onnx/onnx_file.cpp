@@ -19,23 +19,6 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
   return s;
 }
 
-size_t element_size(DType t) {
-  switch (t) {
-    case DType::f64:
-    case DType::i64:
-      return 8;
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::f16:
-    case DType::bf16:
-      return 2;
-    case DType::boolean:
-      return 1;
-  }
-  return 1;
-}
-
 bool is_default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
 }
@@ -104,7 +87,7 @@ RawTensor tensor_layout(const TensorProto& t, const std::string& what) {
     numel *= static_cast<uint64_t>(d);
     r.shape.push_back(d);
   }
-  const uint64_t nbytes = numel * element_size(r.dtype);
+  const uint64_t nbytes = numel * dtype_size(r.dtype);
   auto check = [&](uint64_t got, const char* field) {
     if (got != numel) {
       throw Error(what + ": its dims give " + std::to_string(numel) + " elements but " + field +
@@ -130,7 +113,7 @@ RawTensor tensor_layout(const TensorProto& t, const std::string& what) {
 }
 
 void copy_tensor_data(const TensorProto& t, const RawTensor& layout, void* dst) {
-  const uint64_t numel = numel_of(layout), nbytes = numel * element_size(layout.dtype);
+  const uint64_t numel = numel_of(layout), nbytes = numel * dtype_size(layout.dtype);
   auto* out = static_cast<uint8_t*>(dst);
   if (numel == 0) return;
   if (t.has_raw_data()) {
@@ -168,7 +151,7 @@ void copy_tensor_data(const TensorProto& t, const RawTensor& layout, void* dst) 
 
 RawTensor decode_tensor(const TensorProto& t, const std::string& what) {
   RawTensor r = tensor_layout(t, what);
-  r.bytes.resize(numel_of(r) * element_size(r.dtype));
+  r.bytes.resize(numel_of(r) * dtype_size(r.dtype));
   copy_tensor_data(t, r, r.bytes.data());
   return r;
 }

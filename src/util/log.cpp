@@ -10,8 +10,8 @@
 namespace zc::logging {
 
 namespace {
-constexpr std::string_view kNames[] = {"cache",   "graph",   "output_code", "timing", "recompiles", "regions",
-                                       "fusion",  "kernels", "roi",         "accuracy"};
+constexpr std::string_view kNames[] = {"cache",   "graph",  "output_code", "timing", "recompiles",
+                                       "regions", "fusion", "kernels",     "roi",    "accuracy"};
 static_assert(std::size(kNames) == static_cast<size_t>(Topic::count));
 
 struct Config {

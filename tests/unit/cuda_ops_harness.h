@@ -165,7 +165,7 @@ inline std::vector<double> values(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(c.numel()));
   if (v.empty()) return v;
   const char* p = static_cast<const char*>(c.raw_data());
-  const size_t es = zc::ref::elem_size(c.dtype());
+  const size_t es = zc::dtype_size(c.dtype());
   for (size_t i = 0; i < v.size(); ++i) v[i] = zc::ref::load(p + i * es, c.dtype());
   return v;
 }

@@ -117,23 +117,6 @@ inline double round_to(double v, DType t) {
   return v;
 }
 
-inline size_t elem_size(DType t) {
-  switch (t) {
-    case DType::f64:
-    case DType::i64:
-      return 8;
-    case DType::f32:
-    case DType::i32:
-      return 4;
-    case DType::f16:
-    case DType::bf16:
-      return 2;
-    case DType::boolean:
-      return 1;
-  }
-  return 0;
-}
-
 template <class T>
 T get(const char* p) {
   T v;
@@ -231,7 +214,7 @@ inline Arr read(const Tensor& t) {
   a.v.resize(n);
   if (n == 0) return a;
   const char* base = static_cast<const char*>(t.raw_data());
-  const size_t es = elem_size(t.dtype());
+  const size_t es = dtype_size(t.dtype());
   for (int64_t i = 0; i < n; ++i) {
     auto idx = unravel(i, a.shape);
     int64_t off = 0;
@@ -263,7 +246,7 @@ inline Tensor make(const Arr& a, DType dt, Layout layout = Layout::contiguous) {
     }
     if (layout == Layout::strided) offset = 3;
   }
-  const size_t es = elem_size(dt);
+  const size_t es = dtype_size(dt);
   auto storage = std::make_shared<Storage>(static_cast<size_t>(span + offset) * es, Device::cpu());
   std::memset(storage->data(), 0, storage->nbytes());
   char* base = static_cast<char*>(storage->data()) + offset * es;

@@ -111,22 +111,32 @@ TEST(AsyncCompile, ACompiledBlockInsideAnEagerRunRunsEagerly) {
   EXPECT_TRUE(allclose(fast(x), relu((*inner)(x)), 1e-4, 1e-5));
 }
 
+// A C++ compiler for a child process that compiles nothing until `release` exists (answering
+// the version probe at once), with the child's cache in the same fresh directory: `env`.
+struct HeldBackCompiler {
+  std::string dir, release, env;
+  HeldBackCompiler() {
+    dir = test::test_dir("serving");
+    release = dir + "/release";
+    const std::string cxx = dir + "/slow-cxx";
+    {
+      std::ofstream f(cxx);
+      f << "#!/bin/sh\n"
+        << "case \" $* \" in *\" -o \"*) while [ ! -e '" << release
+        << "' ]; do sleep 0.02; done;; esac\n"
+        << "exec c++ \"$@\"\n";
+    }
+    std::filesystem::permissions(cxx, std::filesystem::perms::owner_all);
+    env = "ZC_CACHE_DIR=" + dir + "/cache ZC_CXX=" + cxx;
+  }
+};
+
 // The first call provably returns while the compiler runs: the tool's compiler waits for a file
 // that the tool creates only after that call returned. A warm process then runs compiled code
 // from its first call.
 TEST(AsyncCompile, TheFirstCallNeverWaitsForTheCompilerAndAWarmCacheSwitchesAtOnce) {
-  const std::string dir = test::test_dir("serving");
-  const std::string release = dir + "/release", cxx = dir + "/slow-cxx";
-  {
-    std::ofstream f(cxx);
-    f << "#!/bin/sh\n"
-      << "case \" $* \" in *\" -o \"*) while [ ! -e '" << release
-      << "' ]; do sleep 0.02; done;; esac\n"
-      << "exec c++ \"$@\"\n";
-  }
-  std::filesystem::permissions(cxx, std::filesystem::perms::owner_all);
-  const std::string env = "ZC_CACHE_DIR=" + dir + "/cache ZC_CXX=" + cxx;
-  test::ProcessRun cold = test::run_tool("async_run", env, "--release " + release);
+  const HeldBackCompiler held;
+  test::ProcessRun cold = test::run_tool("async_run", held.env, "--release " + held.release);
   ASSERT_EQ(cold.rc, 0) << cold.out;
   // The first call ran eagerly with no compiler run finished; the second call of the same input
   // started no second compile.
@@ -139,7 +149,7 @@ TEST(AsyncCompile, TheFirstCallNeverWaitsForTheCompilerAndAWarmCacheSwitchesAtOn
   EXPECT_EQ(cold.num("ready", "eager_calls"), 2) << cold.out;
   EXPECT_LT(cold.num("max_diff", "value"), 1e-4) << cold.out;
 
-  test::ProcessRun warm = test::run_tool("async_run", env, "--release " + release);
+  test::ProcessRun warm = test::run_tool("async_run", held.env, "--release " + held.release);
   ASSERT_EQ(warm.rc, 0) << warm.out;
   EXPECT_EQ(warm.num("first", "eager_calls"), 0) << warm.out;
   EXPECT_EQ(warm.num("first", "compiler_invocations"), 0) << warm.out;
@@ -176,18 +186,9 @@ TEST(AsyncCompileGpu, CallsEqualEagerBeforeAndAfterTheCodeIsReady) {
 // sees the change before that compile ends: the compile's code, traced from the old module, is
 // dropped instead of served.
 TEST(AsyncCompile, ACompileOfAModuleThatChangedMeanwhileIsNotServed) {
-  const std::string dir = test::test_dir("serving");
-  const std::string release = dir + "/release", cxx = dir + "/slow-cxx";
-  {
-    std::ofstream f(cxx);
-    f << "#!/bin/sh\n"
-      << "case \" $* \" in *\" -o \"*) while [ ! -e '" << release
-      << "' ]; do sleep 0.02; done;; esac\n"
-      << "exec c++ \"$@\"\n";
-  }
-  std::filesystem::permissions(cxx, std::filesystem::perms::owner_all);
-  test::ProcessRun r = test::run_tool("async_run", "ZC_CACHE_DIR=" + dir + "/cache ZC_CXX=" + cxx,
-                                      "--release " + release + " --retrain 1");
+  const HeldBackCompiler held;
+  test::ProcessRun r =
+      test::run_tool("async_run", held.env, "--release " + held.release + " --retrain 1");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(r.num("second", "eager_calls"), 2) << r.out;
   // After the first compile ended: its entry was not published, so the next call captured and
