@@ -49,6 +49,11 @@ class Storage {
   // autograd can refuse values that changed after it saved them.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // Unique among the storages of this process (never reused, unlike an address): with the
+  // version it names the contents of an owned storage, which is how an executable knows that a
+  // weight it converted on an earlier call is unchanged (codegen::InputIdentity).
+  uint64_t uid() const { return uid_; }
+  bool owned() const { return owned_; }
 
  private:
   Storage() = default;
@@ -58,6 +63,8 @@ class Storage {
   bool owned_ = true;
   uint64_t version_ = 0;
   int64_t group_ = 0;
+  uint64_t uid_ = next_uid();
+  static uint64_t next_uid();
 };
 
 // State the capture stage attaches to a traced tensor. The runtime only carries it: a traced

@@ -36,13 +36,17 @@ void* data_address(const Tensor& t) {
   return static_cast<char*>(impl.storage->data()) + impl.offset * dtype_size(impl.dtype);
 }
 
-std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vector<Tensor>& keep) {
+std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vector<Tensor>& keep,
+                                std::vector<InputIdentity>* identities) {
   std::vector<void*> in(inputs.size());
   keep.reserve(inputs.size());
+  if (identities) identities->assign(inputs.size(), InputIdentity{});
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = *inputs[i];
     if (t.is_contiguous()) {
       in[i] = data_address(t);
+      const Storage* s = t.impl_ptr() ? t.impl_ptr()->storage.get() : nullptr;
+      if (identities && s && s->owned()) (*identities)[i] = {s->uid(), s->version()};
     } else {
       keep.push_back(ops::eager_contiguous(t));
       in[i] = data_address(keep.back());

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "codegen/executable.h"
 #include "ops/registry.h"
 #include "zc/tensor.h"
 
@@ -58,7 +59,9 @@ void* data_address(const Tensor& t);
 
 // Pointers to each input's elements, dense (generated code reads row-major); a strided input
 // is copied (on its device) into `keep`, which must outlive the pointers.
-std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vector<Tensor>& keep);
+// `identities`, when given, receives what holds each pointer's memory (unknown for a copy).
+std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vector<Tensor>& keep,
+                                std::vector<InputIdentity>* identities = nullptr);
 
 // New output tensors for `metas` (on the metadata's devices), and their addresses in `ptrs`.
 std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,

@@ -21,6 +21,18 @@ struct LibraryProduct {
   ops::GemmProblem problem;
 };
 
+// What holds a graph input's memory in one call: an owned storage's uid and version
+// (Storage::uid), or storage 0 where that is not known (a dense copy of a strided input, a
+// value computed by an earlier part of the graph, borrowed memory). An executable that keeps
+// something derived from an input across calls (a convolution's weights in its kernel's
+// blocked layout) reuses it only while the input's identity stays the same.
+struct InputIdentity {
+  uint64_t storage = 0;
+  uint64_t version = 0;
+  bool known() const { return storage != 0; }
+  bool operator==(const InputIdentity&) const = default;
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
@@ -58,8 +70,10 @@ class RawExecutable : public Executable {
   // `inputs[i]` holds graph input i densely (row-major, its dtype); `outputs[i]` receives graph
   // output i densely; `scratch` has scratch_bytes() bytes. On a GPU the work is queued on the
   // device's current stream, and nothing in it waits for the GPU or allocates. Raises
-  // zc::Error like run().
-  virtual void run_raw(void* const* inputs, void* const* outputs, char* scratch) const = 0;
+  // zc::Error like run(). `identities`, when given, says what holds each input
+  // (InputIdentity); without it nothing derived from an input is reused from an earlier call.
+  virtual void run_raw(void* const* inputs, void* const* outputs, char* scratch,
+                       const InputIdentity* identities = nullptr) const = 0;
   // Called once after run_raw (or a replay of what it queued) and before its outputs are used:
   // raises the error its kernels flagged on the device (an embedding index out of range),
   // which waits for the GPU. Nothing to do where errors raise at once (the CPU).

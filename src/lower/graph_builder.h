@@ -24,6 +24,8 @@ class GraphBuilder {
   // The output value standing for input value `old`.
   ir::ValueId map(ir::ValueId old) const;
   std::vector<ir::ValueId> map(std::span<const ir::ValueId> old) const;
+  // Whether input value `old` has an output value yet.
+  bool mapped(ir::ValueId old) const { return map_[old] >= 0; }
   // From now on, uses of input value `old` read output value `now`.
   void alias(ir::ValueId old, ir::ValueId now);
 

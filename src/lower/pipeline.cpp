@@ -7,6 +7,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "lower/canonicalize.h"
+#include "lower/channels_last.h"
 #include "lower/decompose.h"
 #include "lower/split_reductions.h"
 #include "util/check.h"
@@ -24,6 +25,13 @@ struct Pass {
 
 // The lowering passes, in order.
 constexpr Pass kPasses[] = {
+    // convolutions and what surrounds them channels-last (where the backend keeps conv2d_nhwc)
+    {"channels_last",
+     [](const ir::Graph& g, const LowerContext& c) {
+       const bool wanted =
+           std::find(c.keep.begin(), c.keep.end(), ops::OpId::conv2d_nhwc) != c.keep.end();
+       return wanted ? channels_last(g) : g;
+     }},
     // composite ops become primitive ones (but those the backend keeps)
     {"decompose", [](const ir::Graph& g, const LowerContext& c) { return decompose(g, c.keep); }},
     // a GPU's long sums into two stages (only where the backend asks)

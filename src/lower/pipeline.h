@@ -12,7 +12,8 @@ struct LowerContext {
   bool verify = true;  // run the verifier after every pass
   // Composite ops left whole for the code generator (Backend::native_ops: ops a backend
   // generates better than their decompositions). What lowering makes depends on it, so it is
-  // part of the lowering level's cache key.
+  // part of the lowering level's cache key. Keeping conv2d_nhwc also asks for the
+  // channels_last pass (channels_last.h).
   std::vector<ops::OpId> keep;
   // Split long sums into two stages (split_reductions.h; Backend::splits_long_reductions). Part
   // of the lowering level's cache key too.

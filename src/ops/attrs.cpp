@@ -59,7 +59,8 @@ struct Printer {
     return "stride=" + list_str({a.stride_h, a.stride_w}) +
            ", pads=" + list_str({a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}) +
            ", dilation=" + list_str({a.dilation_h, a.dilation_w}) +
-           ", groups=" + std::to_string(a.groups);
+           ", groups=" + std::to_string(a.groups) + (a.residual ? ", residual" : "") +
+           (a.relu ? ", relu" : "");
   }
   std::string operator()(const Pool2dAttrs& a) const {
     return "kernel=" + list_str({a.kernel_h, a.kernel_w}) +
@@ -147,7 +148,8 @@ struct Writer {
   }
   void operator()(const Conv2dAttrs& a) const {
     w.i64s(std::vector<int64_t>{a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
-                                a.pad_right, a.dilation_h, a.dilation_w, a.groups});
+                                a.pad_right, a.dilation_h, a.dilation_w, a.groups,
+                                int64_t{a.residual}, int64_t{a.relu}});
   }
   void operator()(const Pool2dAttrs& a) const {
     w.i64s(std::vector<int64_t>{a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
@@ -207,8 +209,8 @@ Attrs read_alternative(size_t index, ByteReader& r) {
       a.wrt = static_cast<AttentionWrt>(wrt);
     } else if constexpr (std::is_same_v<A, Conv2dAttrs>) {
       std::vector<int64_t> v = r.i64s();
-      if (v.size() != 9) throw Error("attributes: conv2d needs 9 integers");
-      a = Conv2dAttrs{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+      if (v.size() != 11) throw Error("attributes: conv2d needs 11 integers");
+      a = Conv2dAttrs{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9] != 0, v[10] != 0};
     } else if constexpr (std::is_same_v<A, Pool2dAttrs>) {
       std::vector<int64_t> v = r.i64s();
       if (v.size() != 10) throw Error("attributes: a 2-d pool needs 10 integers");

@@ -12,6 +12,7 @@
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "ops/eager.h"
+#include "ops/onednn_conv.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
 #include "ops/window.h"
@@ -149,6 +150,9 @@ std::vector<Tensor> im2col_vjp(const VjpArgs& args) {
 
 std::vector<TensorMeta> conv2d_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
   const auto& a = std::get<Conv2dAttrs>(attrs);
+  if (a.residual || a.relu) {
+    op_error("conv2d", "a fused residual or ReLU is conv2d_nhwc's only; add them after it");
+  }
   const TensorMeta &x = in[0], &w = in[1];
   if (x.shape.size() != 4 || w.shape.size() != 4) {
     op_error("conv2d",
@@ -242,6 +246,98 @@ std::vector<Tensor> conv2d_vjp(const VjpArgs& args) {
   return out;
 }
 
+// ---- conv2d_nhwc: conv2d over channels-last tensors, input [N, H, W, C] and output
+// [N, OH, OW, C_out] (the weight as conv2d's), then its epilogue: the attributes' residual (a
+// last input of the output's shape, added) and ReLU. Only the channels_last pass makes it, for
+// a backend with a kernel of that layout; it is conv2d between two permutes and the epilogue,
+// which is also its decomposition and its derivative. Inputs: x, w, an optional bias, the
+// residual when the attributes say so.
+
+// conv2d's own attributes and inputs (no epilogue).
+Conv2dAttrs plain(Conv2dAttrs a) {
+  a.residual = a.relu = false;
+  return a;
+}
+
+template <class T>
+std::span<const T> conv_inputs(std::span<const T> in, const Conv2dAttrs& a) {
+  return in.first(in.size() - (a.residual ? 1 : 0));
+}
+
+TensorMeta to_nchw(TensorMeta m) {
+  if (m.shape.size() == 4) m.shape = {m.shape[0], m.shape[3], m.shape[1], m.shape[2]};
+  return m;
+}
+
+TensorMeta to_nhwc(TensorMeta m) {
+  m.shape = {m.shape[0], m.shape[2], m.shape[3], m.shape[1]};
+  return m;
+}
+
+std::vector<TensorMeta> conv2d_nhwc_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const auto& a = std::get<Conv2dAttrs>(attrs);
+  if (in[0].shape.size() != 4 || (a.residual && in.size() < 3) || (!a.residual && in.size() > 3)) {
+    op_error("conv2d_nhwc", std::string("expected an input [N, H, W, C], a weight") +
+                                (a.residual ? ", an optional bias and a residual" : "") + ", got " +
+                                metas_str(in));
+  }
+  std::span<const TensorMeta> conv = conv_inputs(in, a);
+  std::vector<TensorMeta> nchw(conv.begin(), conv.end());
+  nchw[0] = to_nchw(nchw[0]);
+  TensorMeta out = to_nhwc(conv2d_infer(nchw, plain(a))[0]);
+  if (a.residual && (in.back().shape != out.shape || in.back().dtype != out.dtype)) {
+    op_error("conv2d_nhwc",
+             "expected a residual " + meta_str(out) + ", got " + meta_str(in.back()));
+  }
+  return {out};
+}
+
+std::vector<Tensor> conv2d_nhwc_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const auto& a = std::get<Conv2dAttrs>(attrs);
+  std::span<const Tensor> conv = conv_inputs(in, a);
+  std::vector<Tensor> nchw(conv.begin(), conv.end());
+  nchw[0] = in[0].permute({0, 3, 1, 2});
+  Tensor y = call1(OpId::conv2d, nchw, plain(a)).permute({0, 2, 3, 1});
+  if (a.residual) y = y + in.back();
+  if (a.relu) y = relu(y);
+  return {y};
+}
+
+std::vector<Tensor> conv2d_nhwc_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                      std::span<const TensorMeta> outs) {
+  const bool f32 =
+      std::all_of(in.begin(), in.end(), [](const Tensor& t) { return t.dtype() == DType::f32; });
+  if (!onednn_conv_available() || !f32) {
+    NoGradGuard no_grad;
+    return conv2d_nhwc_decompose(in, attrs);
+  }
+  const auto& a = std::get<Conv2dAttrs>(attrs);
+  Tensor out = Tensor::empty(outs[0].shape, outs[0].dtype);
+  const size_t convs = conv_inputs(in, a).size();
+  onednn_conv_once(in[0], in[1], convs > 2 ? &in[2] : nullptr, a.residual ? &in.back() : nullptr,
+                   out, a);
+  return {out};
+}
+
+// The epilogue's gradient first (ReLU's mask; the residual's is what reaches the sum), then
+// conv2d's through the permutes. The output conv2d's rule reads is not saved (the epilogue
+// changed it); conv2d's rule does not read it.
+std::vector<Tensor> conv2d_nhwc_vjp(const VjpArgs& args) {
+  const auto& a = std::get<Conv2dAttrs>(args.attrs);
+  Tensor g = out_grad(args);
+  if (a.relu) g = g * to_dtype(gt(args.outputs[0], 0.0), g.dtype());
+  std::span<const Tensor> conv = conv_inputs(args.inputs, a);
+  std::vector<Tensor> in(conv.begin(), conv.end());
+  in[0] = in[0].permute({0, 3, 1, 2});
+  const std::vector<Tensor> out{args.outputs[0].permute({0, 3, 1, 2})};
+  const std::vector<Tensor> grads{g.permute({0, 3, 1, 2})};
+  const Attrs plain_attrs = plain(a);
+  std::vector<Tensor> r = conv2d_vjp(VjpArgs{in, out, plain_attrs, grads, args.wanted});
+  if (r[0].defined()) r[0] = r[0].permute({0, 2, 3, 1});
+  if (a.residual) r.push_back(args.wants(args.inputs.size() - 1) ? g : Tensor());
+  return r;
+}
+
 }  // namespace
 
 void define_conv_ops(OpTable& t) {
@@ -262,6 +358,14 @@ void define_conv_ops(OpTable& t) {
                  .eager = conv2d_eager,
                  .decompose = conv2d_decompose,
                  .derivative = conv2d_vjp});
+  t.define(OpDef{.id = OpId::conv2d_nhwc,
+                 .min_inputs = 2,
+                 .max_inputs = 4,
+                 .attrs_index = attrs_index_of<Conv2dAttrs>(),
+                 .infer = conv2d_nhwc_infer,
+                 .eager = conv2d_nhwc_eager,
+                 .decompose = conv2d_nhwc_decompose,
+                 .derivative = conv2d_nhwc_vjp});
 }
 
 }  // namespace zc::ops

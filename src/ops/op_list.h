@@ -60,6 +60,7 @@
   ZC_OP(attention_lse, composite)                                              \
   ZC_OP(attention_grad, composite)                                             \
   ZC_OP(conv2d, composite)                                                     \
+  ZC_OP(conv2d_nhwc, composite)                                                \
   ZC_OP(im2col, composite)                                                     \
   ZC_OP(max_pool2d, composite)                                                 \
   ZC_OP(avg_pool2d, composite)

@@ -288,6 +288,9 @@ bool AdamW::fused_step() {
   f.views_current = false;
   f.step = t;
   assign_values(f.packed, out[0]);
+  // The write went through a view of their memory: each parameter's own storage says it
+  // changed (autograd's checks, and what an executable converted from it, read its version).
+  for (const Tensor& p : params) p.unsafe_impl()->storage->bump_version();
   const Tensor step = scalar_tensor(t, DType::f64);
   for (size_t i = 0; i < params.size(); ++i) state(i, "step") = step;
   return true;

@@ -16,6 +16,7 @@
 #include "nn/epoch.h"
 #include "ops/cpu_threads.h"
 #include "runtime/accuracy_check.h"
+#include "runtime/backend_layout.h"
 #include "runtime/code_cache.h"
 #include "runtime/compile_events.h"
 #include "runtime/compile_graph.h"
@@ -293,6 +294,7 @@ Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool reca
     return run_segment(g, inputs, backend);
   };
   capture::Captured cap = capture::capture_module(*c.module, xs, runner, c.options.fullgraph);
+  cap.graph = runtime::in_backend_layout(std::move(cap.graph), backend);
   ir::Graph& graph = cap.graph;
   const std::vector<capture::InputBinding>& bindings = cap.bindings;
   Made made;

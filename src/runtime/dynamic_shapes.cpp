@@ -8,6 +8,7 @@
 #include "cache/cache.h"
 #include "capture/capture.h"
 #include "ir/canonical.h"
+#include "runtime/backend_layout.h"
 #include "runtime/regions.h"
 #include "runtime/size_templates.h"
 #include "util/log.h"
@@ -136,7 +137,8 @@ std::string shapes_str(const Shapes& shapes) {
 // call's own (`structure`), else nullopt. A size the module refuses (it raised) or one where
 // its code takes another branch is not a sample.
 std::optional<ir::Graph> trace_at(nn::Module& module, std::span<const Tensor> inputs,
-                                  const Shapes& shapes, const Digest& structure) {
+                                  const Shapes& shapes, const Digest& structure,
+                                  const codegen::Backend& backend) {
   std::vector<Tensor> probes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     probes.push_back(zeros(shapes[i], inputs[i].dtype(), inputs[i].device()));
@@ -147,6 +149,7 @@ std::optional<ir::Graph> trace_at(nn::Module& module, std::span<const Tensor> in
   };
   try {
     capture::Captured cap = capture::capture_module(module, probes, no_breaks, true);
+    cap.graph = in_backend_layout(std::move(cap.graph), backend);
     if (ir::structure_hash(cap.graph) != structure) return std::nullopt;
     return std::move(cap.graph);
   } catch (const Error&) {
@@ -221,7 +224,7 @@ bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
       Shapes shapes = own;
       set_group(shapes, groups[j], c);
       auto g = c == groups[j].at ? std::optional<ir::Graph>(captured)
-                                 : trace_at(module, inputs, shapes, structure);
+                                 : trace_at(module, inputs, shapes, structure, backend);
       if (!g) continue;
       sizes[j].push_back(c);
       traces.emplace(shapes, std::move(*g));
@@ -266,7 +269,7 @@ bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
       graphs.push_back(found->second);
       continue;
     }
-    auto g = trace_at(module, inputs, s, structure);
+    auto g = trace_at(module, inputs, s, structure, backend);
     if (!g) {
       ZC_LOG(recompiles) << who << ": its trace at " << shapes_str(s)
                          << " differs; it compiles per size";

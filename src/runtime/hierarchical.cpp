@@ -107,20 +107,27 @@ class HierarchicalExecutable final : public RawExecutable {
 
   // The parts chained through one scratch block: the values passed between parts first, then
   // the scratch every part uses in turn. Graph outputs are written in place by their parts.
-  void run_raw(void* const* in, void* const* out, char* scratch_block) const override {
+  void run_raw(void* const* in, void* const* out, char* scratch_block,
+               const codegen::InputIdentity* identities = nullptr) const override {
     ZC_CHECK(fast_, "a hierarchical executable runs on raw buffers only when all its parts do");
     char* values = scratch_block;
     char* scratch = values + values_bytes_;
     std::vector<void*> ptrs;
+    std::vector<codegen::InputIdentity> ids;
     for (const Part& p : parts_) {
       ptrs.resize(p.places.size());
+      ids.assign(p.inputs.size(), codegen::InputIdentity{});
       for (size_t k = 0; k < p.places.size(); ++k) {
         const Place& pl = p.places[k];
         ptrs[k] = pl.kind == Place::input    ? in[pl.index]
                   : pl.kind == Place::output ? out[pl.index]
                                              : values + pl.index;
+        // A part's input that is a graph input is held by what holds that; values passed
+        // between parts are rewritten on every call.
+        if (identities && k < ids.size() && pl.kind == Place::input) ids[k] = identities[pl.index];
       }
-      p.raw->run_raw(ptrs.data(), ptrs.data() + p.inputs.size(), scratch);
+      p.raw->run_raw(ptrs.data(), ptrs.data() + p.inputs.size(), scratch,
+                     identities ? ids.data() : nullptr);
     }
   }
 
@@ -134,10 +141,11 @@ class HierarchicalExecutable final : public RawExecutable {
   // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
   std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
     std::vector<Tensor> keep;
-    std::vector<void*> in = dense_inputs(inputs, keep), out;
+    std::vector<codegen::InputIdentity> ids;
+    std::vector<void*> in = dense_inputs(inputs, keep, &ids), out;
     std::vector<Tensor> outputs = new_outputs(output_metas_, out);
     ArenaPool::Lease arena = arenas_->take();
-    run_raw(in.data(), out.data(), arena.get());
+    run_raw(in.data(), out.data(), arena.get(), ids.data());
     finish_run();
     return outputs;
   }

@@ -19,6 +19,7 @@
 #include "ir/canonical.h"
 #include "ir/verifier.h"
 #include "runtime/artifact.h"
+#include "runtime/backend_layout.h"
 #include "runtime/compile_graph.h"
 #include "runtime/compile_keys.h"
 #include "runtime/dynamic_shapes.h"
@@ -188,6 +189,7 @@ Builder::Capture Builder::capture_call(const std::vector<Tensor>& xs) {
     }
     throw;
   }
+  if (backend) c.cap.graph = runtime::in_backend_layout(std::move(c.cap.graph), *backend);
   c.graph = ir::canonical_bytes(c.cap.graph);
   for (const capture::InputBinding& bind : c.cap.bindings) {
     PackageBinding pb;

@@ -19,8 +19,19 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
   // Regions by size, largest first, parents before equal-sized children: when a size is
   // decided, every region that could hold one of that size has been decided already.
   std::map<int32_t, std::vector<ir::RegionId>, std::greater<>> by_size;
+  // A convolution that took its epilogue in (lower/channels_last.h) counts the ops it
+  // stands for: the block is as large as it was.
+  std::vector<int32_t> ops_before(g.nodes.size() + 1, 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    int32_t ops = 1;
+    if (g.nodes[i].op == ops::OpId::conv2d_nhwc) {
+      const auto& a = std::get<ops::Conv2dAttrs>(g.nodes[i].attrs);
+      ops += int32_t{a.residual} + int32_t{a.relu};
+    }
+    ops_before[i + 1] = ops_before[i] + ops;
+  }
   for (size_t r = 0; r < n; ++r) {
-    const int32_t size = g.regions[r].end - g.regions[r].begin;
+    const int32_t size = ops_before[g.regions[r].end] - ops_before[g.regions[r].begin];
     if (size >= rule.min_nodes) by_size[size].push_back(static_cast<ir::RegionId>(r));
   }
   std::vector<bool> outlined(n, false);

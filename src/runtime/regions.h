@@ -24,6 +24,7 @@ struct RegionRule {
   int min_repeats = 2;
   // A block of fewer ops would cost more in lost fusion with its neighbours (a Linear's
   // activation after it, a residual add) than its compile time saves: see docs/regions.md.
+  // A convolution with a fused epilogue counts the ops it took in.
   int min_nodes = 3;
 };
 

@@ -1,8 +1,15 @@
+#include <atomic>
+
 #include "tensor/device_memory.h"
 #include "tensor/host_memory.h"
 #include "zc/tensor.h"
 
 namespace zc {
+
+uint64_t Storage::next_uid() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);

@@ -281,6 +281,19 @@ std::vector<Case> cases() {
   add("conv2d", "depthwise 3x3 stride 2",
       [](const Inputs& x) { return conv2d(x[0], x[1], {}, {2}, {1}, {1}, 3); },
       {rnd({1, 3, 5, 5}), rnd({3, 1, 3, 3})});
+  // conv2d_nhwc's epilogue (a residual, a ReLU) and its channels-last operands.
+  add("conv2d_nhwc", "3x3 padding 1, bias, residual and ReLU",
+      [](const Inputs& x) {
+        return ops::call1(ops::OpId::conv2d_nhwc, {x[0], x[1], x[2], x[3]},
+                          ops::Conv2dAttrs{1, 1, 1, 1, 1, 1, 1, 1, 1, true, true});
+      },
+      {rnd({2, 5, 4, 3}), rnd({4, 3, 3, 3}), rnd({4}), rnd({2, 5, 4, 4})});
+  add("conv2d_nhwc", "stride 2, groups 2, no bias, no epilogue",
+      [](const Inputs& x) {
+        return ops::call1(ops::OpId::conv2d_nhwc, {x[0], x[1]},
+                          ops::Conv2dAttrs{2, 2, 0, 1, 1, 0, 1, 1, 2});
+      },
+      {rnd({1, 6, 5, 4}), rnd({6, 2, 2, 2})});
   add("im2col", "2x3 window, stride 2, pads (1, 0, 0, 2), dilation (1, 2)",
       [](const Inputs& x) {
         return ops::call1(ops::OpId::im2col, {x[0]},

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "codegen/backends/cpp/cpp_executable.h"
+#include "ops/onednn_conv.h"
 #include "toolchain/compiler.h"
 #include "toolchain/target.h"
 #include "util/hash.h"
@@ -82,9 +83,14 @@ class CppBackend final : public Backend, private SchedulePolicy {
   // products run as batched BLAS. A convolution's columns (im2col) are one pass of the op's
   // own kernel, writing into the graph's buffer, rather than generated copies of a padded
   // input: they leave the product (and its fused epilogue) as the only generated work.
+  // Where oneDNN's convolutions are built in, f32 convolutions run them channels-last
+  // (conv2d_nhwc; lower/channels_last.h) instead of as columns and a product.
   std::vector<ops::OpId> native_ops() const override {
-    if (!opt_.attention_kernel) return {ops::OpId::im2col};
-    return {ops::OpId::attention, ops::OpId::attention_lse, ops::OpId::im2col};
+    std::vector<ops::OpId> ops{ops::OpId::im2col};
+    if (opt_.attention_kernel)
+      ops.insert(ops.end(), {ops::OpId::attention, ops::OpId::attention_lse});
+    if (ops::onednn_conv_available()) ops.push_back(ops::OpId::conv2d_nhwc);
+    return ops;
   }
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {

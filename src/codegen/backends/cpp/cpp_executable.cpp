@@ -1,5 +1,6 @@
 #include "codegen/backends/cpp/cpp_executable.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "ops/blas.h"
 #include "ops/cpu_threads.h"
 #include "ops/eager.h"
+#include "ops/onednn_conv.h"
 #include "util/check.h"
 
 namespace zc::codegen::cpp {
@@ -73,6 +75,13 @@ class CppExecutable final : public RawExecutable {
       const_ptrs_.push_back(constants_.back().raw_data());
     }
     for (ir::ValueId v : s.outputs) output_metas_.push_back(s.graph.meta(v));
+    convs_.resize(s.graph.nodes.size());
+    for (const Step& step : steps_) {
+      const ir::Node& n = s.graph.nodes[step.node];
+      if (!step.fn && n.op == ops::OpId::conv2d_nhwc && ops::onednn_conv_available()) {
+        convs_[step.node] = std::make_unique<ops::OnednnConv>(std::get<ops::Conv2dAttrs>(n.attrs));
+      }
+    }
   }
 
   std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
@@ -80,16 +89,18 @@ class CppExecutable final : public RawExecutable {
     ZC_CHECK(inputs.size() == s.graph.inputs.size(),
              "compiled graph takes " << s.graph.inputs.size() << " inputs, got " << inputs.size());
     std::vector<Tensor> keep;
-    std::vector<void*> in = dense_inputs(inputs, keep), out;
+    std::vector<InputIdentity> ids;
+    std::vector<void*> in = dense_inputs(inputs, keep, &ids), out;
     std::vector<Tensor> outputs = new_outputs(output_metas_, out);
     ArenaPool::Lease arena = arenas_.take();
-    run_raw(in.data(), out.data(), arena.get());
+    run_raw(in.data(), out.data(), arena.get(), ids.data());
     return outputs;
   }
 
   int64_t scratch_bytes() const override { return plan_.arena_bytes; }
 
-  void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
+  void run_raw(void* const* inputs, void* const* outputs, char* scratch,
+               const InputIdentity* identities = nullptr) const override {
     ZcArgs args{inputs,     outputs,         const_ptrs_.data(), scratch,
                 &kServices, symbols_.data(), places_.data(),     gemm_.data()};
     ops::CpuCallShare share;  // concurrent calls divide the CPU's threads among them
@@ -99,7 +110,7 @@ class CppExecutable final : public RawExecutable {
         int rc = step.fn(&args);
         if (rc != 0) report(rc, step);
       } else {
-        run_extern(step.node, args);
+        run_extern(step.node, args, identities);
       }
     }
   }
@@ -159,13 +170,39 @@ class CppExecutable final : public RawExecutable {
     return Tensor::view_of(storage, m.shape, vv.strides, vv.offset, m.dtype);
   }
 
+  // What holds the memory of value v's buffer in this call (InputIdentity): known for graph
+  // inputs the caller described and for the executable's own constants.
+  InputIdentity identity(ir::ValueId v, const InputIdentity* identities) const {
+    const BufferPlan::Slot& slot = plan_.slot[schedule_.at(v).view.base];
+    if (slot.kind == BufferKind::input && identities) return identities[slot.index];
+    if (slot.kind == BufferKind::constant) {
+      const Storage& st = *constants_[slot.index].impl_ptr()->storage;
+      return {st.uid(), st.version()};
+    }
+    return {};
+  }
+
   // Runs a node the backend does not generate with its eager kernel, then writes the results
-  // into their planned buffers.
-  void run_extern(int32_t node, const ZcArgs& a) const {
+  // into their planned buffers. A channels-last convolution runs its node's oneDNN state,
+  // which keeps the weight converted while the weight's identity stays.
+  void run_extern(int32_t node, const ZcArgs& a, const InputIdentity* identities) const {
     const Schedule& s = schedule_;
     const ir::Node& n = s.graph.nodes[node];
     std::vector<Tensor> args;
     for (ir::ValueId u : n.inputs) args.push_back(view(u, a));
+    if (const ops::OnednnConv* conv = convs_[node].get();
+        conv && std::all_of(args.begin(), args.end(),
+                            [](const Tensor& t) { return t.dtype() == DType::f32; })) {
+      const ops::TensorMeta& m = s.graph.meta(n.outputs[0]);
+      Tensor out = Tensor::view_of(Storage::borrow(address(n.outputs[0], a), 0, Device::cpu()),
+                                   m.shape, contiguous_strides(m.shape), 0, m.dtype);
+      const InputIdentity w = identity(n.inputs[1], identities);
+      const bool residual = std::get<ops::Conv2dAttrs>(n.attrs).residual;
+      const size_t conv_args = args.size() - (residual ? 1 : 0);
+      conv->run(args[0], args[1], conv_args > 2 ? &args[2] : nullptr,
+                residual ? &args.back() : nullptr, out, ops::WeightIdentity{w.storage, w.version});
+      return;
+    }
     const ops::OpDef& def = ops::op_def(n.op);
     if (def.eager_into) {  // straight into the planned buffers
       std::vector<Tensor> outs;
@@ -211,6 +248,7 @@ class CppExecutable final : public RawExecutable {
   std::vector<void*> const_ptrs_;
   std::vector<ops::TensorMeta> output_metas_;
   ArenaPool arenas_;
+  std::vector<std::unique_ptr<ops::OnednnConv>> convs_;  // by node: channels-last convolutions
 };
 
 }  // namespace

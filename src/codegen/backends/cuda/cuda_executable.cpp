@@ -179,7 +179,8 @@ class CudaExecutable final : public RawExecutable {
 
   int64_t scratch_bytes() const override { return plan_.arena_bytes; }
 
-  void run_raw(void* const* inputs, void* const* outputs, char* scratch) const override {
+  void run_raw(void* const* inputs, void* const* outputs, char* scratch,
+               const InputIdentity* = nullptr) const override {
     zc::cuda::use_device(device_);
     CUstream stream = zc::cuda::current_stream(device_);
     auto address = [](void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); };

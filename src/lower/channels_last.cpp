@@ -1,0 +1,186 @@
+#include "lower/channels_last.h"
+
+#include <algorithm>
+#include <map>
+
+#include "lower/graph_builder.h"
+
+namespace zc::lower {
+
+namespace {
+
+const std::vector<int64_t> kToNhwc{0, 2, 3, 1}, kToNchw{0, 3, 1, 2};
+
+bool converts(const ir::Graph& g, const ir::Node& n) {
+  if (n.op != ops::OpId::conv2d) return false;
+  return std::all_of(n.inputs.begin(), n.inputs.end(), [&](ir::ValueId v) {
+    const ops::TensorMeta& m = g.meta(v);
+    return m.dtype == DType::f32 && m.device.is_cpu();
+  });
+}
+
+class Pass {
+ public:
+  explicit Pass(const ir::Graph& g) : g_(g), b_(g), nhwc_(g.values.size(), -1) {}
+
+  ir::Graph run() && {
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (ir::ValueId v : g_.nodes[i].inputs) {
+        ++uses_[v];
+        reader_[v] = static_cast<int32_t>(i);
+        if (converts(g_, g_.nodes[i]) && v == g_.nodes[i].inputs[0]) read_by_conv_[v] = true;
+      }
+    }
+    for (ir::ValueId v : g_.outputs) ++uses_[v];
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const ir::Node& n = g_.nodes[i];
+      b_.begin_node(static_cast<int32_t>(i));
+      if (converts(g_, n)) {
+        Pending p{std::get<ops::Conv2dAttrs>(n.attrs), {as_nhwc(n.inputs[0])}};
+        for (size_t k = 1; k < n.inputs.size(); ++k) p.inputs.push_back(as_nchw(n.inputs[k]));
+        pending_.emplace(n.outputs[0], std::move(p));
+        emit_unless_joined(n.outputs[0]);
+      } else if (fuses(n)) {
+        emit_unless_joined(n.outputs[0]);
+      } else if (channels_last_elementwise(n)) {
+        std::vector<ir::ValueId> in;
+        for (ir::ValueId v : n.inputs) in.push_back(operand_nhwc(v));
+        nhwc_[n.outputs[0]] = b_.add_node(n.op, n.attrs, std::move(in))[0];
+      } else {
+        for (ir::ValueId v : n.inputs) as_nchw(v);
+        b_.copy_node(n);
+        // What a convolution reads is made channels-last here, in this node's region (a pool's
+        // result, at the end of the stem), not in the reader's (a block's first convolution),
+        // so that the first of the repeated blocks is like the others.
+        for (ir::ValueId v : n.outputs) {
+          if (rank(v) == 4 && read_by_conv_[v]) as_nhwc(v);
+        }
+      }
+    }
+    for (ir::ValueId v : g_.outputs) as_nchw(v);
+    return std::move(b_).finish();
+  }
+
+ private:
+  int64_t rank(ir::ValueId v) const { return static_cast<int64_t>(g_.meta(v).shape.size()); }
+
+  // An elementwise op is computed channels-last when its result has rank 4 and one of its
+  // rank-4 operands already is.
+  bool channels_last_elementwise(const ir::Node& n) const {
+    if (!ops::is_elementwise(n.op) || n.outputs.size() != 1 || rank(n.outputs[0]) != 4)
+      return false;
+    return std::any_of(n.inputs.begin(), n.inputs.end(), [&](ir::ValueId v) {
+      return rank(v) == 4 && (nhwc_[v] >= 0 || pending_.count(v));
+    });
+  }
+
+  // A convolution not yet emitted: what reads its output alone may still join its epilogue.
+  struct Pending {
+    ops::Conv2dAttrs attrs;
+    std::vector<ir::ValueId> inputs;  // output values: x (channels-last), w, bias, residual
+  };
+
+  // Node n joins the epilogue of the pending convolution it reads, which nothing else reads:
+  // a ReLU, or an add of another rank-4 value of the same shape (a residual) before any ReLU.
+  bool fuses(const ir::Node& n) {
+    if (n.inputs.empty() || n.outputs.size() != 1) return false;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      auto it = pending_.find(n.inputs[k]);
+      if (it == pending_.end() || uses_[n.inputs[k]] != 1) continue;
+      Pending p = it->second;
+      if (n.op == ops::OpId::relu && !p.attrs.relu) {
+        p.attrs.relu = true;
+      } else if (n.op == ops::OpId::add && n.inputs.size() == 2 && !p.attrs.residual &&
+                 !p.attrs.relu) {
+        const ir::ValueId other = n.inputs[1 - k];
+        const ops::TensorMeta& m = g_.meta(other);
+        if (other == n.inputs[k] || m.shape != g_.meta(n.outputs[0]).shape ||
+            m.dtype != DType::f32) {
+          return false;
+        }
+        p.inputs.push_back(as_nhwc(other));
+        p.attrs.residual = true;
+      } else {
+        return false;
+      }
+      pending_.erase(it);
+      pending_.emplace(n.outputs[0], std::move(p));
+      return true;
+    }
+    return false;
+  }
+
+  // A pending convolution stays pending only while its one reader may join its epilogue, so
+  // that it is emitted where it was (or at that reader), never in a later block's region.
+  void emit_unless_joined(ir::ValueId v) {
+    const Pending& p = pending_.at(v);
+    bool may_join = false;
+    if (uses_[v] == 1 && reader_[v] >= 0) {
+      const ir::Node& r = g_.nodes[reader_[v]];
+      may_join = (r.op == ops::OpId::relu && !p.attrs.relu) ||
+                 (r.op == ops::OpId::add && !p.attrs.residual && !p.attrs.relu);
+    }
+    if (!may_join) emit_pending(v);
+  }
+
+  // Emits the pending convolution that computes old value v.
+  void emit_pending(ir::ValueId v) {
+    auto it = pending_.find(v);
+    if (it == pending_.end()) return;
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    nhwc_[v] = b_.add_node(ops::OpId::conv2d_nhwc, p.attrs, std::move(p.inputs))[0];
+  }
+
+  // Old value v in [N, C, H, W], made from its channels-last form on first use.
+  ir::ValueId as_nchw(ir::ValueId v) {
+    if (b_.mapped(v)) return b_.map(v);
+    emit_pending(v);
+    ir::ValueId p = b_.add_node(ops::OpId::permute, ops::PermuteAttrs{kToNchw}, {nhwc_[v]})[0];
+    b_.alias(v, p);
+    return p;
+  }
+
+  // Old rank-4 value v channels-last.
+  ir::ValueId as_nhwc(ir::ValueId v) {
+    emit_pending(v);
+    if (nhwc_[v] < 0) {
+      nhwc_[v] = b_.add_node(ops::OpId::permute, ops::PermuteAttrs{kToNhwc}, {as_nchw(v)})[0];
+    }
+    return nhwc_[v];
+  }
+
+  // An operand of a channels-last elementwise op: broadcasting aligns shapes from the right,
+  // so a lower-rank operand is first given the leading dims of size 1 it stands for.
+  ir::ValueId operand_nhwc(ir::ValueId v) {
+    const int64_t r = rank(v);
+    if (r == 4) return as_nhwc(v);
+    ir::ValueId x = as_nchw(v);
+    if (r == 0) return x;
+    Shape four(4 - r, 1);
+    const Shape& s = g_.meta(v).shape;
+    four.insert(four.end(), s.begin(), s.end());
+    x = b_.add_node(ops::OpId::reshape, ops::ShapeAttrs{four}, {x})[0];
+    return b_.add_node(ops::OpId::permute, ops::PermuteAttrs{kToNhwc}, {x})[0];
+  }
+
+  const ir::Graph& g_;
+  GraphBuilder b_;
+  std::vector<ir::ValueId> nhwc_;  // old value -> its channels-last form, -1 if none yet
+  std::vector<int32_t> uses_ = std::vector<int32_t>(g_.values.size(), 0);     // reads + outputs
+  std::vector<int32_t> reader_ = std::vector<int32_t>(g_.values.size(), -1);  // a reading node
+  std::vector<bool> read_by_conv_ = std::vector<bool>(g_.values.size(), false);
+  std::map<ir::ValueId, Pending> pending_;  // by the old value it computes
+};
+
+}  // namespace
+
+ir::Graph channels_last(const ir::Graph& g) {
+  if (std::none_of(g.nodes.begin(), g.nodes.end(),
+                   [&](const ir::Node& n) { return converts(g, n); })) {
+    return g;
+  }
+  return Pass(g).run();
+}
+
+}  // namespace zc::lower

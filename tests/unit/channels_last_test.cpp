@@ -1,0 +1,205 @@
+// Channels-last convolutions on the CPU: the channels_last pass (convolutions converted, their
+// epilogues fused, the graph's values unchanged), oneDNN's kernel against the columns
+// decomposition for every attribute and epilogue combination, and the converted weights a
+// compiled graph keeps: reused while a weight is unchanged, converted again when it changes,
+// one per weight where a repeated block's executable serves several.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "capture/capture.h"
+#include "codegen/backends/eager/interpreter.h"
+#include "lower/channels_last.h"
+#include "ops/attrs.h"
+#include "ops/onednn_conv.h"
+#include "ops/registry.h"
+#include "tensor/assign.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+using ops::Conv2dAttrs;
+using ops::OpId;
+
+Tensor run_graph(const ir::Graph& g, const std::vector<Tensor>& inputs) {
+  std::vector<const Tensor*> ptrs;
+  for (const Tensor& t : inputs) ptrs.push_back(&t);
+  return codegen::eager::interpret(g, ptrs).at(0);
+}
+
+struct Block : nn::Module {
+  std::shared_ptr<nn::Conv2d> c1, c2;
+  explicit Block(int64_t ch) {
+    c1 = register_module(
+        "c1", std::make_shared<nn::Conv2d>(ch, ch, std::vector<int64_t>{3}, std::vector<int64_t>{1},
+                                           std::vector<int64_t>{1}));
+    c2 = register_module("c2", std::make_shared<nn::Conv2d>(ch, ch, std::vector<int64_t>{1}));
+  }
+  Tensor forward(const Tensor& x) override { return relu((*c2)(relu((*c1)(x))) + x); }
+};
+
+struct Blocks : nn::Module {
+  std::shared_ptr<nn::ModuleList> blocks;
+  Blocks(int64_t ch, int n) {
+    blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
+    for (int i = 0; i < n; ++i) blocks->push_back(std::make_shared<Block>(ch));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (const auto& b : *blocks) h = (*b)(h);
+    return mean(h, {2, 3});
+  }
+};
+
+TEST(ChannelsLast, ConvolutionsTakeTheirReluAndResidualAndTheValuesStay) {
+  manual_seed(3);
+  Block block(4);
+  Tensor x = randn({2, 4, 9, 7});
+  NoGradGuard no_grad;
+  capture::Captured c = capture::capture_module(block, x, nullptr, true);
+  const ir::Graph g = lower::channels_last(c.graph);
+  int plain = 0, with_relu = 0, with_residual = 0;
+  for (const ir::Node& n : g.nodes) {
+    EXPECT_NE(n.op, OpId::conv2d) << "a convolution was left in [N, C, H, W]";
+    EXPECT_NE(n.op, OpId::relu) << "a ReLU was not fused";
+    EXPECT_NE(n.op, OpId::add) << "the residual add was not fused";
+    if (n.op != OpId::conv2d_nhwc) continue;
+    const auto& a = std::get<Conv2dAttrs>(n.attrs);
+    ++plain;
+    with_relu += a.relu;
+    with_residual += a.residual;
+  }
+  EXPECT_EQ(plain, 2);
+  EXPECT_EQ(with_relu, 2);
+  EXPECT_EQ(with_residual, 1);
+  EXPECT_EQ(g.inputs.size(), c.graph.inputs.size());
+  std::vector<Tensor> inputs;
+  for (const capture::InputBinding& b : c.bindings)
+    inputs.push_back(b.kind == ir::InputKind::user ? x : b.tensor);
+  EXPECT_TRUE(allclose(run_graph(g, inputs), run_graph(c.graph, inputs), 1e-5, 1e-5));
+  // Idempotent: what a cache or a package reads back may pass through it again.
+  EXPECT_EQ(lower::channels_last(g).nodes.size(), g.nodes.size());
+}
+
+TEST(ChannelsLast, AnAddThatBroadcastsOrAValueReadTwiceStaysOutsideTheConvolution) {
+  struct Net : nn::Module {
+    std::shared_ptr<nn::Conv2d> c;
+    Net() { c = register_module("c", std::make_shared<nn::Conv2d>(3, 5, std::vector<int64_t>{3})); }
+    Tensor forward(const Tensor& x) override {
+      Tensor y = (*c)(x);
+      Tensor shifted = y + ones({5, 1, 1});  // broadcasts: not a residual
+      return relu(shifted) * y;              // y read twice: not fused either
+    }
+  } net;
+  Tensor x = randn({1, 3, 8, 8});
+  NoGradGuard no_grad;
+  capture::Captured c = capture::capture_module(net, x, nullptr, true);
+  const ir::Graph g = lower::channels_last(c.graph);
+  for (const ir::Node& n : g.nodes) {
+    if (n.op == OpId::conv2d_nhwc) {
+      EXPECT_FALSE(std::get<Conv2dAttrs>(n.attrs).residual);
+      EXPECT_FALSE(std::get<Conv2dAttrs>(n.attrs).relu);
+    }
+  }
+  std::vector<Tensor> inputs;
+  for (const capture::InputBinding& b : c.bindings)
+    inputs.push_back(b.kind == ir::InputKind::user ? x : b.tensor);
+  EXPECT_TRUE(allclose(run_graph(g, inputs), run_graph(c.graph, inputs), 1e-5, 1e-5));
+}
+
+// Every combination the kernel takes, against the op's decomposition (columns and a product).
+TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
+  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  struct Case {
+    Shape x, w;  // x channels-last [N, H, W, C]
+    Conv2dAttrs a;
+  };
+  std::vector<Case> cases = {
+      {{1, 7, 7, 3}, {8, 3, 3, 3}, {1, 1, 1, 1, 1, 1}},
+      {{2, 9, 5, 4}, {6, 4, 1, 1}, {}},
+      {{1, 11, 13, 6}, {4, 3, 3, 2}, {2, 1, 0, 1, 1, 0, 1, 1, 2}},    // groups, asymmetric pads
+      {{2, 10, 10, 4}, {4, 1, 3, 3}, {1, 2, 2, 2, 2, 2, 2, 2, 4}},    // depthwise, dilation 2
+      {{1, 224, 17, 3}, {16, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},  // a stem
+      {{1, 1, 1, 5}, {7, 5, 1, 1}, {}},                               // size 1
+  };
+  manual_seed(11);
+  for (const Case& c : cases) {
+    for (int variant = 0; variant < 8; ++variant) {
+      Conv2dAttrs a = c.a;
+      const bool bias = variant & 1;
+      a.residual = (variant & 2) != 0;
+      a.relu = (variant & 4) != 0;
+      std::vector<Tensor> in{randn(c.x), randn(c.w) * 0.3};
+      if (bias) in.push_back(randn({c.w[0]}));
+      const ops::OpDef& def = ops::op_def(OpId::conv2d_nhwc);
+      std::vector<ops::TensorMeta> metas;
+      for (const Tensor& t : in) metas.push_back(ops::meta_of(t));
+      const Shape out_shape =
+          def.infer(metas, Conv2dAttrs{a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
+                                       a.pad_right, a.dilation_h, a.dilation_w, a.groups})
+              .at(0)
+              .shape;
+      if (a.residual) in.push_back(randn(out_shape));
+      NoGradGuard no_grad;
+      const Tensor want = def.decompose(in, a).at(0);
+      Tensor got = Tensor::empty(out_shape, DType::f32);
+      ops::OnednnConv kernel(a);
+      kernel.run(in[0], in[1], bias ? &in[2] : nullptr, a.residual ? &in.back() : nullptr, got, {});
+      EXPECT_TRUE(allclose(got, want, 1e-4, 1e-4))
+          << "x " << shape_str(c.x) << " w " << shape_str(c.w) << " groups " << a.groups << " bias "
+          << bias << " residual " << a.residual << " relu " << a.relu;
+      // The op's eager kernel is the same kernel.
+      std::vector<ops::TensorMeta> all;
+      for (const Tensor& t : in) all.push_back(ops::meta_of(t));
+      const std::vector<ops::TensorMeta> outs = ops::infer_outputs(def, all, a);
+      EXPECT_TRUE(allclose(def.eager(in, a, outs).at(0), want, 1e-4, 1e-4));
+    }
+  }
+  // A strided input (a permuted view) is read as its values, not its memory.
+  Tensor nchw = randn({1, 4, 6, 6}), w = randn({3, 4, 3, 3});
+  Tensor got = Tensor::empty({1, 4, 4, 3}, DType::f32);
+  ops::OnednnConv(Conv2dAttrs{}).run(nchw.permute({0, 2, 3, 1}), w, nullptr, nullptr, got, {});
+  EXPECT_TRUE(allclose(got, conv2d(nchw, w).permute({0, 2, 3, 1}), 1e-4, 1e-4));
+}
+
+TEST(ChannelsLast, AWeightIsConvertedOncePerIdentity) {
+  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  Tensor x = randn({1, 5, 5, 2}), w = randn({3, 2, 3, 3}), out = Tensor::empty({1, 3, 3, 3});
+  const Storage& s = *w.impl_ptr()->storage;
+  ops::OnednnConv conv(Conv2dAttrs{});
+  for (int i = 0; i < 3; ++i) conv.run(x, w, nullptr, nullptr, out, {s.uid(), s.version()});
+  EXPECT_EQ(conv.conversions(), 1);
+  const Tensor before = out.clone();
+  assign_values(w, w * 2.0);  // bumps the version
+  conv.run(x, w, nullptr, nullptr, out, {s.uid(), s.version()});
+  EXPECT_EQ(conv.conversions(), 2);
+  EXPECT_TRUE(allclose(out, before * 2.0, 1e-4, 1e-4));
+  // Unknown identity: converted on every call, never kept.
+  conv.run(x, w, nullptr, nullptr, out, {});
+  conv.run(x, w, nullptr, nullptr, out, {});
+  EXPECT_EQ(conv.conversions(), 4);
+}
+
+// A compiled model whose weights change in place (an optimizer step, a loaded checkpoint)
+// computes with the new ones; a repeated block's one executable keeps each instance's weights.
+TEST(ChannelsLast, CompiledConvolutionsFollowTheirWeightsAcrossCallsAndBlocks) {
+  manual_seed(5);
+  auto net = std::make_shared<Blocks>(4, 3);
+  net->eval();
+  NoGradGuard no_grad;
+  Tensor x = randn({2, 4, 10, 10});
+  compiler::reset();
+  compiler::reset_stats();
+  CompiledModule fast = compile(net);
+  EXPECT_TRUE(allclose(fast(x), (*net)(x), 1e-4, 1e-4));
+  EXPECT_EQ(compiler::stats().region_graphs, 1);  // one executable serves the three blocks
+  EXPECT_TRUE(allclose(fast(x), (*net)(x), 1e-4, 1e-4));
+  for (auto& [name, p] : net->named_parameters()) {
+    if (name.find("blocks.1.c1.weight") != std::string::npos) assign_values(p, p * -0.5);
+  }
+  EXPECT_TRUE(allclose(fast(x), (*net)(x), 1e-4, 1e-4));
+}
+
+}  // namespace
+}  // namespace zc
