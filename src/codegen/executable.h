@@ -74,6 +74,9 @@ class RawExecutable : public Executable {
   // (InputIdentity); without it nothing derived from an input is reused from an earlier call.
   virtual void run_raw(void* const* inputs, void* const* outputs, char* scratch,
                        const InputIdentity* identities = nullptr) const = 0;
+  // Whether run_raw uses `identities`: callers describe their inputs only then (a call's
+  // cost otherwise).
+  virtual bool reads_identities() const { return false; }
   // Called once after run_raw (or a replay of what it queued) and before its outputs are used:
   // raises the error its kernels flagged on the device (an embedding index out of range),
   // which waits for the GPU. Nothing to do where errors raise at once (the CPU).

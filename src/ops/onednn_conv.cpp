@@ -61,10 +61,6 @@ struct Converted {
   uint64_t last_use = 0;
 };
 
-bool dense_nhwc(const Tensor& t) {
-  return t.is_contiguous();
-}
-
 }  // namespace
 
 struct OnednnConv::State {
@@ -113,7 +109,8 @@ struct OnednnConv::State {
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
     plan->weights = pd.weights_desc();
     plan->conv = dnnl::convolution_forward(pd);
-    // Code for many sizes meets a new shape per size: the oldest plans go past a bound.
+    // Code for many sizes meets a new shape per size: past a bound, the plan of the smallest
+    // shape goes (made again if that size comes back).
     if (plans.size() >= 64) plans.erase(plans.begin());
     plans.emplace(key, plan);
     return plan;
@@ -171,7 +168,7 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
                      const Tensor* residual, const Tensor& out, WeightIdentity weight) const {
   ZC_CHECK(x_in.dtype() == DType::f32 && w_in.dtype() == DType::f32 && out.dtype() == DType::f32,
            "oneDNN convolution on a non-f32 tensor");
-  const Tensor x = dense_nhwc(x_in) ? x_in : eager_contiguous(x_in);
+  const Tensor x = x_in.is_contiguous() ? x_in : eager_contiguous(x_in);
   // A strided weight is copied on each call, so nothing converted from the copy is kept.
   const Tensor w = w_in.is_contiguous() ? w_in : eager_contiguous(w_in);
   if (!w_in.is_contiguous()) weight = {};

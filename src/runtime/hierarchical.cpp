@@ -56,6 +56,7 @@ class HierarchicalExecutable final : public RawExecutable {
     for (const Part& p : parts_) {
       if (p.raw && std::find(finishers_.begin(), finishers_.end(), p.raw) == finishers_.end())
         finishers_.push_back(p.raw);
+      reads_identities_ = reads_identities_ || (p.raw && p.raw->reads_identities());
     }
     // Values passed between parts get fixed places in one arena (no reuse: they are few and
     // small next to what the parts use inside); graph outputs go to fresh tensors instead.
@@ -116,7 +117,7 @@ class HierarchicalExecutable final : public RawExecutable {
     std::vector<codegen::InputIdentity> ids;
     for (const Part& p : parts_) {
       ptrs.resize(p.places.size());
-      ids.assign(p.inputs.size(), codegen::InputIdentity{});
+      if (identities) ids.assign(p.inputs.size(), codegen::InputIdentity{});
       for (size_t k = 0; k < p.places.size(); ++k) {
         const Place& pl = p.places[k];
         ptrs[k] = pl.kind == Place::input    ? in[pl.index]
@@ -137,15 +138,17 @@ class HierarchicalExecutable final : public RawExecutable {
 
   bool can_run_raw() const override { return fast_; }
 
+  bool reads_identities() const override { return reads_identities_; }
+
  private:
   // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
   std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
     std::vector<Tensor> keep;
     std::vector<codegen::InputIdentity> ids;
-    std::vector<void*> in = dense_inputs(inputs, keep, &ids), out;
+    std::vector<void*> in = dense_inputs(inputs, keep, reads_identities_ ? &ids : nullptr), out;
     std::vector<Tensor> outputs = new_outputs(output_metas_, out);
     ArenaPool::Lease arena = arenas_->take();
-    run_raw(in.data(), out.data(), arena.get(), ids.data());
+    run_raw(in.data(), out.data(), arena.get(), ids.empty() ? nullptr : ids.data());
     finish_run();
     return outputs;
   }
@@ -175,6 +178,7 @@ class HierarchicalExecutable final : public RawExecutable {
   std::map<ir::ValueId, int64_t> offset_;
   int64_t values_bytes_ = 0, scratch_ = 0;
   bool fast_ = false;
+  bool reads_identities_ = false;  // some part keeps what it derives from an input
   Device device_;
   std::vector<const RawExecutable*> finishers_;  // distinct parts, for finish_run
   std::unique_ptr<ArenaPool> arenas_;            // sized once the layout is known

@@ -28,6 +28,14 @@ Tensor run_graph(const ir::Graph& g, const std::vector<Tensor>& inputs) {
   return codegen::eager::interpret(g, ptrs).at(0);
 }
 
+// The captured graph's inputs as the runtime binds them.
+std::vector<Tensor> bound_inputs(const capture::Captured& c, const Tensor& x) {
+  std::vector<Tensor> inputs;
+  for (const capture::InputBinding& b : c.bindings)
+    inputs.push_back(b.kind == ir::InputKind::user ? x : b.tensor);
+  return inputs;
+}
+
 struct Block : nn::Module {
   std::shared_ptr<nn::Conv2d> c1, c2;
   explicit Block(int64_t ch) {
@@ -74,9 +82,7 @@ TEST(ChannelsLast, ConvolutionsTakeTheirReluAndResidualAndTheValuesStay) {
   EXPECT_EQ(with_relu, 2);
   EXPECT_EQ(with_residual, 1);
   EXPECT_EQ(g.inputs.size(), c.graph.inputs.size());
-  std::vector<Tensor> inputs;
-  for (const capture::InputBinding& b : c.bindings)
-    inputs.push_back(b.kind == ir::InputKind::user ? x : b.tensor);
+  const std::vector<Tensor> inputs = bound_inputs(c, x);
   EXPECT_TRUE(allclose(run_graph(g, inputs), run_graph(c.graph, inputs), 1e-5, 1e-5));
   // Idempotent: what a cache or a package reads back may pass through it again.
   EXPECT_EQ(lower::channels_last(g).nodes.size(), g.nodes.size());
@@ -102,9 +108,7 @@ TEST(ChannelsLast, AnAddThatBroadcastsOrAValueReadTwiceStaysOutsideTheConvolutio
       EXPECT_FALSE(std::get<Conv2dAttrs>(n.attrs).relu);
     }
   }
-  std::vector<Tensor> inputs;
-  for (const capture::InputBinding& b : c.bindings)
-    inputs.push_back(b.kind == ir::InputKind::user ? x : b.tensor);
+  const std::vector<Tensor> inputs = bound_inputs(c, x);
   EXPECT_TRUE(allclose(run_graph(g, inputs), run_graph(c.graph, inputs), 1e-5, 1e-5));
 }
 

@@ -80,6 +80,7 @@ class CppExecutable final : public RawExecutable {
       const ir::Node& n = s.graph.nodes[step.node];
       if (!step.fn && n.op == ops::OpId::conv2d_nhwc && ops::onednn_conv_available()) {
         convs_[step.node] = std::make_unique<ops::OnednnConv>(std::get<ops::Conv2dAttrs>(n.attrs));
+        has_convs_ = true;
       }
     }
   }
@@ -90,14 +91,16 @@ class CppExecutable final : public RawExecutable {
              "compiled graph takes " << s.graph.inputs.size() << " inputs, got " << inputs.size());
     std::vector<Tensor> keep;
     std::vector<InputIdentity> ids;
-    std::vector<void*> in = dense_inputs(inputs, keep, &ids), out;
+    std::vector<void*> in = dense_inputs(inputs, keep, reads_identities() ? &ids : nullptr), out;
     std::vector<Tensor> outputs = new_outputs(output_metas_, out);
     ArenaPool::Lease arena = arenas_.take();
-    run_raw(in.data(), out.data(), arena.get(), ids.data());
+    run_raw(in.data(), out.data(), arena.get(), ids.empty() ? nullptr : ids.data());
     return outputs;
   }
 
   int64_t scratch_bytes() const override { return plan_.arena_bytes; }
+
+  bool reads_identities() const override { return has_convs_; }
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch,
                const InputIdentity* identities = nullptr) const override {
@@ -249,6 +252,7 @@ class CppExecutable final : public RawExecutable {
   std::vector<ops::TensorMeta> output_metas_;
   ArenaPool arenas_;
   std::vector<std::unique_ptr<ops::OnednnConv>> convs_;  // by node: channels-last convolutions
+  bool has_convs_ = false;
 };
 
 }  // namespace
