@@ -30,6 +30,8 @@
 #     cpu-gemm     the host CPU's GEMM libraries: OpenBLAS (as it detects the CPU, and told the
 #                  SkylakeX core) against oneDNN on the models' products at 1..16 threads
 #                  (cpu-gemm*.json, bench/cpu_gemm.cpp)
+#     cpu-conv     ResNet-50's convolutions through oneDNN at batch 1 in three layouts ([N, C, H, W],
+#                  channels-last, oneDNN's blocked) at 1..16 threads (cpu-conv.json, bench/cpu_conv.cpp)
 #     cpu          the host CPU's speed: zc's gpt-small and seed64 per call, compiled and eager,
 #                  at 1..16 threads, gpt-small called from 1, 4 and 16 threads at once, the
 #                  12-layer d=768 GPT at all threads, both GPTs with MatmulPrecision::Bf16
@@ -221,6 +223,13 @@ case "${1:-}" in
               python3 bench/torch_resnet.py compile 2>>"$out/resnet-cuda.log")"
           done | tee -a "$out/resnet-cuda.txt"
           rm -rf "$cache"
+          ;;
+        cpu-conv)
+          cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1
+          cmake --build build-gpu --target bench_cpu_conv >>"$out/build.log" 2>&1 ||
+            { tail -30 "$out/build.log"; exit 1; }
+          build-gpu/bench/cpu_conv --benchmark_min_time=0.3 --benchmark_format=json \
+            >"$out/cpu-conv.json" 2>"$out/cpu-conv.log" || tail -5 "$out/cpu-conv.log"
           ;;
         cpu-gemm)
           cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1

@@ -88,6 +88,13 @@ class Backend {
   virtual size_t max_symbols() const { return 64; }
   // Input: a schedule that verifies and its buffer plan.
   virtual GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const;
+  // Whether `source` needs build() at all. Where it does not (the C++ backend's graph whose
+  // every node runs outside generated code: a ResNet block of oneDNN convolutions), its binary
+  // is empty and no compiler runs.
+  virtual bool needs_build(const GeneratedSource& source) const {
+    (void)source;
+    return true;
+  }
   // Raises zc::Error with the toolchain's diagnostics when the source does not build.
   virtual std::vector<uint8_t> build(const GeneratedSource& source) const;
   // `binary` is what build() made of emit()'s source for this schedule and plan (possibly in

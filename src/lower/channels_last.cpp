@@ -42,6 +42,10 @@ class Pass {
         emit_unless_joined(n.outputs[0]);
       } else if (fuses(n)) {
         emit_unless_joined(n.outputs[0]);
+      } else if (channels_last_max_pool(n)) {
+        auto a = std::get<ops::Pool2dAttrs>(n.attrs);
+        a.channels_last = true;
+        nhwc_[n.outputs[0]] = b_.add_node(n.op, a, {as_nhwc(n.inputs[0])})[0];
       } else if (channels_last_elementwise(n)) {
         std::vector<ir::ValueId> in;
         for (ir::ValueId v : n.inputs) in.push_back(operand_nhwc(v));
@@ -72,6 +76,15 @@ class Pass {
     return std::any_of(n.inputs.begin(), n.inputs.end(), [&](ir::ValueId v) {
       return rank(v) == 4 && (nhwc_[v] >= 0 || pending_.count(v));
     });
+  }
+
+  // A max pool of a channels-last f32 value (a ResNet's stem) pools it as it lies.
+  bool channels_last_max_pool(const ir::Node& n) const {
+    if (n.op != ops::OpId::max_pool2d || std::get<ops::Pool2dAttrs>(n.attrs).channels_last)
+      return false;
+    const ir::ValueId x = n.inputs[0];
+    return g_.meta(x).dtype == DType::f32 && rank(x) == 4 &&
+           (nhwc_[x] >= 0 || pending_.count(x) != 0);
   }
 
   // A convolution not yet emitted: what reads its output alone may still join its epilogue.

@@ -9,7 +9,8 @@
 // permuted: a [C, 1, 1] bias becomes [1, 1, 1, C]); its [N, C, H, W] form is made by a permute
 // only where a node of another kind (a pool, a reshape, a product) or the graph's outputs read
 // it. So a ResNet's convolutions pass channels-last tensors to each other through their fused
-// epilogues, with one conversion at the input and at the pools.
+// epilogues, with one conversion at the input and at the pools. A max pool of a channels-last
+// value pools it channels-last (Pool2dAttrs::channels_last).
 //
 // A convolution's epilogue joins it (Conv2dAttrs::residual, relu) where the backend's kernel
 // computes it on the way out: a ReLU, or an add of a residual of the output's shape followed

@@ -68,7 +68,8 @@ struct Printer {
            ", pads=" + list_str({a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}) +
            ", dilation=" + list_str({a.dilation_h, a.dilation_w}) +
            ", ceil_mode=" + (a.ceil_mode ? "true" : "false") +
-           ", count_include_pad=" + (a.count_include_pad ? "true" : "false");
+           ", count_include_pad=" + (a.count_include_pad ? "true" : "false") +
+           (a.channels_last ? ", channels_last" : "");
   }
 };
 }  // namespace
@@ -156,6 +157,7 @@ struct Writer {
                                 a.pad_left, a.pad_bottom, a.pad_right, a.dilation_h, a.dilation_w});
     w.u8(a.ceil_mode);
     w.u8(a.count_include_pad);
+    w.u8(a.channels_last);
   }
 };
 
@@ -217,6 +219,7 @@ Attrs read_alternative(size_t index, ByteReader& r) {
       a = Pool2dAttrs{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
       a.ceil_mode = r.u8() != 0;
       a.count_include_pad = r.u8() != 0;
+      a.channels_last = r.u8() != 0;
     }
     return a;
   } else {

@@ -103,6 +103,8 @@ struct Pool2dAttrs {
   int64_t dilation_h = 1, dilation_w = 1;
   bool ceil_mode = false;
   bool count_include_pad = true;
+  // max_pool2d over [N, H, W, C] instead (the channels_last pass sets it; the others refuse it).
+  bool channels_last = false;
   bool operator==(const Pool2dAttrs&) const = default;
 };
 

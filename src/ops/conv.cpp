@@ -61,6 +61,7 @@ std::vector<TensorMeta> im2col_infer(std::span<const TensorMeta> in, const Attrs
   const Window2d w = pool_window(std::get<Pool2dAttrs>(attrs));
   const TensorMeta& x = in[0];
   if (!is_floating(x.dtype)) op_error("im2col", "expected a floating input, got " + meta_str(x));
+  if (std::get<Pool2dAttrs>(attrs).channels_last) op_error("im2col", "expected [N, C, H, W]");
   check_window("im2col", x.shape, w);
   return {
       TensorMeta{{x.shape[0], x.shape[1] * w.kh * w.kw, w.out_h(x.shape[2]) * w.out_w(x.shape[3])},

@@ -12,7 +12,7 @@
 #endif
 
 #include "ops/eager.h"
-#include "tensor/assign.h"
+#include "ops/window.h"
 #include "util/check.h"
 
 namespace zc::ops {
@@ -49,6 +49,7 @@ dnnl::stream& thread_stream() {
 // The primitive for one input shape [N, H, W, C].
 struct Plan {
   dnnl::convolution_forward conv;
+  dnnl::reorder copy;  // the residual into the output, for the sum post-op
   memory::desc src, dst, weights, bias;
   memory::desc user_weights;
 };
@@ -108,6 +109,10 @@ struct OnednnConv::State {
     attr.set_post_ops(post);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
     plan->weights = pd.weights_desc();
+    if (a.residual) {
+      plan->copy =
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan->dst, engine(), plan->dst));
+    }
     plan->conv = dnnl::convolution_forward(pd);
     // Code for many sizes meets a new shape per size: past a bound, the plan of the smallest
     // shape goes (made again if that size comes back).
@@ -181,19 +186,69 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     plan = state_->plan_for(x, w, bias_in != nullptr);
     conv_w = state_->weights_for(*plan, w, weight);
   }
-  if (state_->a.residual) {
-    ZC_CHECK(residual && residual->dtype() == DType::f32 && residual->shape() == out.shape(),
-             "oneDNN convolution's residual");
-    assign_values(out, *residual);  // the sum post-op adds the convolution to it
-  }
   const dnnl::engine& e = engine();
   memory src(plan->src, e, const_cast<void*>(x.raw_data()));
   memory dst(plan->dst, e, out.raw_data());
+  if (state_->a.residual) {
+    ZC_CHECK(residual && residual->dtype() == DType::f32 && residual->shape() == out.shape(),
+             "oneDNN convolution's residual");
+    // The sum post-op adds the convolution to what the output holds: the residual, copied by
+    // a reorder, which runs on all the threads (a single-threaded copy cost 2-3 ms of a
+    // ResNet-50 call on 16 cores).
+    const Tensor r = residual->is_contiguous() ? *residual : eager_contiguous(*residual);
+    memory from(plan->dst, e, const_cast<void*>(r.raw_data()));
+    plan->copy.execute(thread_stream(), from, dst);
+  }
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w->data}, {DNNL_ARG_DST, dst}};
   if (bias_in)
     args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
   plan->conv.execute(thread_stream(), args);
+  thread_stream().wait();
+}
+
+namespace {
+
+// The padding after the input that gives `out` windows of size k (oneDNN's right padding: a
+// ceil-mode pool's last window may reach past the given padding).
+int64_t pad_after(int64_t n, int64_t out, int64_t k, int64_t s, int64_t before) {
+  return (out - 1) * s + k - n - before;
+}
+
+}  // namespace
+
+bool onednn_max_pool_applies(const Tensor& x, const Pool2dAttrs& a) {
+  if (!onednn_conv_available() || x.dtype() != DType::f32 || x.dim() != 4 || a.dilation_h != 1 ||
+      a.dilation_w != 1) {
+    return false;
+  }
+  const int64_t h = x.size(a.channels_last ? 1 : 2), w = x.size(a.channels_last ? 2 : 3);
+  const Window2d win = pool_window(a);
+  const int64_t oh = win.out_h(h), ow = win.out_w(w);
+  return oh > 0 && ow > 0 && pad_after(h, oh, a.kernel_h, a.stride_h, a.pad_top) >= 0 &&
+         pad_after(w, ow, a.kernel_w, a.stride_w, a.pad_left) >= 0;
+}
+
+void onednn_max_pool(const Tensor& x_in, const Tensor& out, const Pool2dAttrs& a) {
+  ZC_CHECK(onednn_max_pool_applies(x_in, a) && out.is_contiguous(), "oneDNN max pool");
+  const Tensor x = x_in.is_contiguous() ? x_in : eager_contiguous(x_in);
+  const bool cl = a.channels_last;
+  const int64_t n = x.size(0), c = x.size(cl ? 3 : 1), h = x.size(cl ? 1 : 2),
+                w = x.size(cl ? 2 : 3);
+  const int64_t oh = out.size(cl ? 1 : 2), ow = out.size(cl ? 2 : 3);
+  const auto f32 = memory::data_type::f32;
+  const auto tag = cl ? memory::format_tag::nhwc : memory::format_tag::nchw;
+  const memory::desc src({n, c, h, w}, f32, tag), dst({n, c, oh, ow}, f32, tag);
+  const dnnl::pooling_forward::primitive_desc pd(
+      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
+                                  src, dst, {a.stride_h, a.stride_w}, {a.kernel_h, a.kernel_w},
+                                  {a.pad_top, a.pad_left},
+                                  {pad_after(h, oh, a.kernel_h, a.stride_h, a.pad_top),
+                                   pad_after(w, ow, a.kernel_w, a.stride_w, a.pad_left)}),
+      engine());
+  // oneDNN keeps the primitives it made (its primitive cache): a repeated call finds it.
+  memory from(src, engine(), const_cast<void*>(x.raw_data())), to(dst, engine(), out.raw_data());
+  dnnl::pooling_forward(pd).execute(thread_stream(), {{DNNL_ARG_SRC, from}, {DNNL_ARG_DST, to}});
   thread_stream().wait();
 }
 
@@ -208,6 +263,12 @@ int64_t OnednnConv::conversions() const {
 void OnednnConv::run(const Tensor&, const Tensor&, const Tensor*, const Tensor*, const Tensor&,
                      WeightIdentity) const {
   ZC_CHECK(false, "oneDNN convolutions asked of a build without oneDNN");
+}
+bool onednn_max_pool_applies(const Tensor&, const Pool2dAttrs&) {
+  return false;
+}
+void onednn_max_pool(const Tensor&, const Tensor&, const Pool2dAttrs&) {
+  ZC_CHECK(false, "oneDNN pooling asked of a build without oneDNN");
 }
 
 #endif

@@ -72,6 +72,7 @@ std::vector<uint8_t> lowered_bytes(const ir::Graph& captured, const Backend& bac
 std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
                                 cache::Cache* store, const codegen::GeneratedSource& source,
                                 double* build_ms) {
+  if (!backend.needs_build(source)) return {};
   Timer t;
   const cache::Key key = keys.kernel_key(hex(sha256(source.text)));
   if (store) {

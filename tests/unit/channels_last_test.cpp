@@ -167,6 +167,38 @@ TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
   EXPECT_TRUE(allclose(got, conv2d(nchw, w).permute({0, 2, 3, 1}), 1e-4, 1e-4));
 }
 
+// oneDNN's max pool (eager and in compiled graphs), in both layouts, against the taps.
+TEST(ChannelsLast, OneDnnMaxPoolEqualsTheTapsInBothLayouts) {
+  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  const ops::OpDef& def = ops::op_def(OpId::max_pool2d);
+  // Each with whether oneDNN takes it; where it does not, the taps run.
+  std::vector<std::pair<ops::Pool2dAttrs, bool>> cases = {
+      {{3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true}, true},   // a ResNet stem
+      {{3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true}, true},    // ceil mode: past the padding
+      {{2, 3, 1, 2, 0, 1, 1, 1, 1, 1, false, true}, true},   // asymmetric window and padding
+      {{2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false, true}, false},  // the last row left out
+      {{2, 2, 1, 1, 0, 0, 0, 0, 2, 1, false, true}, false},  // dilation
+  };
+  manual_seed(4);
+  for (auto [a, onednn] : cases) {
+    for (bool cl : {false, true}) {
+      a.channels_last = cl;
+      const Tensor x = cl ? randn({2, 9, 7, 5}) : randn({2, 5, 9, 7});
+      EXPECT_EQ(ops::onednn_max_pool_applies(x, a), onednn) << ops::attrs_str(a);
+      NoGradGuard no_grad;
+      const Tensor want = def.decompose({&x, 1}, a).at(0);
+      const ops::TensorMeta xm = ops::meta_of(x);
+      const std::vector<ops::TensorMeta> outs = ops::infer_outputs(def, {&xm, 1}, a);
+      EXPECT_TRUE(allclose(def.eager({&x, 1}, a, outs).at(0), want, 0, 0)) << ops::attrs_str(a);
+      // A strided input (a permuted view) is read as its values.
+      const Tensor view = cl ? x.permute({0, 3, 1, 2}).contiguous().permute({0, 2, 3, 1}) : x;
+      Tensor into = Tensor::empty(outs[0].shape, DType::f32);
+      def.eager_into({&view, 1}, a, {&into, 1});
+      EXPECT_TRUE(allclose(into, want, 0, 0)) << ops::attrs_str(a);
+    }
+  }
+}
+
 TEST(ChannelsLast, AWeightIsConvertedOncePerIdentity) {
   if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
   Tensor x = randn({1, 5, 5, 2}), w = randn({3, 2, 3, 3}), out = Tensor::empty({1, 3, 3, 3});

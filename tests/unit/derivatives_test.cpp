@@ -305,6 +305,13 @@ std::vector<Case> cases() {
   add("max_pool2d", "2x2 dilation 2, ceil mode",
       [](const Inputs& x) { return max_pool2d(x[0], {2}, {2}, {0}, {2}, true); },
       {rnd({1, 2, 6, 7})});
+  add("max_pool2d", "channels-last, 3x3 stride 2 padding 1, ceil mode",
+      [](const Inputs& x) {
+        ops::Pool2dAttrs a{3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true, true};
+        a.channels_last = true;
+        return ops::call1(ops::OpId::max_pool2d, {x[0]}, a);
+      },
+      {rnd({2, 6, 5, 3})});
   add("avg_pool2d", "3x3 stride 2 padding 1, pad counted",
       [](const Inputs& x) { return avg_pool2d(x[0], {3}, {2}, {1}); }, {rnd({2, 2, 6, 5})});
   add("avg_pool2d", "2x3 pad not counted, ceil mode",

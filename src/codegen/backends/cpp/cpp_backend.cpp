@@ -84,12 +84,15 @@ class CppBackend final : public Backend, private SchedulePolicy {
   // own kernel, writing into the graph's buffer, rather than generated copies of a padded
   // input: they leave the product (and its fused epilogue) as the only generated work.
   // Where oneDNN's convolutions are built in, f32 convolutions run them channels-last
-  // (conv2d_nhwc; lower/channels_last.h) instead of as columns and a product.
+  // (conv2d_nhwc; lower/channels_last.h) instead of as columns and a product, and max pools
+  // run oneDNN's pooling (its taps as generated code took a ResNet stem 195 ms to compile).
   std::vector<ops::OpId> native_ops() const override {
     std::vector<ops::OpId> ops{ops::OpId::im2col};
     if (opt_.attention_kernel)
       ops.insert(ops.end(), {ops::OpId::attention, ops::OpId::attention_lse});
-    if (ops::onednn_conv_available()) ops.push_back(ops::OpId::conv2d_nhwc);
+    if (ops::onednn_conv_available()) {
+      ops.insert(ops.end(), {ops::OpId::conv2d_nhwc, ops::OpId::max_pool2d});
+    }
     return ops;
   }
 
@@ -97,6 +100,10 @@ class CppBackend final : public Backend, private SchedulePolicy {
     CppModule m = cpp::emit(s, plan, opt_.emit);
     return GeneratedSource{std::move(m.source), m.generated_kernels, m.extern_ops,
                            std::move(m.sizes), "a->sym"};
+  }
+
+  bool needs_build(const GeneratedSource& source) const override {
+    return source.generated_kernels > 0;
   }
 
   std::vector<uint8_t> build(const GeneratedSource& source) const override {
@@ -116,14 +123,14 @@ class CppBackend final : public Backend, private SchedulePolicy {
 
   std::shared_ptr<const Executable> load(Schedule s, BufferPlan plan,
                                          std::span<const uint8_t> binary) const override {
-    return make_cpp_executable(std::move(s), std::move(plan),
-                               toolchain::SharedLibrary::from_bytes(binary));
+    return make_cpp_executable(std::move(s), std::move(plan), library(binary));
   }
 
   std::shared_ptr<const Executable> load_for_size(Schedule s, BufferPlan plan,
                                                   std::span<const uint8_t> binary,
                                                   std::vector<int64_t> symbols) const override {
-    return make_cpp_executable(std::move(s), std::move(plan), shared_library(binary),
+    return make_cpp_executable(std::move(s), std::move(plan),
+                               binary.empty() ? nullptr : shared_library(binary),
                                std::move(symbols));
   }
 
@@ -148,6 +155,11 @@ class CppBackend final : public Backend, private SchedulePolicy {
 
   // A size template's binary serves every size: the executables of its sizes share one
   // loaded copy while any of them lives.
+  // The code of a binary; none for the empty binary of a graph with no generated kernel.
+  static std::shared_ptr<toolchain::SharedLibrary> library(std::span<const uint8_t> binary) {
+    return binary.empty() ? nullptr : toolchain::SharedLibrary::from_bytes(binary);
+  }
+
   std::shared_ptr<toolchain::SharedLibrary> shared_library(std::span<const uint8_t> binary) const {
     const Digest key = sha256(binary);
     std::lock_guard lock(loaded_mu_);

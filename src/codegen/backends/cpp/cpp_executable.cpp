@@ -64,6 +64,7 @@ class CppExecutable final : public RawExecutable {
       }
     }
     for (const LaunchStep& step : launch_steps(s)) {
+      ZC_CHECK(step.symbol.empty() || lib_, "a generated kernel without its binary");
       steps_.push_back(Step{
           step.symbol.empty() ? nullptr : lib_->function<int(const ZcArgs*)>(step.symbol.c_str()),
           step.node});
