@@ -26,13 +26,13 @@ struct Conv {
 
 // (in channels, out channels, input size, kernel, stride, padding, how many in the network)
 const std::vector<Conv> kResNet50 = {
-    {3, 64, 224, 7, 2, 3, 1},     {64, 64, 56, 1, 1, 0, 1},     {64, 64, 56, 3, 1, 1, 3},
-    {64, 256, 56, 1, 1, 0, 4},    {256, 64, 56, 1, 1, 0, 2},    {256, 128, 56, 1, 1, 0, 1},
-    {128, 128, 56, 3, 2, 1, 1},   {128, 128, 28, 3, 1, 1, 3},   {128, 512, 28, 1, 1, 0, 4},
-    {256, 512, 56, 1, 2, 0, 1},   {512, 128, 28, 1, 1, 0, 3},   {512, 256, 28, 1, 1, 0, 1},
-    {256, 256, 28, 3, 2, 1, 1},   {256, 256, 14, 3, 1, 1, 5},   {256, 1024, 14, 1, 1, 0, 6},
-    {512, 1024, 28, 1, 2, 0, 1},  {1024, 256, 14, 1, 1, 0, 5},  {1024, 512, 14, 1, 1, 0, 1},
-    {512, 512, 14, 3, 2, 1, 1},   {512, 512, 7, 3, 1, 1, 2},    {512, 2048, 7, 1, 1, 0, 3},
+    {3, 64, 224, 7, 2, 3, 1},     {64, 64, 56, 1, 1, 0, 1},    {64, 64, 56, 3, 1, 1, 3},
+    {64, 256, 56, 1, 1, 0, 4},    {256, 64, 56, 1, 1, 0, 2},   {256, 128, 56, 1, 1, 0, 1},
+    {128, 128, 56, 3, 2, 1, 1},   {128, 128, 28, 3, 1, 1, 3},  {128, 512, 28, 1, 1, 0, 4},
+    {256, 512, 56, 1, 2, 0, 1},   {512, 128, 28, 1, 1, 0, 3},  {512, 256, 28, 1, 1, 0, 1},
+    {256, 256, 28, 3, 2, 1, 1},   {256, 256, 14, 3, 1, 1, 5},  {256, 1024, 14, 1, 1, 0, 6},
+    {512, 1024, 28, 1, 2, 0, 1},  {1024, 256, 14, 1, 1, 0, 5}, {1024, 512, 14, 1, 1, 0, 1},
+    {512, 512, 14, 3, 2, 1, 1},   {512, 512, 7, 3, 1, 1, 2},   {512, 2048, 7, 1, 1, 0, 3},
     {1024, 2048, 14, 1, 2, 0, 1}, {2048, 512, 7, 1, 1, 0, 2},
 };
 
@@ -41,7 +41,9 @@ struct Step {
   std::unordered_map<int, memory> args;
 };
 
-// layout 0: [N, C, H, W]; 1: [N, H, W, C]; 2: oneDNN's choice.
+// layout 0: [N, C, H, W]; 1: [N, H, W, C]; 2: oneDNN's choice; 3: oneDNN's choice with
+// Winograd for the 3x3 stride-1 convolutions of at least 28x28 outputs (what zc does, but
+// zc converts channels-last tensors to and from its layout around each).
 std::vector<Step> network(const dnnl::engine& eng, int layout) {
   std::vector<Step> steps;
   const auto f32 = memory::data_type::f32;
@@ -55,15 +57,18 @@ std::vector<Step> network(const dnnl::engine& eng, int layout) {
       post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       dnnl::primitive_attr attr;
       attr.set_post_ops(post);
+      const bool winograd = layout == 3 && c.k == 3 && c.stride == 1 && o * o >= 28 * 28;
       const dnnl::convolution_forward::primitive_desc pd(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                          dnnl::algorithm::convolution_direct, src, w, b, dst,
-                                          {c.stride, c.stride}, {c.pad, c.pad}, {c.pad, c.pad}),
+                                          winograd ? dnnl::algorithm::convolution_winograd
+                                                   : dnnl::algorithm::convolution_direct,
+                                          src, w, b, dst, {c.stride, c.stride}, {c.pad, c.pad},
+                                          {c.pad, c.pad}),
           attr, eng);
       Step s{dnnl::convolution_forward(pd), {}};
-      for (auto [arg, desc] : {std::pair{DNNL_ARG_SRC, pd.src_desc()},
-                               std::pair{DNNL_ARG_WEIGHTS, pd.weights_desc()},
-                               std::pair{DNNL_ARG_BIAS, b}, std::pair{DNNL_ARG_DST, pd.dst_desc()}}) {
+      for (auto [arg, desc] :
+           {std::pair{DNNL_ARG_SRC, pd.src_desc()}, std::pair{DNNL_ARG_WEIGHTS, pd.weights_desc()},
+            std::pair{DNNL_ARG_BIAS, b}, std::pair{DNNL_ARG_DST, pd.dst_desc()}}) {
         memory m(desc, eng);
         float* p = static_cast<float*>(m.get_data_handle());
         std::fill(p, p + desc.get_size() / sizeof(float), 0.01f);
@@ -85,12 +90,15 @@ void BM_ResNet50Convolutions(benchmark::State& state) {
     for (Step& s : steps) s.prim.execute(stream, s.args);
     stream.wait();
   }
-  state.SetLabel(layout == 0 ? "nchw" : layout == 1 ? "nhwc" : "blocked");
+  state.SetLabel(layout == 0   ? "nchw"
+                 : layout == 1 ? "nhwc"
+                 : layout == 2 ? "blocked"
+                               : "winograd");
 }
 
 void Args(benchmark::internal::Benchmark* b) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int layout = 0; layout < 3; ++layout) {
+  for (int layout = 0; layout < 4; ++layout) {
     for (int t = 1; t <= cores; t *= 2) b->Args({layout, t});
     if ((cores & (cores - 1)) != 0) b->Args({layout, cores});
   }
