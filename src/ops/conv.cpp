@@ -265,16 +265,6 @@ std::span<const T> conv_inputs(std::span<const T> in, const Conv2dAttrs& a) {
   return in.first(in.size() - (a.residual ? 1 : 0));
 }
 
-TensorMeta to_nchw(TensorMeta m) {
-  if (m.shape.size() == 4) m.shape = {m.shape[0], m.shape[3], m.shape[1], m.shape[2]};
-  return m;
-}
-
-TensorMeta to_nhwc(TensorMeta m) {
-  m.shape = {m.shape[0], m.shape[2], m.shape[3], m.shape[1]};
-  return m;
-}
-
 std::vector<TensorMeta> conv2d_nhwc_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
   const auto& a = std::get<Conv2dAttrs>(attrs);
   if (in[0].shape.size() != 4 || (a.residual && in.size() < 3) || (!a.residual && in.size() > 3)) {
@@ -284,8 +274,8 @@ std::vector<TensorMeta> conv2d_nhwc_infer(std::span<const TensorMeta> in, const 
   }
   std::span<const TensorMeta> conv = conv_inputs(in, a);
   std::vector<TensorMeta> nchw(conv.begin(), conv.end());
-  nchw[0] = to_nchw(nchw[0]);
-  TensorMeta out = to_nhwc(conv2d_infer(nchw, plain(a))[0]);
+  nchw[0] = nhwc_as_nchw(nchw[0]);
+  TensorMeta out = nchw_as_nhwc(conv2d_infer(nchw, plain(a))[0]);
   if (a.residual && (in.back().shape != out.shape || in.back().dtype != out.dtype)) {
     op_error("conv2d_nhwc",
              "expected a residual " + meta_str(out) + ", got " + meta_str(in.back()));

@@ -70,12 +70,8 @@ std::vector<TensorMeta> max_pool_nchw_infer(std::span<const TensorMeta> in, cons
 std::vector<TensorMeta> max_pool_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
   const auto& a = std::get<Pool2dAttrs>(attrs);
   if (!a.channels_last) return max_pool_nchw_infer(in, attrs);
-  TensorMeta x = in[0];
-  if (x.shape.size() != 4) op_error("max_pool2d", "expected [N, H, W, C], got " + meta_str(x));
-  x.shape = {x.shape[0], x.shape[3], x.shape[1], x.shape[2]};
-  TensorMeta y = max_pool_nchw_infer({&x, 1}, nchw(a))[0];
-  y.shape = {y.shape[0], y.shape[2], y.shape[3], y.shape[1]};
-  return {y};
+  const TensorMeta x = nhwc_as_nchw(in[0]);
+  return {nchw_as_nhwc(max_pool_nchw_infer({&x, 1}, nchw(a))[0])};
 }
 
 std::vector<Tensor> max_pool_nchw_decompose(std::span<const Tensor> in, const Attrs& attrs);
@@ -116,8 +112,6 @@ void max_pool_into(std::span<const Tensor> in, const Attrs& attrs, std::span<con
   assign_values(out[0], eager_contiguous(max_pool_decompose(in, attrs)[0]));
 }
 
-// The gradient goes to the first element of each window (row-major) that equals the maximum,
-// as torch's kernels choose it.
 std::vector<Tensor> max_pool_nchw_vjp(const VjpArgs& args);
 
 std::vector<Tensor> max_pool_vjp(const VjpArgs& args) {
@@ -130,6 +124,8 @@ std::vector<Tensor> max_pool_vjp(const VjpArgs& args) {
   return {max_pool_nchw_vjp(VjpArgs{in, out, plain, grads, args.wanted})[0].permute({0, 2, 3, 1})};
 }
 
+// The gradient goes to the first element of each window (row-major) that equals the maximum,
+// as torch's kernels choose it.
 std::vector<Tensor> max_pool_nchw_vjp(const VjpArgs& args) {
   const Window2d w = pool_window(std::get<Pool2dAttrs>(args.attrs));
   const Tensor& x = args.inputs[0];

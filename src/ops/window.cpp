@@ -30,6 +30,16 @@ Window2d conv_window(const Conv2dAttrs& a, int64_t kh, int64_t kw) {
                   a.pad_bottom, a.pad_right, a.dilation_h, a.dilation_w, false};
 }
 
+TensorMeta nhwc_as_nchw(TensorMeta m) {
+  if (m.shape.size() == 4) m.shape = {m.shape[0], m.shape[3], m.shape[1], m.shape[2]};
+  return m;
+}
+
+TensorMeta nchw_as_nhwc(TensorMeta m) {
+  if (m.shape.size() == 4) m.shape = {m.shape[0], m.shape[2], m.shape[3], m.shape[1]};
+  return m;
+}
+
 Window2d pool_window(const Pool2dAttrs& a) {
   return Window2d{a.kernel_h,   a.kernel_w,  a.stride_h,   a.stride_w,   a.pad_top,  a.pad_left,
                   a.pad_bottom, a.pad_right, a.dilation_h, a.dilation_w, a.ceil_mode};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/attrs.h"
+#include "ops/registry.h"
 #include "zc/tensor.h"
 
 namespace zc::ops {
@@ -28,6 +29,12 @@ struct Window2d {
 
 Window2d conv_window(const Conv2dAttrs& a, int64_t kh, int64_t kw);
 Window2d pool_window(const Pool2dAttrs& a);
+
+// The metadata of a channels-last [N, H, W, C] value as [N, C, H, W], and back: the shape
+// rules of the channels-last ops (conv2d_nhwc, a channels-last max pool) are their [N, C, H, W]
+// ops' between these. Other ranks are left as they are (the op's own rule refuses them).
+TensorMeta nhwc_as_nchw(TensorMeta m);
+TensorMeta nchw_as_nhwc(TensorMeta m);
 
 // The output size along one dim of length n, or a value below 1 when no window fits.
 int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t before, int64_t after, int64_t d,
