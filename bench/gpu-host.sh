@@ -49,8 +49,10 @@
 #                  ONNX Runtime's session creation and per call (bench/onnx_vs_ort.py: onnx.txt,
 #                  onnx-resnet50.json)
 #     resnet-cuda  torchvision's ResNet-152 on the GPU, batch 32, 128x128: zc (the torch export
-#                  through `zc run --device cuda`) cold, warm and per call, against torch.compile
-#                  cold and warm (bench/torch_resnet.py) in the same run (resnet-cuda.txt)
+#                  through `zc run --device cuda`) cold, warm and per call, and with
+#                  ZC_CUDA_CONV=cudnn, against torch.compile cold and warm (bench/torch_resnet.py;
+#                  its default TF32 convolutions) and without TF32, in the same run
+#                  (resnet-cuda.txt)
 #   ZC_BENCH_DEVICE=cuda (or cpu) limits the zc step to those rows (default all).
 #   Steps after `build` use the build-gpu/ it left, so a run can be split over several commands
 #   (each step takes a few minutes; torch's CPU cold compiles most).
@@ -218,10 +220,26 @@ case "${1:-}" in
             echo "zc $run: $(ZC_CACHE_DIR="$cache" build-gpu/zc run /tmp/resnet152.onnx \
               --device cuda --dim batch=32 --repeats 50 --json - | tail -1)"
           done | tee "$out/resnet-cuda.txt"
+          # The convolutions through cuDNN (ZC_CUDA_CONV=cudnn) instead of columns and cuBLASLt.
+          echo "zc cudnn cold: $(ZC_CUDA_CONV=cudnn ZC_CACHE_DIR="$cache/cudnn" \
+            build-gpu/zc run /tmp/resnet152.onnx --device cuda --dim batch=32 --repeats 50 \
+            --json - | tail -1)" | tee -a "$out/resnet-cuda.txt"
+          # At torch's default precision for convolutions: MatmulPrecision::Tf32 (warm: the
+          # code is the default's).
+          echo "zc tf32 warm: $(ZC_CACHE_DIR="$cache" build-gpu/zc run /tmp/resnet152.onnx \
+            --device cuda --dim batch=32 --repeats 50 --matmul-precision tf32 --json - |
+            tail -1)" | tee -a "$out/resnet-cuda.txt"
+          echo "zc cudnn tf32 warm: $(ZC_CUDA_CONV=cudnn ZC_CACHE_DIR="$cache/cudnn" \
+            build-gpu/zc run /tmp/resnet152.onnx --device cuda --dim batch=32 --repeats 50 \
+            --matmul-precision tf32 --json - | tail -1)" | tee -a "$out/resnet-cuda.txt"
           for run in cold warm; do
             echo "torch.compile $run: $(TORCHINDUCTOR_CACHE_DIR="$cache/inductor" \
               python3 bench/torch_resnet.py compile 2>>"$out/resnet-cuda.log")"
           done | tee -a "$out/resnet-cuda.txt"
+          # At zc's precision: torch's default computes f32 convolutions in TF32.
+          echo "torch.compile no-tf32 warm: $(TORCHINDUCTOR_CACHE_DIR="$cache/inductor" \
+            python3 bench/torch_resnet.py compile --no-tf32 2>>"$out/resnet-cuda.log")" |
+            tee -a "$out/resnet-cuda.txt"
           rm -rf "$cache"
           ;;
         cpu-conv)

@@ -22,6 +22,13 @@ export PKG_CONFIG_PATH="$zc_gpu_lib/openblas-openmp/pkgconfig:$zc_gpu_lib/pkgcon
 export LD_LIBRARY_PATH="$zc_gpu_lib:$zc_gpu_lib/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$zc_gpu_prefix/usr/bin:$PATH"  # redis-server
 export CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+# cuDNN, which zc opens at run time for convolutions on the GPU (src/cuda/cudnn.h): the host's
+# toolkit has none, its Python has pip's nvidia-cudnn (torch's), whose lib directory zc finds
+# through LD_LIBRARY_PATH.
+zc_cudnn_lib="$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.cudnn"); print(next(iter(s.submodule_search_locations)) + "/lib")' 2>/dev/null || true)"
+if [[ -n "$zc_cudnn_lib" && -d "$zc_cudnn_lib" ]]; then
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$zc_cudnn_lib"
+fi
 # The host's default CXX is a shell-script wrapper, which zc must ask for its version on every
 # start (docs/adr/0005); the compiler it wraps is named by its file.
 if [[ -z "${ZC_CXX:-}" && -x /usr/bin/x86_64-linux-gnu-g++-13 ]]; then

@@ -29,8 +29,12 @@ enum class Mode : uint8_t { Default, MaxAutotune };
 // accumulate in f32, on AMX or AVX-512 BF16 through oneDNN (2.5-4x the f32 rate on a Sapphire
 // Rapids Xeon); about 2^-8 sqrt(K) relative error per product, a few 1e-3 on a GPT's logits
 // (docs/codegen.md, "bf16 products"). On a CPU without bf16 they stay f32. Like torch's
-// set_float32_matmul_precision("medium").
-enum class MatmulPrecision : uint8_t { Highest, Bf16 };
+// set_float32_matmul_precision("medium"). Tf32: on a GPU, f32 products (cuBLASLt) and
+// convolutions (their columns' products, or cuDNN) may round their operands to TF32 (10 bits of
+// mantissa) on tensor cores, accumulating in f32: about 1e-3 relative error per product. Like
+// torch's set_float32_matmul_precision("high"), and what torch does to f32 convolutions by
+// default (torch.backends.cudnn.allow_tf32). On the CPU, as Highest.
+enum class MatmulPrecision : uint8_t { Highest, Bf16, Tf32 };
 // Auto: compile a block repeated across the model once and call it (hierarchical
 // compilation); None: compile the whole graph inline.
 enum class Regions : uint8_t { Auto, None };
@@ -177,7 +181,7 @@ struct Stats {
   int64_t guard_hits = 0;            // calls that ran without capturing
   int64_t compiler_invocations = 0;  // runs of the system C++ compiler
   int64_t kernels_generated = 0;
-  int64_t extern_ops = 0;        // ops run through their eager kernel inside compiled graphs
+  int64_t extern_ops = 0;        // ops run outside generated code: eager kernels, cuDNN calls
   int64_t regions_found = 0;     // calls of repeated blocks found by Regions::Auto
   int64_t region_graphs = 0;     // distinct repeated blocks among them
   int64_t parts_compiled = 0;    // distinct graphs compiled (or loaded) for those compiles

@@ -55,6 +55,10 @@ class Executable {
     (void)choices;
     throw Error("a " + std::string(backend()) + " executable has no library products to tune");
   }
+  // MatmulPrecision::Tf32: an executable like this one, sharing its code, whose f32 library
+  // work (a GPU's products and convolutions) may round operands to TF32; null where it has
+  // none (the CPU, the interpreter, a graph without such work).
+  virtual std::shared_ptr<const Executable> with_tf32() const { return nullptr; }
 };
 
 // An executable that can also run on raw buffers the caller owns, without allocating: what a

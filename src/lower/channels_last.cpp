@@ -11,31 +11,38 @@ namespace {
 
 const std::vector<int64_t> kToNhwc{0, 2, 3, 1}, kToNchw{0, 3, 1, 2};
 
-bool converts(const ir::Graph& g, const ir::Node& n) {
+// Which convolutions the pass takes: channels-last, f32 ones on the CPU (oneDNN's); in place,
+// every one (cuDNN's, which run every float type). A conv2d that already has an epilogue is
+// left as it is.
+bool converts(const ir::Graph& g, const ir::Node& n, bool channels_last) {
   if (n.op != ops::OpId::conv2d) return false;
+  const auto& a = std::get<ops::Conv2dAttrs>(n.attrs);
+  if (a.residual || a.relu) return false;
   return std::all_of(n.inputs.begin(), n.inputs.end(), [&](ir::ValueId v) {
     const ops::TensorMeta& m = g.meta(v);
-    return m.dtype == DType::f32 && m.device.is_cpu();
+    return channels_last ? m.dtype == DType::f32 && m.device.is_cpu() : is_floating(m.dtype);
   });
 }
 
 class Pass {
  public:
-  explicit Pass(const ir::Graph& g) : g_(g), b_(g), nhwc_(g.values.size(), -1) {}
+  Pass(const ir::Graph& g, bool channels_last)
+      : g_(g), b_(g), channels_last_(channels_last), nhwc_(g.values.size(), -1) {}
 
   ir::Graph run() && {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       for (ir::ValueId v : g_.nodes[i].inputs) {
         ++uses_[v];
         reader_[v] = static_cast<int32_t>(i);
-        if (converts(g_, g_.nodes[i]) && v == g_.nodes[i].inputs[0]) read_by_conv_[v] = true;
+        if (converts(g_, g_.nodes[i], channels_last_) && v == g_.nodes[i].inputs[0])
+          read_by_conv_[v] = true;
       }
     }
     for (ir::ValueId v : g_.outputs) ++uses_[v];
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const ir::Node& n = g_.nodes[i];
       b_.begin_node(static_cast<int32_t>(i));
-      if (converts(g_, n)) {
+      if (converts(g_, n, channels_last_)) {
         Pending p{std::get<ops::Conv2dAttrs>(n.attrs), {as_nhwc(n.inputs[0])}};
         for (size_t k = 1; k < n.inputs.size(); ++k) p.inputs.push_back(as_nchw(n.inputs[k]));
         pending_.emplace(n.outputs[0], std::move(p));
@@ -57,7 +64,7 @@ class Pass {
         // result, at the end of the stem), not in the reader's (a block's first convolution),
         // so that the first of the repeated blocks is like the others.
         for (ir::ValueId v : n.outputs) {
-          if (rank(v) == 4 && read_by_conv_[v]) as_nhwc(v);
+          if (channels_last_ && rank(v) == 4 && read_by_conv_[v]) as_nhwc(v);
         }
       }
     }
@@ -71,7 +78,8 @@ class Pass {
   // An elementwise op is computed channels-last when its result has rank 4 and one of its
   // rank-4 operands already is.
   bool channels_last_elementwise(const ir::Node& n) const {
-    if (!ops::is_elementwise(n.op) || n.outputs.size() != 1 || rank(n.outputs[0]) != 4)
+    if (!channels_last_ || !ops::is_elementwise(n.op) || n.outputs.size() != 1 ||
+        rank(n.outputs[0]) != 4)
       return false;
     return std::any_of(n.inputs.begin(), n.inputs.end(), [&](ir::ValueId v) {
       return rank(v) == 4 && (nhwc_[v] >= 0 || pending_.count(v));
@@ -80,7 +88,8 @@ class Pass {
 
   // A max pool of a channels-last f32 value (a ResNet's stem) pools it as it lies.
   bool channels_last_max_pool(const ir::Node& n) const {
-    if (n.op != ops::OpId::max_pool2d || std::get<ops::Pool2dAttrs>(n.attrs).channels_last)
+    if (!channels_last_ || n.op != ops::OpId::max_pool2d ||
+        std::get<ops::Pool2dAttrs>(n.attrs).channels_last)
       return false;
     const ir::ValueId x = n.inputs[0];
     return g_.meta(x).dtype == DType::f32 && rank(x) == 4 &&
@@ -106,9 +115,9 @@ class Pass {
       } else if (n.op == ops::OpId::add && n.inputs.size() == 2 && !p.attrs.residual &&
                  !p.attrs.relu) {
         const ir::ValueId other = n.inputs[1 - k];
-        const ops::TensorMeta& m = g_.meta(other);
-        if (other == n.inputs[k] || m.shape != g_.meta(n.outputs[0]).shape ||
-            m.dtype != DType::f32) {
+        const ops::TensorMeta &m = g_.meta(other), &y = g_.meta(n.inputs[k]);
+        if (other == n.inputs[k] || m.shape != g_.meta(n.outputs[0]).shape || m.dtype != y.dtype ||
+            g_.meta(n.outputs[0]).dtype != y.dtype) {
           return false;
         }
         p.inputs.push_back(as_nhwc(other));
@@ -142,20 +151,25 @@ class Pass {
     if (it == pending_.end()) return;
     Pending p = std::move(it->second);
     pending_.erase(it);
+    if (!channels_last_) {
+      b_.alias(v, b_.add_node(ops::OpId::conv2d, p.attrs, std::move(p.inputs))[0]);
+      return;
+    }
     nhwc_[v] = b_.add_node(ops::OpId::conv2d_nhwc, p.attrs, std::move(p.inputs))[0];
   }
 
   // Old value v in [N, C, H, W], made from its channels-last form on first use.
   ir::ValueId as_nchw(ir::ValueId v) {
-    if (b_.mapped(v)) return b_.map(v);
     emit_pending(v);
+    if (b_.mapped(v)) return b_.map(v);
     ir::ValueId p = b_.add_node(ops::OpId::permute, ops::PermuteAttrs{kToNchw}, {nhwc_[v]})[0];
     b_.alias(v, p);
     return p;
   }
 
-  // Old rank-4 value v channels-last.
+  // Old rank-4 value v in the layout the pass gives convolutions: channels-last, or as it is.
   ir::ValueId as_nhwc(ir::ValueId v) {
+    if (!channels_last_) return as_nchw(v);
     emit_pending(v);
     if (nhwc_[v] < 0) {
       nhwc_[v] = b_.add_node(ops::OpId::permute, ops::PermuteAttrs{kToNhwc}, {as_nchw(v)})[0];
@@ -179,6 +193,7 @@ class Pass {
 
   const ir::Graph& g_;
   GraphBuilder b_;
+  const bool channels_last_;       // else conv_epilogues(): the epilogues alone
   std::vector<ir::ValueId> nhwc_;  // old value -> its channels-last form, -1 if none yet
   std::vector<int32_t> uses_ = std::vector<int32_t>(g_.values.size(), 0);     // reads + outputs
   std::vector<int32_t> reader_ = std::vector<int32_t>(g_.values.size(), -1);  // a reading node
@@ -186,14 +201,22 @@ class Pass {
   std::map<ir::ValueId, Pending> pending_;  // by the old value it computes
 };
 
+ir::Graph run_pass(const ir::Graph& g, bool channels_last) {
+  if (std::none_of(g.nodes.begin(), g.nodes.end(),
+                   [&](const ir::Node& n) { return converts(g, n, channels_last); })) {
+    return g;
+  }
+  return Pass(g, channels_last).run();
+}
+
 }  // namespace
 
 ir::Graph channels_last(const ir::Graph& g) {
-  if (std::none_of(g.nodes.begin(), g.nodes.end(),
-                   [&](const ir::Node& n) { return converts(g, n); })) {
-    return g;
-  }
-  return Pass(g).run();
+  return run_pass(g, true);
+}
+
+ir::Graph conv_epilogues(const ir::Graph& g) {
+  return run_pass(g, false);
 }
 
 }  // namespace zc::lower

@@ -17,8 +17,13 @@
 // by an optional ReLU, each the only reader of what it reads. A ResNet block is then its
 // convolutions alone.
 //
+// conv_epilogues() is the same fusion for a backend whose convolutions take [N, C, H, W] and
+// compute the epilogue themselves (cuDNN's on CUDA): every float conv2d stays where it is, in
+// its layout, and takes the ReLU and residual that follow it into its own attributes.
+//
 // Input: a graph that verifies. Output: a graph that verifies, computes the same values and
-// has the same inputs and outputs; unchanged when it has no f32 conv2d.
+// has the same inputs and outputs; unchanged when it has no convolution the pass takes.
+// Both are idempotent.
 #pragma once
 
 #include "ir/graph.h"
@@ -26,5 +31,6 @@
 namespace zc::lower {
 
 ir::Graph channels_last(const ir::Graph& g);
+ir::Graph conv_epilogues(const ir::Graph& g);
 
 }  // namespace zc::lower

@@ -25,12 +25,15 @@ struct Pass {
 
 // The lowering passes, in order.
 constexpr Pass kPasses[] = {
-    // convolutions and what surrounds them channels-last (where the backend keeps conv2d_nhwc)
+    // convolutions and what surrounds them channels-last (where the backend keeps conv2d_nhwc),
+    // or their epilogues fused in place (where it keeps conv2d)
     {"channels_last",
      [](const ir::Graph& g, const LowerContext& c) {
-       const bool wanted =
-           std::find(c.keep.begin(), c.keep.end(), ops::OpId::conv2d_nhwc) != c.keep.end();
-       return wanted ? channels_last(g) : g;
+       auto kept = [&](ops::OpId op) {
+         return std::find(c.keep.begin(), c.keep.end(), op) != c.keep.end();
+       };
+       if (kept(ops::OpId::conv2d_nhwc)) return channels_last(g);
+       return kept(ops::OpId::conv2d) ? conv_epilogues(g) : g;
      }},
     // composite ops become primitive ones (but those the backend keeps)
     {"decompose", [](const ir::Graph& g, const LowerContext& c) { return decompose(g, c.keep); }},

@@ -86,8 +86,8 @@ struct Conv2dAttrs {
   int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
-  // conv2d_nhwc's fused epilogue (the channels_last pass sets them; conv2d refuses them): a
-  // last input of the output's shape added (a residual), then a ReLU.
+  // A fused epilogue, set only by the conv passes (lower/channels_last.h) for a backend whose
+  // convolution computes it: a last input of the output's shape added (a residual), then a ReLU.
   bool residual = false;
   bool relu = false;
   bool operator==(const Conv2dAttrs&) const = default;

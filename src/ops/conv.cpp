@@ -149,11 +149,47 @@ std::vector<Tensor> im2col_vjp(const VjpArgs& args) {
   return {taps_backward(grads, w, x.size(2), x.size(3))};
 }
 
-std::vector<TensorMeta> conv2d_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
-  const auto& a = std::get<Conv2dAttrs>(attrs);
-  if (a.residual || a.relu) {
-    op_error("conv2d", "a fused residual or ReLU is conv2d_nhwc's only; add them after it");
+// ---- conv2d, optionally with a fused epilogue (Conv2dAttrs::residual, relu: a last input of
+// the output's shape added, then a ReLU). Only the conv passes set the epilogue
+// (lower/channels_last.h), for a backend whose convolution computes it on the way out (cuDNN);
+// it is the product's epilogue as it would be computed after the op, which is also how it
+// decomposes and differentiates. Inputs: x, w, an optional bias, the residual when the
+// attributes say so.
+
+// The attributes and inputs of the convolution alone (no epilogue).
+Conv2dAttrs plain(Conv2dAttrs a) {
+  a.residual = a.relu = false;
+  return a;
+}
+
+template <class T>
+std::span<const T> conv_inputs(std::span<const T> in, const Conv2dAttrs& a) {
+  return in.first(in.size() - (a.residual ? 1 : 0));
+}
+
+// The epilogue on the convolution's result y (in its layout; `residual` of y's shape).
+Tensor with_epilogue(Tensor y, const Conv2dAttrs& a, const Tensor* residual) {
+  if (a.residual) y = y + *residual;
+  if (a.relu) y = relu(y);
+  return y;
+}
+
+// The epilogue's gradient: ReLU's mask on the output's gradient (`out` is the op's output).
+Tensor epilogue_grad(Tensor g, const Conv2dAttrs& a, const Tensor& out) {
+  if (a.relu) g = g * to_dtype(gt(out, 0.0), g.dtype());
+  return g;
+}
+
+// The epilogue's inputs against the op's output: a residual's count and shape.
+void check_epilogue(const char* op, std::span<const TensorMeta> in, const Conv2dAttrs& a,
+                    const TensorMeta& out) {
+  if (a.residual && (in.back().shape != out.shape || in.back().dtype != out.dtype)) {
+    op_error(op, "expected a residual " + meta_str(out) + ", got " + meta_str(in.back()));
   }
+}
+
+// The convolution's own shape rule (inputs x, w, an optional bias).
+std::vector<TensorMeta> plain_conv2d_infer(std::span<const TensorMeta> in, const Conv2dAttrs& a) {
   const TensorMeta &x = in[0], &w = in[1];
   if (x.shape.size() != 4 || w.shape.size() != 4) {
     op_error("conv2d",
@@ -178,9 +214,21 @@ std::vector<TensorMeta> conv2d_infer(std::span<const TensorMeta> in, const Attrs
   return {TensorMeta{{d.n, cout, d.oh, d.ow}, dt, x.device}};
 }
 
-std::vector<Tensor> conv2d_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+std::vector<TensorMeta> conv2d_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
   const auto& a = std::get<Conv2dAttrs>(attrs);
-  const DType out = output_dtype(OpId::conv2d, in, attrs), ct = compute_dtype(out);
+  if ((a.residual && in.size() < 3) || (!a.residual && in.size() > 3)) {
+    op_error("conv2d", std::string("expected an input [N, C, H, W], a weight") +
+                           (a.residual ? ", an optional bias and a residual" : ", a bias") +
+                           ", got " + metas_str(in));
+  }
+  std::vector<TensorMeta> out = plain_conv2d_infer(conv_inputs(in, a), a);
+  check_epilogue("conv2d", in, a, out[0]);
+  return out;
+}
+
+// The convolution alone (inputs x, w, an optional bias).
+std::vector<Tensor> plain_conv2d_decompose(std::span<const Tensor> in, const Conv2dAttrs& a) {
+  const DType out = output_dtype(OpId::conv2d, in, a), ct = compute_dtype(out);
   const Tensor x = to_dtype(in[0], ct), w = to_dtype(in[1], ct);
   const ConvDims d = dims_of(x.shape(), w.shape(), a);
   const Tensor cols = columns(x, d);
@@ -196,6 +244,13 @@ std::vector<Tensor> conv2d_decompose(std::span<const Tensor> in, const Attrs& at
   return {to_dtype(y, out)};
 }
 
+std::vector<Tensor> conv2d_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const auto& a = std::get<Conv2dAttrs>(attrs);
+  if (!a.residual && !a.relu) return plain_conv2d_decompose(in, a);
+  Tensor y = plain_conv2d_decompose(conv_inputs(in, a), plain(a))[0];
+  return {with_epilogue(y, a, a.residual ? &in.back() : nullptr)};
+}
+
 std::vector<Tensor> conv2d_eager(std::span<const Tensor> in, const Attrs& attrs,
                                  std::span<const TensorMeta>) {
   // The decomposition on concrete tensors; the op records its own derivative.
@@ -206,7 +261,7 @@ std::vector<Tensor> conv2d_eager(std::span<const Tensor> in, const Attrs& attrs,
 // The gradients of the product above: the bias's sums g over all but C_out; the weight's is g
 // times the columns (recomputed from x) transposed; the columns' is the weight transposed
 // times g, scattered back through the taps (col2im).
-std::vector<Tensor> conv2d_vjp(const VjpArgs& args) {
+std::vector<Tensor> plain_conv2d_vjp(const VjpArgs& args) {
   const auto& a = std::get<Conv2dAttrs>(args.attrs);
   const DType ct = compute_dtype(args.outputs[0].dtype());
   const Tensor x = to_dtype(args.inputs[0], ct), w = to_dtype(args.inputs[1], ct);
@@ -247,23 +302,26 @@ std::vector<Tensor> conv2d_vjp(const VjpArgs& args) {
   return out;
 }
 
+// The epilogue's gradient first (ReLU's mask; the residual's is what reaches the sum), then
+// the convolution's. The output the convolution's rule would read is not saved (the epilogue
+// changed it); that rule does not read it.
+std::vector<Tensor> conv2d_vjp(const VjpArgs& args) {
+  const auto& a = std::get<Conv2dAttrs>(args.attrs);
+  if (!a.residual && !a.relu) return plain_conv2d_vjp(args);
+  const Tensor g = epilogue_grad(out_grad(args), a, args.outputs[0]);
+  std::span<const Tensor> conv = conv_inputs(args.inputs, a);
+  const std::vector<Tensor> grads{g};
+  const Attrs plain_attrs = plain(a);
+  std::vector<Tensor> r =
+      plain_conv2d_vjp(VjpArgs{conv, args.outputs, plain_attrs, grads, args.wanted});
+  r.push_back(args.wants(args.inputs.size() - 1) ? g : Tensor());
+  return r;
+}
+
 // ---- conv2d_nhwc: conv2d over channels-last tensors, input [N, H, W, C] and output
-// [N, OH, OW, C_out] (the weight as conv2d's), then its epilogue: the attributes' residual (a
-// last input of the output's shape, added) and ReLU. Only the channels_last pass makes it, for
-// a backend with a kernel of that layout; it is conv2d between two permutes and the epilogue,
-// which is also its decomposition and its derivative. Inputs: x, w, an optional bias, the
-// residual when the attributes say so.
-
-// conv2d's own attributes and inputs (no epilogue).
-Conv2dAttrs plain(Conv2dAttrs a) {
-  a.residual = a.relu = false;
-  return a;
-}
-
-template <class T>
-std::span<const T> conv_inputs(std::span<const T> in, const Conv2dAttrs& a) {
-  return in.first(in.size() - (a.residual ? 1 : 0));
-}
+// [N, OH, OW, C_out] (the weight as conv2d's), then conv2d's epilogue. Only the channels_last
+// pass makes it, for a backend with a kernel of that layout; it is conv2d between two permutes
+// and the epilogue, which is also its decomposition and its derivative.
 
 std::vector<TensorMeta> conv2d_nhwc_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
   const auto& a = std::get<Conv2dAttrs>(attrs);
@@ -275,11 +333,8 @@ std::vector<TensorMeta> conv2d_nhwc_infer(std::span<const TensorMeta> in, const 
   std::span<const TensorMeta> conv = conv_inputs(in, a);
   std::vector<TensorMeta> nchw(conv.begin(), conv.end());
   nchw[0] = nhwc_as_nchw(nchw[0]);
-  TensorMeta out = nchw_as_nhwc(conv2d_infer(nchw, plain(a))[0]);
-  if (a.residual && (in.back().shape != out.shape || in.back().dtype != out.dtype)) {
-    op_error("conv2d_nhwc",
-             "expected a residual " + meta_str(out) + ", got " + meta_str(in.back()));
-  }
+  TensorMeta out = nchw_as_nhwc(plain_conv2d_infer(nchw, a)[0]);
+  check_epilogue("conv2d_nhwc", in, a, out);
   return {out};
 }
 
@@ -289,9 +344,7 @@ std::vector<Tensor> conv2d_nhwc_decompose(std::span<const Tensor> in, const Attr
   std::vector<Tensor> nchw(conv.begin(), conv.end());
   nchw[0] = in[0].permute({0, 3, 1, 2});
   Tensor y = call1(OpId::conv2d, nchw, plain(a)).permute({0, 2, 3, 1});
-  if (a.residual) y = y + in.back();
-  if (a.relu) y = relu(y);
-  return {y};
+  return {with_epilogue(y, a, a.residual ? &in.back() : nullptr)};
 }
 
 std::vector<Tensor> conv2d_nhwc_eager(std::span<const Tensor> in, const Attrs& attrs,
@@ -310,20 +363,17 @@ std::vector<Tensor> conv2d_nhwc_eager(std::span<const Tensor> in, const Attrs& a
   return {out};
 }
 
-// The epilogue's gradient first (ReLU's mask; the residual's is what reaches the sum), then
-// conv2d's through the permutes. The output conv2d's rule reads is not saved (the epilogue
-// changed it); conv2d's rule does not read it.
+// As conv2d's, through the permutes.
 std::vector<Tensor> conv2d_nhwc_vjp(const VjpArgs& args) {
   const auto& a = std::get<Conv2dAttrs>(args.attrs);
-  Tensor g = out_grad(args);
-  if (a.relu) g = g * to_dtype(gt(args.outputs[0], 0.0), g.dtype());
+  const Tensor g = epilogue_grad(out_grad(args), a, args.outputs[0]);
   std::span<const Tensor> conv = conv_inputs(args.inputs, a);
   std::vector<Tensor> in(conv.begin(), conv.end());
   in[0] = in[0].permute({0, 3, 1, 2});
   const std::vector<Tensor> out{args.outputs[0].permute({0, 3, 1, 2})};
   const std::vector<Tensor> grads{g.permute({0, 3, 1, 2})};
   const Attrs plain_attrs = plain(a);
-  std::vector<Tensor> r = conv2d_vjp(VjpArgs{in, out, plain_attrs, grads, args.wanted});
+  std::vector<Tensor> r = plain_conv2d_vjp(VjpArgs{in, out, plain_attrs, grads, args.wanted});
   if (r[0].defined()) r[0] = r[0].permute({0, 2, 3, 1});
   if (a.residual) r.push_back(args.wants(args.inputs.size() - 1) ? g : Tensor());
   return r;
@@ -343,7 +393,7 @@ void define_conv_ops(OpTable& t) {
                  .derivative = im2col_vjp});
   t.define(OpDef{.id = OpId::conv2d,
                  .min_inputs = 2,
-                 .max_inputs = 3,
+                 .max_inputs = 4,
                  .attrs_index = attrs_index_of<Conv2dAttrs>(),
                  .infer = conv2d_infer,
                  .eager = conv2d_eager,

@@ -113,7 +113,7 @@ void find_culprit(const CompileOptions& options, const Specialization& spec,
   try {
     BisectResult b = bisect_divergence(spec.code->graph(), graph_inputs(spec, xs),
                                        spec.code->backend(), options.accuracy_check,
-                                       options.matmul_precision == MatmulPrecision::Bf16);
+                                       options.matmul_precision != MatmulPrecision::Highest);
     report.culprit_found = b.found;
     report.culprit = std::move(b.culprit);
     report.note = std::move(b.note);
@@ -167,7 +167,8 @@ void check_accuracy(const CompileOptions& options, const Specialization& spec,
                   " outputs where eager returns " + std::to_string(eager.size());
   }
   if (report.passed) {
-    const bool bf16 = options.matmul_precision == MatmulPrecision::Bf16;
+    // Bf16 and Tf32 products both round operands: the looser tolerance.
+    const bool bf16 = options.matmul_precision != MatmulPrecision::Highest;
     for (size_t i = 0; i < outs.size(); ++i) {
       const Tolerance tol = tolerance_for(options.accuracy_check, eager[i].dtype(), bf16);
       report.outputs.push_back(compare_values(outs[i], eager[i], tol));

@@ -8,8 +8,9 @@ namespace zc::runtime {
 
 ir::Graph in_backend_layout(ir::Graph captured, const codegen::Backend& backend) {
   const std::vector<ops::OpId> keep = backend.native_ops();
-  if (std::find(keep.begin(), keep.end(), ops::OpId::conv2d_nhwc) == keep.end()) return captured;
-  return lower::channels_last(captured);
+  auto kept = [&](ops::OpId op) { return std::find(keep.begin(), keep.end(), op) != keep.end(); };
+  if (kept(ops::OpId::conv2d_nhwc)) return lower::channels_last(captured);
+  return kept(ops::OpId::conv2d) ? lower::conv_epilogues(captured) : captured;
 }
 
 }  // namespace zc::runtime

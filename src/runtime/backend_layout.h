@@ -1,7 +1,9 @@
 // A captured graph in the layout its backend computes it in, before anything is derived from
 // it: its hash (the graph level's key), its region plan, the sizes a template is checked
 // against, a package's stored graphs. Today that is channels-last convolutions
-// (lower/channels_last.h) for a backend that keeps conv2d_nhwc. Done here rather than only in
+// (lower/channels_last.h) for a backend that keeps conv2d_nhwc, and convolutions with their
+// epilogues for one that keeps conv2d (a block's last ReLU then belongs to its convolution, in
+// the block's region, whichever way regions are cut). Done here rather than only in
 // lowering so that a repeated block's parts pass channels-last tensors to each other: lowered
 // one by one, each part would convert its inputs and outputs at every block boundary.
 #pragma once

@@ -296,11 +296,15 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backen
   if (products.any() && !backend.interprets()) {
     std::string key = hex(h) + ":" + std::string(backend.name()) +
                       (size_templates ? ":any-size" : "") +
-                      (products.autotune ? ":autotuned" : "") + (products.bf16 ? ":bf16" : "");
+                      (products.autotune ? ":autotuned" : "") + (products.bf16 ? ":bf16" : "") +
+                      (products.tf32 ? ":tf32" : "");
     return code_cache_get(key, [&] {
       std::shared_ptr<const Executable> exec = compile_graph(g, backend, h, size_templates);
       if (products.autotune) exec = autotuned(std::move(exec));
       if (products.bf16) exec = with_bf16_products(std::move(exec));
+      if (products.tf32) {
+        if (auto t = exec->with_tf32()) exec = std::move(t);
+      }
       return exec;
     });
   }

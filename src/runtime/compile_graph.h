@@ -51,7 +51,8 @@ std::future<void> prefetch_remote(const Backend& backend);
 struct ProductOptions {
   bool autotune = false;  // Mode::MaxAutotune: as runtime/autotune.h chose
   bool bf16 = false;      // MatmulPrecision::Bf16: runtime/bf16_products.h
-  bool any() const { return autotune || bf16; }
+  bool tf32 = false;      // MatmulPrecision::Tf32: Executable::with_tf32
+  bool any() const { return autotune || bf16 || tf32; }
 };
 
 // The executable for `g` on `backend`, from the in-process code cache or made through

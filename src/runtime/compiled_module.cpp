@@ -321,6 +321,7 @@ Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool reca
   variants.size_templates = c.options.dynamic != Dynamic::Static;
   variants.products.autotune = c.options.mode == Mode::MaxAutotune;
   variants.products.bf16 = c.options.matmul_precision == MatmulPrecision::Bf16;
+  variants.products.tf32 = c.options.matmul_precision == MatmulPrecision::Tf32;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
     variants.per_call.push_back(bindings[i].kind == ir::InputKind::user);

@@ -24,7 +24,7 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
   std::vector<int32_t> ops_before(g.nodes.size() + 1, 0);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     int32_t ops = 1;
-    if (g.nodes[i].op == ops::OpId::conv2d_nhwc) {
+    if (g.nodes[i].op == ops::OpId::conv2d_nhwc || g.nodes[i].op == ops::OpId::conv2d) {
       const auto& a = std::get<ops::Conv2dAttrs>(g.nodes[i].attrs);
       ops += int32_t{a.residual} + int32_t{a.relu};
     }

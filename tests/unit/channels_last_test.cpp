@@ -88,6 +88,41 @@ TEST(ChannelsLast, ConvolutionsTakeTheirReluAndResidualAndTheValuesStay) {
   EXPECT_EQ(lower::channels_last(g).nodes.size(), g.nodes.size());
 }
 
+// conv_epilogues (cuDNN's layout): the same fusion with the convolutions left in [N, C, H, W],
+// in every float dtype, and nothing permuted.
+TEST(ChannelsLast, EpiloguesJoinConvolutionsInPlaceInEveryFloatType) {
+  for (DType dt : {DType::f32, DType::f64, DType::f16}) {
+    manual_seed(3);
+    Block block(4);
+    block.to(dt);
+    Tensor x = randn({2, 4, 9, 7}).to(dt);
+    NoGradGuard no_grad;
+    capture::Captured c = capture::capture_module(block, x, nullptr, true);
+    const ir::Graph g = lower::conv_epilogues(c.graph);
+    int convs = 0, with_relu = 0, with_residual = 0;
+    for (const ir::Node& n : g.nodes) {
+      EXPECT_NE(n.op, OpId::conv2d_nhwc) << dtype_name(dt);
+      EXPECT_NE(n.op, OpId::permute) << dtype_name(dt);
+      EXPECT_NE(n.op, OpId::relu) << "a ReLU was not fused (" << dtype_name(dt) << ")";
+      EXPECT_NE(n.op, OpId::add) << "the residual add was not fused (" << dtype_name(dt) << ")";
+      if (n.op != OpId::conv2d) continue;
+      const auto& a = std::get<Conv2dAttrs>(n.attrs);
+      ++convs;
+      with_relu += a.relu;
+      with_residual += a.residual;
+    }
+    EXPECT_EQ(convs, 2);
+    EXPECT_EQ(with_relu, 2);
+    EXPECT_EQ(with_residual, 1);
+    const std::vector<Tensor> inputs = bound_inputs(c, x);
+    const double tol = dt == DType::f16 ? 1e-2 : 1e-5;
+    EXPECT_TRUE(allclose(run_graph(g, inputs).to(DType::f64),
+                         run_graph(c.graph, inputs).to(DType::f64), tol, tol))
+        << dtype_name(dt);
+    EXPECT_EQ(lower::conv_epilogues(g).nodes.size(), g.nodes.size());
+  }
+}
+
 TEST(ChannelsLast, AnAddThatBroadcastsOrAValueReadTwiceStaysOutsideTheConvolution) {
   struct Net : nn::Module {
     std::shared_ptr<nn::Conv2d> c;

@@ -281,6 +281,20 @@ std::vector<Case> cases() {
   add("conv2d", "depthwise 3x3 stride 2",
       [](const Inputs& x) { return conv2d(x[0], x[1], {}, {2}, {1}, {1}, 3); },
       {rnd({1, 3, 5, 5}), rnd({3, 1, 3, 3})});
+  // conv2d's fused epilogue (what conv_epilogues makes for cuDNN): a residual and a ReLU, and
+  // a residual without a bias.
+  add("conv2d", "3x3 padding 1, bias, residual and ReLU",
+      [](const Inputs& x) {
+        return ops::call1(ops::OpId::conv2d, {x[0], x[1], x[2], x[3]},
+                          ops::Conv2dAttrs{1, 1, 1, 1, 1, 1, 1, 1, 1, true, true});
+      },
+      {rnd({2, 3, 5, 4}), rnd({4, 3, 3, 3}), rnd({4}), rnd({2, 4, 5, 4})});
+  add("conv2d", "stride 2, no bias, residual",
+      [](const Inputs& x) {
+        return ops::call1(ops::OpId::conv2d, {x[0], x[1], x[2]},
+                          ops::Conv2dAttrs{2, 2, 0, 0, 0, 0, 1, 1, 1, true, false});
+      },
+      {rnd({1, 2, 6, 5}), rnd({3, 2, 2, 2}), rnd({1, 3, 3, 2})});
   // conv2d_nhwc's epilogue (a residual, a ReLU) and its channels-last operands.
   add("conv2d_nhwc", "3x3 padding 1, bias, residual and ReLU",
       [](const Inputs& x) {

@@ -97,6 +97,14 @@ inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
         return x + sum(y.reshape({3, 4}), {1}, true);
       },
       [](const Tensor& x) {
+        // A convolution with its fused epilogue in [N, C, H, W] (what conv_epilogues makes);
+        // not a public function.
+        Tensor img = x.reshape({1, 3, 2, 2});
+        Tensor y = ops::call1(ops::OpId::conv2d, {img, x.reshape({3, 1, 2, 2}), img},
+                              ops::Conv2dAttrs{1, 1, 0, 1, 1, 0, 1, 1, 3, true, true});
+        return x + sum(y.reshape({3, 4}), {1}, true);
+      },
+      [](const Tensor& x) {
         // A convolution's columns (conv2d's decomposition); not a public function.
         Tensor img = x.reshape({1, 3, 2, 2});
         Tensor cols = ops::call1(ops::OpId::im2col, {img},

@@ -59,12 +59,16 @@ const Command kCommands[] = {
     {"run",
      "load an ONNX model, compile it, run it and report the load, first-call and per-call time",
      "zc run MODEL.onnx|FILE.zcpkg [--input FILE.npy]... [--dim NAME=SIZE]... [--repeats N]\n"
-     "       [--check] [--device cpu|cuda] [--output DIR] [--json FILE|-]\n"
+     "       [--check] [--device cpu|cuda] [--matmul-precision highest|tf32|bf16]\n"
+     "       [--output DIR] [--json FILE|-]\n"
      "  FILE.zcpkg     a package (zc package): loaded and run with no compiler and no capture\n"
      "  --input FILE   the graph's inputs in order, as .npy arrays. Default: random normal\n"
      "                 floats, integer inputs 0, symbolic dims 1 unless --dim sets them\n"
      "  --check        also run it eagerly and print the largest difference\n"
      "  --device D     where it runs (cuda: the weights and inputs moved there first)\n"
+     "  --matmul-precision P  CompileOptions::matmul_precision: tf32 lets a GPU's f32\n"
+     "                 products and convolutions use TF32 (torch's default for convolutions),\n"
+     "                 bf16 the CPU's large products bf16 operands. Default: highest\n"
      "  --output DIR   write the outputs as DIR/output_<i>.npy",
      zc_cli::cmd_run},
     {"package",

@@ -55,6 +55,7 @@ int cmd_run(Args args) {
   int repeats = 10;
   bool check = false;
   zc::Device device = zc::Device::cpu();
+  zc::CompileOptions options;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     auto value = [&]() -> std::string {
@@ -84,6 +85,15 @@ int cmd_run(Args args) {
       out_dir = value();
     } else if (a == "--check") {
       check = true;
+    } else if (a == "--matmul-precision") {
+      const std::string p = value();
+      if (p == "tf32") {
+        options.matmul_precision = zc::MatmulPrecision::Tf32;
+      } else if (p == "bf16") {
+        options.matmul_precision = zc::MatmulPrecision::Bf16;
+      } else if (p != "highest") {
+        throw UsageError{"zc run: --matmul-precision takes highest, tf32 or bf16"};
+      }
     } else if (a == "--device") {
       const std::string d = value();
       if (d == "cuda") {
@@ -99,10 +109,11 @@ int cmd_run(Args args) {
   }
   if (path.empty()) throw UsageError{"zc run: which model? (zc run MODEL.onnx|FILE.zcpkg)"};
   if (path.ends_with(".zcpkg")) {
-    if (check || !dims.empty() || device.is_cuda()) {
+    if (check || !dims.empty() || device.is_cuda() ||
+        options.matmul_precision != zc::MatmulPrecision::Highest) {
       throw UsageError{
-          "zc run: a package runs as built: --check, --dim and --device are for "
-          "ONNX models"};
+          "zc run: a package runs as built: --check, --dim, --device and --matmul-precision "
+          "are for ONNX models"};
     }
     return run_package(path, input_files, repeats, json_path, out_dir);
   }
@@ -132,7 +143,7 @@ int cmd_run(Args args) {
   auto finish = [&] {
     if (gpu) zc::cuda::synchronize();
   };
-  zc::CompiledModule fast = zc::compile(model);
+  zc::CompiledModule fast = zc::compile(model, options);
   zc::compiler::reset_stats();
   t0 = std::chrono::steady_clock::now();
   std::vector<zc::Tensor> out = fast(inputs);

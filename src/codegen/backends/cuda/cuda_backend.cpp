@@ -10,6 +10,7 @@
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/backends/cuda/support.h"
 #include "cuda/blaslt_start.h"
+#include "cuda/cudnn.h"
 #include "toolchain/nvrtc.h"
 #include "zc/cuda.h"
 
@@ -65,6 +66,9 @@ class CudaBackend final : public Backend, private SchedulePolicy {
       // Without a GPU or NVRTC nothing is built or loaded here, and NVRTC is not looked for.
       if (!reason_.empty() && opt_.arch.empty()) return;
       if (auto nvrtc = toolchain::find_nvrtc()) key_.toolchain = nvrtc->identity() + options;
+      // cuDNN runs the convolutions (its algorithm choice is in the binary's behaviour, not in
+      // the source): the library that ran them names the code.
+      if (zc::cuda::cudnn_convolutions()) key_.toolchain += ";" + zc::cuda::cudnn_identity();
     });
     return key_;
   }
@@ -72,15 +76,27 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   const SchedulePolicy& policy() const override { return *this; }
 
   // Attention and its backward as fused kernels: no [Tq, Tk] scores in memory
-  // (kernel_attention*.cpp).
+  // (kernel_attention*.cpp). Convolutions are generated as columns and a cuBLASLt product, or
+  // with ZC_CUDA_CONV=cudnn run by cuDNN (cuda/cudnn.h) with what follows them (bias, residual,
+  // ReLU) in the same call (lower/channels_last.h: conv_epilogues).
   std::vector<ops::OpId> native_ops() const override {
-    return {ops::OpId::attention, ops::OpId::attention_lse, ops::OpId::attention_grad};
+    std::vector<ops::OpId> ops{ops::OpId::attention, ops::OpId::attention_lse,
+                               ops::OpId::attention_grad};
+    if (zc::cuda::cudnn_convolutions()) ops.push_back(ops::OpId::conv2d);
+    return ops;
   }
 
   GeneratedSource emit(const Schedule& s, const BufferPlan& plan) const override {
     start_library(s);
     CudaModule m = cuda::emit(s, plan);
-    return GeneratedSource{std::move(m.source), m.kernels, 0, std::move(m.sizes), kSymbolArray};
+    return GeneratedSource{std::move(m.source), m.kernels, m.extern_ops, std::move(m.sizes),
+                           kSymbolArray};
+  }
+
+  // A graph of cuDNN convolutions alone (a ResNet block) has nothing for NVRTC. (The support
+  // kernels' source counts neither kernels nor extern ops, and is built.)
+  bool needs_build(const GeneratedSource& source) const override {
+    return source.generated_kernels > 0 || source.extern_ops == 0;
   }
 
   std::vector<uint8_t> build(const GeneratedSource& source) const override {

@@ -16,7 +16,8 @@ CudaModule emit(const Schedule& s, const BufferPlan& plan) {
   KernelEmitter emitter(s, plan, w);
   std::vector<Launch> launches = launch_plan(s, plan);
   for (size_t k = 0; k < launches.size(); ++k) {
-    if (!launches[k].has_kernel) continue;  // a library product alone
+    m.extern_ops += launches[k].conv.has_value();
+    if (!launches[k].has_kernel) continue;  // a library product or convolution alone
     w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(launches[k].kind) +
            (launches[k].library ? " epilogue" : ""));
     emitter.emit(static_cast<int32_t>(k), launches[k]);

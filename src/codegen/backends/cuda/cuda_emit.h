@@ -14,6 +14,7 @@ namespace zc::codegen::cuda {
 struct CudaModule {
   std::string source;
   int kernels = 0;
+  int extern_ops = 0;          // convolutions run by cuDNN (launch.h: Launch::conv)
   std::vector<int64_t> sizes;  // for a schedule whose sizes vary (GeneratedSource::sizes)
 };
 

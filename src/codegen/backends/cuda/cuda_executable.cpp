@@ -13,6 +13,7 @@
 #include "codegen/call_buffers.h"
 #include "cuda/allocator.h"
 #include "cuda/blaslt_start.h"
+#include "cuda/cudnn.h"
 #include "cuda/device.h"
 #include "cuda/driver.h"
 #include "cuda/memory.h"
@@ -68,18 +69,53 @@ CUmodule shared_module(std::span<const uint8_t> cubin, int device) {
   return module;
 }
 
-class CudaExecutable final : public RawExecutable {
+// Where a call's convolution scratch starts in its arena lease: after the planned buffers.
+int64_t conv_workspace_offset(const BufferPlan& plan) {
+  return (plan.arena_bytes + 255) / 256 * 256;
+}
+
+// cuDNN's plan for each launch that is a convolution (null for the others), made with the
+// executable: descriptors and the algorithm once, not per call.
+std::vector<std::unique_ptr<zc::cuda::ConvPlan>> conv_plans(const std::vector<Launch>& launches,
+                                                            int device) {
+  std::vector<std::unique_ptr<zc::cuda::ConvPlan>> plans;
+  for (const Launch& l : launches) {
+    plans.push_back(l.conv && l.work > 0
+                        ? std::make_unique<zc::cuda::ConvPlan>(l.conv->problem, device)
+                        : nullptr);
+    if (plans.back()) ZC_LOG(kernels) << "cuDNN: " << plans.back()->describe();
+  }
+  return plans;
+}
+
+// The arena a call leases: the planned buffers, then the largest convolution scratch.
+int64_t call_scratch_bytes(const BufferPlan& plan,
+                           const std::vector<std::unique_ptr<zc::cuda::ConvPlan>>& convs) {
+  size_t workspace = 0;
+  for (const auto& c : convs) workspace = std::max(workspace, c ? c->workspace_bytes() : 0);
+  return workspace == 0 ? plan.arena_bytes
+                        : conv_workspace_offset(plan) + static_cast<int64_t>(workspace);
+}
+
+class CudaExecutable final : public RawExecutable,
+                             public std::enable_shared_from_this<CudaExecutable> {
  public:
   CudaExecutable(Schedule s, BufferPlan plan, std::span<const uint8_t> cubin,
                  std::vector<int64_t> symbols)
       : schedule_(std::move(s)),
         plan_(std::move(plan)),
         device_(device_of(schedule_.graph)),
-        arenas_(plan_.arena_bytes, Device::cuda(device_)) {
+        launches_(launch_plan(schedule_, plan_)),
+        convs_((zc::cuda::use_device(device_), conv_plans(launches_, device_))),
+        scratch_bytes_(call_scratch_bytes(plan_, convs_)),
+        arenas_(scratch_bytes_, Device::cuda(device_)) {
     const ir::Graph& g = schedule_.graph;
     zc::cuda::use_device(device_);
     Timer timer;
-    module_ = schedule_.symbolic() ? shared_module(cubin, device_) : load_module(cubin);
+    // A graph of convolutions alone has no generated kernel, and its binary is empty.
+    if (!cubin.empty()) {
+      module_ = schedule_.symbolic() ? shared_module(cubin, device_) : load_module(cubin);
+    }
     const double module_ms = timer.ms();
     if (schedule_.symbolic()) {
       if (symbols.size() > kMaxSymbols) {
@@ -88,7 +124,6 @@ class CudaExecutable final : public RawExecutable {
       }
       for (size_t i = 0; i < symbols.size(); ++i) symbols_[i] = symbols[i];
     }
-    launches_ = launch_plan(schedule_, plan_);
     for (const Launch& l : launches_) {
       CUfunction fn = nullptr;
       if (l.work > 0 && l.has_kernel) {
@@ -136,8 +171,49 @@ class CudaExecutable final : public RawExecutable {
                    << kernels_ms << " ms, all " << timer.ms() << " ms";
   }
 
+  // with_tf32's executable: `base`'s module, kernels and constants (kept alive through it),
+  // with `launches` (its own library problems) and cuDNN plans of its own.
+  CudaExecutable(std::shared_ptr<const CudaExecutable> base, std::vector<Launch> launches)
+      : schedule_(base->schedule_),
+        plan_(base->plan_),
+        device_(base->device_),
+        launches_(std::move(launches)),
+        convs_((zc::cuda::use_device(device_), conv_plans(launches_, device_))),
+        scratch_bytes_(call_scratch_bytes(plan_, convs_)),
+        arenas_(scratch_bytes_, Device::cuda(device_)),
+        error_flag_(base->error_flag_),
+        module_(base->module_),
+        symbols_(base->symbols_),
+        functions_(base->functions_),
+        has_library_(base->has_library_),
+        constants_(base->constants_),
+        output_metas_(base->output_metas_),
+        sm_count_(base->sm_count_),
+        has_error_flag_(base->has_error_flag_),
+        base_(std::move(base)) {
+    if (timing_kernels()) {
+      for (size_t k = 0; k < launches_.size(); ++k)
+        labels_.push_back(launch_label(schedule_, launches_[k], k));
+    }
+  }
+
+  // f32 cuBLASLt products with CUBLAS_COMPUTE_32F_FAST_TF32, f32 cuDNN convolutions with tensor
+  // ops; null when there is neither.
+  std::shared_ptr<const Executable> with_tf32() const override {
+    std::vector<Launch> launches = launches_;
+    bool any = false;
+    for (Launch& l : launches) {
+      if (l.library && l.library->problem.a == DType::f32 && l.library->problem.b == DType::f32) {
+        l.library->problem.allow_tf32 = any = true;
+      }
+      if (l.conv && l.conv->problem.dtype == DType::f32) l.conv->problem.tf32 = any = true;
+    }
+    if (!any) return nullptr;
+    return std::make_shared<CudaExecutable>(shared_from_this(), std::move(launches));
+  }
+
   ~CudaExecutable() override {
-    if (constants_.empty()) return;
+    if (constants_.empty() || base_) return;  // a variant's constants are its base's
     // Kernels still queued (on any stream) may read the constants: they finish first. While the
     // process exits the driver may be gone, and the memory with it.
     try {
@@ -177,7 +253,7 @@ class CudaExecutable final : public RawExecutable {
     return outputs;
   }
 
-  int64_t scratch_bytes() const override { return plan_.arena_bytes; }
+  int64_t scratch_bytes() const override { return scratch_bytes_; }
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch,
                const InputIdentity* = nullptr) const override {
@@ -209,6 +285,17 @@ class CudaExecutable final : public RawExecutable {
       const Launch& l = launches_[k];
       if (l.work == 0) continue;
       timer.before(k);
+      if (l.conv) {
+        const LibraryConv& c = *l.conv;
+        auto at = [&](ir::ValueId b, int64_t offset) -> CUdeviceptr {
+          return b < 0 ? 0 : buffer(b) + offset * dtype_size(c.problem.dtype);
+        };
+        convs_[k]->run(at(c.x, c.x_offset), at(c.w, c.w_offset), at(c.bias, c.bias_offset),
+                       at(c.residual, c.residual_offset), at(c.y, c.y_offset),
+                       address(scratch) + conv_workspace_offset(plan_), stream);
+        timer.after(k);
+        continue;
+      }
       if (l.library) {
         const LibraryMatmul& lm = *l.library;
         const CUdeviceptr esize = dtype_size(lm.problem.a);
@@ -286,11 +373,13 @@ class CudaExecutable final : public RawExecutable {
   Schedule schedule_;
   BufferPlan plan_;
   int device_ = 0;
+  std::vector<Launch> launches_;
+  std::vector<std::unique_ptr<zc::cuda::ConvPlan>> convs_;  // per launch (cuda/cudnn.h)
+  int64_t scratch_bytes_ = 0;                               // call_scratch_bytes()
   ArenaPool arenas_;
   CUdeviceptr error_flag_ = 0;
   CUmodule module_ = nullptr;
   std::array<int64_t, kMaxSymbols> symbols_{};  // ZcSym, for a symbolic schedule
-  std::vector<Launch> launches_;
   std::vector<CUfunction> functions_;
   std::vector<std::string> labels_;     // per launch, when timing kernels (ZC_LOGS=kernels)
   bool has_library_ = false;            // some launch is a cuBLASLt product
@@ -298,7 +387,8 @@ class CudaExecutable final : public RawExecutable {
   std::vector<ops::TensorMeta> output_metas_;
   int sm_count_ = 1;
   bool has_error_flag_ = false;
-  mutable std::atomic<bool> ran_{false};  // for the timing log's first run
+  std::shared_ptr<const CudaExecutable> base_;  // with_tf32's variant: what owns the constants
+  mutable std::atomic<bool> ran_{false};        // for the timing log's first run
 };
 
 }  // namespace

@@ -138,6 +138,12 @@ std::string launch_label(const Schedule& s, const Launch& l, size_t k) {
   if (l.library) {
     os << "matmul cuBLASLt " << zc::cuda::describe(l.library->problem);
     if (l.has_kernel) os << " +epilogue";
+  } else if (l.conv) {
+    const zc::cuda::ConvProblem& p = l.conv->problem;
+    os << "conv cuDNN " << shape_str(K.space) << " " << p.w[0] << "x" << p.w[1] << "x" << p.w[2]
+       << "x" << p.w[3] << " /" << p.stride_h << (p.residual ? " +residual" : "")
+       << (p.relu ? " +relu" : "");
+    return os.str();
   } else {
     os << kernel_kind_name(K.kind) << " " << shape_str(K.space);
   }

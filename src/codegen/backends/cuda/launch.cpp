@@ -237,7 +237,14 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         break;
       }
       case KernelKind::extern_op:
-        ZC_CHECK(false, "the CUDA backend runs no extern ops (kernel " << k << ")");
+        // The only op the backend keeps without generating it: conv2d, through cuDNN.
+        l.conv = library_conv(s, K);
+        ZC_CHECK(l.conv, "the CUDA backend runs no extern "
+                             << ops::op_def(s.graph.nodes[K.anchor].op).name << " (kernel " << k
+                             << ")");
+        l.has_kernel = false;
+        l.work = shape_numel(K.space);
+        break;
     }
     // Index arithmetic in 32 bits is several times cheaper on a GPU; half the range is kept
     // free so that a grid-stride step past the end cannot overflow.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/backends/cuda/library_conv.h"
 #include "codegen/backends/cuda/library_matmul.h"
 #include "codegen/buffer_plan.h"
 
@@ -30,6 +31,8 @@ struct Launch {
   // A matmul run by cuBLASLt; its generated kernel, when it has one (`has_kernel`), is the
   // elementwise epilogue over the product in memory.
   std::optional<LibraryMatmul> library;
+  // An extern kernel: a convolution run by cuDNN (no generated kernel).
+  std::optional<LibraryConv> conv;
   bool has_kernel = true;
   // Pointwise kinds (and a library epilogue): elements each thread takes per step, read and
   // written with one load or store of up to 16 bytes per dense operand (vector_width()); 1
