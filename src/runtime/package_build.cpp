@@ -100,6 +100,11 @@ constexpr int64_t kMaxSizes = 4096;
 constexpr size_t kMaxOwnBuilds = 16;
 
 void check_options(const CompileOptions& options) {
+  if (options.matmul_precision == MatmulPrecision::Tf32) {
+    throw Error(
+        "package: MatmulPrecision::Tf32 is not recorded in a package (its manifest records bf16 "
+        "products only); build it with Highest or Bf16, or compile the model instead");
+  }
   if (options.dynamic == Dynamic::All) {
     throw Error(
         "package: Dynamic::All makes every dim dynamic with no bound, and a package holds a "

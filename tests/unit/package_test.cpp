@@ -312,6 +312,10 @@ TEST(Package, DynamicDimsMustBeBounded) {
   const std::vector<std::vector<Tensor>> calls = {{randn({10, 10})}};
   test::expect_error_containing([&] { package::build(model, calls, {.dynamic = Dynamic::All}); },
                                 "pass dynamic_dims with a bounded range");
+  // Not an option a package records: refused rather than built at another precision.
+  test::expect_error_containing(
+      [&] { package::build(model, calls, {.matmul_precision = MatmulPrecision::Tf32}); },
+      "MatmulPrecision::Tf32 is not recorded in a package");
   test::expect_error_containing(
       [&] {
         package::build(model, calls, {.dynamic_dims = {{0, 0, 2, INT64_MAX}}});
