@@ -37,6 +37,11 @@
 #                  12-layer d=768 GPT at all threads, both GPTs with MatmulPrecision::Bf16
 #                  (cpu-steady.txt);
 #                  torch.compile's gpt_small and gpt12 on the CPU (torch-cpu-gpt-small.jsonl)
+#     cpu-gpt      issue 17's comparison on the host CPU, nothing else running: gpt-small and the
+#                  12-layer d=768 GPT per call (ZC_CPU_GPT_MODELS=gpt-small,gpt12 picks), zc
+#                  untuned and with max_autotune's choices (packed weights among them), three
+#                  processes each before torch.compile's cold, warm and Mega-Cache processes and
+#                  three after (cpu-gpt.txt, torch-cpu-gpt.jsonl)
 #     cpu-attention  causal attention on the host CPU: zc's one kernel against the same
 #                  decomposed (bench/codegen BM_Attention: cpu-attention.json) and torch's
 #                  scaled_dot_product_attention (bench/torch_attention.py: torch-cpu-attention.jsonl)
@@ -85,7 +90,7 @@ case "${1:-}" in
     ls -l "$deps"
     ;;
   run)
-    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|autotune|ratios ...]}"
+    out="${2:?usage: $0 run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|cpu-gpt|autotune|ratios ...]}"
     shift 2
     steps=("$@")
     [[ ${#steps[@]} -gt 0 ]] || steps=(build zc torch-cuda torch-cpu zc-train torch-train ratios)
@@ -292,6 +297,39 @@ case "${1:-}" in
           torch_compile torch-cpu-gpt-small --device cpu --models gpt_small,gpt12 --dtypes f32
           cat "$out/torch-cpu-gpt-small.jsonl"
           ;;
+        cpu-gpt)
+          cmake --build build-gpu --target zc_cli >>"$out/build.log" 2>&1 ||
+            { tail -30 "$out/build.log"; exit 1; }
+          cache="$(mktemp -d)"
+          models="${ZC_CPU_GPT_MODELS:-gpt-small,gpt12}"
+          zc_rounds() {  # FIRST LAST: zc's processes, each model untuned then tuned
+            for round in $(seq "$1" "$2"); do
+              for model in ${models//,/ }; do
+                case "$model" in
+                  gpt-small) child=(bench --child --model gpt-small --layers 4 --steady 1) ;;
+                  gpt12) child=(bench --child --model gpt-blocks --layers 12 --device cpu --steady 1) ;;
+                  *) echo "ZC_CPU_GPT_MODELS: unknown model '$model' (gpt-small, gpt12)" >&2; exit 2 ;;
+                esac
+                echo "$model default $round: $(ZC_CACHE_DIR="$cache/default" build-gpu/zc \
+                  "${child[@]}" 2>/dev/null | tail -1)"
+                echo "$model max-autotune $round: $(ZC_CACHE_DIR="$cache/tuned" build-gpu/zc \
+                  "${child[@]}" --mode max-autotune 2>/dev/null | tail -1)"
+              done
+            done | tee -a "$out/cpu-gpt.txt"
+          }
+          # Each line: ready first import per_call(us) compiles build_ms autotune_ms. The first
+          # tuned process of a model times the candidates; the later ones read its choices.
+          # Three rounds before torch's processes and three after, as the host drifts.
+          : >"$out/cpu-gpt.txt"
+          zc_rounds 1 3
+          torch_compile torch-cpu-gpt --device cpu --models "${models//gpt-small/gpt_small}" \
+            --dtypes f32
+          cat "$out/torch-cpu-gpt.jsonl"
+          zc_rounds 4 6
+          ZC_CACHE_DIR="$cache/tuned" build-gpu/zc cache ls 2>/dev/null | grep autotune |
+            tee -a "$out/cpu-gpt.txt" || true
+          rm -rf "$cache"
+          ;;
         cpu-attention)
           cmake -S . -B build-gpu -DZC_BUILD_BENCH=ON >>"$out/configure.log" 2>&1
           cmake --build build-gpu --target bench_codegen >>"$out/build.log" 2>&1 ||
@@ -322,14 +360,14 @@ case "${1:-}" in
           ;;
         *)
           echo "unknown step '$step': expected build, zc, torch-cuda, torch-cpu, zc-train," \
-            "torch-train, profile, warm, dynamic, cpu-gemm, cpu, cpu-attention, autotune or ratios" >&2
+            "torch-train, profile, warm, dynamic, cpu-gemm, cpu, cpu-gpt, cpu-attention, autotune or ratios" >&2
           exit 2
           ;;
       esac
     done
     ;;
   *)
-    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|autotune|ratios ...]" >&2
+    echo "usage: $0 prepare | run OUT_DIR [build|zc|torch-cuda|torch-cpu|zc-train|torch-train|profile|warm|dynamic|cpu-gemm|cpu|cpu-gpt|autotune|ratios ...]" >&2
     exit 2
     ;;
 esac

@@ -343,6 +343,10 @@ def main():
                     help="after the steady-state calls, print the kernels of 5 compiled calls "
                          "under torch.profiler to the scenario's stderr")
     ap.add_argument("--json", help="write every row to FILE, one JSON object per line")
+    ap.add_argument("--scenarios", default=None,
+                    help="comma-separated subset of the scenarios to run, in their order "
+                         "(default all: " + ", ".join(SCENARIOS) + "; with --train: " +
+                         ", ".join(TRAIN_SCENARIOS) + ")")
     ap.add_argument("--timeout", type=float, default=900,
                     help="seconds one scenario's process may take")
     args = ap.parse_args()
@@ -354,6 +358,14 @@ def main():
     for d in dtypes:
         if d not in ("f32", "bf16"):
             ap.error(f"unknown dtype '{d}'; expected f32 or bf16")
+
+    scenarios = TRAIN_SCENARIOS if args.train else SCENARIOS
+    if args.scenarios:
+        wanted = args.scenarios.split(",")
+        for s in wanted:
+            if s not in scenarios:
+                ap.error(f"unknown scenario '{s}'; expected some of {', '.join(scenarios)}")
+        scenarios = tuple(s for s in scenarios if s in wanted)
 
     p = subprocess.run([sys.executable, __file__, "--probe", args.device],
                        capture_output=True, text=True)
@@ -372,7 +384,7 @@ def main():
             blob_dir = tempfile.mkdtemp(prefix="torch-compile-mega-")
             blob = os.path.join(blob_dir, "mega.bin")
             scratch += [cache_dir, blob_dir]
-            for scenario in TRAIN_SCENARIOS if args.train else SCENARIOS:
+            for scenario in scenarios:
                 spec = {"model": model, "dtype": dtype, "device": args.device,
                         "mode": args.mode, "scenario": scenario, "blob": blob,
                         "train": args.train, "profile": args.profile}

@@ -209,6 +209,9 @@ struct Stats {
   // CompileOptions::accuracy_check: calls compared against eager, and those that failed.
   int64_t accuracy_checks = 0;
   int64_t accuracy_failures = 0;
+  // Weights converted into a kernel's own layout and kept across calls (a product's B packed
+  // for oneDNN, a convolution's weight blocked): once per weight while it stays the same.
+  int64_t weights_kept = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   // A training call's backward compiles while its forward runs, outside this time.

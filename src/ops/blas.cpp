@@ -102,6 +102,7 @@ GemmLibrary library_of(GemmChoice choice) {
     case GemmChoice::Library::openblas:
       return GemmLibrary::openblas;
     case GemmChoice::Library::onednn:
+    case GemmChoice::Library::onednn_packed:  // where no B is kept: the same library on B as given
       return has_gemm_library(GemmLibrary::onednn) ? GemmLibrary::onednn : GemmLibrary::openblas;
     case GemmChoice::Library::standard:
       break;
@@ -155,6 +156,15 @@ void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t
   if (choice.bf16 && bf16_pays(m, n, k) && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc))
     return;
   sgemm_on(library_of(choice), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void sgemm_packed_as(GemmChoice choice, const PackedGemm& packed, WeightIdentity b_id, bool ta,
+                     bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (choice.library != GemmChoice::Library::onednn_packed || (choice.bf16 && bf16_pays(m, n, k)))
+    return sgemm_as(choice, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  ChoiceTeam team(choice);
+  packed.run(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, b_id);
 }
 
 void dgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,

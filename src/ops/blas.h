@@ -67,6 +67,12 @@ void dgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, i
                     const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
                     int64_t ldc, const int64_t* batch);
 
+// A product whose B is a weight, on `packed` (ops/packed_gemm.h) when `choice`'s library is
+// onednn_packed and its bf16 operands do not apply, else as sgemm_as.
+void sgemm_packed_as(GemmChoice choice, const PackedGemm& packed, WeightIdentity b_id, bool ta,
+                     bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float* c, int64_t ldc);
+
 // The library f32 products go to in this process without a choice (ZC_CPU_GEMM).
 GemmLibrary default_f32_library();
 

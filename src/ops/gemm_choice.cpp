@@ -14,9 +14,9 @@ uint8_t GemmChoice::code() const {
 
 GemmChoice GemmChoice::from_code(uint8_t code) {
   const uint8_t lib = code & 3, batch = (code >> 5) & 3;
-  if (lib == 3 || batch == 3) {
+  if (batch == 3) {
     throw Error("GEMM choice code " + std::to_string(code) +
-                " is not one zc makes (library 0-2 in bits 0-1, thread shift in 2-4, batch 0-2 "
+                " is not one zc makes (library 0-3 in bits 0-1, thread shift in 2-4, batch 0-2 "
                 "in 5-6, bf16 in 7)");
   }
   GemmChoice c;
@@ -44,6 +44,9 @@ std::string GemmChoice::str(int team) const {
     case Library::onednn:
       s = "oneDNN";
       break;
+    case Library::onednn_packed:
+      s = "oneDNN on a kept packed B";
+      break;
   }
   s += ", " + std::to_string(threads(team)) + " of " + std::to_string(team) + " threads";
   if (batch == Batch::shared_out) s += ", one product per thread";
@@ -70,6 +73,7 @@ std::string GemmProblem::str() const {
            "," + std::to_string(d[3]) + ")";
     }
   }
+  if (b_weight) s += " B weight";
   return s;
 }
 
@@ -115,6 +119,10 @@ std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {
   std::vector<GemmChoice::Batch> batches{GemmChoice::Batch::standard};
   if (p.products() > 1) batches = {GemmChoice::Batch::shared_out, GemmChoice::Batch::in_turn};
   std::vector<GemmChoice> out;
+  // B kept packed, after the others: where it only ties, a library on B as given wins.
+  if (p.dtype == DType::f32 && p.b_weight && p.batch.empty() && packed_gemm_available()) {
+    libraries.push_back(GemmChoice::Library::onednn_packed);
+  }
   for (auto lib : libraries) {
     for (uint8_t shift : shifts) {
       for (auto b : batches) out.push_back(GemmChoice{lib, shift, b});
@@ -132,27 +140,47 @@ std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {
   return out;
 }
 
-namespace {
-
-// run_gemm for one element type: `gemm` and `batched` are the f32 or f64 services.
-template <class T, class Gemm, class Batched>
-void run_typed(const GemmProblem& p, GemmChoice choice, const void* a, const void* b, void* c,
-               Gemm gemm, Batched batched) {
-  auto* A = static_cast<const T*>(a);
-  auto* B = static_cast<const T*>(b);
-  auto* C = static_cast<T*>(c);
-  if (p.batch.empty()) return gemm(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc);
-  std::vector<int64_t> dims{static_cast<int64_t>(p.batch.size())};
-  for (const auto& d : p.batch) dims.insert(dims.end(), d.begin(), d.end());
-  batched(choice, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc, dims.data());
+GemmRun::GemmRun(const GemmProblem& p, GemmChoice choice) : p_(p), choice_(choice) {
+  if (choice.library == GemmChoice::Library::onednn_packed && p.dtype == DType::f32 &&
+      p.batch.empty()) {
+    packed_ = std::make_unique<PackedGemm>(PackedGemm::Keep::first_sight);
+  }
 }
 
-}  // namespace
+void GemmRun::operator()(const void* a, const void* b, void* c) const {
+  const GemmProblem& p = p_;
+  if (p.dtype == DType::f32) {
+    auto* A = static_cast<const float*>(a);
+    auto* B = static_cast<const float*>(b);
+    auto* C = static_cast<float*>(c);
+    if (packed_) {
+      // One B for the run's life: any fixed identity keeps it.
+      return sgemm_packed_as(choice_, *packed_, WeightIdentity{1, 0}, p.ta, p.tb, p.m, p.n, p.k, A,
+                             p.lda, B, p.ldb, C, p.ldc);
+    }
+    if (p.batch.empty())
+      return sgemm_as(choice_, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc);
+    return sgemm_batch_as(choice_, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc,
+                          batch_dims().data());
+  }
+  ZC_CHECK(p.dtype == DType::f64, "a GEMM problem of dtype " << dtype_name(p.dtype));
+  auto* A = static_cast<const double*>(a);
+  auto* B = static_cast<const double*>(b);
+  auto* C = static_cast<double*>(c);
+  if (p.batch.empty())
+    return dgemm_as(choice_, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc);
+  dgemm_batch_as(choice_, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc,
+                 batch_dims().data());
+}
+
+std::vector<int64_t> GemmRun::batch_dims() const {
+  std::vector<int64_t> dims{static_cast<int64_t>(p_.batch.size())};
+  for (const auto& d : p_.batch) dims.insert(dims.end(), d.begin(), d.end());
+  return dims;
+}
 
 void run_gemm(const GemmProblem& p, GemmChoice choice, const void* a, const void* b, void* c) {
-  if (p.dtype == DType::f32) return run_typed<float>(p, choice, a, b, c, sgemm_as, sgemm_batch_as);
-  ZC_CHECK(p.dtype == DType::f64, "a GEMM problem of dtype " << dtype_name(p.dtype));
-  run_typed<double>(p, choice, a, b, c, dgemm_as, dgemm_batch_as);
+  GemmRun(p, choice)(a, b, c);
 }
 
 }  // namespace zc::ops

@@ -2,7 +2,8 @@
 // chooses among per call site (runtime/autotune.h times them; generated code passes the chosen
 // code to its services, codegen/backends/cpp/abi.h).
 //
-// A choice is a library (oneDNN or OpenBLAS for f32; OpenBLAS for f64), a share of the call's
+// A choice is a library (oneDNN or OpenBLAS for f32, or oneDNN's matmul on a B kept packed
+// across calls where B is a weight, ops/packed_gemm.h; OpenBLAS for f64), a share of the call's
 // thread team (all of it, half, a quarter, or one thread: a product too small to split wastes
 // the other threads' time in synchronization), and for a batch of products whether they run
 // one per thread or one after another on the team. Code 0 is the default: what a product runs
@@ -13,15 +14,19 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ops/packed_gemm.h"
 #include "zc/dtype.h"
 
 namespace zc::ops {
 
 struct GemmChoice {
-  enum class Library : uint8_t { standard, openblas, onednn };
+  // onednn_packed: only for an unbatched f32 product whose B is a weight (GemmProblem::
+  // b_weight); elsewhere it runs as onednn.
+  enum class Library : uint8_t { standard, openblas, onednn, onednn_packed };
   enum class Batch : uint8_t { standard, shared_out, in_turn };
   // Threads: the team >> shift (at least one); kOneThread: one thread whatever the team.
   static constexpr uint8_t kOneThread = 7;
@@ -35,7 +40,7 @@ struct GemmChoice {
   bool bf16 = false;
 
   // One byte: bits 0-1 library, 2-4 shift, 5-6 batch, 7 bf16. Decoding rejects codes no
-  // encoding makes (library 3, batch 3) with zc::Error.
+  // encoding makes (batch 3) with zc::Error.
   uint8_t code() const;
   static GemmChoice from_code(uint8_t code);
   // The threads it runs on out of a team of `team`.
@@ -52,6 +57,9 @@ struct GemmProblem {
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   std::vector<std::array<int64_t, 4>> batch;
+  // B is what a call site reads from a graph input or constant (a weight, the same from call to
+  // call in inference), so a packed copy of it can be kept: only for unbatched f32 products.
+  bool b_weight = false;
 
   int64_t products() const;
   // "f32 NT 512x768x256 ld 256,256,768 batch 4x4 (s 32768,32768,16384 ...)": stable, and the
@@ -71,7 +79,24 @@ bool bf16_pays(int64_t m, int64_t n, int64_t k);
 // The choices worth timing for `p` with a team of `team`, the default first, each distinct.
 std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team);
 
-// Runs `p` on buffers of its extents as `choice` says (the tuner and the tests).
+// Runs `p` as `choice` says, again and again (the tuner times it, the tests check it): a packed
+// choice converts B at the first run and reuses it while the run is alive, as a compiled call
+// site does for a weight, so B must not change between runs.
+class GemmRun {
+ public:
+  GemmRun(const GemmProblem& p, GemmChoice choice);
+  // On buffers of the problem's extents.
+  void operator()(const void* a, const void* b, void* c) const;
+
+ private:
+  std::vector<int64_t> batch_dims() const;  // as generated code passes them (ops/blas.h)
+
+  GemmProblem p_;
+  GemmChoice choice_;
+  std::unique_ptr<PackedGemm> packed_;
+};
+
+// GemmRun once.
 void run_gemm(const GemmProblem& p, GemmChoice choice, const void* a, const void* b, void* c);
 
 }  // namespace zc::ops

@@ -14,6 +14,7 @@
 #include "ops/eager.h"
 #include "ops/window.h"
 #include "util/check.h"
+#include "util/stats.h"
 
 namespace zc::ops {
 
@@ -144,6 +145,7 @@ struct OnednnConv::State {
     ++conversions;
     conv->last_use = clock;
     if (id.storage != 0) {
+      zc::stats::add(zc::stats::Counter::weights_kept);
       // Bounded: a weight not seen for the longest time goes first (one freed long ago).
       if (weights.size() >= 256) {
         auto oldest = weights.begin();

@@ -13,6 +13,7 @@
 #include <span>
 
 #include "ops/attrs.h"
+#include "ops/weight_identity.h"
 #include "zc/tensor.h"
 
 namespace zc::ops {
@@ -20,13 +21,6 @@ namespace zc::ops {
 // Whether this build has oneDNN's convolutions for f32 (ZC_CPU_CONV=columns turns them off:
 // convolutions then decompose into columns and a product, as on a build without oneDNN).
 bool onednn_conv_available();
-
-// What holds a weight's memory, for reusing its converted copy: an owned storage's uid and
-// version (Storage::uid); storage 0 when unknown, and then nothing is kept.
-struct WeightIdentity {
-  uint64_t storage = 0;
-  uint64_t version = 0;
-};
 
 // One convolution of a compiled graph (one node): its primitives, made once per input shape,
 // and its weights in the primitive's layout, kept per weight (a repeated block's executable

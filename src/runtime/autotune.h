@@ -10,8 +10,9 @@
 //    GEMM libraries' versions; a hit times nothing, so a warm process, a bundle imported on a
 //    same-CPU machine or the Redis tier skip tuning entirely. A record from another CPU or
 //    other library versions has another key and is never read.
-//  - on a miss every candidate (gemm_candidates) runs on buffers of the problem's layout, each
-//    run after a parallel loop that writes its left operand, as the kernel before it would: a
+//  - on a miss every candidate (gemm_candidates; for a product on a weight, also oneDNN's matmul
+//    on B kept packed, timed after its one conversion) runs on buffers of the problem's layout,
+//    each run after a parallel loop that writes its left operand, as the kernel before it would: a
 //    warm-up of at least 2 runs and up to 32 or 50 ms, then 5 timed runs; its time is the
 //    median. Candidates are tried in a fixed order, the default first; one whose first run is
 //    3x slower than the best so far stops there; a later one wins only when its median is at

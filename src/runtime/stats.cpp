@@ -42,6 +42,7 @@ Stats stats() {
   out.eager_calls = c(Counter::eager_calls);
   out.accuracy_checks = c(Counter::accuracy_checks);
   out.accuracy_failures = c(Counter::accuracy_failures);
+  out.weights_kept = c(Counter::weights_kept);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -94,6 +95,7 @@ std::string Stats::str() const {
      << "eager calls         " << eager_calls << "\n"
      << "accuracy checks     " << accuracy_checks << "\n"
      << "accuracy failures   " << accuracy_failures << "\n"
+     << "weights kept        " << weights_kept << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -120,10 +122,11 @@ std::string Stats::json() const {
      << ",\"autotune_timings\":" << autotune_timings << ",\"autotune_hits\":" << autotune_hits
      << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"async_compiles\":" << async_compiles
      << ",\"eager_calls\":" << eager_calls << ",\"accuracy_checks\":" << accuracy_checks
-     << ",\"accuracy_failures\":" << accuracy_failures << ",\"ready_ms\":" << ready_ms
-     << ",\"capture_ms\":" << capture_ms << ",\"compile_ms\":" << compile_ms
-     << ",\"lower_ms\":" << lower_ms << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms
-     << ",\"load_ms\":" << load_ms << ",\"autotune_ms\":" << autotune_ms << "}";
+     << ",\"accuracy_failures\":" << accuracy_failures << ",\"weights_kept\":" << weights_kept
+     << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
+     << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
+     << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms
+     << ",\"autotune_ms\":" << autotune_ms << "}";
   return os.str();
 }
 

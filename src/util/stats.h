@@ -32,6 +32,7 @@ enum class Counter : uint8_t {
   eager_calls,        // calls of compiled modules that ran their forward eagerly
   accuracy_checks,    // calls compared against eager (CompileOptions::accuracy_check)
   accuracy_failures,  // those that differed beyond the tolerances
+  weights_kept,       // weights converted into a kernel's own layout and kept across calls
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready

@@ -253,7 +253,13 @@ TEST(CodegenSource, SmallMatmulIsInlineLargeCallsBlas) {
 
   auto big = std::make_shared<nn::Linear>(256, 256);
   std::string big_src = generate(*big, randn({256, 256})).source.text;
-  EXPECT_NE(big_src.find("a->svc->sgemm("), std::string::npos);
+  // Its B is the weight, a graph input: the service whose choice may keep B packed.
+  EXPECT_NE(big_src.find("a->svc->sgemm_w(a, "), std::string::npos);
+  // A product of two computed values calls the plain service.
+  Fn both([](const Tensor& x) { return matmul(relu(x), (x * 2.0).t()); });
+  std::string inner_src = generate(both, randn({256, 256})).source.text;
+  EXPECT_NE(inner_src.find("a->svc->sgemm(a->gemm["), std::string::npos);
+  EXPECT_EQ(inner_src.find("a->svc->sgemm_w("), std::string::npos);
 }
 
 TEST(CodegenSource, OpenMPOnlyAboveTheThreshold) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #define ZC_ABI_DEFINITIONS                                                                     \
+  struct ZcArgs;                                                                               \
   /* each product's first argument: how it runs (ops/gemm_choice.h; 0: the default) */         \
   struct ZcServices {                                                                          \
     void (*sgemm)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,       \
@@ -20,6 +21,11 @@
     void (*dgemm_batch)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, \
                         const double* a, int64_t lda, const double* b, int64_t ldb, double* c, \
                         int64_t ldc, const int64_t* batch);                                    \
+    /* f32, B a graph input or constant: its choice (a->gemm[kernel]) may */                   \
+    /* keep B packed across calls */                                                           \
+    void (*sgemm_w)(const struct ZcArgs* a, int kernel, int trans_a, int trans_b, int64_t m,   \
+                    int64_t n, int64_t k, const float* a_, int64_t lda, const float* b,        \
+                    int64_t ldb, float* c, int64_t ldc);                                       \
   };                                                                                           \
   struct ZcArgs {                                                                              \
     void* const* in;                                                                           \
@@ -30,6 +36,7 @@
     const int64_t* sym;        /* code for many sizes: the symbols' values of this call */     \
     const int64_t* places;     /* and each arena value's byte offset, by value id */           \
     const unsigned char* gemm; /* by kernel index: its library product's choice */             \
+    const void* call;          /* the runtime's state of this call, for its services */        \
   };
 
 #define ZC_ABI_STRINGIFY(...) #__VA_ARGS__

@@ -13,6 +13,7 @@
 #include "ops/cpu_threads.h"
 #include "ops/eager.h"
 #include "ops/onednn_conv.h"
+#include "ops/packed_gemm.h"
 #include "util/check.h"
 
 namespace zc::codegen::cpp {
@@ -43,7 +44,9 @@ void dgemm_batch(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, co
                  const int64_t* batch) {
   ops::dgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
-const ZcServices kServices{sgemm, dgemm, sgemm_batch, dgemm_batch};
+void sgemm_w(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,
+             const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc);
+const ZcServices kServices{sgemm, dgemm, sgemm_batch, dgemm_batch, sgemm_w};
 
 class CppExecutable final : public RawExecutable {
  public:
@@ -76,6 +79,7 @@ class CppExecutable final : public RawExecutable {
       const_ptrs_.push_back(constants_.back().raw_data());
     }
     for (ir::ValueId v : s.outputs) output_metas_.push_back(s.graph.meta(v));
+    packed_.resize(s.kernels.size());
     convs_.resize(s.graph.nodes.size());
     for (const Step& step : steps_) {
       const ir::Node& n = s.graph.nodes[step.node];
@@ -101,12 +105,13 @@ class CppExecutable final : public RawExecutable {
 
   int64_t scratch_bytes() const override { return plan_.arena_bytes; }
 
-  bool reads_identities() const override { return has_convs_; }
+  bool reads_identities() const override { return has_convs_ || has_packed_; }
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch,
                const InputIdentity* identities = nullptr) const override {
-    ZcArgs args{inputs,     outputs,         const_ptrs_.data(), scratch,
-                &kServices, symbols_.data(), places_.data(),     gemm_.data()};
+    const CallState call{this, identities};
+    ZcArgs args{inputs,          outputs,        const_ptrs_.data(), scratch, &kServices,
+                symbols_.data(), places_.data(), gemm_.data(),       &call};
     ops::CpuCallShare share;  // concurrent calls divide the CPU's threads among them
     for (const Step& step : steps_) {
       share.refresh();
@@ -141,7 +146,24 @@ class CppExecutable final : public RawExecutable {
     for (uint8_t c : choices) ops::GemmChoice::from_code(c);  // raises for a foreign code
     auto tuned = std::make_shared<CppExecutable>(schedule_, plan_, lib_, symbols_);
     tuned->gemm_ = std::move(choices);
+    tuned->keep_packed_weights();
     return tuned;
+  }
+
+  // The sgemm_w service: kernel `kernel`'s product, its B a graph input or constant, run as
+  // its choice says; a packed choice keeps B converted while B's identity in this call stays.
+  void product_on_weight(const ZcArgs& a, int kernel, bool ta, bool tb, int64_t m, int64_t n,
+                         int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
+                         float* C, int64_t ldc) const {
+    const ops::GemmChoice choice = choice_of(gemm_[static_cast<size_t>(kernel)]);
+    const ops::PackedGemm* packed = packed_[static_cast<size_t>(kernel)].get();
+    if (!packed) return ops::sgemm_as(choice, ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
+    const auto* call = static_cast<const CallState*>(a.call);
+    const size_t anchor =
+        static_cast<size_t>(schedule_.kernels[static_cast<size_t>(kernel)].anchor);
+    const InputIdentity id = identity(schedule_.graph.nodes[anchor].inputs[1], call->identities);
+    ops::sgemm_packed_as(choice, *packed, ops::WeightIdentity{id.storage, id.version}, ta, tb, m, n,
+                         k, A, lda, B, ldb, C, ldc);
   }
 
  private:
@@ -149,6 +171,25 @@ class CppExecutable final : public RawExecutable {
     KernelFn fn;  // null: an extern op
     int32_t node;
   };
+  // What a call's services see of it (ZcArgs::call).
+  struct CallState {
+    const CppExecutable* exe;
+    const InputIdentity* identities;  // null: none known
+  };
+
+  // A PackedGemm for each product whose choice keeps B packed (after choices change).
+  void keep_packed_weights() {
+    has_packed_ = false;
+    for (size_t k = 0; k < gemm_.size(); ++k) {
+      const bool packs = choice_of(gemm_[k]).library == ops::GemmChoice::Library::onednn_packed &&
+                         ops::packed_gemm_available();
+      packed_[k] = packs ? std::make_unique<ops::PackedGemm>() : nullptr;
+      has_packed_ = has_packed_ || packs;
+    }
+  }
+
+  friend void sgemm_w(const ZcArgs*, int, int, int, int64_t, int64_t, int64_t, const float*,
+                      int64_t, const float*, int64_t, float*, int64_t);
 
   void* address(ir::ValueId base, const ZcArgs& a) const {
     const auto& slot = plan_.slot[base];
@@ -254,7 +295,15 @@ class CppExecutable final : public RawExecutable {
   ArenaPool arenas_;
   std::vector<std::unique_ptr<ops::OnednnConv>> convs_;  // by node: channels-last convolutions
   bool has_convs_ = false;
+  std::vector<std::unique_ptr<ops::PackedGemm>> packed_;  // by kernel: products keeping B packed
+  bool has_packed_ = false;
 };
+
+void sgemm_w(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,
+             const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+  const auto* call = static_cast<const CppExecutable::CallState*>(a->call);
+  call->exe->product_on_weight(*a, kernel, ta != 0, tb != 0, m, n, k, A, lda, B, ldb, C, ldc);
+}
 
 }  // namespace
 

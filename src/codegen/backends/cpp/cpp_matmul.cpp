@@ -40,8 +40,10 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     auto c_at = [&](const Names& b) { return addr(C, mi.c(b, "0", "0")); };
     // The kernel's index picks its choice (max_autotune; 0 otherwise), so the source is the
     // same tuned or not.
-    std::string head = "a->gemm[" + std::to_string(kernel_) + "], " + (p.ta ? "1" : "0") + ", " +
-                       (p.tb ? "1" : "0") + ", " + num(p.m) + ", " + num(p.n) + ", " + num(p.k);
+    const std::string site = std::to_string(kernel_);
+    const std::string shape = std::string(p.ta ? "1" : "0") + ", " + (p.tb ? "1" : "0") + ", " +
+                              num(p.m) + ", " + num(p.n) + ", " + num(p.k);
+    const std::string head = "a->gemm[" + site + "], " + shape;
     const Names first(nb, "0");
     std::string operands = a_at(first) + ", " + num(p.lda) + ", " + b_at(first) + ", " +
                            num(p.ldb) + ", " + c_at(first) + ", " + num(p.ldc);
@@ -56,7 +58,10 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
       dims.push_back(num(bshape[x]) + ", " + a_at(one) + " - " + a_at(first) + ", " + b_at(one) +
                      " - " + b_at(first) + ", " + c_at(one) + " - " + c_at(first));
     }
-    if (dims.empty()) {
+    if (dims.empty() && p.b_weight) {
+      // B is a weight: the runtime finds which input holds it from the kernel's index.
+      w_.line("a->svc->sgemm_w(a, " + site + ", " + shape + ", " + operands + ");");
+    } else if (dims.empty()) {
       w_.line("a->svc->" + gemm + "(" + head + ", " + operands + ");");
     } else {
       std::string list = std::to_string(dims.size());

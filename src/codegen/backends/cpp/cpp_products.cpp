@@ -78,6 +78,14 @@ std::optional<LibraryCall> library_call(const Schedule& s, const Kernel& k) {
     p.batch.push_back({call.batch[x], batch_stride(a_batch, ast, d.batch, x),
                        batch_stride(b_batch, bst, d.batch, x), cst[x]});
   }
+  // B read from a graph input or constant is the same from call to call in inference (a
+  // weight), so its packed copy can be kept (GemmChoice::Library::onednn_packed).
+  const ir::ValueId b_base = s.values[B].view.base;
+  const bool from_input = std::any_of(s.graph.inputs.begin(), s.graph.inputs.end(),
+                                      [&](const ir::Input& in) { return in.value == b_base; });
+  const bool from_constant = std::any_of(s.graph.constants.begin(), s.graph.constants.end(),
+                                         [&](const ir::Constant& c) { return c.value == b_base; });
+  p.b_weight = dt == DType::f32 && p.batch.empty() && (from_input || from_constant);
   return call;
 }
 
