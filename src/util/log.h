@@ -2,7 +2,8 @@
 // log to stderr, each line prefixed "[zc:<topic>]". Topics are read from the environment once; a
 // disabled topic costs one predictable branch and builds no message. `all` is every topic but
 // kernels and roi: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a
-// wait per call; codegen/backends/cuda/kernel_profile.h), and roi runs a few calls eagerly to
+// wait per call; codegen/backends/cuda/kernel_profile.h; the CPU's steps are timed by the wall
+// clock, codegen/backends/cpp/cpu_kernel_profile.h), and roi runs a few calls eagerly to
 // time them (runtime/roi.h), which a debugging log should not do unasked.
 // Timing lines also say when: "[zc:timing] [812.40 ms] ...", ms since libzc was loaded, so work
 // that overlaps (a background start, a wait for it) shows as such.

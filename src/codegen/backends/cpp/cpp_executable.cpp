@@ -8,6 +8,7 @@
 #include "codegen/backends/cpp/abi.h"
 #include "codegen/backends/cpp/cpp_emit.h"
 #include "codegen/backends/cpp/cpp_products.h"
+#include "codegen/backends/cpp/cpu_kernel_profile.h"
 #include "codegen/call_buffers.h"
 #include "ops/blas.h"
 #include "ops/cpu_threads.h"
@@ -112,16 +113,21 @@ class CppExecutable final : public RawExecutable {
     const CallState call{this, identities};
     ZcArgs args{inputs,          outputs,        const_ptrs_.data(), scratch, &kServices,
                 symbols_.data(), places_.data(), gemm_.data(),       &call};
-    ops::CpuCallShare share;  // concurrent calls divide the CPU's threads among them
-    for (const Step& step : steps_) {
+    ops::CpuCallShare share;         // concurrent calls divide the CPU's threads among them
+    StepTimer timer(steps_.size());  // ZC_LOGS=kernels
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      const Step& step = steps_[k];
       share.refresh();
+      timer.before();
       if (step.fn) {
         int rc = step.fn(&args);
         if (rc != 0) report(rc, step);
       } else {
         run_extern(step.node, args, identities);
       }
+      timer.after(k);
     }
+    if (timing_cpu_kernels()) timer.finish(labels());
   }
 
   std::string_view backend() const override { return "cpp"; }
@@ -171,6 +177,17 @@ class CppExecutable final : public RawExecutable {
     KernelFn fn;  // null: an extern op
     int32_t node;
   };
+  // ZC_LOGS=kernels: each step's label, made at the first timed call (the choices are final by
+  // then).
+  const std::vector<std::string>& labels() const {
+    std::call_once(labels_once_, [&] {
+      for (size_t k = 0; k < steps_.size(); ++k) {
+        labels_.push_back(step_label(schedule_, k, gemm_.empty() ? 0 : gemm_[k]));
+      }
+    });
+    return labels_;
+  }
+
   // What a call's services see of it (ZcArgs::call).
   struct CallState {
     const CppExecutable* exe;
@@ -297,6 +314,8 @@ class CppExecutable final : public RawExecutable {
   bool has_convs_ = false;
   std::vector<std::unique_ptr<ops::PackedGemm>> packed_;  // by kernel: products keeping B packed
   bool has_packed_ = false;
+  mutable std::once_flag labels_once_;
+  mutable std::vector<std::string> labels_;
 };
 
 void sgemm_w(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,

@@ -1,13 +1,10 @@
 #include "codegen/backends/cuda/kernel_profile.h"
 
-#include <algorithm>
-#include <cstdio>
 #include <deque>
-#include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 
+#include "codegen/kernel_table.h"
 #include "cuda/stream.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -18,11 +15,6 @@ namespace {
 
 using zc::cuda::check;
 using zc::cuda::driver;
-
-struct Entry {
-  double ms = 0;
-  int64_t launches = 0;
-};
 
 // A launch's events, read once the GPU has passed them.
 struct Pending {
@@ -48,35 +40,9 @@ class Profile {
     // last calls' events leaves them out.
     drain(/*wait=*/true);
     if (table_.empty()) return;
-    std::vector<std::pair<std::string, Entry>> rows(table_.begin(), table_.end());
-    std::sort(rows.begin(), rows.end(),
-              [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-    double total = 0;
-    std::map<std::string, double> by_kind;  // the label's first word
-    for (const auto& [label, e] : rows) {
-      total += e.ms;
-      by_kind[label.substr(0, label.find(' '))] += e.ms;
-    }
-    std::ostringstream os;
-    os << "kernel times over the process (CUDA events per launch; CUDA graphs were off):\n";
-    char line[160];
-    std::snprintf(line, sizeof line, "%10s %7s %9s %6s  %s\n", "total ms", "launches", "mean us",
-                  "share", "kernel");
-    os << line;
-    for (const auto& [label, e] : rows) {
-      std::snprintf(line, sizeof line, "%10.3f %7lld %9.1f %5.1f%%  ", e.ms,
-                    static_cast<long long>(e.launches), 1e3 * e.ms / e.launches,
-                    100 * e.ms / total);
-      os << line << label << "\n";
-    }
-    os << "by kind:";
-    for (const auto& [kind, ms] : by_kind) {
-      std::snprintf(line, sizeof line, " %s %.3f ms (%.1f%%);", kind.c_str(), ms, 100 * ms / total);
-      os << line;
-    }
-    std::snprintf(line, sizeof line, " total %.3f ms", total);
-    os << line;
-    logging::write(logging::Topic::kernels, os.str());
+    logging::write(logging::Topic::kernels,
+                   table_.str("kernel times over the process (CUDA events per launch; CUDA "
+                              "graphs were off):"));
   }
 
  private:
@@ -89,9 +55,7 @@ class Profile {
     if (r == CUDA_ERROR_NOT_READY) return false;
     float ms = 0;
     if (r == CUDA_SUCCESS && driver().cuEventElapsedTime(&ms, p.start, p.end) == CUDA_SUCCESS) {
-      Entry& e = table_[p.label];
-      e.ms += ms;
-      e.launches += 1;
+      table_.add(p.label, ms);
     }
     driver().cuEventDestroy(p.start);
     driver().cuEventDestroy(p.end);
@@ -104,7 +68,7 @@ class Profile {
   }
 
   std::mutex mu_;
-  std::map<std::string, Entry> table_;
+  KernelTable table_;
   std::deque<Pending> pending_;  // in launch order
 };
 
@@ -147,18 +111,7 @@ std::string launch_label(const Schedule& s, const Launch& l, size_t k) {
   } else {
     os << kernel_kind_name(K.kind) << " " << shape_str(K.space);
   }
-  // The member ops, each once, in graph order: enough to tell layer_norm from softmax.
-  std::set<std::string> seen;
-  int shown = 0;
-  for (int32_t n : K.nodes) {
-    const std::string name(ops::op_def(s.graph.nodes[n].op).name);
-    if (!seen.insert(name).second) continue;
-    if (shown++ == 8) {
-      os << " ...";
-      break;
-    }
-    os << " " << name;
-  }
+  os << member_ops(s, K);
   return os.str();
 }
 

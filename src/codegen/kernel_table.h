@@ -1,0 +1,39 @@
+// ZC_LOGS=kernels' table: time per kernel label summed over a process, printed longest total
+// first with launches, mean and share, then the totals by kind (a label's first word). The CUDA
+// backend fills one from CUDA events (backends/cuda/kernel_profile.h), the C++ backend from
+// the wall clock around each step (backends/cpp/cpu_kernel_profile.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "codegen/schedule.h"
+
+namespace zc::codegen {
+
+// " sub mul rsqrt": kernel K's member ops, each once, in graph order (at most 8), which tells a
+// layer_norm from a softmax in a label.
+std::string member_ops(const Schedule& s, const Kernel& K);
+
+class KernelTable {
+ public:
+  void add(const std::string& label, double ms) {
+    Entry& e = rows_[label];
+    e.ms += ms;
+    e.launches += 1;
+  }
+  bool empty() const { return rows_.empty(); }
+  // The table under `title` ("kernel times over the process (...):").
+  std::string str(std::string_view title) const;
+
+ private:
+  struct Entry {
+    double ms = 0;
+    int64_t launches = 0;
+  };
+  std::map<std::string, Entry> rows_;
+};
+
+}  // namespace zc::codegen
