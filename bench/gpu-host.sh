@@ -40,8 +40,9 @@
 #     cpu-gpt      issue 17's comparison on the host CPU, nothing else running: gpt-small and the
 #                  12-layer d=768 GPT per call (ZC_CPU_GPT_MODELS=gpt-small,gpt12 picks), zc
 #                  untuned and with max_autotune's choices (packed weights among them), three
-#                  processes each before torch.compile's cold, warm and Mega-Cache processes and
-#                  three after (cpu-gpt.txt, torch-cpu-gpt.jsonl)
+#                  processes each before torch.compile's cold, warm and Mega-Cache processes
+#                  (ZC_TORCH_SCENARIOS=cold,warm picks) and three after (cpu-gpt.txt,
+#                  torch-cpu-gpt.jsonl)
 #     cpu-attention  causal attention on the host CPU: zc's one kernel against the same
 #                  decomposed (bench/codegen BM_Attention: cpu-attention.json) and torch's
 #                  scaled_dot_product_attention (bench/torch_attention.py: torch-cpu-attention.jsonl)
@@ -323,7 +324,7 @@ case "${1:-}" in
           : >"$out/cpu-gpt.txt"
           zc_rounds 1 3
           torch_compile torch-cpu-gpt --device cpu --models "${models//gpt-small/gpt_small}" \
-            --dtypes f32
+            --dtypes f32 --scenarios "${ZC_TORCH_SCENARIOS:-cold,warm,load_mega}"
           cat "$out/torch-cpu-gpt.jsonl"
           zc_rounds 4 6
           ZC_CACHE_DIR="$cache/tuned" build-gpu/zc cache ls 2>/dev/null | grep autotune |

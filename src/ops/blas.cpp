@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -158,13 +159,34 @@ void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t
   sgemm_on(library_of(choice), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
-void sgemm_packed_as(GemmChoice choice, const PackedGemm& packed, WeightIdentity b_id, bool ta,
-                     bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                     const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (choice.library != GemmChoice::Library::onednn_packed || (choice.bf16 && bf16_pays(m, n, k)))
-    return sgemm_as(choice, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+void product_then_epilogue(GemmLibrary lib, bool bf16, bool ta, bool tb, int64_t m, int64_t n,
+                           int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                           float* c, int64_t ldc, const GemmEpilogue& e) {
+  auto product = [&](float* out, int64_t ldo) {
+    if (bf16 && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, out, ldo)) return;
+    sgemm_on(lib, ta, tb, m, n, k, a, lda, b, ldb, out, ldo);
+  };
+  if (!output_is_read(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, e)) {
+    product(c, ldc);
+    apply_epilogue(m, n, c, ldc, c, ldc, e);
+    return;
+  }
+  std::vector<float> tmp(static_cast<size_t>(m * n));
+  product(tmp.data(), n);
+  apply_epilogue(m, n, tmp.data(), n, c, ldc, e);
+}
+
+void sgemm_ex(GemmChoice choice, const OnednnMatmul* site, WeightIdentity b_id, bool ta, bool tb,
+              int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& e) {
   ChoiceTeam team(choice);
-  packed.run(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, b_id);
+  const bool bf16 = choice.bf16 && bf16_pays(m, n, k);
+  const GemmLibrary lib = library_of(choice);
+  const bool packed = choice.library == GemmChoice::Library::onednn_packed;
+  if (site && !bf16 && lib == GemmLibrary::onednn && (packed || !e.empty())) {
+    return site->run(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, e, packed ? b_id : WeightIdentity{});
+  }
+  product_then_epilogue(lib, bf16, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, e);
 }
 
 void dgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,

@@ -67,11 +67,18 @@ void dgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, i
                     const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
                     int64_t ldc, const int64_t* batch);
 
-// A product whose B is a weight, on `packed` (ops/packed_gemm.h) when `choice`'s library is
-// onednn_packed and its bf16 operands do not apply, else as sgemm_as.
-void sgemm_packed_as(GemmChoice choice, const PackedGemm& packed, WeightIdentity b_id, bool ta,
-                     bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                     const float* b, int64_t ldb, float* c, int64_t ldc);
+// An f32 product and its epilogue (ops/onednn_matmul.h), run as `choice` says: on `site`'s
+// oneDNN matmul with the epilogue fused where the library is oneDNN and bf16 operands do not
+// apply (B kept packed when the choice is onednn_packed and `b_id` is known), else the product
+// on its library and the epilogue after it. `site` null: never fused.
+void sgemm_ex(GemmChoice choice, const OnednnMatmul* site, WeightIdentity b_id, bool ta, bool tb,
+              int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& e);
+// The product on `lib` (with bf16 operands if `bf16` and this process can), then the epilogue:
+// straight into C when C shares memory with nothing they read, else through a temporary.
+void product_then_epilogue(GemmLibrary lib, bool bf16, bool ta, bool tb, int64_t m, int64_t n,
+                           int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                           float* c, int64_t ldc, const GemmEpilogue& e);
 
 // The library f32 products go to in this process without a choice (ZC_CPU_GEMM).
 GemmLibrary default_f32_library();

@@ -120,7 +120,7 @@ std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {
   if (p.products() > 1) batches = {GemmChoice::Batch::shared_out, GemmChoice::Batch::in_turn};
   std::vector<GemmChoice> out;
   // B kept packed, after the others: where it only ties, a library on B as given wins.
-  if (p.dtype == DType::f32 && p.b_weight && p.batch.empty() && packed_gemm_available()) {
+  if (p.dtype == DType::f32 && p.b_weight && p.batch.empty() && onednn_matmul_available()) {
     libraries.push_back(GemmChoice::Library::onednn_packed);
   }
   for (auto lib : libraries) {
@@ -143,7 +143,7 @@ std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {
 GemmRun::GemmRun(const GemmProblem& p, GemmChoice choice) : p_(p), choice_(choice) {
   if (choice.library == GemmChoice::Library::onednn_packed && p.dtype == DType::f32 &&
       p.batch.empty()) {
-    packed_ = std::make_unique<PackedGemm>(PackedGemm::Keep::first_sight);
+    packed_ = std::make_unique<OnednnMatmul>(OnednnMatmul::Keep::first_sight);
   }
 }
 
@@ -155,8 +155,8 @@ void GemmRun::operator()(const void* a, const void* b, void* c) const {
     auto* C = static_cast<float*>(c);
     if (packed_) {
       // One B for the run's life: any fixed identity keeps it.
-      return sgemm_packed_as(choice_, *packed_, WeightIdentity{1, 0}, p.ta, p.tb, p.m, p.n, p.k, A,
-                             p.lda, B, p.ldb, C, p.ldc);
+      return sgemm_ex(choice_, packed_.get(), WeightIdentity{1, 0}, p.ta, p.tb, p.m, p.n, p.k, A,
+                      p.lda, B, p.ldb, C, p.ldc, GemmEpilogue{});
     }
     if (p.batch.empty())
       return sgemm_as(choice_, p.ta, p.tb, p.m, p.n, p.k, A, p.lda, B, p.ldb, C, p.ldc);

@@ -3,7 +3,7 @@
 // code to its services, codegen/backends/cpp/abi.h).
 //
 // A choice is a library (oneDNN or OpenBLAS for f32, or oneDNN's matmul on a B kept packed
-// across calls where B is a weight, ops/packed_gemm.h; OpenBLAS for f64), a share of the call's
+// across calls where B is a weight, ops/onednn_matmul.h; OpenBLAS for f64), a share of the call's
 // thread team (all of it, half, a quarter, or one thread: a product too small to split wastes
 // the other threads' time in synchronization), and for a batch of products whether they run
 // one per thread or one after another on the team. Code 0 is the default: what a product runs
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/packed_gemm.h"
+#include "ops/onednn_matmul.h"
 #include "zc/dtype.h"
 
 namespace zc::ops {
@@ -93,7 +93,7 @@ class GemmRun {
 
   GemmProblem p_;
   GemmChoice choice_;
-  std::unique_ptr<PackedGemm> packed_;
+  std::unique_ptr<OnednnMatmul> packed_;
 };
 
 // GemmRun once.

@@ -253,13 +253,39 @@ TEST(CodegenSource, SmallMatmulIsInlineLargeCallsBlas) {
 
   auto big = std::make_shared<nn::Linear>(256, 256);
   std::string big_src = generate(*big, randn({256, 256})).source.text;
-  // Its B is the weight, a graph input: the service whose choice may keep B packed.
-  EXPECT_NE(big_src.find("a->svc->sgemm_w(a, "), std::string::npos);
-  // A product of two computed values calls the plain service.
-  Fn both([](const Tensor& x) { return matmul(relu(x), (x * 2.0).t()); });
-  std::string inner_src = generate(both, randn({256, 256})).source.text;
-  EXPECT_NE(inner_src.find("a->svc->sgemm(a->gemm["), std::string::npos);
-  EXPECT_EQ(inner_src.find("a->svc->sgemm_w("), std::string::npos);
+  // An f32 product goes through the service that runs it as its call site's choice says, here
+  // with the Linear's bias fused into the call: no loop over the product after it.
+  EXPECT_NE(big_src.find("const ZcEpilogue e = {&in"), std::string::npos) << big_src;
+  EXPECT_NE(big_src.find("a->svc->sgemm_x(a, 0, 0, 1, 256, 256, 256, "), std::string::npos)
+      << big_src;
+  EXPECT_EQ(big_src.find("#pragma omp parallel"), std::string::npos) << big_src;
+  // An epilogue the call cannot run (a scale) stays a loop after a plain call.
+  Fn scaled([](const Tensor& x) { return matmul(relu(x), (x * 2.0).t()) * 3.0; });
+  std::string scaled_src = generate(scaled, randn({256, 256})).source.text;
+  EXPECT_NE(scaled_src.find(", 0);\n"), std::string::npos) << scaled_src;
+  EXPECT_EQ(scaled_src.find("ZcEpilogue e ="), std::string::npos) << scaled_src;
+  EXPECT_NE(scaled_src.find("#pragma omp parallel"), std::string::npos) << scaled_src;
+  // f64 products call the BLAS service as before.
+  std::string f64_src = generate(scaled, randn({256, 256}).to(DType::f64)).source.text;
+  EXPECT_NE(f64_src.find("a->svc->dgemm(a->gemm["), std::string::npos) << f64_src;
+}
+
+// A GPT block's four Linear products run their epilogues in the library call (ZcEpilogue):
+// QKV's bias, the output projection's bias and residual, the MLP's bias and GELU (tanh), its
+// projection's bias and residual. The LM head has none.
+TEST(CodegenSource, GptProductsRunTheirEpiloguesInTheCall) {
+  NoGradGuard no_grad;
+  auto gpt = models::gpt(models::gpt_small_config(1));
+  gpt->eval();
+  const std::string src = generate(*gpt, models::gpt_small_tokens()).source.text;
+  size_t fused = 0;
+  for (size_t at = src.find("const ZcEpilogue e = {"); at != std::string::npos;
+       at = src.find("const ZcEpilogue e = {", at + 1)) {
+    ++fused;
+  }
+  EXPECT_EQ(fused, 4u) << src;
+  EXPECT_NE(src.find(", 2};"), std::string::npos) << src;            // GELU, tanh form
+  EXPECT_EQ(src.find("zc_tanh((float)"), std::string::npos) << src;  // no GELU loop left
 }
 
 TEST(CodegenSource, OpenMPOnlyAboveTheThreshold) {

@@ -6,6 +6,14 @@
 
 #define ZC_ABI_DEFINITIONS                                                                     \
   struct ZcArgs;                                                                               \
+  /* C = act(C + bias[col] + residual[row * ldr + col]); act 0 none, 1 relu, 2 gelu (tanh), */ \
+  /* 3 gelu (erf); a null pointer adds nothing */                                              \
+  struct ZcEpilogue {                                                                          \
+    const float* bias;                                                                         \
+    const float* residual;                                                                     \
+    int64_t ldr;                                                                               \
+    int act;                                                                                   \
+  };                                                                                           \
   /* each product's first argument: how it runs (ops/gemm_choice.h; 0: the default) */         \
   struct ZcServices {                                                                          \
     void (*sgemm)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,       \
@@ -21,11 +29,11 @@
     void (*dgemm_batch)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, \
                         const double* a, int64_t lda, const double* b, int64_t ldb, double* c, \
                         int64_t ldc, const int64_t* batch);                                    \
-    /* f32, B a graph input or constant: its choice (a->gemm[kernel]) may */                   \
-    /* keep B packed across calls */                                                           \
-    void (*sgemm_w)(const struct ZcArgs* a, int kernel, int trans_a, int trans_b, int64_t m,   \
+    /* one f32 product and its epilogue (null: none), run as kernel's choice says */           \
+    /* (a->gemm[kernel]): fused, and its B kept packed across calls where chosen */            \
+    void (*sgemm_x)(const struct ZcArgs* a, int kernel, int trans_a, int trans_b, int64_t m,   \
                     int64_t n, int64_t k, const float* a_, int64_t lda, const float* b,        \
-                    int64_t ldb, float* c, int64_t ldc);                                       \
+                    int64_t ldb, float* c, int64_t ldc, const struct ZcEpilogue* e);           \
   };                                                                                           \
   struct ZcArgs {                                                                              \
     void* const* in;                                                                           \

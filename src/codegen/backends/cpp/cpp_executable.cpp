@@ -14,7 +14,7 @@
 #include "ops/cpu_threads.h"
 #include "ops/eager.h"
 #include "ops/onednn_conv.h"
-#include "ops/packed_gemm.h"
+#include "ops/onednn_matmul.h"
 #include "util/check.h"
 
 namespace zc::codegen::cpp {
@@ -45,9 +45,10 @@ void dgemm_batch(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, co
                  const int64_t* batch) {
   ops::dgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
-void sgemm_w(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,
-             const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc);
-const ZcServices kServices{sgemm, dgemm, sgemm_batch, dgemm_batch, sgemm_w};
+void sgemm_x(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,
+             const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+             const ZcEpilogue* e);
+const ZcServices kServices{sgemm, dgemm, sgemm_batch, dgemm_batch, sgemm_x};
 
 class CppExecutable final : public RawExecutable {
  public:
@@ -80,7 +81,16 @@ class CppExecutable final : public RawExecutable {
       const_ptrs_.push_back(constants_.back().raw_data());
     }
     for (ir::ValueId v : s.outputs) output_metas_.push_back(s.graph.meta(v));
-    packed_.resize(s.kernels.size());
+    // Each unbatched f32 library product gets oneDNN's matmul for its call site (its epilogue
+    // fused, its B kept where chosen); whether its B is a graph input or constant.
+    sites_.resize(s.kernels.size());
+    b_weight_.assign(s.kernels.size(), false);
+    for (size_t k = 0; k < s.kernels.size(); ++k) {
+      const auto call = library_call(s, s.kernels[k]);
+      if (!call || call->problem.dtype != DType::f32 || !call->problem.batch.empty()) continue;
+      b_weight_[k] = call->problem.b_weight;
+      if (ops::onednn_matmul_available()) sites_[k] = std::make_unique<ops::OnednnMatmul>();
+    }
     convs_.resize(s.graph.nodes.size());
     for (const Step& step : steps_) {
       const ir::Node& n = s.graph.nodes[step.node];
@@ -106,7 +116,7 @@ class CppExecutable final : public RawExecutable {
 
   int64_t scratch_bytes() const override { return plan_.arena_bytes; }
 
-  bool reads_identities() const override { return has_convs_ || has_packed_; }
+  bool reads_identities() const override { return has_convs_ || keeps_weights_; }
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch,
                const InputIdentity* identities = nullptr) const override {
@@ -152,24 +162,36 @@ class CppExecutable final : public RawExecutable {
     for (uint8_t c : choices) ops::GemmChoice::from_code(c);  // raises for a foreign code
     auto tuned = std::make_shared<CppExecutable>(schedule_, plan_, lib_, symbols_);
     tuned->gemm_ = std::move(choices);
-    tuned->keep_packed_weights();
+    tuned->keeps_weights_ = false;
+    for (uint8_t c : tuned->gemm_) {
+      tuned->keeps_weights_ =
+          tuned->keeps_weights_ || choice_of(c).library == ops::GemmChoice::Library::onednn_packed;
+    }
     return tuned;
   }
 
-  // The sgemm_w service: kernel `kernel`'s product, its B a graph input or constant, run as
-  // its choice says; a packed choice keeps B converted while B's identity in this call stays.
-  void product_on_weight(const ZcArgs& a, int kernel, bool ta, bool tb, int64_t m, int64_t n,
-                         int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
-                         float* C, int64_t ldc) const {
-    const ops::GemmChoice choice = choice_of(gemm_[static_cast<size_t>(kernel)]);
-    const ops::PackedGemm* packed = packed_[static_cast<size_t>(kernel)].get();
-    if (!packed) return ops::sgemm_as(choice, ta, tb, m, n, k, A, lda, B, ldb, C, ldc);
-    const auto* call = static_cast<const CallState*>(a.call);
-    const size_t anchor =
-        static_cast<size_t>(schedule_.kernels[static_cast<size_t>(kernel)].anchor);
-    const InputIdentity id = identity(schedule_.graph.nodes[anchor].inputs[1], call->identities);
-    ops::sgemm_packed_as(choice, *packed, ops::WeightIdentity{id.storage, id.version}, ta, tb, m, n,
-                         k, A, lda, B, ldb, C, ldc);
+  // The sgemm_x service: kernel `kernel`'s product and epilogue, run as its choice says; a
+  // packed choice keeps B converted while B's identity in this call stays.
+  void product(const ZcArgs& a, int kernel, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+               const ZcEpilogue* ze) const {
+    const size_t kk = static_cast<size_t>(kernel);
+    const ops::GemmChoice choice = choice_of(gemm_[kk]);
+    ops::GemmEpilogue e;
+    if (ze) {
+      e.bias = ze->bias;
+      e.residual = ze->residual;
+      e.ldr = ze->ldr;
+      e.act = static_cast<ops::GemmEpilogue::Act>(ze->act);
+    }
+    ops::WeightIdentity id;
+    if (b_weight_[kk] && choice.library == ops::GemmChoice::Library::onednn_packed) {
+      const auto* call = static_cast<const CallState*>(a.call);
+      const size_t anchor = static_cast<size_t>(schedule_.kernels[kk].anchor);
+      const InputIdentity in = identity(schedule_.graph.nodes[anchor].inputs[1], call->identities);
+      id = {in.storage, in.version};
+    }
+    ops::sgemm_ex(choice, sites_[kk].get(), id, ta, tb, m, n, k, A, lda, B, ldb, C, ldc, e);
   }
 
  private:
@@ -194,19 +216,8 @@ class CppExecutable final : public RawExecutable {
     const InputIdentity* identities;  // null: none known
   };
 
-  // A PackedGemm for each product whose choice keeps B packed (after choices change).
-  void keep_packed_weights() {
-    has_packed_ = false;
-    for (size_t k = 0; k < gemm_.size(); ++k) {
-      const bool packs = choice_of(gemm_[k]).library == ops::GemmChoice::Library::onednn_packed &&
-                         ops::packed_gemm_available();
-      packed_[k] = packs ? std::make_unique<ops::PackedGemm>() : nullptr;
-      has_packed_ = has_packed_ || packs;
-    }
-  }
-
-  friend void sgemm_w(const ZcArgs*, int, int, int, int64_t, int64_t, int64_t, const float*,
-                      int64_t, const float*, int64_t, float*, int64_t);
+  friend void sgemm_x(const ZcArgs*, int, int, int, int64_t, int64_t, int64_t, const float*,
+                      int64_t, const float*, int64_t, float*, int64_t, const ZcEpilogue*);
 
   void* address(ir::ValueId base, const ZcArgs& a) const {
     const auto& slot = plan_.slot[base];
@@ -312,16 +323,20 @@ class CppExecutable final : public RawExecutable {
   ArenaPool arenas_;
   std::vector<std::unique_ptr<ops::OnednnConv>> convs_;  // by node: channels-last convolutions
   bool has_convs_ = false;
-  std::vector<std::unique_ptr<ops::PackedGemm>> packed_;  // by kernel: products keeping B packed
-  bool has_packed_ = false;
+  // By kernel: oneDNN's matmul for an unbatched f32 library product (null elsewhere), and
+  // whether its B is a graph input or constant.
+  std::vector<std::unique_ptr<ops::OnednnMatmul>> sites_;
+  std::vector<bool> b_weight_;
+  bool keeps_weights_ = false;  // some product's choice keeps its B packed
   mutable std::once_flag labels_once_;
   mutable std::vector<std::string> labels_;
 };
 
-void sgemm_w(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,
-             const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc) {
+void sgemm_x(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,
+             const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+             const ZcEpilogue* e) {
   const auto* call = static_cast<const CppExecutable::CallState*>(a->call);
-  call->exe->product_on_weight(*a, kernel, ta != 0, tb != 0, m, n, k, A, lda, B, ldb, C, ldc);
+  call->exe->product(*a, kernel, ta != 0, tb != 0, m, n, k, A, lda, B, ldb, C, ldc, e);
 }
 
 }  // namespace

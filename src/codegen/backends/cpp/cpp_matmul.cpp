@@ -58,9 +58,27 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
       dims.push_back(num(bshape[x]) + ", " + a_at(one) + " - " + a_at(first) + ", " + b_at(one) +
                      " - " + b_at(first) + ", " + c_at(one) + " - " + c_at(first));
     }
-    if (dims.empty() && p.b_weight) {
-      // B is a weight: the runtime finds which input holds it from the kernel's index.
-      w_.line("a->svc->sgemm_w(a, " + site + ", " + shape + ", " + operands + ");");
+    const auto fused =
+        ct_d == DType::f32 && dims.empty() ? fused_epilogue(s_, k, *call) : std::nullopt;
+    if (fused && k.nodes.size() > 1) {
+      // The call writes the epilogue's value itself (oneDNN's bias and post-ops): no loop over
+      // the product in memory after it.
+      const FusedEpilogue& f = *fused;
+      auto origin = [&](ValueId v) { return addr(v, Names(s_.graph.meta(v).shape.size(), "0")); };
+      const std::string out = origin(f.out) + ", " + num(f.ldo);
+      const std::string in =
+          a_at(first) + ", " + num(p.lda) + ", " + b_at(first) + ", " + num(p.ldb) + ", " + out;
+      w_.open("");
+      w_.line("const ZcEpilogue e = {" + (f.bias >= 0 ? origin(f.bias) : std::string("0")) + ", " +
+              (f.residual >= 0 ? origin(f.residual) : std::string("0")) + ", " + num(f.ldr) + ", " +
+              std::to_string(f.act) + "};");
+      w_.line("a->svc->sgemm_x(a, " + site + ", " + shape + ", " + in + ", &e);");
+      w_.close();
+      return;
+    }
+    if (ct_d == DType::f32 && dims.empty()) {
+      // The runtime runs it as the kernel's choice says (a B kept packed among them).
+      w_.line("a->svc->sgemm_x(a, " + site + ", " + shape + ", " + operands + ", 0);");
     } else if (dims.empty()) {
       w_.line("a->svc->" + gemm + "(" + head + ", " + operands + ");");
     } else {

@@ -89,4 +89,106 @@ std::optional<LibraryCall> library_call(const Schedule& s, const Kernel& k) {
   return call;
 }
 
+namespace {
+
+// The leading dim of value v viewed as [rows, shape.back()] rows: unit stride along its last dim
+// and rows evenly spaced over its leading dims; none otherwise.
+std::optional<int64_t> rows_ld(const Schedule& s, ir::ValueId v) {
+  const Shape& shape = s.graph.meta(v).shape;
+  const Shape& st = s.values[v].view.strides;
+  if (shape.empty() || st.size() != shape.size() || st.back() != 1) return std::nullopt;
+  if (shape.size() == 1) return shape.back();
+  for (size_t d = 0; d + 2 < shape.size(); ++d) {
+    if (shape[d] > 1 && st[d] != st[d + 1] * shape[d + 1]) return std::nullopt;
+  }
+  const int64_t ld = st[shape.size() - 2];
+  return ld >= shape.back() || shape[shape.size() - 2] == 1 ? std::optional<int64_t>(ld)
+                                                            : std::nullopt;
+}
+
+// Whether v, broadcast to `space`, is one row of its last dim: size 1 in every other dim, unit
+// stride along the last.
+bool row_vector(const Schedule& s, ir::ValueId v, const Shape& space) {
+  const Shape& shape = s.graph.meta(v).shape;
+  if (shape.empty() || shape.back() != space.back() || s.values[v].view.strides.back() != 1) {
+    return false;
+  }
+  for (size_t d = 0; d + 1 < shape.size(); ++d) {
+    if (shape[d] != 1) return false;
+  }
+  return true;
+}
+
+// Whether v is read only by nodes of kernel k, and is no output: a value the epilogue's call
+// need not write.
+bool internal(const Schedule& s, const Kernel& k, ir::ValueId v) {
+  for (const auto& outs : {s.graph.outputs, s.outputs}) {
+    if (std::find(outs.begin(), outs.end(), v) != outs.end()) return false;
+  }
+  for (size_t i = 0; i < s.graph.nodes.size(); ++i) {
+    const auto& ins = s.graph.nodes[i].inputs;
+    if (std::find(ins.begin(), ins.end(), v) != ins.end() &&
+        std::find(k.nodes.begin(), k.nodes.end(), static_cast<int32_t>(i)) == k.nodes.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<FusedEpilogue> fused_epilogue(const Schedule& s, const Kernel& k,
+                                            const LibraryCall& call) {
+  if (call.problem.dtype != DType::f32 || !call.problem.batch.empty() || s.symbolic()) {
+    return std::nullopt;
+  }
+  FusedEpilogue f;
+  ir::ValueId cur = s.graph.nodes[k.anchor].outputs[0];
+  std::vector<ir::ValueId> chain;  // the values before the last
+  for (int32_t idx : k.nodes) {
+    if (idx == k.anchor) continue;
+    const ir::Node& n = s.graph.nodes[idx];
+    if (n.outputs.size() != 1 || s.graph.meta(n.outputs[0]).dtype != DType::f32 ||
+        s.graph.meta(n.outputs[0]).shape != k.space || f.act != 0) {
+      return std::nullopt;
+    }
+    if (n.op == ops::OpId::add && n.inputs.size() == 2 && n.inputs[0] != n.inputs[1] &&
+        (n.inputs[0] == cur || n.inputs[1] == cur)) {
+      const ir::ValueId other = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
+      if (s.graph.meta(other).dtype != DType::f32) return std::nullopt;
+      if (f.bias < 0 && row_vector(s, other, k.space)) {
+        f.bias = other;
+      } else if (f.residual < 0 && s.graph.meta(other).shape == k.space) {
+        const auto ld = rows_ld(s, other);
+        if (!ld) return std::nullopt;
+        f.residual = other;
+        f.ldr = *ld;
+      } else {
+        return std::nullopt;
+      }
+    } else if (n.op == ops::OpId::relu && n.inputs.size() == 1 && n.inputs[0] == cur) {
+      f.act = 1;
+    } else if (n.op == ops::OpId::gelu && n.inputs.size() == 1 && n.inputs[0] == cur) {
+      f.act = std::get<ops::GeluAttrs>(n.attrs).approximate == GeluApprox::tanh ? 2 : 3;
+    } else {
+      return std::nullopt;
+    }
+    chain.push_back(cur);
+    cur = n.outputs[0];
+  }
+  // The product (stored, as every library product is) and each step before the last must be
+  // needed by nothing else: the call writes only the last.
+  for (ir::ValueId v : chain) {
+    if (!internal(s, k, v)) return std::nullopt;
+  }
+  for (ir::ValueId v : k.stores) {
+    if (v != cur && std::find(chain.begin(), chain.end(), v) == chain.end()) return std::nullopt;
+  }
+  const auto ldo = rows_ld(s, cur);
+  if (!ldo) return std::nullopt;
+  f.out = cur;
+  f.ldo = *ldo;
+  return f;
+}
+
 }  // namespace zc::codegen::cpp
