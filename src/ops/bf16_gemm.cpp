@@ -3,6 +3,8 @@
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/onednn_common.h"
+
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,18 +19,6 @@ namespace {
 
 using dnnl::memory;
 
-const dnnl::engine& engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// An f32 matrix [rows, cols] as BLAS passes it: row-major with leading dim ld, or its
-// transpose stored so (column-major).
-memory::desc f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld) {
-  return memory::desc({rows, cols}, memory::data_type::f32,
-                      trans ? memory::dims{1, ld} : memory::dims{ld, 1});
-}
-
 // One problem's primitives: A's and B's conversions to the layouts the matmul asks for, and
 // the matmul (bf16 x bf16, accumulated in f32, into f32 C with C's leading dim).
 struct Plan {
@@ -42,16 +32,18 @@ using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, 
 std::unique_ptr<Plan> make_plan(const Key& key) {
   const auto [ta, tb, m, n, k, lda, ldb, ldc] = key;
   auto p = std::make_unique<Plan>();
-  p->a_user = f32_matrix(ta, m, k, lda);
-  p->b_user = f32_matrix(tb, k, n, ldb);
-  p->c_user = f32_matrix(false, m, n, ldc);
+  p->a_user = dnnl_f32_matrix(ta, m, k, lda);
+  p->b_user = dnnl_f32_matrix(tb, k, n, ldb);
+  p->c_user = dnnl_f32_matrix(false, m, n, ldc);
   const memory::desc a_any({m, k}, memory::data_type::bf16, memory::format_tag::any);
   const memory::desc b_any({k, n}, memory::data_type::bf16, memory::format_tag::any);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_any, b_any, p->c_user), engine());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_any, b_any, p->c_user), dnnl_engine());
   p->a_bf16 = pd.src_desc();
   p->b_bf16 = pd.weights_desc();
-  p->to_a = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->a_user, engine(), p->a_bf16));
-  p->to_b = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->b_user, engine(), p->b_bf16));
+  p->to_a = dnnl::reorder(
+      dnnl::reorder::primitive_desc(dnnl_engine(), p->a_user, dnnl_engine(), p->a_bf16));
+  p->to_b = dnnl::reorder(
+      dnnl::reorder::primitive_desc(dnnl_engine(), p->b_user, dnnl_engine(), p->b_bf16));
   p->product = dnnl::matmul(pd);
   return p;
 }
@@ -96,11 +88,12 @@ bool sgemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
   a_buf.resize(p->a_bf16.get_size());
   b_buf.resize(p->b_bf16.get_size());
   try {
-    thread_local dnnl::stream s(engine());
-    memory a_in(p->a_user, engine(), const_cast<float*>(a));
-    memory b_in(p->b_user, engine(), const_cast<float*>(b));
-    memory a_op(p->a_bf16, engine(), a_buf.data()), b_op(p->b_bf16, engine(), b_buf.data());
-    memory c_out(p->c_user, engine(), c);
+    dnnl::stream& s = dnnl_thread_stream();
+    memory a_in(p->a_user, dnnl_engine(), const_cast<float*>(a));
+    memory b_in(p->b_user, dnnl_engine(), const_cast<float*>(b));
+    memory a_op(p->a_bf16, dnnl_engine(), a_buf.data()),
+        b_op(p->b_bf16, dnnl_engine(), b_buf.data());
+    memory c_out(p->c_user, dnnl_engine(), c);
     p->to_a.execute(s, a_in, a_op);
     p->to_b.execute(s, b_in, b_op);
     p->product.execute(s, {{DNNL_ARG_SRC, a_op}, {DNNL_ARG_WEIGHTS, b_op}, {DNNL_ARG_DST, c_out}});

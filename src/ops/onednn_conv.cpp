@@ -9,6 +9,8 @@
 
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "ops/onednn_common.h"
 #endif
 
 #include "ops/eager.h"
@@ -36,16 +38,6 @@ namespace {
 
 using dnnl::memory;
 using Dims = memory::dims;
-
-const dnnl::engine& engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
 
 // The primitive for one input shape [N, H, W, C].
 struct Plan {
@@ -108,11 +100,11 @@ struct OnednnConv::State {
     if (a.relu) post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(post);
-    const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    const dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
     plan->weights = pd.weights_desc();
     if (a.residual) {
-      plan->copy =
-          dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plan->dst, engine(), plan->dst));
+      plan->copy = dnnl::reorder(
+          dnnl::reorder::primitive_desc(dnnl_engine(), plan->dst, dnnl_engine(), plan->dst));
     }
     plan->conv = dnnl::convolution_forward(pd);
     // Code for many sizes meets a new shape per size: past a bound, the plan of the smallest
@@ -138,10 +130,10 @@ struct OnednnConv::State {
     auto conv = std::make_shared<Converted>();
     conv->from = id;
     conv->layout = plan.weights;
-    conv->data = memory(plan.weights, engine());
-    memory user(plan.user_weights, engine(), const_cast<void*>(addr));
-    dnnl::reorder(user, conv->data).execute(thread_stream(), user, conv->data);
-    thread_stream().wait();
+    conv->data = memory(plan.weights, dnnl_engine());
+    memory user(plan.user_weights, dnnl_engine(), const_cast<void*>(addr));
+    dnnl::reorder(user, conv->data).execute(dnnl_thread_stream(), user, conv->data);
+    dnnl_thread_stream().wait();
     ++conversions;
     conv->last_use = clock;
     if (id.storage != 0) {
@@ -188,7 +180,7 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     plan = state_->plan_for(x, w, bias_in != nullptr);
     conv_w = state_->weights_for(*plan, w, weight);
   }
-  const dnnl::engine& e = engine();
+  const dnnl::engine& e = dnnl_engine();
   memory src(plan->src, e, const_cast<void*>(x.raw_data()));
   memory dst(plan->dst, e, out.raw_data());
   if (state_->a.residual) {
@@ -199,14 +191,14 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     // ResNet-50 call on 16 cores).
     const Tensor r = residual->is_contiguous() ? *residual : eager_contiguous(*residual);
     memory from(plan->dst, e, const_cast<void*>(r.raw_data()));
-    plan->copy.execute(thread_stream(), from, dst);
+    plan->copy.execute(dnnl_thread_stream(), from, dst);
   }
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w->data}, {DNNL_ARG_DST, dst}};
   if (bias_in)
     args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
-  plan->conv.execute(thread_stream(), args);
-  thread_stream().wait();
+  plan->conv.execute(dnnl_thread_stream(), args);
+  dnnl_thread_stream().wait();
 }
 
 namespace {
@@ -247,11 +239,13 @@ void onednn_max_pool(const Tensor& x_in, const Tensor& out, const Pool2dAttrs& a
                                   {a.pad_top, a.pad_left},
                                   {pad_after(h, oh, a.kernel_h, a.stride_h, a.pad_top),
                                    pad_after(w, ow, a.kernel_w, a.stride_w, a.pad_left)}),
-      engine());
+      dnnl_engine());
   // oneDNN keeps the primitives it made (its primitive cache): a repeated call finds it.
-  memory from(src, engine(), const_cast<void*>(x.raw_data())), to(dst, engine(), out.raw_data());
-  dnnl::pooling_forward(pd).execute(thread_stream(), {{DNNL_ARG_SRC, from}, {DNNL_ARG_DST, to}});
-  thread_stream().wait();
+  memory from(src, dnnl_engine(), const_cast<void*>(x.raw_data())),
+      to(dst, dnnl_engine(), out.raw_data());
+  dnnl::pooling_forward(pd).execute(dnnl_thread_stream(),
+                                    {{DNNL_ARG_SRC, from}, {DNNL_ARG_DST, to}});
+  dnnl_thread_stream().wait();
 }
 
 #else  // no oneDNN in this build: onednn_conv_available() is false and nothing runs these.

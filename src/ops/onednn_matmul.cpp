@@ -11,6 +11,8 @@
 
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "ops/onednn_common.h"
 #endif
 
 #include "ops/blas.h"
@@ -80,23 +82,6 @@ namespace {
 
 using dnnl::memory;
 
-const dnnl::engine& engine() {
-  static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
-
-// An f32 matrix [rows, cols] as BLAS passes it: row-major with leading dim ld, or its
-// transpose stored so (column-major).
-memory::desc f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld) {
-  return memory::desc({rows, cols}, memory::data_type::f32,
-                      trans ? memory::dims{1, ld} : memory::dims{ld, 1});
-}
-
 // The problem, the epilogue's shape (bias, residual, activation) and whether B is kept.
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool,
                        uint8_t, bool>;
@@ -126,9 +111,9 @@ dnnl::algorithm eltwise_of(GemmEpilogue::Act act) {
 std::shared_ptr<const Plan> make_plan(const Key& key) {
   const auto [ta, tb, m, n, k, lda, ldb, ldc, bias, residual, act, kept] = key;
   auto p = std::make_shared<Plan>();
-  p->a = f32_matrix(ta, m, k, lda);
-  p->b_user = f32_matrix(tb, k, n, ldb);
-  p->c = f32_matrix(false, m, n, ldc);
+  p->a = dnnl_f32_matrix(ta, m, k, lda);
+  p->b_user = dnnl_f32_matrix(tb, k, n, ldb);
+  p->c = dnnl_f32_matrix(false, m, n, ldc);
   p->bias = memory::desc({1, n}, memory::data_type::f32, memory::dims{n, 1});
   const memory::desc b_any({k, n}, memory::data_type::f32, memory::format_tag::any);
   const memory::desc& b = kept ? b_any : p->b_user;
@@ -142,11 +127,11 @@ std::shared_ptr<const Plan> make_plan(const Key& key) {
   attr.set_post_ops(post);
   const dnnl::matmul::desc d =
       bias ? dnnl::matmul::desc(p->a, b, p->bias, p->c) : dnnl::matmul::desc(p->a, b, p->c);
-  const dnnl::matmul::primitive_desc pd(d, attr, engine());
+  const dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
   p->b_kept = pd.weights_desc();
   if (kept) {
-    p->to_kept =
-        dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->b_user, engine(), p->b_kept));
+    p->to_kept = dnnl::reorder(
+        dnnl::reorder::primitive_desc(dnnl_engine(), p->b_user, dnnl_engine(), p->b_kept));
   }
   p->product = dnnl::matmul(pd);
   return p;
@@ -206,10 +191,10 @@ struct OnednnMatmul::State {
     }
     auto s = std::make_shared<Seen>(Seen{id, plan.b_kept, memory(), clock});
     try {
-      s->data = memory(plan.b_kept, engine());
-      memory user(plan.b_user, engine(), const_cast<float*>(b));
-      plan.to_kept.execute(thread_stream(), user, s->data);
-      thread_stream().wait();
+      s->data = memory(plan.b_kept, dnnl_engine());
+      memory user(plan.b_user, dnnl_engine(), const_cast<float*>(b));
+      plan.to_kept.execute(dnnl_thread_stream(), user, s->data);
+      dnnl_thread_stream().wait();
     } catch (const dnnl::error&) {
       return nullptr;  // no memory for the copy: B as given
     }
@@ -282,14 +267,14 @@ void OnednnMatmul::run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
           for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = e.residual[i * e.ldr + j];
         }
       }
-      const dnnl::engine& en = engine();
+      const dnnl::engine& en = dnnl_engine();
       memory am(plan->a, en, const_cast<float*>(a)), cm(plan->c, en, c);
       memory bm = kept ? kept->data : memory(plan->b_user, en, const_cast<float*>(b));
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
       if (e.bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, en, const_cast<float*>(e.bias)));
-      plan->product.execute(thread_stream(), args);
-      thread_stream().wait();
+      plan->product.execute(dnnl_thread_stream(), args);
+      dnnl_thread_stream().wait();
       return;
     } catch (const dnnl::error&) {
       // Its scratch could not be had: the product apart, below. A residual copied into C is
