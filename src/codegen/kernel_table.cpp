@@ -1,6 +1,7 @@
 #include "codegen/kernel_table.h"
 
 #include "ops/registry.h"
+#include "util/log.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -22,6 +23,10 @@ std::string member_ops(const Schedule& s, const Kernel& K) {
     out += name;
   }
   return out;
+}
+
+void KernelTable::log(std::string_view title) const {
+  if (!empty()) logging::write(logging::Topic::kernels, str(title));
 }
 
 std::string KernelTable::str(std::string_view title) const {

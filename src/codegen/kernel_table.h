@@ -27,6 +27,8 @@ class KernelTable {
   bool empty() const { return rows_.empty(); }
   // The table under `title` ("kernel times over the process (...):").
   std::string str(std::string_view title) const;
+  // Writes str(title) to ZC_LOGS=kernels' log, when anything was added.
+  void log(std::string_view title) const;
 
  private:
   struct Entry {

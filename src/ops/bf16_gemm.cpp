@@ -48,25 +48,13 @@ std::unique_ptr<Plan> make_plan(const Key& key) {
   return p;
 }
 
-// Plans by problem, made once; a problem oneDNN refuses is remembered as null. At most
-// kMaxPlans are kept (code for many sizes meets a new problem at each new length): past that,
-// one is dropped for each new one, and a product still running on it keeps its own reference.
-constexpr size_t kMaxPlans = 512;
-
+// Plans by problem (ops/onednn_common.h), for the process: code for many sizes meets a new
+// problem at each new length.
 std::shared_ptr<const Plan> plan_for(const Key& key) {
   static std::mutex mu;
-  static std::map<Key, std::shared_ptr<const Plan>> plans;
+  static PlanTable<Key, Plan> plans(512);
   std::lock_guard lock(mu);
-  auto it = plans.find(key);
-  if (it != plans.end()) return it->second;
-  std::shared_ptr<const Plan> p;
-  try {
-    p = make_plan(key);
-  } catch (const dnnl::error&) {
-    p = nullptr;
-  }
-  if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
-  return plans.emplace(key, std::move(p)).first->second;
+  return plans.get(key, make_plan);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "ops/gemm_choice.h"
+#include "ops/gemm_epilogue.h"
 
 namespace zc::ops {
 

@@ -143,7 +143,7 @@ std::vector<GemmChoice> gemm_candidates(const GemmProblem& p, int team) {
 GemmRun::GemmRun(const GemmProblem& p, GemmChoice choice) : p_(p), choice_(choice) {
   if (choice.library == GemmChoice::Library::onednn_packed && p.dtype == DType::f32 &&
       p.batch.empty()) {
-    packed_ = std::make_unique<OnednnMatmul>(OnednnMatmul::Keep::first_sight);
+    site_ = std::make_unique<OnednnMatmul>(OnednnMatmul::Keep::first_sight);
   }
 }
 
@@ -153,9 +153,9 @@ void GemmRun::operator()(const void* a, const void* b, void* c) const {
     auto* A = static_cast<const float*>(a);
     auto* B = static_cast<const float*>(b);
     auto* C = static_cast<float*>(c);
-    if (packed_) {
+    if (site_) {
       // One B for the run's life: any fixed identity keeps it.
-      return sgemm_ex(choice_, packed_.get(), WeightIdentity{1, 0}, p.ta, p.tb, p.m, p.n, p.k, A,
+      return sgemm_ex(choice_, site_.get(), WeightIdentity{1, 0}, p.ta, p.tb, p.m, p.n, p.k, A,
                       p.lda, B, p.ldb, C, p.ldc, GemmEpilogue{});
     }
     if (p.batch.empty())

@@ -93,7 +93,7 @@ class GemmRun {
 
   GemmProblem p_;
   GemmChoice choice_;
-  std::unique_ptr<OnednnMatmul> packed_;
+  std::unique_ptr<OnednnMatmul> site_;
 };
 
 // GemmRun once.

@@ -1,11 +1,17 @@
 // What zc's oneDNN call sites share (built with oneDNN only): the process's one CPU engine, a
-// stream per thread, and the memory descriptor of a matrix as BLAS passes it.
+// stream per thread, the memory descriptor of a matrix as BLAS passes it, a bounded table of
+// primitives by problem, and weights kept converted into a primitive's layout across calls.
 #pragma once
 
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "ops/weight_identity.h"
 
 namespace zc::ops {
 
@@ -15,6 +21,72 @@ dnnl::stream& dnnl_thread_stream();
 // An f32 matrix [rows, cols] as BLAS passes it: row-major with leading dim ld, or its transpose
 // stored so (column-major).
 dnnl::memory::desc dnnl_f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld);
+
+// Plans (primitives and what they need) by problem, each made once; a problem oneDNN refuses
+// (make throws dnnl::error) is remembered as null. At most `bound` are kept (code for many
+// sizes meets a new problem at each size): past that the first by key goes, and a call still
+// running on it keeps its own reference. Not locked: its owner's lock guards it.
+template <class Key, class Plan>
+class PlanTable {
+ public:
+  explicit PlanTable(size_t bound) : bound_(bound) {}
+  template <class Make>
+  std::shared_ptr<const Plan> get(const Key& key, Make make) {
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    std::shared_ptr<const Plan> p;
+    try {
+      p = make(key);
+    } catch (const dnnl::error&) {
+      p = nullptr;
+    }
+    if (plans_.size() >= bound_) plans_.erase(plans_.begin());
+    return plans_.emplace(key, std::move(p)).first->second;
+  }
+
+ private:
+  size_t bound_;
+  std::map<Key, std::shared_ptr<const Plan>> plans_;
+};
+
+// One kernel's weights in its primitive's layout, by the weight's address (a repeated block's
+// executable serves every instance of the block, each with weights of its own), kept while the
+// address holds the same identity. At most 256: the one unused longest goes first (a weight
+// freed long ago). Not locked: its owner's lock guards it.
+class KeptWeights {
+ public:
+  // When a weight is first kept: at the first call that meets it, or at the second that meets
+  // the same address and identity (a value that changes every call, an activation, is then
+  // never copied and kept).
+  enum class Keep { first_sight, second_sight };
+  explicit KeptWeights(Keep keep) : keep_(keep) {}
+
+  // The weight at `addr` (laid out as `user`) in `layout`: the kept copy while `addr` holds
+  // `id`, else converted now (and kept if this sight keeps it). An unknown identity is
+  // converted for this call alone. Empty at second_sight's first sight: use the weight as given.
+  // Throws dnnl::error when oneDNN cannot convert it.
+  dnnl::memory get(const void* addr, WeightIdentity id, const dnnl::memory::desc& user,
+                   const dnnl::memory::desc& layout);
+
+  int64_t conversions() const { return conversions_; }  // all of them, a test's count
+  int64_t kept() const;                                 // copies kept now
+
+ private:
+  struct Entry {
+    WeightIdentity id;
+    dnnl::memory::desc layout;
+    dnnl::memory data;  // empty until kept
+    uint64_t last_use = 0;
+  };
+  dnnl::memory convert(const void* addr, const dnnl::memory::desc& user,
+                       const dnnl::memory::desc& layout);
+  void remember(const void* addr, Entry e);
+
+  Keep keep_;
+  std::unordered_map<const void*, Entry> entries_;
+  uint64_t clock_ = 0;
+  int64_t conversions_ = 0;
+};
 
 }  // namespace zc::ops
 #endif

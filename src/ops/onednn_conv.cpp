@@ -47,14 +47,6 @@ struct Plan {
   memory::desc user_weights;
 };
 
-// A weight in the primitive's layout, and what it was converted from.
-struct Converted {
-  WeightIdentity from;
-  memory::desc layout;
-  memory data;
-  uint64_t last_use = 0;
-};
-
 }  // namespace
 
 struct OnednnConv::State {
@@ -62,10 +54,8 @@ struct OnednnConv::State {
   mutable std::mutex mu;
   mutable std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::shared_ptr<Plan>>
       plans;
-  // By the weight's address: a repeated block's executable sees one weight per instance.
-  mutable std::unordered_map<const void*, std::shared_ptr<Converted>> weights;
-  mutable uint64_t clock = 0;
-  mutable int64_t conversions = 0;
+  // Its weights in the plan's layout, converted at the first call that meets them.
+  mutable KeptWeights weights{KeptWeights::Keep::first_sight};
 
   std::shared_ptr<Plan> plan_for(const Tensor& x, const Tensor& w, bool has_bias) const {
     const int64_t n = x.size(0), h = x.size(1), wd = x.size(2), c = x.size(3);
@@ -113,43 +103,6 @@ struct OnednnConv::State {
     plans.emplace(key, plan);
     return plan;
   }
-
-  // w in the plan's layout: the kept copy while w's identity and address are the same.
-  std::shared_ptr<Converted> weights_for(const Plan& plan, const Tensor& w,
-                                         WeightIdentity id) const {
-    const void* addr = w.raw_data();
-    ++clock;
-    if (id.storage != 0) {
-      auto it = weights.find(addr);
-      if (it != weights.end() && it->second->from.storage == id.storage &&
-          it->second->from.version == id.version && it->second->layout == plan.weights) {
-        it->second->last_use = clock;
-        return it->second;
-      }
-    }
-    auto conv = std::make_shared<Converted>();
-    conv->from = id;
-    conv->layout = plan.weights;
-    conv->data = memory(plan.weights, dnnl_engine());
-    memory user(plan.user_weights, dnnl_engine(), const_cast<void*>(addr));
-    dnnl::reorder(user, conv->data).execute(dnnl_thread_stream(), user, conv->data);
-    dnnl_thread_stream().wait();
-    ++conversions;
-    conv->last_use = clock;
-    if (id.storage != 0) {
-      zc::stats::add(zc::stats::Counter::weights_kept);
-      // Bounded: a weight not seen for the longest time goes first (one freed long ago).
-      if (weights.size() >= 256) {
-        auto oldest = weights.begin();
-        for (auto i = weights.begin(); i != weights.end(); ++i) {
-          if (i->second->last_use < oldest->second->last_use) oldest = i;
-        }
-        weights.erase(oldest);
-      }
-      weights[addr] = conv;
-    }
-    return conv;
-  }
 };
 
 OnednnConv::OnednnConv(const Conv2dAttrs& attrs) : state_(std::make_unique<State>()) {
@@ -160,7 +113,7 @@ OnednnConv::~OnednnConv() = default;
 
 int64_t OnednnConv::conversions() const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->conversions;
+  return state_->weights.conversions();
 }
 
 void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_in,
@@ -174,11 +127,11 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
   Tensor bias;
   if (bias_in) bias = bias_in->is_contiguous() ? *bias_in : eager_contiguous(*bias_in);
   std::shared_ptr<Plan> plan;
-  std::shared_ptr<Converted> conv_w;
+  memory conv_w;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     plan = state_->plan_for(x, w, bias_in != nullptr);
-    conv_w = state_->weights_for(*plan, w, weight);
+    conv_w = state_->weights.get(w.raw_data(), weight, plan->user_weights, plan->weights);
   }
   const dnnl::engine& e = dnnl_engine();
   memory src(plan->src, e, const_cast<void*>(x.raw_data()));
@@ -194,7 +147,7 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     plan->copy.execute(dnnl_thread_stream(), from, dst);
   }
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w->data}, {DNNL_ARG_DST, dst}};
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w}, {DNNL_ARG_DST, dst}};
   if (bias_in)
     args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
   plan->conv.execute(dnnl_thread_stream(), args);

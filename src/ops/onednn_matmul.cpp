@@ -1,13 +1,8 @@
 #include "ops/onednn_matmul.h"
 
-#include <omp.h>
-
-#include <cmath>
-#include <map>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
-#include <vector>
 
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -16,61 +11,8 @@
 #endif
 
 #include "ops/blas.h"
-#include "util/stats.h"
 
 namespace zc::ops {
-
-namespace {
-
-// Whether the [rows, cols] matrices at p (leading dim lp) and q (lq) share memory.
-bool overlap(const float* p, int64_t rows_p, int64_t cols_p, int64_t lp, const float* q,
-             int64_t rows_q, int64_t cols_q, int64_t lq) {
-  if (!p || !q || rows_p <= 0 || rows_q <= 0 || cols_p <= 0 || cols_q <= 0) return false;
-  const float* p_end = p + (rows_p - 1) * lp + cols_p;
-  const float* q_end = q + (rows_q - 1) * lq + cols_q;
-  return p < q_end && q < p_end;
-}
-
-float activate(float x, GemmEpilogue::Act act) {
-  switch (act) {
-    case GemmEpilogue::Act::none:
-      return x;
-    case GemmEpilogue::Act::relu:
-      return x > 0 ? x : 0;
-    case GemmEpilogue::Act::gelu_tanh:
-      return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case GemmEpilogue::Act::gelu_erf:
-      return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
-  }
-  return x;
-}
-
-}  // namespace
-
-void apply_epilogue(int64_t m, int64_t n, const float* src, int64_t lds, float* dst, int64_t ldd,
-                    const GemmEpilogue& e) {
-  if (e.empty() && src == dst && lds == ldd) return;
-#pragma omp parallel for schedule(static) if (m * n >= 32768)
-  for (int64_t i = 0; i < m; ++i) {
-    const float* from = src + i * lds;
-    const float* res = e.residual ? e.residual + i * e.ldr : nullptr;
-    float* to = dst + i * ldd;
-    for (int64_t j = 0; j < n; ++j) {
-      float v = from[j];
-      if (e.bias) v += e.bias[j];
-      if (res) v += res[j];
-      to[j] = activate(v, e.act);
-    }
-  }
-}
-
-bool output_is_read(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                    const float* b, int64_t ldb, const float* c, int64_t ldc,
-                    const GemmEpilogue& e) {
-  return overlap(c, m, n, ldc, a, ta ? k : m, ta ? m : k, lda) ||
-         overlap(c, m, n, ldc, b, tb ? n : k, tb ? k : n, ldb) ||
-         (e.residual && overlap(c, m, n, ldc, e.residual, m, n, e.ldr));
-}
 
 #ifdef ZC_WITH_DNNL
 
@@ -86,11 +28,10 @@ using dnnl::memory;
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool,
                        uint8_t, bool>;
 
-// One problem's matmul with its epilogue as bias and post-ops, on B as given or on B in the
-// layout the primitive chose (`b_kept`, with the reorder that converts B into it).
+// One problem's matmul with its epilogue as bias and post-ops, on B as given (`b_user`) or on
+// B in the layout the primitive chose (`b_kept`).
 struct Plan {
   memory::desc a, b_user, b_kept, c, bias;
-  dnnl::reorder to_kept;
   dnnl::matmul product;
 };
 
@@ -129,110 +70,40 @@ std::shared_ptr<const Plan> make_plan(const Key& key) {
       bias ? dnnl::matmul::desc(p->a, b, p->bias, p->c) : dnnl::matmul::desc(p->a, b, p->c);
   const dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
   p->b_kept = pd.weights_desc();
-  if (kept) {
-    p->to_kept = dnnl::reorder(
-        dnnl::reorder::primitive_desc(dnnl_engine(), p->b_user, dnnl_engine(), p->b_kept));
-  }
   p->product = dnnl::matmul(pd);
   return p;
 }
 
-// What one B address was last seen holding, and its kept copy once made.
-struct Seen {
-  WeightIdentity id;
-  memory::desc layout;
-  memory data;  // empty until kept
-  uint64_t last_use = 0;
-};
-
 // A call site meets one problem (its sizes are constants) or, for code serving many sizes, one
-// per size: past this many, the oldest plan goes.
+// per size.
 constexpr size_t kMaxPlans = 64;
-// B copies per call site: one per weight of each instance of a repeated block it serves.
-constexpr size_t kMaxKept = 256;
+
+KeptWeights::Keep kept_weights_policy(OnednnMatmul::Keep keep) {
+  return keep == OnednnMatmul::Keep::first_sight ? KeptWeights::Keep::first_sight
+                                                 : KeptWeights::Keep::second_sight;
+}
 
 }  // namespace
 
 struct OnednnMatmul::State {
-  Keep keep;
-  mutable std::mutex mu;
-  mutable std::map<Key, std::shared_ptr<const Plan>> plans;
-  mutable std::unordered_map<const void*, std::shared_ptr<Seen>> seen;
-  mutable uint64_t clock = 0;
-  mutable int64_t conversions = 0;
-
-  std::shared_ptr<const Plan> plan_for(const Key& key) const {
-    auto it = plans.find(key);
-    if (it != plans.end()) return it->second;
-    std::shared_ptr<const Plan> p;
-    try {
-      p = make_plan(key);
-    } catch (const dnnl::error&) {
-      p = nullptr;  // refused: the product runs as dnnl_sgemm and the epilogue
-    }
-    if (plans.size() >= kMaxPlans) plans.erase(plans.begin());
-    return plans.emplace(key, std::move(p)).first->second;
-  }
-
-  // B's kept copy in `plan`'s layout, made now if this is the sight that keeps it; null to run
-  // on B as given this time.
-  std::shared_ptr<Seen> kept_for(const Plan& plan, const float* b, WeightIdentity id) const {
-    ++clock;
-    auto it = seen.find(b);
-    if (it != seen.end() && it->second->id == id && it->second->layout == plan.b_kept &&
-        it->second->data) {
-      it->second->last_use = clock;
-      return it->second;
-    }
-    const bool again = it != seen.end() && it->second->id == id;
-    if (!again && keep == Keep::second_sight) {
-      remember(b, std::make_shared<Seen>(Seen{id, plan.b_kept, memory(), clock}));
-      return nullptr;
-    }
-    auto s = std::make_shared<Seen>(Seen{id, plan.b_kept, memory(), clock});
-    try {
-      s->data = memory(plan.b_kept, dnnl_engine());
-      memory user(plan.b_user, dnnl_engine(), const_cast<float*>(b));
-      plan.to_kept.execute(dnnl_thread_stream(), user, s->data);
-      dnnl_thread_stream().wait();
-    } catch (const dnnl::error&) {
-      return nullptr;  // no memory for the copy: B as given
-    }
-    ++conversions;
-    zc::stats::add(zc::stats::Counter::weights_kept);
-    remember(b, s);
-    return s;
-  }
-
-  void remember(const float* b, std::shared_ptr<Seen> s) const {
-    if (seen.size() >= kMaxKept && seen.find(b) == seen.end()) {
-      // The address not met for the longest time goes (a weight freed long ago).
-      auto oldest = seen.begin();
-      for (auto i = seen.begin(); i != seen.end(); ++i) {
-        if (i->second->last_use < oldest->second->last_use) oldest = i;
-      }
-      seen.erase(oldest);
-    }
-    seen[b] = std::move(s);
-  }
+  explicit State(Keep keep) : weights(kept_weights_policy(keep)) {}
+  std::mutex mu;
+  PlanTable<Key, Plan> plans{kMaxPlans};
+  KeptWeights weights;  // B copies by B's address
 };
 
-OnednnMatmul::OnednnMatmul(Keep keep) : state_(std::make_unique<State>()) {
-  state_->keep = keep;
-}
+OnednnMatmul::OnednnMatmul(Keep keep) : state_(std::make_unique<State>(keep)) {}
 
 OnednnMatmul::~OnednnMatmul() = default;
 
 int64_t OnednnMatmul::conversions() const {
   std::lock_guard lock(state_->mu);
-  return state_->conversions;
+  return state_->weights.conversions();
 }
 
 int64_t OnednnMatmul::kept() const {
   std::lock_guard lock(state_->mu);
-  int64_t n = 0;
-  for (const auto& [b, s] : state_->seen) n += s->data ? 1 : 0;
-  return n;
+  return state_->weights.kept();
 }
 
 void OnednnMatmul::run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
@@ -242,21 +113,35 @@ void OnednnMatmul::run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
   // reused once they are dead), or partly with the residual, takes the path through a
   // separate product. A residual that is C itself is summed in place.
   const bool in_place = e.residual == c && e.ldr == ldc;
-  const bool shared = in_place ? output_is_read(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, {})
-                               : output_is_read(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, e);
+  const bool shared =
+      output_is_read(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, in_place ? GemmEpilogue{} : e);
   std::shared_ptr<const Plan> plan;
-  std::shared_ptr<Seen> kept;
+  memory kept;
   if (!shared && m > 0 && n > 0 && k > 0) {
+    Key key{ta,
+            tb,
+            m,
+            n,
+            k,
+            lda,
+            ldb,
+            ldc,
+            e.bias != nullptr,
+            e.residual != nullptr,
+            static_cast<uint8_t>(e.act),
+            keep_b.known()};
     std::lock_guard lock(state_->mu);
-    plan =
-        state_->plan_for(Key{ta, tb, m, n, k, lda, ldb, ldc, e.bias != nullptr,
-                             e.residual != nullptr, static_cast<uint8_t>(e.act), keep_b.known()});
+    plan = state_->plans.get(key, make_plan);
     if (plan && keep_b.known()) {
-      kept = state_->kept_for(*plan, b, keep_b);
-      // Not kept yet: this call reads B as given, through the plan that does.
-      if (!kept)
-        plan = state_->plan_for(Key{ta, tb, m, n, k, lda, ldb, ldc, e.bias != nullptr,
-                                    e.residual != nullptr, static_cast<uint8_t>(e.act), false});
+      try {
+        kept = state_->weights.get(b, keep_b, plan->b_user, plan->b_kept);
+      } catch (const dnnl::error&) {
+        // No memory for the copy: B as given.
+      }
+      if (!kept) {  // not kept (yet): this call reads B as given, through the plan that does
+        std::get<11>(key) = false;
+        plan = state_->plans.get(key, make_plan);
+      }
     }
   }
   if (plan) {
@@ -269,7 +154,7 @@ void OnednnMatmul::run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
       }
       const dnnl::engine& en = dnnl_engine();
       memory am(plan->a, en, const_cast<float*>(a)), cm(plan->c, en, c);
-      memory bm = kept ? kept->data : memory(plan->b_user, en, const_cast<float*>(b));
+      memory bm = kept ? kept : memory(plan->b_user, en, const_cast<float*>(b));
       std::unordered_map<int, memory> args{
           {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
       if (e.bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, en, const_cast<float*>(e.bias)));

@@ -15,35 +15,13 @@
 #include <cstdint>
 #include <memory>
 
+#include "ops/gemm_epilogue.h"
 #include "ops/weight_identity.h"
 
 namespace zc::ops {
 
 // Whether this build has oneDNN's matmul (it has oneDNN).
 bool onednn_matmul_available();
-
-// What a product's epilogue does to C = op(A) op(B), in this order: adds `bias` (n values, the
-// same for every row), adds `residual` (an [m, n] matrix, row-major with leading dim ldr), then
-// applies `act`. Empty: C as the product.
-struct GemmEpilogue {
-  enum class Act : uint8_t { none, relu, gelu_tanh, gelu_erf };
-  const float* bias = nullptr;
-  const float* residual = nullptr;
-  int64_t ldr = 0;
-  Act act = Act::none;
-  bool empty() const { return !bias && !residual && act == Act::none; }
-};
-// dst = the epilogue of src (each [m, n], row-major with leading dims lds and ldd), on the
-// calling thread's OpenMP team: what products that do not fuse it (OpenBLAS, bf16 operands, a
-// problem oneDNN refuses) run after the product. dst may be src or the residual (element for
-// element), nothing else they share.
-void apply_epilogue(int64_t m, int64_t n, const float* src, int64_t lds, float* dst, int64_t ldd,
-                    const GemmEpilogue& e);
-// Whether C[m, n] at c (leading dim ldc) shares memory with what the product and its epilogue
-// read (A, B, the residual): then C cannot be written before they are all read.
-bool output_is_read(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                    const float* b, int64_t ldb, const float* c, int64_t ldc,
-                    const GemmEpilogue& e);
 
 // One call site's primitives, by problem and epilogue, and its kept B copies by B's address (a
 // repeated block's executable serves every instance of the block, each with a weight of its

@@ -2,6 +2,7 @@
 // inputs produce f32, as in torch.
 #include <cmath>
 
+#include "ops/activation.h"
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "ops/eager.h"
@@ -63,10 +64,9 @@ struct Abs {
 };
 struct Relu {
   static constexpr bool float_valued = false;
-  // NaN stays NaN, as in torch.
   template <class T>
   T operator()(T x) const {
-    return x < T(0) ? T(0) : x;
+    return relu_value(x);
   }
   static std::string c(const CExpr& e) {
     return "(" + e.x() + " < 0 ? " + e.lit(0) + " : " + e.x() + ")";
@@ -156,11 +156,7 @@ struct Gelu {
   bool tanh_approx = false;
   template <class T>
   T operator()(T x) const {
-    if (tanh_approx) {
-      const T k = T(0.7978845608028654);  // sqrt(2/pi)
-      return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-    }
-    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+    return gelu_value(x, tanh_approx);
   }
   static std::string c(const CExpr& e) {
     const std::string& x = e.x();

@@ -120,7 +120,7 @@ bool row_vector(const Schedule& s, ir::ValueId v, const Shape& space) {
 }
 
 // Whether v is read only by nodes of kernel k, and is no output: a value the epilogue's call
-// need not write.
+// need not write. A scan of the graph, once per fusable product at code generation.
 bool internal(const Schedule& s, const Kernel& k, ir::ValueId v) {
   for (const auto& outs : {s.graph.outputs, s.outputs}) {
     if (std::find(outs.begin(), outs.end(), v) != outs.end()) return false;
@@ -144,7 +144,6 @@ std::optional<FusedEpilogue> fused_epilogue(const Schedule& s, const Kernel& k,
   }
   FusedEpilogue f;
   ir::ValueId cur = s.graph.nodes[k.anchor].outputs[0];
-  std::vector<ir::ValueId> chain;  // the values before the last
   for (int32_t idx : k.nodes) {
     if (idx == k.anchor) continue;
     const ir::Node& n = s.graph.nodes[idx];
@@ -173,17 +172,15 @@ std::optional<FusedEpilogue> fused_epilogue(const Schedule& s, const Kernel& k,
     } else {
       return std::nullopt;
     }
-    chain.push_back(cur);
     cur = n.outputs[0];
   }
-  // The product (stored, as every library product is) and each step before the last must be
-  // needed by nothing else: the call writes only the last.
-  for (ir::ValueId v : chain) {
-    if (!internal(s, k, v)) return std::nullopt;
-  }
+  // The call writes only the last value. The kernel stores a step before it only when
+  // something else reads it; the product it always stores, so its readers are looked up.
+  const ir::ValueId product = s.graph.nodes[k.anchor].outputs[0];
   for (ir::ValueId v : k.stores) {
-    if (v != cur && std::find(chain.begin(), chain.end(), v) == chain.end()) return std::nullopt;
+    if (v != cur && v != product) return std::nullopt;
   }
+  if (product != cur && !internal(s, k, product)) return std::nullopt;
   const auto ldo = rows_ld(s, cur);
   if (!ldo) return std::nullopt;
   f.out = cur;

@@ -23,10 +23,9 @@ class Profile {
   }
   ~Profile() {
     std::lock_guard lock(mu_);
-    if (table_.empty()) return;
-    logging::write(logging::Topic::kernels,
-                   table_.str("kernel times over the process (CPU wall clock per step, thread "
-                              "team wake-up and join included):"));
+    table_.log(
+        "kernel times over the process (CPU wall clock per step, thread team wake-up and join "
+        "included):");
   }
 
  private:

@@ -39,10 +39,7 @@ class Profile {
     // The driver stays usable while the process exits (cuda/driver.h); a failure to read the
     // last calls' events leaves them out.
     drain(/*wait=*/true);
-    if (table_.empty()) return;
-    logging::write(logging::Topic::kernels,
-                   table_.str("kernel times over the process (CUDA events per launch; CUDA "
-                              "graphs were off):"));
+    table_.log("kernel times over the process (CUDA events per launch; CUDA graphs were off):");
   }
 
  private:
