@@ -23,6 +23,7 @@ using dnnl::memory;
 // the matmul (bf16 x bf16, accumulated in f32, into f32 C with C's leading dim).
 struct Plan {
   memory::desc a_user, b_user, c_user, a_bf16, b_bf16;
+  memory::desc a_scratch, b_scratch, scratch;  // the caller's (dnnl_kept_attr)
   dnnl::reorder to_a, to_b;
   dnnl::matmul product;
 };
@@ -37,13 +38,19 @@ std::unique_ptr<Plan> make_plan(const Key& key) {
   p->c_user = dnnl_f32_matrix(false, m, n, ldc);
   const memory::desc a_any({m, k}, memory::data_type::bf16, memory::format_tag::any);
   const memory::desc b_any({k, n}, memory::data_type::bf16, memory::format_tag::any);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_any, b_any, p->c_user), dnnl_engine());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_any, b_any, p->c_user),
+                                        dnnl_kept_attr(), dnnl_engine());
   p->a_bf16 = pd.src_desc();
   p->b_bf16 = pd.weights_desc();
-  p->to_a = dnnl::reorder(
-      dnnl::reorder::primitive_desc(dnnl_engine(), p->a_user, dnnl_engine(), p->a_bf16));
-  p->to_b = dnnl::reorder(
-      dnnl::reorder::primitive_desc(dnnl_engine(), p->b_user, dnnl_engine(), p->b_bf16));
+  p->scratch = pd.scratchpad_desc();
+  const dnnl::reorder::primitive_desc to_a(dnnl_engine(), p->a_user, dnnl_engine(), p->a_bf16,
+                                           dnnl_kept_attr());
+  const dnnl::reorder::primitive_desc to_b(dnnl_engine(), p->b_user, dnnl_engine(), p->b_bf16,
+                                           dnnl_kept_attr());
+  p->a_scratch = to_a.scratchpad_desc();
+  p->b_scratch = to_b.scratchpad_desc();
+  p->to_a = dnnl::reorder(to_a);
+  p->to_b = dnnl::reorder(to_b);
   p->product = dnnl::matmul(pd);
   return p;
 }
@@ -82,9 +89,16 @@ bool sgemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
     memory a_op(p->a_bf16, dnnl_engine(), a_buf.data()),
         b_op(p->b_bf16, dnnl_engine(), b_buf.data());
     memory c_out(p->c_user, dnnl_engine(), c);
-    p->to_a.execute(s, a_in, a_op);
-    p->to_b.execute(s, b_in, b_op);
-    p->product.execute(s, {{DNNL_ARG_SRC, a_op}, {DNNL_ARG_WEIGHTS, b_op}, {DNNL_ARG_DST, c_out}});
+    p->to_a.execute(s, {{DNNL_ARG_FROM, a_in},
+                        {DNNL_ARG_TO, a_op},
+                        {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(p->a_scratch)}});
+    p->to_b.execute(s, {{DNNL_ARG_FROM, b_in},
+                        {DNNL_ARG_TO, b_op},
+                        {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(p->b_scratch)}});
+    p->product.execute(s, {{DNNL_ARG_SRC, a_op},
+                           {DNNL_ARG_WEIGHTS, b_op},
+                           {DNNL_ARG_DST, c_out},
+                           {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(p->scratch)}});
     s.wait();
   } catch (const dnnl::error&) {
     return false;  // the caller computes all of C again in f32

@@ -1,6 +1,8 @@
 #include "ops/onednn_common.h"
 
 #ifdef ZC_WITH_DNNL
+#include <vector>
+
 #include "util/stats.h"
 
 namespace zc::ops {
@@ -13,6 +15,18 @@ const dnnl::engine& dnnl_engine() {
 dnnl::stream& dnnl_thread_stream() {
   thread_local dnnl::stream s(dnnl_engine());
   return s;
+}
+
+dnnl::primitive_attr dnnl_kept_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::memory dnnl_thread_scratchpad(const dnnl::memory::desc& desc) {
+  thread_local std::vector<char> buf;
+  if (buf.size() < desc.get_size()) buf.resize(desc.get_size());
+  return dnnl::memory(desc, dnnl_engine(), buf.data());
 }
 
 dnnl::memory::desc dnnl_f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld) {

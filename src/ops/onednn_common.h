@@ -18,6 +18,16 @@ namespace zc::ops {
 const dnnl::engine& dnnl_engine();
 // The calling thread's stream on dnnl_engine() (a stream is not shared between threads).
 dnnl::stream& dnnl_thread_stream();
+
+// Attributes for a primitive that is kept and may run on any thread, several at once: its
+// scratchpad is the caller's (dnnl_thread_scratchpad). With oneDNN's default, a primitive
+// keeps the scratchpad of the thread that made it, and two threads running primitives made on
+// one thread write over each other's partial sums (oneDNN allows it only on the thread that
+// made the primitive); a compiled module is called from many threads.
+dnnl::primitive_attr dnnl_kept_attr();
+// The calling thread's scratchpad memory for a primitive whose scratchpad is `desc` (grown as
+// needed, reused by the thread's next primitive: one primitive runs at a time on a thread).
+dnnl::memory dnnl_thread_scratchpad(const dnnl::memory::desc& desc);
 // An f32 matrix [rows, cols] as BLAS passes it: row-major with leading dim ld, or its transpose
 // stored so (column-major).
 dnnl::memory::desc dnnl_f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld);

@@ -45,6 +45,7 @@ struct Plan {
   dnnl::reorder copy;  // the residual into the output, for the sum post-op
   memory::desc src, dst, weights, bias;
   memory::desc user_weights;
+  memory::desc scratch, copy_scratch;  // the caller's (dnnl_kept_attr)
 };
 
 }  // namespace
@@ -88,13 +89,16 @@ struct OnednnConv::State {
     dnnl::post_ops post;
     if (a.residual) post.append_sum(1.f);
     if (a.relu) post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = dnnl_kept_attr();
     attr.set_post_ops(post);
     const dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
     plan->weights = pd.weights_desc();
+    plan->scratch = pd.scratchpad_desc();
     if (a.residual) {
-      plan->copy = dnnl::reorder(
-          dnnl::reorder::primitive_desc(dnnl_engine(), plan->dst, dnnl_engine(), plan->dst));
+      const dnnl::reorder::primitive_desc copy(dnnl_engine(), plan->dst, dnnl_engine(), plan->dst,
+                                               dnnl_kept_attr());
+      plan->copy_scratch = copy.scratchpad_desc();
+      plan->copy = dnnl::reorder(copy);
     }
     plan->conv = dnnl::convolution_forward(pd);
     // Code for many sizes meets a new shape per size: past a bound, the plan of the smallest
@@ -144,10 +148,16 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     // ResNet-50 call on 16 cores).
     const Tensor r = residual->is_contiguous() ? *residual : eager_contiguous(*residual);
     memory from(plan->dst, e, const_cast<void*>(r.raw_data()));
-    plan->copy.execute(dnnl_thread_stream(), from, dst);
+    plan->copy.execute(dnnl_thread_stream(),
+                       {{DNNL_ARG_FROM, from},
+                        {DNNL_ARG_TO, dst},
+                        {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(plan->copy_scratch)}});
   }
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w}, {DNNL_ARG_DST, dst}};
+      {DNNL_ARG_SRC, src},
+      {DNNL_ARG_WEIGHTS, conv_w},
+      {DNNL_ARG_DST, dst},
+      {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(plan->scratch)}};
   if (bias_in)
     args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
   plan->conv.execute(dnnl_thread_stream(), args);

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <functional>
+#include <thread>
+#include <vector>
 
 #include "capture/capture.h"
 #include "ops/blas.h"
@@ -177,6 +179,51 @@ TEST(OnednnMatmul, EveryEpilogueEqualsTheReference) {
       expect_near(got, want, what + " over A");
     }
   }
+}
+
+// One call site's primitives, made on this thread, run from eight threads at once (a compiled
+// module called from many threads): each product equals the reference. Each thread passes its
+// own scratchpad; with oneDNN's default a primitive keeps the scratchpad of the thread that made
+// it, and the threads' partial sums overwrote each other.
+TEST(OnednnMatmul, PrimitivesRunFromManyThreadsAtOnce) {
+  if (!ops::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
+  using Act = ops::GemmEpilogue::Act;
+  manual_seed(9);
+  const int64_t m = 64, n = 256, k = 1024;  // gpt-small's MLP down at batch 1
+  const Tensor w = randn({n, k}), bias = randn({n});
+  ops::OnednnMatmul site;
+  constexpr int kThreads = 8;
+  std::vector<Tensor> as;
+  std::vector<std::vector<double>> want;
+  for (int t = 0; t < kThreads; ++t) {
+    as.push_back(randn({m, k}));
+    want.push_back(reference(as.back(), w, &bias, nullptr, Act::gelu_tanh));
+  }
+  const ops::GemmEpilogue e{bias.data<float>(), nullptr, n, Act::gelu_tanh};
+  Tensor first = zeros({m, n});
+  site.run(false, true, m, n, k, as[0].data<float>(), k, w.data<float>(), k, first.data<float>(), n,
+           e, {});
+  expect_near(first, want[0], "made here");
+  std::vector<int> wrong(kThreads, 0);  // per thread: products off the reference
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 20; ++r) {
+        Tensor c = zeros({m, n});
+        site.run(false, true, m, n, k, as[t].data<float>(), k, w.data<float>(), k, c.data<float>(),
+                 n, e, {});
+        const float* g = c.data<float>();
+        for (size_t i = 0; i < want[t].size(); ++i) {
+          if (std::abs(g[i] - want[t][i]) > 1e-4 * (1 + std::abs(want[t][i]))) {
+            ++wrong[t];
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t << " of 20 runs";
 }
 
 // Compiled code whose products keep their weights packed: right at every call, and right
