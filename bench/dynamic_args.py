@@ -2,7 +2,8 @@
 the order they are called, the modes and the per-process timeout, checked the same way."""
 
 DEFAULT_LENGTHS = (16, 32, 24, 40, 64, 100, 77, 120)
-MODES = ("auto", "marked", "static")
+MODES = ("auto", "marked", "static", "all")
+DEFAULT_MODES = ("auto", "marked", "static")  # "all": every input dim dynamic from the start
 
 
 def add_model_args(ap, device, layers, d_model, heads):
@@ -13,7 +14,7 @@ def add_model_args(ap, device, layers, d_model, heads):
     ap.add_argument("--heads", type=int, default=heads)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steady", type=int, default=20)
-    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--modes", default=",".join(DEFAULT_MODES))
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("lengths", type=int, nargs="*")
 

@@ -44,7 +44,8 @@ def child(spec):
     model = modules(torch).GPT(1024, max(128, max(lengths)), spec["layers"], spec["heads"],
                                spec["d_model"]).to(device).eval()
     mode = spec["mode"]
-    compiled = torch.compile(model, dynamic=False if mode == "static" else None)
+    dynamic = {"static": False, "all": True}.get(mode)  # auto and marked: torch's default
+    compiled = torch.compile(model, dynamic=dynamic)
     from torch._dynamo.utils import counters
     rows = []
     with torch.no_grad():

@@ -3,7 +3,7 @@
 
     python3 bench/zc_dynamic.py --tool BUILD/tests/tools/dynamic_lengths [--device cpu|cuda]
                                 [--layers 4] [--d-model 256] [--heads 4] [--batch 4]
-                                [--steady 20] [--modes auto,marked,static] [--runs 1]
+                                [--steady 20] [--modes auto,marked,static,all] [--runs 1]
                                 [LENGTH ...]
 
 Runs tests/tools/dynamic_lengths once per mode, each in a fresh process with an empty cache
@@ -49,7 +49,8 @@ def run_mode(args, mode, lengths):
         kv = dict(zip(w[2::2], w[3::2]))
         call = {"length": int(w[1]), "first_call_ms": float(kv["ms"]),
                 "compiler_runs": int(kv["compiler_runs"]),
-                "template_hits": int(kv["template_hits"]), "max_diff": float(kv["max_diff"])}
+                "template_hits": int(kv["template_hits"]), "recompiles": int(kv["recompiles"]),
+                "max_diff": float(kv["max_diff"])}
         if "steady_ms" in kv:
             call["steady_ms"] = float(kv["steady_ms"])
         calls.append(call)
@@ -88,7 +89,7 @@ def table(paths):
         print(f"{tool}: total first-call ms over {len(next(iter(mine.values()))['calls'])} lengths"
               + (f"; a single cold compile (static, first length) {single:.1f} ms" if single
                  else ""))
-        for mode in ("auto", "marked", "static"):
+        for mode in ("auto", "marked", "static", "all"):
             if mode not in runs:
                 continue
             totals = [r["total_first_call_ms"] for r in runs[mode]]
@@ -97,7 +98,7 @@ def table(paths):
                 if len(totals) > 1 else ""
             print(f"  {mode:7s} {median(totals):10.1f} ms{ratio}{each}")
         if static:
-            for mode in ("auto", "marked"):
+            for mode in ("auto", "marked", "all"):
                 if mode not in mine or "steady_ms" not in static["calls"][0]:
                     continue
                 ratios = [d["steady_ms"] / s["steady_ms"]

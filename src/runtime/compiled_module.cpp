@@ -336,18 +336,29 @@ Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool reca
   const int64_t compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
   runtime::GuardMiss miss = c.dynamic.on_guard_miss(
       xs, breaks == 0 && backend.serves_many_sizes() && made.wanted.empty());
-  if (!miss.dynamic.empty()) {
+  if (!miss.dynamic.empty() && !miss.expect_served) {
     runtime::compile_for_all_sizes(*c.module, xs, miss.dynamic, graph, backend,
                                    variants.hierarchical);
+  } else if (!miss.sizes_first.empty() && !variants.products.autotune &&
+             runtime::sizes_first_pays(graph, backend)) {
+    // Not under max_autotune: its choices are timed per problem, for code of one size.
+    c.dynamic.made_sizes_first(
+        xs, runtime::compile_sizes_first(*c.module, xs, miss.sizes_first, graph, backend,
+                                         variants.hierarchical));
   }
   entry->code =
       std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
   // Compiled now, for what this call needs (training or inference), so that "ready" counts it
   // (a recompile's log counts the backward's compiler runs too).
   prepare(*entry, made.wanted, whole_step);
+  const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;
+  if (miss.expect_served && ran > 0) {
+    ZC_LOG(recompiles) << c.module->type_name() << ": " << inputs_str(xs)
+                       << " is not served by the size templates made before";
+    c.dynamic.templates_missed(xs);
+  }
   if (recapture) {
     // The process-wide count: exact unless other modules compile at the same time.
-    const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;
     ZC_LOG(recompiles) << c.module->type_name() << ": " << inputs_str(xs)
                        << " matched no compiled graph's guards (" << miss.changed << "): "
                        << (ran == 0 ? "served by the caches and size templates, no compiler run"

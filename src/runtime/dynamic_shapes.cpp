@@ -7,10 +7,15 @@
 
 #include "cache/cache.h"
 #include "capture/capture.h"
+#include "codegen/schedule.h"
 #include "ir/canonical.h"
+#include "ops/shape_rules.h"
 #include "runtime/backend_layout.h"
+#include "runtime/compile_keys.h"
 #include "runtime/regions.h"
 #include "runtime/size_templates.h"
+#include "util/bytes.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
 #include "zc/factories.h"
@@ -31,6 +36,7 @@ DynamicShapes::Kind DynamicShapes::make_kind(std::span<const Tensor> inputs) con
   }
   kind.seen.resize(kind.ranges.size());
   kind.dynamic.resize(kind.ranges.size());
+  kind.first_symbol.assign(kind.ranges.size(), -1);
   for (const DynamicDim& m : marked_) {
     if (m.input >= inputs.size()) {
       throw Error("compile: dynamic_dims marks input " + std::to_string(m.input) +
@@ -53,7 +59,7 @@ DynamicShapes::Kind DynamicShapes::make_kind(std::span<const Tensor> inputs) con
   return kind;
 }
 
-GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_template) {
+DynamicShapes::Kind* DynamicShapes::find_kind(std::span<const Tensor> inputs) {
   auto same_kind = [&](const Kind& k) {
     if (k.inputs.size() != inputs.size()) return false;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -65,13 +71,19 @@ GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_
     return true;
   };
   auto it = std::find_if(kinds_.begin(), kinds_.end(), same_kind);
+  return it == kinds_.end() ? nullptr : &*it;
+}
+
+GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_template) {
+  Kind* found = find_kind(inputs);
   GuardMiss miss;
-  if (it == kinds_.end()) {
+  const bool first = found == nullptr;
+  if (first) {
     kinds_.push_back(make_kind(inputs));  // validates the marks against these inputs first
-    it = kinds_.end() - 1;
+    found = &kinds_.back();
     miss.changed = "a new kind of input";
   }
-  Kind& kind = *it;
+  Kind& kind = *found;
   auto size_of = [&](size_t at) {
     const DynamicRange& r = kind.ranges[at];
     return inputs[r.input].shape()[static_cast<size_t>(r.dim)];
@@ -105,12 +117,66 @@ GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_
   if (miss.changed.empty()) miss.changed = "a size 0 or 1, or another layout";
   // A template is made when a dim joins the dynamic set; the set then holds every dynamic dim
   // of this kind of call that this size can join.
-  if (mode_ == Dynamic::Static || !can_template || !joins) return miss;
+  if (mode_ == Dynamic::Static || !can_template) return miss;
+  if (!joins) {
+    if (first && mode_ == Dynamic::Auto) {
+      for (size_t at = 0; at < kind.ranges.size(); ++at) {
+        if (size_of(at) >= 2) miss.sizes_first.push_back(kind.ranges[at]);
+      }
+    }
+    // Templates made before serve the call when it changed only dynamic dims, each to a size
+    // in its range (a size 0 or 1 compiles for itself).
+    bool any = false, in_range = true;
+    for (size_t at = 0; at < kind.ranges.size(); ++at) {
+      if (!kind.dynamic[at]) continue;
+      any = true;
+      const int64_t size = size_of(at);
+      in_range = in_range && size >= kind.ranges[at].min && size <= kind.ranges[at].max;
+    }
+    miss.expect_served = any && in_range;
+    return miss;
+  }
+  // Served by the first call's templates when each dim was one of their symbols, and the dims
+  // that were one symbol there are of one size here.
+  std::vector<int64_t> symbol_size;
+  miss.expect_served = true;
   for (size_t at = 0; at < kind.ranges.size(); ++at) {
     kind.dynamic[at] = kind.dynamic[at] || now[at];
-    if (kind.dynamic[at] && size_of(at) >= 2) miss.dynamic.push_back(kind.ranges[at]);
+    if (!kind.dynamic[at] || size_of(at) < 2) continue;
+    miss.dynamic.push_back(kind.ranges[at]);
+    const int sym = kind.first_symbol[at];
+    if (sym < 0) {
+      miss.expect_served = false;
+      continue;
+    }
+    if (symbol_size.size() <= static_cast<size_t>(sym)) symbol_size.resize(sym + 1, -1);
+    int64_t& size = symbol_size[static_cast<size_t>(sym)];
+    if (size >= 0 && size != size_of(at)) miss.expect_served = false;
+    size = size_of(at);
   }
   return miss;
+}
+
+void DynamicShapes::made_sizes_first(std::span<const Tensor> inputs,
+                                     const std::vector<DynamicRange>& covered) {
+  Kind* kind = find_kind(inputs);
+  if (!kind) return;
+  std::vector<int64_t> symbol_sizes;  // symbol i: the dims of this size at the call
+  for (const DynamicRange& r : covered) {
+    const int64_t size = inputs[r.input].shape()[static_cast<size_t>(r.dim)];
+    auto s = std::find(symbol_sizes.begin(), symbol_sizes.end(), size);
+    if (s == symbol_sizes.end()) s = symbol_sizes.insert(symbol_sizes.end(), size);
+    kind->first_symbol[kind->first[r.input] + static_cast<size_t>(r.dim)] =
+        static_cast<int>(s - symbol_sizes.begin());
+  }
+}
+
+void DynamicShapes::templates_missed(std::span<const Tensor> inputs) {
+  Kind* kind = find_kind(inputs);
+  if (!kind || kind->missed) return;
+  kind->missed = true;
+  kind->first_symbol.assign(kind->ranges.size(), -1);
+  kind->dynamic.assign(kind->ranges.size(), false);
 }
 
 namespace {
@@ -199,27 +265,35 @@ void set_group(Shapes& shapes, const Group& g, int64_t size) {
 
 }  // namespace
 
-bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
-                           const std::vector<DynamicRange>& dims, const ir::Graph& captured,
-                           const codegen::Backend& backend, bool hierarchical) {
+namespace {
+
+// compile_for_all_sizes, and compile_sizes_first's part of it: with `drop_refused`, a group of
+// dims that does not trace alike at enough sizes is left out (the others still vary) instead of
+// failing the rest. `covered` receives the dims of the groups kept.
+bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
+                    const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+                    const codegen::Backend& backend, bool hierarchical, bool drop_refused,
+                    std::vector<DynamicRange>* covered) {
   Timer t;
   const Digest structure = ir::structure_hash(captured);
   const std::string who = module.type_name();
   Shapes own;
   for (const Tensor& x : inputs) own.push_back(x.shape());
-  const std::vector<Group> groups = group_by_size(inputs, dims);
+  std::vector<Group> groups = group_by_size(inputs, dims);
   // A fit of degree 3 in one symbol takes 4 sizes and a fifth to check; with several symbols,
   // degree 2 on a grid of 3 per symbol and a fourth size of each to check (size_poly.h).
-  const size_t k = groups.size(), per_dim = k == 1 ? 5 : 4;
-  if (k > 3) {
-    ZC_LOG(recompiles) << who << ": " << k << " distinct dynamic sizes; at most 3 compile for "
-                       << "all sizes";
+  auto per_dim = [&] { return groups.size() == 1 ? size_t{5} : size_t{4}; };
+  if (groups.size() > 3 && !drop_refused) {
+    ZC_LOG(recompiles) << who << ": " << groups.size() << " distinct dynamic sizes; at most 3 "
+                       << "compile for all sizes";
     return false;
   }
-  // Sizes each group takes with the others at the call's own.
-  std::vector<std::vector<int64_t>> sizes(k);
+  // Sizes each group takes with the others at the call's own. Leaving groups out may leave
+  // one, which needs a fifth size: each is tried for five then.
+  std::vector<std::vector<int64_t>> sizes(groups.size());
   std::map<Shapes, ir::Graph> traces;
-  for (size_t j = 0; j < k; ++j) {
+  const size_t wanted = drop_refused ? 5 : per_dim();
+  for (size_t j = 0; j < groups.size(); ++j) {
     for (int64_t c : candidates(groups[j].at, groups[j].range, 12)) {
       Shapes shapes = own;
       set_group(shapes, groups[j], c);
@@ -228,15 +302,28 @@ bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
       if (!g) continue;
       sizes[j].push_back(c);
       traces.emplace(shapes, std::move(*g));
-      if (sizes[j].size() == per_dim) break;
-    }
-    if (sizes[j].size() < per_dim) {
-      ZC_LOG(recompiles) << who << ": dims [" << shape_list(groups[j].dims, inputs.size())
-                         << "] of " << shapes_str(own) << " trace alike at only " << sizes[j].size()
-                         << " sizes near " << groups[j].at << "; it compiles per size";
-      return false;
+      if (sizes[j].size() == wanted) break;
     }
   }
+  for (size_t j = groups.size(); j-- > 0;) {
+    const bool few = sizes[j].size() < (drop_refused ? 4 : per_dim());
+    if (!few) continue;
+    ZC_LOG(recompiles) << who << ": dims [" << shape_list(groups[j].dims, inputs.size()) << "] of "
+                       << shapes_str(own) << " trace alike at only " << sizes[j].size()
+                       << " sizes near " << groups[j].at
+                       << (drop_refused ? "; they keep their size" : "; it compiles per size");
+    if (!drop_refused) return false;
+    groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(j));
+    sizes.erase(sizes.begin() + static_cast<std::ptrdiff_t>(j));
+  }
+  if (groups.empty() || groups.size() > 3 || sizes[0].size() < per_dim()) {
+    if (!groups.empty()) {
+      ZC_LOG(recompiles) << who << ": " << groups.size() << " distinct sizes that trace alike; "
+                         << "it keeps its sizes";
+    }
+    return false;
+  }
+  const size_t k = groups.size();
   // The samples: every size of the one group, or the grid of the first three of each group
   // and the point of their fourth sizes.
   std::vector<Shapes> samples;
@@ -317,11 +404,136 @@ bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
   }
   bool all = true;
   for (auto& f : made) all = f.get() && all;  // rethrows a build error
-  ZC_LOG(recompiles) << who << ": dims [" << shape_list(dims, inputs.size()) << "] of "
+  std::vector<DynamicRange> kept;
+  for (const Group& g : groups) kept.insert(kept.end(), g.dims.begin(), g.dims.end());
+  ZC_LOG(recompiles) << who << ": dims [" << shape_list(kept, inputs.size()) << "] of "
                      << shapes_str(own) << " are dynamic: " << made.size()
                      << " graph(s) compiled for all their sizes from " << samples.size()
                      << " traced sizes in " << t.ms() << " ms" << (all ? "" : " (not all)");
+  if (covered) *covered = std::move(kept);
   return all;
+}
+
+}  // namespace
+
+bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
+                           const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+                           const codegen::Backend& backend, bool hierarchical) {
+  return make_templates(module, inputs, dims, captured, backend, hierarchical, false, nullptr);
+}
+
+}  // namespace zc::runtime
+
+namespace zc::runtime {
+
+bool sizes_first_pays(const ir::Graph& captured, const codegen::Backend& backend) {
+  using codegen::SchedulePolicy;
+  const SchedulePolicy& policy = backend.policy();
+  bool library = false;
+  for (const ir::Node& n : captured.nodes) {
+    switch (n.op) {
+      case ops::OpId::conv2d:
+      case ops::OpId::conv2d_nhwc:
+      case ops::OpId::im2col:
+      case ops::OpId::max_pool2d:
+      case ops::OpId::avg_pool2d:
+        return false;
+      case ops::OpId::matmul:
+      case ops::OpId::linear: {
+        if (n.inputs.size() < 2 || n.outputs.empty()) break;
+        const Shape& a = captured.meta(n.inputs[0]).shape;
+        Shape b = captured.meta(n.inputs[1]).shape;
+        if (n.op == ops::OpId::linear) {
+          if (b.size() != 2) break;
+          std::swap(b[0], b[1]);  // the weight is [out, in]: the product is x @ w^T
+        }
+        try {
+          const ops::MatmulShapes d = ops::matmul_shapes(a, b);
+          library = library || policy.matmul_path(d, captured.meta(n.outputs[0]).dtype) ==
+                                   SchedulePolicy::MatmulPath::library;
+        } catch (const Error&) {
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return library;
+}
+
+namespace {
+
+// Where a process records that it made the templates of a graph's structure at its first call
+// (sizes first), so that a fresh process's first call makes nothing: the structure with every
+// input's and constant's shape, the user inputs' dims of size 2 or more left out (the sizes
+// the templates serve), and what the templates were made with.
+cache::Key sizes_first_key(const ir::Graph& captured, const codegen::Backend& backend,
+                           bool hierarchical) {
+  std::string shapes;
+  auto add = [&](const Shape& s, bool user) {
+    shapes += "[";
+    for (int64_t d : s) shapes += (user && d >= 2 ? std::string("?") : std::to_string(d)) + ",";
+    shapes += "]";
+  };
+  for (const ir::Input& in : captured.inputs) {
+    add(captured.meta(in.value).shape, in.kind == ir::InputKind::user);
+  }
+  for (const ir::Constant& c : captured.constants) add(captured.meta(c.value).shape, false);
+  const CompileKeys keys = compile_keys(hex(ir::graph_hash(captured)), backend);
+  cache::Key key(cache::Level::graph);
+  key.add("sizes_first", hex(ir::structure_hash(captured)))
+      .add("shapes", shapes)
+      .add("hierarchical", hierarchical ? "1" : "0")
+      .add("backend", keys.backend)
+      .add("codegen", keys.parts.codegen)
+      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
+  return key;
+}
+
+}  // namespace
+
+std::vector<DynamicRange> compile_sizes_first(nn::Module& module, std::span<const Tensor> inputs,
+                                              const std::vector<DynamicRange>& dims,
+                                              const ir::Graph& captured,
+                                              const codegen::Backend& backend, bool hierarchical) {
+  cache::Cache& store = cache::process_cache();
+  const cache::Key key = sizes_first_key(captured, backend, hierarchical);
+  std::vector<DynamicRange> covered;
+  if (auto e = store.get(key)) {
+    try {
+      ByteReader r(e->payload, "sizes-first record");
+      const uint32_t n = r.u32();
+      for (uint32_t i = 0; i < n; ++i) {
+        DynamicRange d;
+        d.input = r.u32();
+        d.dim = r.u32();
+        const bool known = std::any_of(dims.begin(), dims.end(), [&](const DynamicRange& x) {
+          return x.input == d.input && x.dim == d.dim;
+        });
+        if (!known) throw Error("a dim this call does not vary");
+        covered.push_back(d);
+      }
+      if (r.remaining() != 0) throw Error("trailing data");
+      return covered;
+    } catch (const Error& err) {
+      ZC_LOG(cache) << module.type_name() << ": sizes-first record unusable (" << err.what()
+                    << "); made again";
+      covered.clear();
+    }
+  }
+  Timer t;
+  if (!make_templates(module, inputs, dims, captured, backend, hierarchical, true, &covered)) {
+    return {};
+  }
+  ByteWriter w;
+  w.u32(static_cast<uint32_t>(covered.size()));
+  for (const DynamicRange& d : covered) {
+    w.u32(static_cast<uint32_t>(d.input));
+    w.u32(static_cast<uint32_t>(d.dim));
+  }
+  store.put(key, w.take(), t.ms());
+  return covered;
 }
 
 }  // namespace zc::runtime

@@ -7,6 +7,13 @@
 // few sample sizes of them and a size template (runtime/size_templates.h) is made for its graph,
 // or for each distinct part of a hierarchical compile; every later size then finds its code in
 // the caches (this process's or a fresh one's) and compiles nothing.
+//
+// Sizes first (Dynamic::Auto): when constant sizes buy a graph little (sizes_first_pays), its
+// first call already makes the templates, for every dim of its inputs that traces alike at
+// other sizes, as torch's Inductor makes kernels that take their sizes as arguments. Guards
+// still pin the sizes: a second size of a dim is a recompile as torch's is (a new capture,
+// `ZC_LOGS=recompiles`), but the templates serve it and no compiler runs. The first compile
+// then costs about what a static one costs, and the second one nothing (docs/dynamic-shapes.md).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +42,14 @@ struct GuardMiss {
   // ("dim 1 = 24 (seen 16, 32)"; "input 1 dim 1 = ..." when the call has several inputs), or
   // "a new kind of input".
   std::string changed;
+  // The first call of a kind under Auto that makes no template for marked dims: every dim of
+  // size 2 or more, which the caller may make templates for now (sizes first). Else empty.
+  std::vector<DynamicRange> sizes_first;
+  // Whether templates made before should serve this call, so the caller makes none: every
+  // dim that varies was dynamic already, or was covered by the first call's templates (and
+  // dims that were one symbol there are of one size here). When the call runs the compiler
+  // anyway, the caller says so (templates_missed).
+  bool expect_served = false;
 };
 
 // The sizes a module has seen per kind of call (the inputs' count, ranks, dtypes and
@@ -51,6 +66,14 @@ class DynamicShapes {
   // on a backend that serves many sizes); otherwise it stays eligible for a later call. Raises
   // zc::Error for a marked input or dim the call lacks.
   GuardMiss on_guard_miss(std::span<const Tensor> inputs, bool can_template);
+  // After a GuardMiss with `sizes_first`: the dims the templates made for all sizes cover at
+  // these inputs (those of equal size here are one symbol); empty when none were made.
+  void made_sizes_first(std::span<const Tensor> inputs, const std::vector<DynamicRange>& covered);
+  // After a GuardMiss `expect_served` whose call still ran the compiler (a relation the
+  // templates rely on broke, such as two dims of one symbol now differing): the kind's dims
+  // are no longer dynamic, so the next new size makes templates of its own. Once per kind, so
+  // that a graph no template serves does not try again at every size.
+  void templates_missed(std::span<const Tensor> inputs);
 
  private:
   struct InputKind {
@@ -67,8 +90,12 @@ class DynamicShapes {
     std::vector<bool> eligible;              // per dim: marked, or every dim under All
     std::vector<std::vector<int64_t>> seen;  // per dim, the sizes >= 2 seen
     std::vector<bool> dynamic;               // per dim: a template made (or tried)
+    // Per dim: the symbol of the templates made at the first call (sizes first), or -1.
+    std::vector<int> first_symbol;
+    bool missed = false;  // templates_missed() was called
   };
   Kind make_kind(std::span<const Tensor> inputs) const;
+  Kind* find_kind(std::span<const Tensor> inputs);
 
   Dynamic mode_;
   std::vector<DynamicDim> marked_;
@@ -85,5 +112,21 @@ class DynamicShapes {
 bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                            const codegen::Backend& backend, bool hierarchical);
+
+// Whether a graph's first compile should make code for all sizes (sizes first, above): some
+// product of it goes to a library at its sizes (the time is in calls that take their sizes as
+// arguments anyway), and no convolution or pooling has an output size that divides (no
+// polynomial, so no template). Small graphs keep constant sizes: seed64's 10x10 products are
+// inline loops whose fixed trip counts make them fast.
+bool sizes_first_pays(const ir::Graph& captured, const codegen::Backend& backend);
+
+// Sizes first: compile_for_all_sizes over `dims` (GuardMiss::sizes_first), where a group of dims
+// that does not trace alike at other sizes (a feature dim the weights fix) is left out rather
+// than failing the rest. A process whose caches already hold what an earlier one made for this
+// graph's structure makes nothing. Returns the dims covered; empty when no template was made.
+std::vector<DynamicRange> compile_sizes_first(nn::Module& module, std::span<const Tensor> inputs,
+                                              const std::vector<DynamicRange>& dims,
+                                              const ir::Graph& captured,
+                                              const codegen::Backend& backend, bool hierarchical);
 
 }  // namespace zc::runtime

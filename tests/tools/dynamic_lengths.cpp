@@ -2,7 +2,7 @@
 // per call, how many times the system compiler ran and how far the output is from eager: what
 // the dynamic-shape tests count.
 //
-//   dynamic_lengths [--dynamic auto|static|marked] [--layers N] [--batch B] [--steady R]
+//   dynamic_lengths [--dynamic auto|static|marked|all] [--layers N] [--batch B] [--steady R]
 //                   [--device cpu|cuda] [--d-model D --heads H] [--pooled] LENGTH...
 //
 // The model is gpt-small with N layers (d=256, 4 heads) unless --d-model and --heads say
@@ -10,9 +10,9 @@
 // test::PooledGPT over the same layers: two inputs (ids and weights, both of the length) and
 // two outputs, max_diff over both. Times on cuda include waiting for the GPU.
 //
-// Prints one line per call, "call <length> compiler_runs <n> template_hits <n> max_diff <d>
-// ms <first-call ms>" (with --steady, "steady_ms <median of R more calls>" added), then
-// "compiler <json>"; or "error: <message>" and exits with 3.
+// Prints one line per call, "call <length> compiler_runs <n> template_hits <n> recompiles <n>
+// max_diff <d> ms <first-call ms>" (with --steady, "steady_ms <median of R more calls>" added),
+// then "compiler <json>"; or "error: <message>" and exits with 3.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
     model->to(dev);
     zc::CompileOptions options;
     if (dynamic == "static") options.dynamic = zc::Dynamic::Static;
+    if (dynamic == "all") options.dynamic = zc::Dynamic::All;
     if (dynamic == "marked") {
       options.dynamic_dims = {{.input = 0, .dim = 1, .min = 2, .max = config.block_size}};
       if (pooled) options.dynamic_dims.push_back({.input = 1, .dim = 1, .max = config.block_size});
@@ -100,10 +101,12 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < y.size(); ++i) {
         diff = std::max(diff, zc::max(zc::abs(y[i] - eager[i])).item<double>());
       }
-      std::printf("call %lld compiler_runs %lld template_hits %lld max_diff %.3g ms %.3f",
-                  static_cast<long long>(t),
-                  static_cast<long long>(after.compiler_invocations - before.compiler_invocations),
-                  static_cast<long long>(after.template_hits - before.template_hits), diff, ms);
+      std::printf(
+          "call %lld compiler_runs %lld template_hits %lld recompiles %lld max_diff %.3g ms %.3f",
+          static_cast<long long>(t),
+          static_cast<long long>(after.compiler_invocations - before.compiler_invocations),
+          static_cast<long long>(after.template_hits - before.template_hits),
+          static_cast<long long>(after.recompiles - before.recompiles), diff, ms);
       if (steady > 0) {
         std::vector<double> times;
         for (int64_t r = 0; r < steady; ++r) {

@@ -139,7 +139,7 @@ bool internal(const Schedule& s, const Kernel& k, ir::ValueId v) {
 
 std::optional<FusedEpilogue> fused_epilogue(const Schedule& s, const Kernel& k,
                                             const LibraryCall& call) {
-  if (call.problem.dtype != DType::f32 || !call.problem.batch.empty() || s.symbolic()) {
+  if (call.problem.dtype != DType::f32 || !call.problem.batch.empty()) {
     return std::nullopt;
   }
   FusedEpilogue f;

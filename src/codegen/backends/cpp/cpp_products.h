@@ -43,8 +43,9 @@ struct FusedEpilogue {
   int64_t ldr = 0;
   int act = 0;  // ZcEpilogue's code: 0 none, 1 relu, 2 gelu (tanh), 3 gelu (erf)
 };
-// Null when the epilogue is anything else, the call is a batch or not f32, or the code serves
-// many sizes.
+// Null when the epilogue is anything else, or the call is a batch or not f32. In code that
+// serves many sizes (a size template) the decision is part of the template's text, which is
+// checked at every size before it runs there, so a size where it differs gets its own code.
 std::optional<FusedEpilogue> fused_epilogue(const Schedule& s, const Kernel& k,
                                             const LibraryCall& call);
 
