@@ -189,9 +189,11 @@ struct Stats {
   int64_t graph_recordings = 0;  // CUDA graphs recorded (CompileOptions::cuda_graphs)
   int64_t graph_replays = 0;     // calls that replayed one
   // Dynamic shapes (docs/dynamic-shapes.md): graphs whose code was made once for many sizes,
-  // and graphs of a new size that ran such code without compiling.
+  // graphs of a new size that ran such code without compiling, and graphs whose structure has
+  // such code that did not serve their sizes (ZC_LOGS=recompiles says why; they compiled).
   int64_t size_templates = 0;
   int64_t template_hits = 0;
+  int64_t template_refusals = 0;
   // Compiled training: backward graphs derived from the derivative rules and partitioned; a
   // warm process reads them from the cache instead.
   int64_t backwards_derived = 0;

@@ -122,8 +122,15 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
     }
   } release{store, graph_key, flight.token};
 
+  const bool templates = size_templates && backend.serves_many_sizes();
+  // A size template served this graph before: its record loads it as an artifact would.
+  if (templates && store) {
+    if (auto e = store->get(sized_key(c.keys))) {
+      if (auto exec = load_sized(e->payload, backend, *store, c.keys)) return exec;
+    }
+  }
   // Without a size template to serve it, a graph the graph level lacks is compiled.
-  if (!size_templates || !backend.serves_many_sizes()) note_cold_work();
+  if (!templates) note_cold_work();
   Timer t;
   std::vector<uint8_t> lowered = lowered_bytes(g, backend, store, c.keys);
   // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
@@ -132,10 +139,12 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   zc::stats::add_time(zc::stats::Stage::lower, lower_ms);
 
   // Code made once for many sizes of this graph serves it when it verifies for these sizes:
-  // no compiler runs. Such executables are not stored at the graph level (each size would
-  // store a copy of the shared binary); a later process lowers again and finds the template.
-  if (size_templates && backend.serves_many_sizes()) {
-    if (auto exec = executable_from_template(lowered_graph, backend, store, c.keys)) {
+  // no compiler runs. Such executables are recorded at the graph level without their binary
+  // (each size would store a copy of the shared one): sized_key.
+  if (templates) {
+    SizedUse used;
+    if (auto exec = executable_from_template(lowered_graph, backend, store, c.keys, &used)) {
+      if (store) store->put(sized_key(c.keys), encode_sized(lowered, used), total.ms());
       ZC_LOG(timing) << "graph " << c.short_hash << ": from its size template in " << total.ms()
                      << " ms (lower " << lower_ms << " ms)";
       return exec;

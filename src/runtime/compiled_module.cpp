@@ -334,6 +334,7 @@ Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool reca
   // a training call leaves the dim to the next inference call.
   made.wanted = wanted_gradients(*entry, xs);
   const int64_t compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
+  const int64_t refusals = zc::stats::read(zc::stats::Counter::template_refusals);
   runtime::GuardMiss miss = c.dynamic.on_guard_miss(
       xs, breaks == 0 && backend.serves_many_sizes() && made.wanted.empty());
   if (!miss.dynamic.empty() && !miss.expect_served) {
@@ -352,7 +353,7 @@ Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool reca
   // (a recompile's log counts the backward's compiler runs too).
   prepare(*entry, made.wanted, whole_step);
   const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;
-  if (miss.expect_served && ran > 0) {
+  if (miss.expect_served && zc::stats::read(zc::stats::Counter::template_refusals) > refusals) {
     ZC_LOG(recompiles) << c.module->type_name() << ": " << inputs_str(xs)
                        << " is not served by the size templates made before";
     c.dynamic.templates_missed(xs);

@@ -269,7 +269,8 @@ namespace {
 
 // compile_for_all_sizes, and compile_sizes_first's part of it: with `drop_refused`, a group of
 // dims that does not trace alike at enough sizes is left out (the others still vary) instead of
-// failing the rest. `covered` receives the dims of the groups kept.
+// failing the rest. `covered` receives the dims of the groups kept when at least one template
+// was made.
 bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
                     const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                     const codegen::Backend& backend, bool hierarchical, bool drop_refused,
@@ -403,14 +404,19 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
     }));
   }
   bool all = true;
-  for (auto& f : made) all = f.get() && all;  // rethrows a build error
+  size_t any = 0;
+  for (auto& f : made) {
+    const bool ok = f.get();  // rethrows a build error
+    all = all && ok;
+    any += ok ? 1 : 0;
+  }
   std::vector<DynamicRange> kept;
   for (const Group& g : groups) kept.insert(kept.end(), g.dims.begin(), g.dims.end());
   ZC_LOG(recompiles) << who << ": dims [" << shape_list(kept, inputs.size()) << "] of "
                      << shapes_str(own) << " are dynamic: " << made.size()
                      << " graph(s) compiled for all their sizes from " << samples.size()
                      << " traced sizes in " << t.ms() << " ms" << (all ? "" : " (not all)");
-  if (covered) *covered = std::move(kept);
+  if (covered && any > 0) *covered = std::move(kept);
   return all;
 }
 
@@ -523,9 +529,10 @@ std::vector<DynamicRange> compile_sizes_first(nn::Module& module, std::span<cons
     }
   }
   Timer t;
-  if (!make_templates(module, inputs, dims, captured, backend, hierarchical, true, &covered)) {
-    return {};
-  }
+  // Parts whose templates could not be made (a slice that covers its input at this size) are
+  // compiled per size, as under marked dims; the dims still count as covered by the others.
+  make_templates(module, inputs, dims, captured, backend, hierarchical, true, &covered);
+  if (covered.empty()) return {};
   ByteWriter w;
   w.u32(static_cast<uint32_t>(covered.size()));
   for (const DynamicRange& d : covered) {

@@ -47,8 +47,8 @@ struct GuardMiss {
   std::vector<DynamicRange> sizes_first;
   // Whether templates made before should serve this call, so the caller makes none: every
   // dim that varies was dynamic already, or was covered by the first call's templates (and
-  // dims that were one symbol there are of one size here). When the call runs the compiler
-  // anyway, the caller says so (templates_missed).
+  // dims that were one symbol there are of one size here). When a stored template refuses the
+  // call anyway (Stats::template_refusals), the caller says so (templates_missed).
   bool expect_served = false;
 };
 
@@ -69,7 +69,7 @@ class DynamicShapes {
   // After a GuardMiss with `sizes_first`: the dims the templates made for all sizes cover at
   // these inputs (those of equal size here are one symbol); empty when none were made.
   void made_sizes_first(std::span<const Tensor> inputs, const std::vector<DynamicRange>& covered);
-  // After a GuardMiss `expect_served` whose call still ran the compiler (a relation the
+  // After a GuardMiss `expect_served` whose call a stored template refused (a relation the
   // templates rely on broke, such as two dims of one symbol now differing): the kind's dims
   // are no longer dynamic, so the next new size makes templates of its own. Once per kind, so
   // that a graph no template serves does not try again at every size.

@@ -257,7 +257,8 @@ std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, cac
 std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
                                                                     const codegen::Backend& backend,
                                                                     cache::Cache* store,
-                                                                    const CompileKeys& keys) {
+                                                                    const CompileKeys& keys,
+                                                                    SizedUse* used) {
   if (!store) return nullptr;
   const std::string short_hash = keys.graph.substr(0, 16);
   const std::string structure = hex(ir::structure_hash(lowered));
@@ -281,6 +282,7 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
     source.text = codegen::instantiate_sizes(code.source.text, r.sizes, source.symbol_array);
     source.sizes.clear();
     if (hex(sha256(source.text)) != r.source_hex) {
+      zc::stats::add(zc::stats::Counter::template_refusals);
       refuse(short_hash, "at these sizes its generated code takes other paths than its template's");
       return nullptr;
     }
@@ -289,8 +291,77 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
   }
   std::string why;
   auto exec = check_and_bind(lowered, backend, r, binary, &why);
-  if (!exec) refuse(short_hash, why);
+  if (!exec) {
+    zc::stats::add(zc::stats::Counter::template_refusals);
+    refuse(short_hash, why);
+  } else if (used) {
+    *used = SizedUse{r.varying, *symbol_values(lowered, r.symbols), r.source_hex};
+  }
   return exec;
+}
+
+namespace {
+constexpr uint32_t kSizedMagic = 0x3164737a;  // "zsd1"
+}  // namespace
+
+cache::Key sized_key(const CompileKeys& keys) {
+  cache::Key key(cache::Level::graph);
+  key.add("sized_from_template", keys.graph)
+      .add("backend", keys.backend)
+      .add("codegen", keys.parts.codegen)
+      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
+  return key;
+}
+
+std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const SizedUse& used) {
+  ByteWriter w;
+  w.u32(kSizedMagic);
+  w.u64(lowered.size());
+  w.raw(lowered.data(), lowered.size());
+  w.u64(used.varying.size());
+  for (uint64_t m : used.varying) w.u64(m);
+  w.u64(used.symbols.size());
+  for (int64_t v : used.symbols) w.i64(v);
+  w.str(used.source_hex);
+  return w.take();
+}
+
+std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> record,
+                                                      const codegen::Backend& backend,
+                                                      cache::Cache& store,
+                                                      const CompileKeys& keys) {
+  const std::string short_hash = keys.graph.substr(0, 16);
+  try {
+    Timer t;
+    ByteReader rd(record, "sized graph record");
+    if (rd.u32() != kSizedMagic) throw Error("sized graph record: bad magic");
+    auto lowered_bytes = rd.raw(rd.u64());
+    SizedUse u;
+    const uint64_t nv = rd.u64();
+    if (nv > record.size()) throw Error("sized graph record: truncated");
+    for (uint64_t i = 0; i < nv; ++i) u.varying.push_back(rd.u64());
+    const uint64_t ns = rd.u64();
+    if (ns > 64) throw Error("sized graph record: " + std::to_string(ns) + " symbols");
+    for (uint64_t i = 0; i < ns; ++i) u.symbols.push_back(rd.i64());
+    u.source_hex = rd.str();
+    if (rd.remaining() != 0) throw Error("sized graph record: trailing data");
+    ir::Graph lowered = ir::read_canonical(lowered_bytes);
+    if (u.varying.size() != lowered.values.size()) {
+      throw Error("sized graph record: its varying dims are another graph's");
+    }
+    auto binary = store.get(keys.kernel_key(u.source_hex));
+    if (!binary) return nullptr;  // evicted: lowered and checked against the template again
+    codegen::CodegenResult code = codegen::codegen(lowered, backend, false, u.varying);
+    auto exec = backend.load_for_size(std::move(code.schedule), std::move(code.plan),
+                                      binary->payload, std::move(u.symbols));
+    zc::stats::add(zc::stats::Counter::template_hits);
+    ZC_LOG(timing) << "graph " << short_hash << ": loaded as its size template's in " << t.ms()
+                   << " ms";
+    return exec;
+  } catch (const Error& e) {
+    ZC_LOG(cache) << "graph " << short_hash << ": sized record unusable (" << e.what() << ")";
+    return nullptr;
+  }
 }
 
 }  // namespace zc::runtime

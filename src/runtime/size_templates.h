@@ -37,11 +37,33 @@ namespace zc::runtime {
 bool make_size_template(std::span<const ir::Graph> family, const codegen::Backend& backend,
                         cache::Cache* store);
 
+// How a template served one graph: what loads that graph again without generating its code.
+struct SizedUse {
+  std::vector<uint64_t> varying;  // the template's (Schedule::varying)
+  std::vector<int64_t> symbols;   // the graph's symbol values
+  std::string source_hex;         // the template binary's kernel-level key
+};
+
 // The executable of `lowered` (canonically numbered) from its stored template, or null.
+// `used`, when given and the template serves, says how.
 std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
                                                                     const codegen::Backend& backend,
                                                                     cache::Cache* store,
-                                                                    const CompileKeys& keys);
+                                                                    const CompileKeys& keys,
+                                                                    SizedUse* used = nullptr);
+
+// A graph a template served, recorded at the graph level under its own key (not the graph key:
+// a package takes the graph key's artifact for the graph's own binary): its lowered bytes and
+// SizedUse, a few kilobytes, with the binary left at the kernel level where the template's
+// other sizes share it. A later process loads it as it loads any artifact (schedule, plan,
+// load), without lowering, generating or checking the template again: the record was made for
+// this exact graph under the same keys.
+cache::Key sized_key(const CompileKeys& keys);
+std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const SizedUse& used);
+// Null when the record is unusable or the binary is no longer at the kernel level.
+std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> record,
+                                                      const codegen::Backend& backend,
+                                                      cache::Cache& store, const CompileKeys& keys);
 
 // A template as stored: its record and its binary.
 struct StoredTemplate {

@@ -34,6 +34,7 @@ Stats stats() {
   out.graph_replays = c(Counter::graph_replays);
   out.size_templates = c(Counter::size_templates);
   out.template_hits = c(Counter::template_hits);
+  out.template_refusals = c(Counter::template_refusals);
   out.backwards_derived = c(Counter::backwards_derived);
   out.autotune_timings = c(Counter::autotune_timings);
   out.autotune_hits = c(Counter::autotune_hits);
@@ -87,6 +88,7 @@ std::string Stats::str() const {
      << "CUDA graph replays  " << graph_replays << "\n"
      << "size templates      " << size_templates << "\n"
      << "template hits       " << template_hits << "\n"
+     << "template refusals   " << template_refusals << "\n"
      << "backwards derived   " << backwards_derived << "\n"
      << "autotune timings    " << autotune_timings << "\n"
      << "autotune hits       " << autotune_hits << "\n"
@@ -118,6 +120,7 @@ std::string Stats::json() const {
      << ",\"parts_compiled\":" << parts_compiled << ",\"parts_reused\":" << parts_reused
      << ",\"graph_recordings\":" << graph_recordings << ",\"graph_replays\":" << graph_replays
      << ",\"size_templates\":" << size_templates << ",\"template_hits\":" << template_hits
+     << ",\"template_refusals\":" << template_refusals
      << ",\"backwards_derived\":" << backwards_derived
      << ",\"autotune_timings\":" << autotune_timings << ",\"autotune_hits\":" << autotune_hits
      << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"async_compiles\":" << async_compiles

@@ -24,6 +24,7 @@ enum class Counter : uint8_t {
   graph_replays,      // calls that replayed one
   size_templates,     // code made once for many sizes of a graph
   template_hits,      // executables for a new size from such code (no compiler run)
+  template_refusals,  // graphs whose stored template did not serve their sizes
   backwards_derived,  // joint graphs derived and partitioned (not read from the cache)
   autotune_timings,   // library products whose candidates max_autotune timed
   autotune_hits,      // library products whose choice came from the autotune cache level
