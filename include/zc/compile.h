@@ -40,9 +40,12 @@ enum class MatmulPrecision : uint8_t { Highest, Bf16, Tf32 };
 enum class Regions : uint8_t { Auto, None };
 
 // Dynamic shapes (docs/dynamic-shapes.md). Auto: a dim that shows a second size on a guard
-// miss becomes dynamic, and the module compiles once for every size of it; Static: every size
-// compiles anew; All: every dim of the input is dynamic from the first call. Sizes 0 and 1
-// are never dynamic: they compile as themselves, as torch.compile specializes them.
+// miss becomes dynamic, and the module compiles once for every size of it; a graph whose
+// products go to a library gets that code at its first call already (sizes first, ADR 0032),
+// so its second size recompiles without running the compiler. Static: every size compiles
+// anew, with its sizes as constants; All: every dim of the input is dynamic from the first
+// call. Sizes 0 and 1 are never dynamic: they compile as themselves, as torch.compile
+// specializes them.
 enum class Dynamic : uint8_t { Auto, Static, All };
 
 // A dim marked dynamic before the first call (torch's mark_dynamic): input `input`'s dim `dim`
