@@ -23,6 +23,7 @@
 #include "runtime/dynamic_shapes.h"
 #include "runtime/hierarchical.h"
 #include "runtime/roi.h"
+#include "runtime/sizes_first.h"
 #include "runtime/specialization_table.h"
 #include "toolchain/build_priority.h"
 #include "util/log.h"

@@ -7,15 +7,10 @@
 
 #include "cache/cache.h"
 #include "capture/capture.h"
-#include "codegen/schedule.h"
 #include "ir/canonical.h"
-#include "ops/shape_rules.h"
 #include "runtime/backend_layout.h"
-#include "runtime/compile_keys.h"
 #include "runtime/regions.h"
 #include "runtime/size_templates.h"
-#include "util/bytes.h"
-#include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
 #include "zc/factories.h"
@@ -265,16 +260,12 @@ void set_group(Shapes& shapes, const Group& g, int64_t size) {
 
 }  // namespace
 
-namespace {
-
-// compile_for_all_sizes, and compile_sizes_first's part of it: with `drop_refused`, a group of
-// dims that does not trace alike at enough sizes is left out (the others still vary) instead of
-// failing the rest. `covered` receives the dims of the groups kept when at least one template
-// was made.
-bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
-                    const std::vector<DynamicRange>& dims, const ir::Graph& captured,
-                    const codegen::Backend& backend, bool hierarchical, bool drop_refused,
-                    std::vector<DynamicRange>* covered) {
+AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inputs,
+                                 const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+                                 const codegen::Backend& backend, bool hierarchical,
+                                 bool leave_out_refused) {
+  const bool drop_refused = leave_out_refused;
+  AllSizes result;
   Timer t;
   const Digest structure = ir::structure_hash(captured);
   const std::string who = module.type_name();
@@ -287,7 +278,7 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
   if (groups.size() > 3 && !drop_refused) {
     ZC_LOG(recompiles) << who << ": " << groups.size() << " distinct dynamic sizes; at most 3 "
                        << "compile for all sizes";
-    return false;
+    return result;
   }
   // Sizes each group takes with the others at the call's own. Leaving groups out may leave
   // one, which needs a fifth size: each is tried for five then.
@@ -313,7 +304,7 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
                        << shapes_str(own) << " trace alike at only " << sizes[j].size()
                        << " sizes near " << groups[j].at
                        << (drop_refused ? "; they keep their size" : "; it compiles per size");
-    if (!drop_refused) return false;
+    if (!drop_refused) return result;
     groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(j));
     sizes.erase(sizes.begin() + static_cast<std::ptrdiff_t>(j));
   }
@@ -322,7 +313,7 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
       ZC_LOG(recompiles) << who << ": " << groups.size() << " distinct sizes that trace alike; "
                          << "it keeps its sizes";
     }
-    return false;
+    return result;
   }
   const size_t k = groups.size();
   // The samples: every size of the one group, or the grid of the first three of each group
@@ -361,7 +352,7 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
     if (!g) {
       ZC_LOG(recompiles) << who << ": its trace at " << shapes_str(s)
                          << " differs; it compiles per size";
-      return false;
+      return result;
     }
     graphs.push_back(std::move(*g));
   }
@@ -381,7 +372,7 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
       for (const RegionPlan& p : plans) {
         if (p.parts.size() != plans[0].parts.size()) {
           ZC_LOG(recompiles) << who << ": its regions change with its sizes; it compiles per size";
-          return false;
+          return result;
         }
         family.push_back(p.parts[i].sub.graph);
       }
@@ -392,7 +383,7 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
   }
   // Parts whose sizes do not vary (a head over a fixed dim) have nothing to template: each is
   // compiled for its one size when the call needs it, as now.
-  std::vector<std::future<bool>> made;
+  std::vector<std::future<std::optional<std::string>>> made;
   cache::Cache* store = &cache::process_cache();
   for (const auto& family : families) {
     bool varies = false;
@@ -403,144 +394,26 @@ bool make_templates(nn::Module& module, std::span<const Tensor> inputs,
       return make_size_template(family, backend, store);
     }));
   }
-  bool all = true;
-  size_t any = 0;
+  result.all = true;
   for (auto& f : made) {
-    const bool ok = f.get();  // rethrows a build error
-    all = all && ok;
-    any += ok ? 1 : 0;
+    std::optional<std::string> structure = f.get();  // rethrows a build error
+    result.all = result.all && structure.has_value();
+    if (structure) result.templates.push_back(std::move(*structure));
   }
   std::vector<DynamicRange> kept;
   for (const Group& g : groups) kept.insert(kept.end(), g.dims.begin(), g.dims.end());
   ZC_LOG(recompiles) << who << ": dims [" << shape_list(kept, inputs.size()) << "] of "
                      << shapes_str(own) << " are dynamic: " << made.size()
                      << " graph(s) compiled for all their sizes from " << samples.size()
-                     << " traced sizes in " << t.ms() << " ms" << (all ? "" : " (not all)");
-  if (covered && any > 0) *covered = std::move(kept);
-  return all;
+                     << " traced sizes in " << t.ms() << " ms" << (result.all ? "" : " (not all)");
+  if (!result.templates.empty()) result.covered = std::move(kept);
+  return result;
 }
-
-}  // namespace
 
 bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                            const codegen::Backend& backend, bool hierarchical) {
-  return make_templates(module, inputs, dims, captured, backend, hierarchical, false, nullptr);
-}
-
-}  // namespace zc::runtime
-
-namespace zc::runtime {
-
-bool sizes_first_pays(const ir::Graph& captured, const codegen::Backend& backend) {
-  using codegen::SchedulePolicy;
-  const SchedulePolicy& policy = backend.policy();
-  bool library = false;
-  for (const ir::Node& n : captured.nodes) {
-    switch (n.op) {
-      case ops::OpId::conv2d:
-      case ops::OpId::conv2d_nhwc:
-      case ops::OpId::im2col:
-      case ops::OpId::max_pool2d:
-      case ops::OpId::avg_pool2d:
-        return false;
-      case ops::OpId::matmul:
-      case ops::OpId::linear: {
-        if (n.inputs.size() < 2 || n.outputs.empty()) break;
-        const Shape& a = captured.meta(n.inputs[0]).shape;
-        Shape b = captured.meta(n.inputs[1]).shape;
-        if (n.op == ops::OpId::linear) {
-          if (b.size() != 2) break;
-          std::swap(b[0], b[1]);  // the weight is [out, in]: the product is x @ w^T
-        }
-        try {
-          const ops::MatmulShapes d = ops::matmul_shapes(a, b);
-          library = library || policy.matmul_path(d, captured.meta(n.outputs[0]).dtype) ==
-                                   SchedulePolicy::MatmulPath::library;
-        } catch (const Error&) {
-        }
-        break;
-      }
-      default:
-        break;
-    }
-  }
-  return library;
-}
-
-namespace {
-
-// Where a process records that it made the templates of a graph's structure at its first call
-// (sizes first), so that a fresh process's first call makes nothing: the structure with every
-// input's and constant's shape, the user inputs' dims of size 2 or more left out (the sizes
-// the templates serve), and what the templates were made with.
-cache::Key sizes_first_key(const ir::Graph& captured, const codegen::Backend& backend,
-                           bool hierarchical) {
-  std::string shapes;
-  auto add = [&](const Shape& s, bool user) {
-    shapes += "[";
-    for (int64_t d : s) shapes += (user && d >= 2 ? std::string("?") : std::to_string(d)) + ",";
-    shapes += "]";
-  };
-  for (const ir::Input& in : captured.inputs) {
-    add(captured.meta(in.value).shape, in.kind == ir::InputKind::user);
-  }
-  for (const ir::Constant& c : captured.constants) add(captured.meta(c.value).shape, false);
-  const CompileKeys keys = compile_keys(hex(ir::graph_hash(captured)), backend);
-  cache::Key key(cache::Level::graph);
-  key.add("sizes_first", hex(ir::structure_hash(captured)))
-      .add("shapes", shapes)
-      .add("hierarchical", hierarchical ? "1" : "0")
-      .add("backend", keys.backend)
-      .add("codegen", keys.parts.codegen)
-      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
-  return key;
-}
-
-}  // namespace
-
-std::vector<DynamicRange> compile_sizes_first(nn::Module& module, std::span<const Tensor> inputs,
-                                              const std::vector<DynamicRange>& dims,
-                                              const ir::Graph& captured,
-                                              const codegen::Backend& backend, bool hierarchical) {
-  cache::Cache& store = cache::process_cache();
-  const cache::Key key = sizes_first_key(captured, backend, hierarchical);
-  std::vector<DynamicRange> covered;
-  if (auto e = store.get(key)) {
-    try {
-      ByteReader r(e->payload, "sizes-first record");
-      const uint32_t n = r.u32();
-      for (uint32_t i = 0; i < n; ++i) {
-        DynamicRange d;
-        d.input = r.u32();
-        d.dim = r.u32();
-        const bool known = std::any_of(dims.begin(), dims.end(), [&](const DynamicRange& x) {
-          return x.input == d.input && x.dim == d.dim;
-        });
-        if (!known) throw Error("a dim this call does not vary");
-        covered.push_back(d);
-      }
-      if (r.remaining() != 0) throw Error("trailing data");
-      return covered;
-    } catch (const Error& err) {
-      ZC_LOG(cache) << module.type_name() << ": sizes-first record unusable (" << err.what()
-                    << "); made again";
-      covered.clear();
-    }
-  }
-  Timer t;
-  // Parts whose templates could not be made (a slice that covers its input at this size) are
-  // compiled per size, as under marked dims; the dims still count as covered by the others.
-  make_templates(module, inputs, dims, captured, backend, hierarchical, true, &covered);
-  if (covered.empty()) return {};
-  ByteWriter w;
-  w.u32(static_cast<uint32_t>(covered.size()));
-  for (const DynamicRange& d : covered) {
-    w.u32(static_cast<uint32_t>(d.input));
-    w.u32(static_cast<uint32_t>(d.dim));
-  }
-  store.put(key, w.take(), t.ms());
-  return covered;
+  return make_all_size_templates(module, inputs, dims, captured, backend, hierarchical, false).all;
 }
 
 }  // namespace zc::runtime

@@ -8,12 +8,10 @@
 // or for each distinct part of a hierarchical compile; every later size then finds its code in
 // the caches (this process's or a fresh one's) and compiles nothing.
 //
-// Sizes first (Dynamic::Auto): when constant sizes buy a graph little (sizes_first_pays), its
-// first call already makes the templates, for every dim of its inputs that traces alike at
-// other sizes, as torch's Inductor makes kernels that take their sizes as arguments. Guards
-// still pin the sizes: a second size of a dim is a recompile as torch's is (a new capture,
-// `ZC_LOGS=recompiles`), but the templates serve it and no compiler runs. The first compile
-// then costs about what a static one costs, and the second one nothing (docs/dynamic-shapes.md).
+// Sizes first (Dynamic::Auto, runtime/sizes_first.h): a graph whose products go to a library
+// gets its templates at its first call. Guards still pin the sizes: a second size of a dim is
+// a recompile (a new capture, `ZC_LOGS=recompiles`) that the templates serve, and this class
+// keeps which dims they cover.
 #pragma once
 
 #include <cstdint>
@@ -113,20 +111,17 @@ bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                            const codegen::Backend& backend, bool hierarchical);
 
-// Whether a graph's first compile should make code for all sizes (sizes first, above): some
-// product of it goes to a library at its sizes (the time is in calls that take their sizes as
-// arguments anyway), and no convolution or pooling has an output size that divides (no
-// polynomial, so no template). Small graphs keep constant sizes: seed64's 10x10 products are
-// inline loops whose fixed trip counts make them fast.
-bool sizes_first_pays(const ir::Graph& captured, const codegen::Backend& backend);
-
-// Sizes first: compile_for_all_sizes over `dims` (GuardMiss::sizes_first), where a group of dims
-// that does not trace alike at other sizes (a feature dim the weights fix) is left out rather
-// than failing the rest. A process whose caches already hold what an earlier one made for this
-// graph's structure makes nothing. Returns the dims covered; empty when no template was made.
-std::vector<DynamicRange> compile_sizes_first(nn::Module& module, std::span<const Tensor> inputs,
-                                              const std::vector<DynamicRange>& dims,
-                                              const ir::Graph& captured,
-                                              const codegen::Backend& backend, bool hierarchical);
+// compile_for_all_sizes in full: what it made, and, with `leave_out_refused` (sizes first,
+// runtime/sizes_first.h), a group of dims that does not trace alike at enough sizes (a feature
+// dim the weights fix: the trace raises) left out instead of failing the others.
+struct AllSizes {
+  bool all = false;                    // every part whose sizes vary got its template
+  std::vector<DynamicRange> covered;   // the dims the templates vary in; empty: none made
+  std::vector<std::string> templates;  // the lowered structures they are stored under (hex)
+};
+AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inputs,
+                                 const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+                                 const codegen::Backend& backend, bool hierarchical,
+                                 bool leave_out_refused);
 
 }  // namespace zc::runtime

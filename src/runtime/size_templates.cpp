@@ -95,16 +95,17 @@ std::optional<std::vector<int64_t>> symbol_values(const ir::Graph& g,
   return out;
 }
 
-bool refuse(const std::string& short_hash, const std::string& why) {
+std::nullopt_t refuse(const std::string& short_hash, const std::string& why) {
   ZC_LOG(recompiles) << "graph " << short_hash << ": no code for many sizes: " << why;
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace
 
-bool make_size_template(std::span<const ir::Graph> family, const codegen::Backend& backend,
-                        cache::Cache* store) {
-  if (family.empty()) return false;
+std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
+                                              const codegen::Backend& backend,
+                                              cache::Cache* store) {
+  if (family.empty()) return std::nullopt;
   const std::string first_hex = hex(ir::graph_hash(family[0]));
   const std::string short_hash = first_hex.substr(0, 16);
   if (!backend.serves_many_sizes())
@@ -185,7 +186,12 @@ bool make_size_template(std::span<const ir::Graph> family, const codegen::Backen
   }
   ZC_LOG(timing) << "size template of graph " << short_hash << " (" << names << ", "
                  << family.size() << " samples): " << t.ms() << " ms, build " << build_ms << " ms";
-  return true;
+  return structure;
+}
+
+bool holds_size_template(const std::string& structure_hex, const codegen::Backend& backend,
+                         cache::Cache& store) {
+  return store.get(template_key(structure_hex, compile_keys("", backend))).has_value();
 }
 
 namespace {

@@ -31,11 +31,17 @@
 namespace zc::runtime {
 
 // `family`: captured graphs with equal structure hashes after lowering, one per sample; two or
-// more sizes of each varying dim beyond a fit's degree (size_poly.h). Returns whether a
-// template was made (ZC_LOGS=recompiles says why not). Builds through the kernel level of
-// `store` (null: no cache, and the template is kept nowhere).
-bool make_size_template(std::span<const ir::Graph> family, const codegen::Backend& backend,
-                        cache::Cache* store);
+// more sizes of each varying dim beyond a fit's degree (size_poly.h). Returns the lowered
+// structure (hex) the template is stored under, or nullopt when none was made
+// (ZC_LOGS=recompiles says why not). Builds through the kernel level of `store` (null: no
+// cache, and the template is kept nowhere).
+std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
+                                              const codegen::Backend& backend, cache::Cache* store);
+
+// Whether `store` holds a template made on `backend` (with this build, target and toolchain)
+// under the lowered structure `structure_hex`.
+bool holds_size_template(const std::string& structure_hex, const codegen::Backend& backend,
+                         cache::Cache& store);
 
 // How a template served one graph: what loads that graph again without generating its code.
 struct SizedUse {

@@ -221,6 +221,31 @@ TEST(DynamicShapes, LargeProductsMakeCodeForAllSizesAtTheFirstCall) {
   EXPECT_GT(runs_of(each, *model, randn({4, 24, 8}), &same), 0);
 }
 
+// A convolution's output sizes divide, so no template serves a convolution net: its first call
+// compiles for its own size even when a product of it goes to a library.
+struct ConvHead : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv =
+      register_module("conv", std::make_shared<nn::Conv2d>(3, 16, std::vector<int64_t>{3}));
+  std::shared_ptr<nn::Linear> head = register_module("head", std::make_shared<nn::Linear>(16, 64));
+  double salt = fresh_salt();
+  Tensor forward(const Tensor& x) override {
+    Tensor h = relu((*conv)(x));                     // [n, 16, s-2, s-2]
+    return (*head)(h.permute({0, 2, 3, 1})) * salt;  // a product of [n*(s-2)^2, 16] x [16, 64]
+  }
+};
+
+TEST(DynamicShapes, ConvolutionNetsKeepTheirSizesAtTheFirstCall) {
+  manual_seed(5);
+  auto model = std::make_shared<ConvHead>();
+  CompiledModule fast = compile(model);
+  NoGradGuard no_grad;
+  bool same = false;
+  const int64_t templates = compiler::stats().size_templates;
+  EXPECT_GT(runs_of(fast, *model, randn({2, 3, 18, 18}), &same), 0);
+  EXPECT_TRUE(same);
+  EXPECT_EQ(compiler::stats().size_templates, templates);
+}
+
 // Sizes that were equal at the first call are one symbol of its code: a later call where they
 // differ is not served by it, compiles for its own size, and the next new size makes code for
 // all sizes of the dim that changed, as a graph without sizes first does.

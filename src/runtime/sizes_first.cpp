@@ -1,0 +1,159 @@
+#include "runtime/sizes_first.h"
+
+#include <algorithm>
+
+#include "cache/cache.h"
+#include "codegen/schedule.h"
+#include "ir/canonical.h"
+#include "ops/shape_rules.h"
+#include "runtime/compile_keys.h"
+#include "runtime/size_templates.h"
+#include "util/bytes.h"
+#include "util/hash.h"
+#include "util/log.h"
+#include "util/timer.h"
+
+namespace zc::runtime {
+
+bool sizes_first_pays(const ir::Graph& captured, const codegen::Backend& backend) {
+  using codegen::SchedulePolicy;
+  const SchedulePolicy& policy = backend.policy();
+  bool library = false;
+  for (const ir::Node& n : captured.nodes) {
+    switch (n.op) {
+      case ops::OpId::conv2d:
+      case ops::OpId::conv2d_nhwc:
+      case ops::OpId::im2col:
+      case ops::OpId::max_pool2d:
+      case ops::OpId::avg_pool2d:
+        return false;
+      case ops::OpId::matmul:
+      case ops::OpId::linear: {
+        if (n.inputs.size() < 2 || n.outputs.empty()) break;
+        const Shape& a = captured.meta(n.inputs[0]).shape;
+        Shape b = captured.meta(n.inputs[1]).shape;
+        if (n.op == ops::OpId::linear) {
+          if (b.size() != 2) break;
+          std::swap(b[0], b[1]);  // the weight is [out, in]: the product is x @ w^T
+        }
+        try {
+          const ops::MatmulShapes d = ops::matmul_shapes(a, b);
+          library = library || policy.matmul_path(d, captured.meta(n.outputs[0]).dtype) ==
+                                   SchedulePolicy::MatmulPath::library;
+        } catch (const Error&) {
+          // Shapes that do not multiply: the capture would have raised; nothing to decide on.
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return library;
+}
+
+namespace {
+
+constexpr uint32_t kRecordMagic = 0x3166737a;  // "zsf1"
+
+// The record's key: the captured graph's structure with every input's and constant's shape, the
+// user inputs' dims of size 2 or more left out (the sizes the templates serve), and what the
+// templates were made with.
+cache::Key record_key(const ir::Graph& captured, const codegen::Backend& backend,
+                      bool hierarchical) {
+  std::string shapes;
+  auto add = [&](const Shape& s, bool user) {
+    shapes += "[";
+    for (int64_t d : s) shapes += (user && d >= 2 ? std::string("?") : std::to_string(d)) + ",";
+    shapes += "]";
+  };
+  for (const ir::Input& in : captured.inputs) {
+    add(captured.meta(in.value).shape, in.kind == ir::InputKind::user);
+  }
+  for (const ir::Constant& c : captured.constants) add(captured.meta(c.value).shape, false);
+  const CompileKeys keys = compile_keys("", backend);
+  cache::Key key(cache::Level::graph);
+  key.add("sizes_first", hex(ir::structure_hash(captured)))
+      .add("shapes", shapes)
+      .add("hierarchical", hierarchical ? "1" : "0")
+      .add("backend", keys.backend)
+      .add("codegen", keys.parts.codegen)
+      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
+  return key;
+}
+
+// What a record says: the dims covered and the templates' structures.
+struct Record {
+  std::vector<DynamicRange> covered;
+  std::vector<std::string> templates;
+};
+
+std::vector<uint8_t> encode(const Record& r) {
+  ByteWriter w;
+  w.u32(kRecordMagic);
+  w.u32(static_cast<uint32_t>(r.covered.size()));
+  for (const DynamicRange& d : r.covered) {
+    w.u32(static_cast<uint32_t>(d.input));
+    w.u32(static_cast<uint32_t>(d.dim));
+  }
+  w.u32(static_cast<uint32_t>(r.templates.size()));
+  for (const std::string& t : r.templates) w.str(t);
+  return w.take();
+}
+
+// Raises zc::Error for malformed bytes, or dims this call does not have among `dims`.
+Record decode(std::span<const uint8_t> bytes, const std::vector<DynamicRange>& dims) {
+  ByteReader r(bytes, "sizes-first record");
+  if (r.u32() != kRecordMagic) throw Error("sizes-first record: bad magic");
+  Record rec;
+  const uint32_t n = r.u32();
+  if (n > dims.size()) throw Error("sizes-first record: more dims than the call has");
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t input = r.u32();
+    const int64_t dim = r.u32();
+    auto d = std::find_if(dims.begin(), dims.end(),
+                          [&](const DynamicRange& x) { return x.input == input && x.dim == dim; });
+    if (d == dims.end()) throw Error("sizes-first record: a dim this call does not vary");
+    rec.covered.push_back(*d);
+  }
+  const uint32_t t = r.u32();
+  if (t > 4096) throw Error("sizes-first record: " + std::to_string(t) + " templates");
+  for (uint32_t i = 0; i < t; ++i) rec.templates.push_back(r.str());
+  if (r.remaining() != 0) throw Error("sizes-first record: trailing data");
+  return rec;
+}
+
+}  // namespace
+
+std::vector<DynamicRange> compile_sizes_first(nn::Module& module, std::span<const Tensor> inputs,
+                                              const std::vector<DynamicRange>& dims,
+                                              const ir::Graph& captured,
+                                              const codegen::Backend& backend, bool hierarchical) {
+  cache::Cache& store = cache::process_cache();
+  const cache::Key key = record_key(captured, backend, hierarchical);
+  if (auto e = store.get(key)) {
+    try {
+      Record rec = decode(e->payload, dims);
+      // A template evicted since (or never carried here): made again below.
+      const bool all_held =
+          std::all_of(rec.templates.begin(), rec.templates.end(),
+                      [&](const std::string& s) { return holds_size_template(s, backend, store); });
+      if (all_held) return rec.covered;
+      ZC_LOG(recompiles) << module.type_name() << ": a template its sizes-first record names is "
+                         << "gone; made again";
+    } catch (const Error& err) {
+      ZC_LOG(cache) << module.type_name() << ": sizes-first record unusable (" << err.what()
+                    << "); made again";
+    }
+  }
+  Timer t;
+  // Parts whose templates could not be made (a slice that covers its input at this size) are
+  // compiled per size, as under marked dims; the dims count as covered by the others.
+  AllSizes made = make_all_size_templates(module, inputs, dims, captured, backend, hierarchical,
+                                          /*leave_out_refused=*/true);
+  if (made.covered.empty()) return {};
+  store.put(key, encode(Record{made.covered, made.templates}), t.ms());
+  return made.covered;
+}
+
+}  // namespace zc::runtime
