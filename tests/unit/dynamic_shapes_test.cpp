@@ -259,8 +259,10 @@ TEST(DynamicShapes, SizesFirstThatTiedTwoDimsFallsBackWhenTheyDiffer) {
   EXPECT_TRUE(same);
   EXPECT_EQ(runs_of(fast, *model, randn({5, 5, 8}), &same), 0);
   EXPECT_TRUE(same);
+  const int64_t refusals = compiler::stats().template_refusals;
   EXPECT_GT(runs_of(fast, *model, randn({4, 12, 8}), &same), 0);
   EXPECT_TRUE(same);
+  EXPECT_GT(compiler::stats().template_refusals, refusals);
   EXPECT_GT(runs_of(fast, *model, randn({4, 20, 8}), &same), 0);
   EXPECT_TRUE(same);
   for (int64_t t : {28, 9}) {
