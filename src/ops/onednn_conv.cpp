@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -48,65 +47,61 @@ struct Plan {
   memory::desc scratch, copy_scratch;  // the caller's (dnnl_kept_attr)
 };
 
+// A plan's problem: the input's [N, H, W, C], the weight's out channels and window, and
+// whether a bias is added.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+
+std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, const Key& key) {
+  const auto [n, h, wd, c, cout, kh, kw, has_bias] = key;
+  const int64_t g = a.groups;
+  const int64_t oh = (h + a.pad_top + a.pad_bottom - a.dilation_h * (kh - 1) - 1) / a.stride_h + 1;
+  const int64_t ow = (wd + a.pad_left + a.pad_right - a.dilation_w * (kw - 1) - 1) / a.stride_w + 1;
+  auto plan = std::make_shared<Plan>();
+  const auto f32 = memory::data_type::f32;
+  plan->src = memory::desc({n, c, h, wd}, f32, memory::format_tag::nhwc);
+  plan->dst = memory::desc({n, cout, oh, ow}, f32, memory::format_tag::nhwc);
+  plan->bias = memory::desc({cout}, f32, memory::format_tag::a);
+  const Dims wdims = g == 1 ? Dims{cout, c, kh, kw} : Dims{g, cout / g, c / g, kh, kw};
+  plan->user_weights =
+      memory::desc(wdims, f32, g == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
+  const memory::desc any_w(wdims, f32, memory::format_tag::any);
+  const Dims strides{a.stride_h, a.stride_w}, dil{a.dilation_h - 1, a.dilation_w - 1};
+  const Dims pad_l{a.pad_top, a.pad_left}, pad_r{a.pad_bottom, a.pad_right};
+  auto desc = has_bias
+                  ? dnnl::convolution_forward::desc(
+                        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                        plan->src, any_w, plan->bias, plan->dst, strides, dil, pad_l, pad_r)
+                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                    dnnl::algorithm::convolution_direct, plan->src,
+                                                    any_w, plan->dst, strides, dil, pad_l, pad_r);
+  dnnl::post_ops post;
+  if (a.residual) post.append_sum(1.f);
+  if (a.relu) post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  dnnl::primitive_attr attr = dnnl_kept_attr();
+  attr.set_post_ops(post);
+  const dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
+  plan->weights = pd.weights_desc();
+  plan->scratch = pd.scratchpad_desc();
+  if (a.residual) {
+    const dnnl::reorder::primitive_desc copy(dnnl_engine(), plan->dst, dnnl_engine(), plan->dst,
+                                             dnnl_kept_attr());
+    plan->copy_scratch = copy.scratchpad_desc();
+    plan->copy = dnnl::reorder(copy);
+  }
+  plan->conv = dnnl::convolution_forward(pd);
+  return plan;
+}
+
 }  // namespace
 
 struct OnednnConv::State {
   Conv2dAttrs a;
   mutable std::mutex mu;
-  mutable std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, std::shared_ptr<Plan>>
-      plans;
+  // Code for many sizes meets a new shape per size: past the bound, the first by key goes (made
+  // again if that size comes back).
+  mutable PlanTable<Key, Plan> plans{64};
   // Its weights in the plan's layout, converted at the first call that meets them.
   mutable KeptWeights weights{KeptWeights::Keep::first_sight};
-
-  std::shared_ptr<Plan> plan_for(const Tensor& x, const Tensor& w, bool has_bias) const {
-    const int64_t n = x.size(0), h = x.size(1), wd = x.size(2), c = x.size(3);
-    const int64_t cout = w.size(0), kh = w.size(2), kw = w.size(3), g = a.groups;
-    auto key = std::make_tuple(n, h, wd, c, int64_t{has_bias});
-    auto it = plans.find(key);
-    if (it != plans.end()) return it->second;
-    const int64_t oh =
-        (h + a.pad_top + a.pad_bottom - a.dilation_h * (kh - 1) - 1) / a.stride_h + 1;
-    const int64_t ow =
-        (wd + a.pad_left + a.pad_right - a.dilation_w * (kw - 1) - 1) / a.stride_w + 1;
-    auto plan = std::make_shared<Plan>();
-    const auto f32 = memory::data_type::f32;
-    plan->src = memory::desc({n, c, h, wd}, f32, memory::format_tag::nhwc);
-    plan->dst = memory::desc({n, cout, oh, ow}, f32, memory::format_tag::nhwc);
-    plan->bias = memory::desc({cout}, f32, memory::format_tag::a);
-    const Dims wdims = g == 1 ? Dims{cout, c, kh, kw} : Dims{g, cout / g, c / g, kh, kw};
-    plan->user_weights =
-        memory::desc(wdims, f32, g == 1 ? memory::format_tag::oihw : memory::format_tag::goihw);
-    const memory::desc any_w(wdims, f32, memory::format_tag::any);
-    const Dims strides{a.stride_h, a.stride_w}, dil{a.dilation_h - 1, a.dilation_w - 1};
-    const Dims pad_l{a.pad_top, a.pad_left}, pad_r{a.pad_bottom, a.pad_right};
-    auto desc =
-        has_bias ? dnnl::convolution_forward::desc(
-                       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                       plan->src, any_w, plan->bias, plan->dst, strides, dil, pad_l, pad_r)
-                 : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                   dnnl::algorithm::convolution_direct, plan->src,
-                                                   any_w, plan->dst, strides, dil, pad_l, pad_r);
-    dnnl::post_ops post;
-    if (a.residual) post.append_sum(1.f);
-    if (a.relu) post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    dnnl::primitive_attr attr = dnnl_kept_attr();
-    attr.set_post_ops(post);
-    const dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
-    plan->weights = pd.weights_desc();
-    plan->scratch = pd.scratchpad_desc();
-    if (a.residual) {
-      const dnnl::reorder::primitive_desc copy(dnnl_engine(), plan->dst, dnnl_engine(), plan->dst,
-                                               dnnl_kept_attr());
-      plan->copy_scratch = copy.scratchpad_desc();
-      plan->copy = dnnl::reorder(copy);
-    }
-    plan->conv = dnnl::convolution_forward(pd);
-    // Code for many sizes meets a new shape per size: past a bound, the plan of the smallest
-    // shape goes (made again if that size comes back).
-    if (plans.size() >= 64) plans.erase(plans.begin());
-    plans.emplace(key, plan);
-    return plan;
-  }
 };
 
 OnednnConv::OnednnConv(const Conv2dAttrs& attrs) : state_(std::make_unique<State>()) {
@@ -130,11 +125,19 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
   if (!w_in.is_contiguous()) weight = {};
   Tensor bias;
   if (bias_in) bias = bias_in->is_contiguous() ? *bias_in : eager_contiguous(*bias_in);
-  std::shared_ptr<Plan> plan;
+  std::shared_ptr<const Plan> plan;
   memory conv_w;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    plan = state_->plan_for(x, w, bias_in != nullptr);
+    const Key key{x.size(0), x.size(1), x.size(2), x.size(3),
+                  w.size(0), w.size(2), w.size(3), bias_in != nullptr};
+    plan = state_->plans.get(key, [&](const Key& k) { return make_plan(state_->a, k); });
+    if (!plan) {
+      throw Error("conv2d: oneDNN has no convolution for input " + shape_str(x.shape()) +
+                  " and weight " + shape_str(w.shape()) +
+                  " with these strides, paddings, dilations and groups; run it with "
+                  "ZC_CPU_CONV=columns");
+    }
     conv_w = state_->weights.get(w.raw_data(), weight, plan->user_weights, plan->weights);
   }
   const dnnl::engine& e = dnnl_engine();
