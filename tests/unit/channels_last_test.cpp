@@ -5,6 +5,7 @@
 // one per weight where a repeated block's executable serves several.
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "capture/capture.h"
@@ -250,6 +251,45 @@ TEST(ChannelsLast, AWeightIsConvertedOncePerIdentity) {
   conv.run(x, w, nullptr, nullptr, out, {});
   conv.run(x, w, nullptr, nullptr, out, {});
   EXPECT_EQ(conv.conversions(), 4);
+}
+
+// One convolution's primitive, made on this thread, run from eight threads at once with a
+// residual and ReLU (a compiled net called from many threads): each equals the decomposition.
+// Each thread passes its own scratchpad (ops::dnnl_kept_attr).
+TEST(ChannelsLast, AConvolutionRunsFromManyThreadsAtOnce) {
+  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  manual_seed(12);
+  Conv2dAttrs a{1, 1, 1, 1, 1, 1, 1, 1, 1};
+  a.residual = true;
+  a.relu = true;
+  const Tensor w = randn({64, 64, 3, 3}) * 0.05, bias = randn({64});
+  const ops::OpDef& def = ops::op_def(OpId::conv2d_nhwc);
+  constexpr int kThreads = 8;
+  std::vector<Tensor> xs, rs, want;
+  NoGradGuard no_grad;
+  for (int t = 0; t < kThreads; ++t) {
+    xs.push_back(randn({1, 28, 28, 64}));
+    rs.push_back(randn({1, 28, 28, 64}));
+    const std::vector<Tensor> in{xs.back(), w, bias, rs.back()};
+    want.push_back(def.decompose(in, a).at(0));
+  }
+  ops::OnednnConv conv(a);
+  Tensor first = Tensor::empty({1, 28, 28, 64}, DType::f32);
+  conv.run(xs[0], w, &bias, &rs[0], first, {});
+  EXPECT_TRUE(allclose(first, want[0], 1e-4, 1e-4));
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 10; ++r) {
+        Tensor out = Tensor::empty({1, 28, 28, 64}, DType::f32);
+        conv.run(xs[t], w, &bias, &rs[t], out, {});
+        if (!allclose(out, want[t], 1e-4, 1e-4)) ++wrong[t];
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t << " of 10 runs";
 }
 
 // A compiled model whose weights change in place (an optimizer step, a loaded checkpoint)
