@@ -23,7 +23,6 @@ using dnnl::memory;
 // the matmul (bf16 x bf16, accumulated in f32, into f32 C with C's leading dim).
 struct Plan {
   memory::desc a_user, b_user, c_user, a_bf16, b_bf16;
-  memory::desc a_scratch, b_scratch, scratch;  // the caller's (dnnl_kept_attr)
   dnnl::reorder to_a, to_b;
   dnnl::matmul product;
 };
@@ -42,15 +41,10 @@ std::unique_ptr<Plan> make_plan(const Key& key) {
                                         dnnl_kept_attr(), dnnl_engine());
   p->a_bf16 = pd.src_desc();
   p->b_bf16 = pd.weights_desc();
-  p->scratch = pd.scratchpad_desc();
-  const dnnl::reorder::primitive_desc to_a(dnnl_engine(), p->a_user, dnnl_engine(), p->a_bf16,
-                                           dnnl_kept_attr());
-  const dnnl::reorder::primitive_desc to_b(dnnl_engine(), p->b_user, dnnl_engine(), p->b_bf16,
-                                           dnnl_kept_attr());
-  p->a_scratch = to_a.scratchpad_desc();
-  p->b_scratch = to_b.scratchpad_desc();
-  p->to_a = dnnl::reorder(to_a);
-  p->to_b = dnnl::reorder(to_b);
+  p->to_a = dnnl::reorder(dnnl::reorder::primitive_desc(dnnl_engine(), p->a_user, dnnl_engine(),
+                                                        p->a_bf16, dnnl_kept_attr()));
+  p->to_b = dnnl::reorder(dnnl::reorder::primitive_desc(dnnl_engine(), p->b_user, dnnl_engine(),
+                                                        p->b_bf16, dnnl_kept_attr()));
   p->product = dnnl::matmul(pd);
   return p;
 }
@@ -83,23 +77,15 @@ bool sgemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
   a_buf.resize(p->a_bf16.get_size());
   b_buf.resize(p->b_bf16.get_size());
   try {
-    dnnl::stream& s = dnnl_thread_stream();
     memory a_in(p->a_user, dnnl_engine(), const_cast<float*>(a));
     memory b_in(p->b_user, dnnl_engine(), const_cast<float*>(b));
     memory a_op(p->a_bf16, dnnl_engine(), a_buf.data()),
         b_op(p->b_bf16, dnnl_engine(), b_buf.data());
     memory c_out(p->c_user, dnnl_engine(), c);
-    p->to_a.execute(s, {{DNNL_ARG_FROM, a_in},
-                        {DNNL_ARG_TO, a_op},
-                        {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(p->a_scratch)}});
-    p->to_b.execute(s, {{DNNL_ARG_FROM, b_in},
-                        {DNNL_ARG_TO, b_op},
-                        {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(p->b_scratch)}});
-    p->product.execute(s, {{DNNL_ARG_SRC, a_op},
-                           {DNNL_ARG_WEIGHTS, b_op},
-                           {DNNL_ARG_DST, c_out},
-                           {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(p->scratch)}});
-    s.wait();
+    dnnl_run_kept(p->to_a, {{DNNL_ARG_FROM, a_in}, {DNNL_ARG_TO, a_op}});
+    dnnl_run_kept(p->to_b, {{DNNL_ARG_FROM, b_in}, {DNNL_ARG_TO, b_op}});
+    dnnl_run_kept(p->product,
+                  {{DNNL_ARG_SRC, a_op}, {DNNL_ARG_WEIGHTS, b_op}, {DNNL_ARG_DST, c_out}});
   } catch (const dnnl::error&) {
     return false;  // the caller computes all of C again in f32
   }

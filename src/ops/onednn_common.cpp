@@ -23,10 +23,17 @@ dnnl::primitive_attr dnnl_kept_attr() {
   return attr;
 }
 
-dnnl::memory dnnl_thread_scratchpad(const dnnl::memory::desc& desc) {
-  thread_local std::vector<char> buf;
-  if (buf.size() < desc.get_size()) buf.resize(desc.get_size());
-  return dnnl::memory(desc, dnnl_engine(), buf.data());
+void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args) {
+  const dnnl_memory_desc_t* md =
+      dnnl_primitive_desc_query_md(p.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+  if (md) {
+    const dnnl::memory::desc desc(*md);
+    thread_local std::vector<char> buf;
+    if (buf.size() < desc.get_size()) buf.resize(desc.get_size());
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(desc, dnnl_engine(), buf.data()));
+  }
+  p.execute(dnnl_thread_stream(), args);
+  dnnl_thread_stream().wait();
 }
 
 dnnl::memory::desc dnnl_f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld) {

@@ -20,14 +20,15 @@ const dnnl::engine& dnnl_engine();
 dnnl::stream& dnnl_thread_stream();
 
 // Attributes for a primitive that is kept and may run on any thread, several at once: its
-// scratchpad is the caller's (dnnl_thread_scratchpad). With oneDNN's default, a primitive
-// keeps the scratchpad of the thread that made it, and two threads running primitives made on
-// one thread write over each other's partial sums (oneDNN allows it only on the thread that
-// made the primitive); a compiled module is called from many threads.
+// scratchpad is the caller's (dnnl_run_kept). With oneDNN's default, a primitive keeps the
+// scratchpad of the thread that made it, and two threads running primitives made on one thread
+// write over each other's partial sums (oneDNN allows it only on the thread that made the
+// primitive); a compiled module is called from many threads.
 dnnl::primitive_attr dnnl_kept_attr();
-// The calling thread's scratchpad memory for a primitive whose scratchpad is `desc` (grown as
-// needed, reused by the thread's next primitive: one primitive runs at a time on a thread).
-dnnl::memory dnnl_thread_scratchpad(const dnnl::memory::desc& desc);
+// Runs `p`, made with dnnl_kept_attr(), on this thread's stream with `args` and this thread's
+// scratchpad (sized from p's own descriptor, grown as needed, reused by the thread's next
+// primitive), and waits for it.
+void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args);
 // An f32 matrix [rows, cols] as BLAS passes it: row-major with leading dim ld, or its transpose
 // stored so (column-major).
 dnnl::memory::desc dnnl_f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld);

@@ -44,7 +44,6 @@ struct Plan {
   dnnl::reorder copy;  // the residual into the output, for the sum post-op
   memory::desc src, dst, weights, bias;
   memory::desc user_weights;
-  memory::desc scratch, copy_scratch;  // the caller's (dnnl_kept_attr)
 };
 
 // A plan's problem: the input's [N, H, W, C], the weight's out channels and window, and
@@ -81,12 +80,9 @@ std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, const Key& key) {
   attr.set_post_ops(post);
   const dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
   plan->weights = pd.weights_desc();
-  plan->scratch = pd.scratchpad_desc();
   if (a.residual) {
-    const dnnl::reorder::primitive_desc copy(dnnl_engine(), plan->dst, dnnl_engine(), plan->dst,
-                                             dnnl_kept_attr());
-    plan->copy_scratch = copy.scratchpad_desc();
-    plan->copy = dnnl::reorder(copy);
+    plan->copy = dnnl::reorder(dnnl::reorder::primitive_desc(
+        dnnl_engine(), plan->dst, dnnl_engine(), plan->dst, dnnl_kept_attr()));
   }
   plan->conv = dnnl::convolution_forward(pd);
   return plan;
@@ -151,20 +147,13 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     // ResNet-50 call on 16 cores).
     const Tensor r = residual->is_contiguous() ? *residual : eager_contiguous(*residual);
     memory from(plan->dst, e, const_cast<void*>(r.raw_data()));
-    plan->copy.execute(dnnl_thread_stream(),
-                       {{DNNL_ARG_FROM, from},
-                        {DNNL_ARG_TO, dst},
-                        {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(plan->copy_scratch)}});
+    dnnl_run_kept(plan->copy, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, dst}});
   }
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src},
-      {DNNL_ARG_WEIGHTS, conv_w},
-      {DNNL_ARG_DST, dst},
-      {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(plan->scratch)}};
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w}, {DNNL_ARG_DST, dst}};
   if (bias_in)
     args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
-  plan->conv.execute(dnnl_thread_stream(), args);
-  dnnl_thread_stream().wait();
+  dnnl_run_kept(plan->conv, std::move(args));
 }
 
 namespace {

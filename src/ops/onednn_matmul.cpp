@@ -31,7 +31,7 @@ using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, 
 // One problem's matmul with its epilogue as bias and post-ops, on B as given (`b_user`) or on
 // B in the layout the primitive chose (`b_kept`).
 struct Plan {
-  memory::desc a, b_user, b_kept, c, bias, scratch;
+  memory::desc a, b_user, b_kept, c, bias;
   dnnl::matmul product;
 };
 
@@ -70,7 +70,6 @@ std::shared_ptr<const Plan> make_plan(const Key& key) {
       bias ? dnnl::matmul::desc(p->a, b, p->bias, p->c) : dnnl::matmul::desc(p->a, b, p->c);
   const dnnl::matmul::primitive_desc pd(d, attr, dnnl_engine());
   p->b_kept = pd.weights_desc();
-  p->scratch = pd.scratchpad_desc();
   p->product = dnnl::matmul(pd);
   return p;
 }
@@ -157,13 +156,9 @@ void OnednnMatmul::run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
       memory am(plan->a, en, const_cast<float*>(a)), cm(plan->c, en, c);
       memory bm = kept ? kept : memory(plan->b_user, en, const_cast<float*>(b));
       std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, am},
-          {DNNL_ARG_WEIGHTS, bm},
-          {DNNL_ARG_DST, cm},
-          {DNNL_ARG_SCRATCHPAD, dnnl_thread_scratchpad(plan->scratch)}};
+          {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
       if (e.bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, en, const_cast<float*>(e.bias)));
-      plan->product.execute(dnnl_thread_stream(), args);
-      dnnl_thread_stream().wait();
+      dnnl_run_kept(plan->product, std::move(args));
       return;
     } catch (const dnnl::error&) {
       // Its scratch could not be had: the product apart, below. A residual copied into C is
