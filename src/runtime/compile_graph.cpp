@@ -95,6 +95,14 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   const std::string graph_hex = hex(hash ? *hash : ir::graph_hash(g));
   Compile c{g, backend, store, compile_keys(graph_hex, backend), graph_hex.substr(0, 16)};
   Timer total;
+  const bool templates = size_templates && backend.serves_many_sizes();
+  // A size template served this graph before: its record loads it as an artifact would, with
+  // no graph-level lookup or single-flight lock first (each a round trip to a remote tier).
+  if (templates && store) {
+    if (auto e = store->get(sized_key(c.keys))) {
+      if (auto exec = load_sized(e->payload, backend, *store, c.keys)) return exec;
+    }
+  }
   const cache::Key graph_key = c.keys.graph_key();
   if (store) {
     if (auto e = store->get(graph_key)) {
@@ -122,13 +130,6 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
     }
   } release{store, graph_key, flight.token};
 
-  const bool templates = size_templates && backend.serves_many_sizes();
-  // A size template served this graph before: its record loads it as an artifact would.
-  if (templates && store) {
-    if (auto e = store->get(sized_key(c.keys))) {
-      if (auto exec = load_sized(e->payload, backend, *store, c.keys)) return exec;
-    }
-  }
   // Without a size template to serve it, a graph the graph level lacks is compiled.
   if (!templates) note_cold_work();
   Timer t;
@@ -212,7 +213,10 @@ void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backe
   for (const Digest& h : hashes) {
     // Graphs this process has loaded already are not looked up again.
     if (code_cache_contains(hex(h) + ":" + std::string(backend.name()))) continue;
-    keys.push_back(compile_keys(hex(h), backend).graph_key());
+    const CompileKeys ck = compile_keys(hex(h), backend);
+    keys.push_back(ck.graph_key());
+    // Where a size template served the graph, its record is what the compile looks up.
+    if (backend.serves_many_sizes()) keys.push_back(sized_key(ck));
   }
   store.prefetch(keys);
 }

@@ -35,8 +35,9 @@ void check_backend(const std::string& requested);
 const Backend& resolve_backend(const std::string& requested, Device device);
 
 // Before compiling the graphs with these hashes at once (the parts of a hierarchical compile):
-// asks the remote cache for all of their graph-level entries in one round trip, so their
-// lookups do not each wait for one (cache::Cache::prefetch).
+// asks the remote cache for all of their graph-level entries (and, on a backend that serves
+// many sizes, their size-template records: runtime/size_templates.h, sized_key) in one round
+// trip, so their lookups do not each wait for one (cache::Cache::prefetch).
 void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend);
 
 // Connects to the remote cache on another thread, so the connection overlaps the caller's
