@@ -264,7 +264,6 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
                                  const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                                  const codegen::Backend& backend, bool hierarchical,
                                  bool leave_out_refused) {
-  const bool drop_refused = leave_out_refused;
   AllSizes result;
   Timer t;
   const Digest structure = ir::structure_hash(captured);
@@ -275,7 +274,7 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
   // A fit of degree 3 in one symbol takes 4 sizes and a fifth to check; with several symbols,
   // degree 2 on a grid of 3 per symbol and a fourth size of each to check (size_poly.h).
   auto per_dim = [&] { return groups.size() == 1 ? size_t{5} : size_t{4}; };
-  if (groups.size() > 3 && !drop_refused) {
+  if (groups.size() > 3 && !leave_out_refused) {
     ZC_LOG(recompiles) << who << ": " << groups.size() << " distinct dynamic sizes; at most 3 "
                        << "compile for all sizes";
     return result;
@@ -284,7 +283,7 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
   // one, which needs a fifth size: each is tried for five then.
   std::vector<std::vector<int64_t>> sizes(groups.size());
   std::map<Shapes, ir::Graph> traces;
-  const size_t wanted = drop_refused ? 5 : per_dim();
+  const size_t wanted = leave_out_refused ? 5 : per_dim();
   for (size_t j = 0; j < groups.size(); ++j) {
     for (int64_t c : candidates(groups[j].at, groups[j].range, 12)) {
       Shapes shapes = own;
@@ -298,13 +297,13 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
     }
   }
   for (size_t j = groups.size(); j-- > 0;) {
-    const bool few = sizes[j].size() < (drop_refused ? 4 : per_dim());
+    const bool few = sizes[j].size() < (leave_out_refused ? 4 : per_dim());
     if (!few) continue;
     ZC_LOG(recompiles) << who << ": dims [" << shape_list(groups[j].dims, inputs.size()) << "] of "
                        << shapes_str(own) << " trace alike at only " << sizes[j].size()
                        << " sizes near " << groups[j].at
-                       << (drop_refused ? "; they keep their size" : "; it compiles per size");
-    if (!drop_refused) return result;
+                       << (leave_out_refused ? "; they keep their size" : "; it compiles per size");
+    if (!leave_out_refused) return result;
     groups.erase(groups.begin() + static_cast<std::ptrdiff_t>(j));
     sizes.erase(sizes.begin() + static_cast<std::ptrdiff_t>(j));
   }
