@@ -179,24 +179,31 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   } else {
     w_.line("const int64_t zc_seen = zc_n;");
   }
+  // The loops run over the block's every key, a causal row's unseen ones at -inf (exp gives
+  // 0): a trip count that differs from row to row left each row a scalar remainder of
+  // exponentials. A row that sees no key here keeps its state (its maximum may still be -inf).
+  w_.open("if (zc_seen == 0)");
+  w_.line("for (int64_t zc_j = 0; zc_j < zc_n; ++zc_j) zc_row[zc_j] = 0;");
+  if (!lse) w_.line("zc_c[zc_i] = 1;");
+  w_.line("continue;");
+  w_.close();
   w_.line(T + " zc_mx = zc_m[zc_i];");
   w_.line("#pragma omp simd reduction(max:zc_mx)");
-  w_.open("for (int64_t zc_j = 0; zc_j < zc_seen; ++zc_j)");
-  w_.line(T + " zc_x = zc_row[zc_j] * " + literal(at.a.scale, cdt) + ";");
+  w_.open("for (int64_t zc_j = 0; zc_j < zc_n; ++zc_j)");
+  w_.line(T + " zc_x = zc_j < zc_seen ? zc_row[zc_j] * " + literal(at.a.scale, cdt) +
+          " : -INFINITY;");
   w_.line("zc_row[zc_j] = zc_x;");
   w_.line("zc_mx = zc_x > zc_mx ? zc_x : zc_mx;");
   w_.close();
   w_.line(T + " zc_sum = 0;");
   w_.line("#pragma omp simd reduction(+:zc_sum)");
-  w_.open("for (int64_t zc_j = 0; zc_j < zc_seen; ++zc_j)");
+  w_.open("for (int64_t zc_j = 0; zc_j < zc_n; ++zc_j)");
   w_.line(T + " zc_p = zc_exp(zc_row[zc_j] - zc_mx);");
   w_.line("zc_row[zc_j] = zc_p;");
   w_.line("zc_sum += zc_p;");
   w_.close();
-  w_.line("for (int64_t zc_j = zc_seen; zc_j < zc_n; ++zc_j) zc_row[zc_j] = 0;");
-  // A row that saw no key in this block keeps its state (its maximum may still be -inf). The
-  // factor rescales the sum here, and the accumulator after PV (attention only).
-  w_.line("const " + T + " zc_f = zc_seen > 0 ? zc_exp(zc_m[zc_i] - zc_mx) : (" + T + ")1;");
+  // The factor rescales the sum here, and the accumulator after PV (attention only).
+  w_.line("const " + T + " zc_f = zc_exp(zc_m[zc_i] - zc_mx);");
   w_.line("zc_l[zc_i] = zc_l[zc_i] * zc_f + zc_sum;");
   if (!lse) w_.line("zc_c[zc_i] = zc_f;");
   w_.line("zc_m[zc_i] = zc_mx;");

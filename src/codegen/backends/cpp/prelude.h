@@ -34,6 +34,14 @@ void free(void*);
 }
 #define INFINITY (__builtin_inff())
 #define NAN (__builtin_nanf(""))
+// A kernel whose loops are exponentials over cache-resident blocks (attention) vectorizes 16
+// floats wide where the CPU has AVX-512; GCC's default for -march=native there is 8, which
+// suits the rest (docs/codegen.md, "Attention"). Clang has no such switch.
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#define ZC_WIDE __attribute__((target("prefer-vector-width=512")))
+#else
+#define ZC_WIDE
+#endif
 
 static inline float zc_h2f(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, u;
