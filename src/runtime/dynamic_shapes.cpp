@@ -12,6 +12,7 @@
 #include "runtime/regions.h"
 #include "runtime/size_templates.h"
 #include "util/log.h"
+#include "util/parallel.h"
 #include "util/timer.h"
 #include "zc/factories.h"
 
@@ -359,7 +360,8 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
   std::vector<std::vector<ir::Graph>> families;
   std::vector<RegionPlan> plans;
   if (hierarchical) {
-    for (const ir::Graph& g : graphs) plans.push_back(plan_regions(g, RegionRule{}));
+    plans.resize(graphs.size());
+    run_indexed(graphs.size(), [&](size_t i) { plans[i] = plan_regions(graphs[i], RegionRule{}); });
   }
   if (hierarchical && plans[0].outlined_calls > 0) {
     std::vector<Digest> distinct;

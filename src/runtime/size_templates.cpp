@@ -9,6 +9,7 @@
 #include "runtime/compile_graph.h"
 #include "util/bytes.h"
 #include "util/log.h"
+#include "util/parallel.h"
 #include "util/stats.h"
 #include "util/timer.h"
 
@@ -111,14 +112,18 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
   if (!backend.serves_many_sizes())
     return refuse(short_hash, "backend " + std::string(backend.name()) + " makes code per size");
   Timer t;
-  // Lowered, canonically numbered: value v is the same value at every sample.
-  std::vector<ir::Graph> lowered;
-  std::string structure;
-  for (const ir::Graph& g : family) {
-    CompileKeys keys = compile_keys(hex(ir::graph_hash(g)), backend);
-    lowered.push_back(ir::read_canonical(lowered_bytes(g, backend, store, keys)));
-    std::string s = hex(ir::structure_hash(lowered.back()));
-    if (structure.empty()) structure = s;
+  // Lowered, canonically numbered: value v is the same value at every sample. The samples are
+  // lowered (and below, generated) side by side: a first call that makes templates waits for
+  // the slowest sample, not for the sum of ten.
+  std::vector<ir::Graph> lowered(family.size());
+  std::vector<std::string> structures(family.size());
+  run_indexed(family.size(), [&](size_t i) {
+    CompileKeys keys = compile_keys(hex(ir::graph_hash(family[i])), backend);
+    lowered[i] = ir::read_canonical(lowered_bytes(family[i], backend, store, keys));
+    structures[i] = hex(ir::structure_hash(lowered[i]));
+  });
+  const std::string structure = structures[0];
+  for (const std::string& s : structures) {
     if (s != structure) return refuse(short_hash, "its lowered structure changes with its sizes");
   }
   const ir::Graph& g0 = lowered[0];
@@ -155,15 +160,16 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
   for (size_t p = 0; p < lowered.size(); ++p) {
     for (const auto& seq : sequences) points[p].push_back(seq[p]);
   }
-  std::string text;
-  codegen::CodegenResult code;
-  for (const ir::Graph& g : lowered) {
-    code = codegen::codegen(g, backend, true, r.varying);
-    if (text.empty()) text = code.source.text;
-    if (code.source.text != text)
+  std::vector<codegen::CodegenResult> codes(lowered.size());
+  run_indexed(lowered.size(),
+              [&](size_t i) { codes[i] = codegen::codegen(lowered[i], backend, true, r.varying); });
+  const std::string text = codes[0].source.text;
+  for (codegen::CodegenResult& c : codes) {
+    if (c.source.text != text)
       return refuse(short_hash, "its generated code takes other paths at other sizes");
-    values.push_back(std::move(code.source.sizes));
+    values.push_back(std::move(c.source.sizes));
   }
+  const codegen::CodegenResult& code = codes[0];
   std::string why;
   auto polys = codegen::fit_sizes(points, values, &why);
   if (!polys) return refuse(short_hash, why);

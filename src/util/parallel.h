@@ -1,0 +1,17 @@
+// Independent pieces of compile-time work run side by side: fn(0) .. fn(n - 1), each exactly
+// once, on the calling thread and up to (hardware threads - 1) helper threads, which take the
+// next index as they finish one. Returns when all have run; if any threw, the exception of the
+// lowest index is rethrown (the one a plain loop would have met first, whatever the timing;
+// the others still run to their end, so nothing they reference is left in use). For compile-time
+// work only: the threads are made per call (tens of microseconds), which the generated code's loops
+// must not pay.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace zc {
+
+void run_indexed(size_t n, const std::function<void(size_t)>& fn);
+
+}  // namespace zc
