@@ -3,7 +3,9 @@
 // Input: a schedule. Output: inputs, constants and graph outputs keep their own buffers; every
 // other stored value gets a 64-byte aligned range of one arena, reused by values whose
 // lifetimes (from the kernel that writes them to the last kernel that reads them) do not
-// overlap. Values written or read by the same kernel never share bytes.
+// overlap. Values written or read by the same kernel never share bytes, with one exception: a
+// CPU convolution's output (conv2d_nhwc) takes its residual's bytes when the residual is an
+// arena value read by no later kernel (buffer_plan.cpp says why that is safe).
 #pragma once
 
 #include "codegen/kernel_ir.h"

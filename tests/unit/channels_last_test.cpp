@@ -9,11 +9,15 @@
 #include <vector>
 
 #include "capture/capture.h"
+#include "codegen/backends/cpp/cpp_backend.h"
 #include "codegen/backends/eager/interpreter.h"
+#include "codegen/pipeline.h"
 #include "lower/channels_last.h"
+#include "lower/pipeline.h"
 #include "ops/attrs.h"
 #include "ops/onednn_conv.h"
 #include "ops/registry.h"
+#include "runtime/backend_layout.h"
 #include "tensor/assign.h"
 #include "zc/zc.h"
 
@@ -310,6 +314,68 @@ TEST(ChannelsLast, CompiledConvolutionsFollowTheirWeightsAcrossCallsAndBlocks) {
     if (name.find("blocks.1.c1.weight") != std::string::npos) assign_values(p, p * -0.5);
   }
   EXPECT_TRUE(allclose(fast(x), (*net)(x), 1e-4, 1e-4));
+}
+
+// Where the residual dies at its convolution (each block's input after the first: a value of
+// the arena), the convolution's output is placed over it and no copy of the residual is made;
+// where it is read later, or is the graph's input, the two keep their own bytes. The values
+// stay those of eager either way.
+struct ReadAgain : nn::Module {
+  std::shared_ptr<nn::Conv2d> c;
+  ReadAgain() {
+    c = register_module("c", std::make_shared<nn::Conv2d>(4, 4, std::vector<int64_t>{1}));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = relu((*c)(x));
+    Tensor y = relu((*c)(h) + h);  // h is read again below
+    return mean(y + h, {2, 3});
+  }
+};
+
+TEST(ChannelsLast, AConvolutionTakesOverTheBytesOfAResidualThatDiesThere) {
+  manual_seed(7);
+  NoGradGuard no_grad;
+  auto backend = codegen::cpp::make_cpp_backend({});
+  auto over_residual = [&](nn::Module& m, const Tensor& x, int* with_residual) {
+    capture::Captured c = capture::capture_module(m, x, nullptr, true);
+    lower::LowerContext ctx;
+    ctx.keep = backend->native_ops();
+    const ir::Graph g = lower::lower(runtime::in_backend_layout(c.graph, *backend), ctx);
+    const codegen::CodegenResult r = codegen::codegen(g, *backend, false);
+    int taken = 0;
+    *with_residual = 0;
+    for (const ir::Node& n : r.schedule.graph.nodes) {
+      if (n.op != OpId::conv2d_nhwc || !std::get<Conv2dAttrs>(n.attrs).residual) continue;
+      ++*with_residual;
+      const auto& out = r.plan.slot[n.outputs[0]];
+      const auto& res = r.plan.slot[n.inputs.back()];
+      const auto& in = r.plan.slot[n.inputs[0]];
+      if (out.kind == codegen::BufferKind::arena && res.kind == codegen::BufferKind::arena &&
+          out.index == res.index) {
+        ++taken;
+        EXPECT_FALSE(in.kind == codegen::BufferKind::arena && in.index == out.index)
+            << "a convolution writes over the input it reads";
+      }
+    }
+    return taken;
+  };
+  Blocks blocks(4, 3);
+  blocks.eval();
+  Tensor x = randn({2, 4, 10, 10});
+  int residuals = 0;
+  EXPECT_EQ(over_residual(blocks, x, &residuals), 2);  // the first block's residual is the input
+  EXPECT_EQ(residuals, 3);
+  ReadAgain again;
+  again.eval();
+  EXPECT_EQ(over_residual(again, x, &residuals), 0);
+  EXPECT_EQ(residuals, 1);
+  for (nn::Module* m : std::vector<nn::Module*>{&blocks, &again}) {
+    compiler::reset();
+    CompiledModule fast = compile(std::shared_ptr<nn::Module>(m, [](nn::Module*) {}),
+                                  CompileOptions{.regions = Regions::None});
+    EXPECT_TRUE(allclose(fast(x), (*m)(x), 1e-4, 1e-4));
+    EXPECT_TRUE(allclose(fast(x), (*m)(x), 1e-4, 1e-4));  // the residual is whole again
+  }
 }
 
 }  // namespace

@@ -277,7 +277,12 @@ class CppExecutable final : public RawExecutable {
       return;
     }
     const ops::OpDef& def = ops::op_def(n.op);
-    if (def.eager_into) {  // straight into the planned buffers
+    // An output placed over an input (a convolution's residual, codegen/buffer_plan.h) is
+    // computed into fresh memory and copied, as the eager kernels expect distinct buffers.
+    const bool over_an_input = std::any_of(args.begin(), args.end(), [&](const Tensor& t) {
+      return t.raw_data() == address(n.outputs[0], a);
+    });
+    if (def.eager_into && !over_an_input) {  // straight into the planned buffers
       std::vector<Tensor> outs;
       for (ir::ValueId o : n.outputs) {
         const ops::TensorMeta& m = s.graph.meta(o);
