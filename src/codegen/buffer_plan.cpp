@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "ops/attrs.h"
 #include "util/check.h"
@@ -28,6 +29,15 @@ int64_t round_up(int64_t n) {
   return (n + 63) / 64 * 64;
 }
 
+// Per value, the last kernel that reads it from memory (-1: none).
+std::vector<int32_t> last_readers(const Schedule& s) {
+  std::vector<int32_t> last(s.graph.values.size(), -1);
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    for (ir::ValueId v : kernel_reads(s, s.kernels[k])) last[v] = static_cast<int32_t>(k);
+  }
+  return last;
+}
+
 // The residual whose bytes kernel k's store v may take over, or -1. A CPU convolution with a
 // residual (conv2d_nhwc, an extern op) adds the residual to its output: ops::OnednnConv through
 // oneDNN's sum post-op, which reads each element of the output's earlier contents before it
@@ -35,21 +45,29 @@ int64_t round_up(int64_t n) {
 // is placed over it and the residual needs no copy into the output first (a ResNet-50 call
 // copied 1.2 ms of residuals on 2 cores). The residual must be no other input of the node: the
 // convolution still reads those while it writes.
-ir::ValueId residual_taken_over(const Schedule& s, const Kernel& k, ir::ValueId v,
-                                const std::vector<int32_t>& last, int32_t kernel,
-                                const BufferPlan& plan) {
+// The residual of kernel k when k is such a convolution writing v and the last to read the
+// residual, which is a whole value (not a view) and no other input of it; else -1.
+ir::ValueId residual_dying_at(const Schedule& s, const Kernel& k, ir::ValueId v,
+                              const std::vector<int32_t>& last, int32_t kernel) {
   if (k.kind != KernelKind::extern_op || k.anchor < 0) return -1;
   const ir::Node& n = s.graph.nodes[k.anchor];
   if (n.op != ops::OpId::conv2d_nhwc || !std::get<ops::Conv2dAttrs>(n.attrs).residual) return -1;
   if (n.outputs.size() != 1 || n.outputs[0] != v || !s.graph.meta(v).device.is_cpu()) return -1;
   const ir::ValueId r = n.inputs.back();
-  if (s.at(r).state != ValueState::stored || plan.slot[r].kind != BufferKind::arena) return -1;
-  if (last[r] != kernel) return -1;
+  if (s.base_of(r) != r || last[r] != kernel) return -1;
   for (size_t i = 0; i + 1 < n.inputs.size(); ++i) {
     if (s.base_of(n.inputs[i]) == r) return -1;
   }
   const ops::TensorMeta &mv = s.graph.meta(v), &mr = s.graph.meta(r);
   return mv.shape == mr.shape && mv.dtype == mr.dtype ? r : -1;
+}
+
+ir::ValueId residual_taken_over(const Schedule& s, const Kernel& k, ir::ValueId v,
+                                const std::vector<int32_t>& last, int32_t kernel,
+                                const BufferPlan& plan) {
+  const ir::ValueId r = residual_dying_at(s, k, v, last, kernel);
+  if (r < 0 || s.at(r).state != ValueState::stored) return -1;
+  return plan.slot[r].kind == BufferKind::arena ? r : -1;
 }
 }  // namespace
 
@@ -71,10 +89,7 @@ BufferPlan plan_buffers(const Schedule& s) {
   }
   // Lifetimes of arena values: [writer, last reader].
   size_t nk = s.kernels.size();
-  std::vector<int32_t> last(g.values.size(), -1);
-  for (size_t k = 0; k < nk; ++k) {
-    for (ir::ValueId v : kernel_reads(s, s.kernels[k])) last[v] = static_cast<int32_t>(k);
-  }
+  const std::vector<int32_t> last = last_readers(s);
   std::map<int64_t, int64_t> free_blocks;  // offset -> size
   int64_t top = 0;
   auto allocate = [&](int64_t size) {
@@ -109,6 +124,18 @@ BufferPlan plan_buffers(const Schedule& s) {
   std::vector<std::vector<ir::ValueId>> dies_after(nk);
   std::vector<int64_t> size_of(g.values.size(), 0);
   std::vector<bool> handed_on(g.values.size(), false);  // its bytes became a later value's
+  // A residual that dies at a convolution writing a graph output is written into that output
+  // in the first place (the output of a block that ends in a convolution over the block's
+  // downsampled input), by the same rule as below.
+  std::vector<std::optional<BufferPlan::Slot>> in_output(g.values.size());
+  for (size_t k = 0; k < nk; ++k) {
+    for (ir::ValueId v : s.kernels[k].stores) {
+      if (!is_output[v] || std::count(s.outputs.begin(), s.outputs.end(), v) != 1) continue;
+      const ir::ValueId r = residual_dying_at(s, s.kernels[k], v, last, static_cast<int32_t>(k));
+      if (r >= 0 && s.at(r).state == ValueState::stored && !is_output[r])
+        in_output[r] = plan.slot[v];
+    }
+  }
   for (size_t k = 0; k < nk; ++k) {
     const int32_t kernel = static_cast<int32_t>(k);
     for (ir::ValueId v : s.kernels[k].stores) {
@@ -119,7 +146,10 @@ BufferPlan plan_buffers(const Schedule& s) {
       size_of[v] = round_up(std::max<int64_t>(shape_numel(m.shape), 1) *
                             static_cast<int64_t>(dtype_size(m.dtype)));
       const ir::ValueId r = residual_taken_over(s, s.kernels[k], v, last, kernel, plan);
-      if (r >= 0) {
+      if (in_output[v]) {
+        plan.slot[v] = *in_output[v];
+        handed_on[v] = true;
+      } else if (r >= 0) {
         plan.slot[v] = plan.slot[r];
         handed_on[r] = true;
       } else {
@@ -133,6 +163,23 @@ BufferPlan plan_buffers(const Schedule& s) {
   }
   plan.arena_bytes = top;
   return plan;
+}
+
+std::vector<std::pair<size_t, size_t>> outputs_over_inputs(const Schedule& s,
+                                                           const BufferPlan& plan) {
+  std::vector<std::pair<size_t, size_t>> pairs;
+  const std::vector<int32_t> last = last_readers(s);
+  for (size_t k = 0; k < s.kernels.size(); ++k) {
+    for (ir::ValueId v : s.kernels[k].stores) {
+      if (plan.slot[v].kind != BufferKind::output || last[v] > static_cast<int32_t>(k)) continue;
+      if (std::count(s.outputs.begin(), s.outputs.end(), v) != 1) continue;
+      const ir::ValueId r = residual_dying_at(s, s.kernels[k], v, last, static_cast<int32_t>(k));
+      if (r < 0 || plan.slot[r].kind != BufferKind::input) continue;
+      pairs.emplace_back(static_cast<size_t>(plan.slot[r].index),
+                         static_cast<size_t>(plan.slot[v].index));
+    }
+  }
+  return pairs;
 }
 
 }  // namespace zc::codegen

@@ -8,11 +8,20 @@
 // arena value read by no later kernel (buffer_plan.cpp says why that is safe).
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "codegen/kernel_ir.h"
 
 namespace zc::codegen {
 
 BufferPlan plan_buffers(const Schedule& s);
+
+// The (graph input, graph output) pairs a caller may give one buffer: by the same rule, an
+// output written by a convolution over an input that is its residual and dies there
+// (Executable::outputs_over_inputs).
+std::vector<std::pair<size_t, size_t>> outputs_over_inputs(const Schedule& s,
+                                                           const BufferPlan& plan);
 
 // Values kernel k reads from memory (inputs, constants, other kernels' stores), by base.
 std::vector<ir::ValueId> kernel_reads(const Schedule& s, const Kernel& k);

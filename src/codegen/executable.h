@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ops/gemm_choice.h"
@@ -85,6 +86,11 @@ class RawExecutable : public Executable {
   // raises the error its kernels flagged on the device (an embedding index out of range),
   // which waits for the GPU. Nothing to do where errors raise at once (the CPU).
   virtual void finish_run() const {}
+  // Pairs (input i, output j) that run_raw may be given one buffer for: output j is written
+  // only by the last reader of input i, which reads each element before it writes it there (a
+  // convolution adding its residual, codegen/buffer_plan.h). A caller whose input i dies at
+  // this call passes its buffer as output j too, and saves the copy and the memory.
+  virtual std::vector<std::pair<size_t, size_t>> outputs_over_inputs() const { return {}; }
 };
 
 }  // namespace zc::codegen

@@ -6,6 +6,8 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 
 #include "codegen/call_buffers.h"
 #include "ir/canonical.h"
@@ -58,21 +60,16 @@ class HierarchicalExecutable final : public RawExecutable {
         finishers_.push_back(p.raw);
       reads_identities_ = reads_identities_ || (p.raw && p.raw->reads_identities());
     }
-    // Values passed between parts get fixed places in one arena (no reuse: they are few and
-    // small next to what the parts use inside); graph outputs go to fresh tensors instead.
+    // Values passed between parts get places in one arena, reused once a value's last reader
+    // has run (a ResNet's block outputs, 20 MB without reuse, stay in cache); graph outputs go
+    // to fresh tensors instead.
     fast_ = true;
     device_ = parts_.empty() ? Device::cpu() : parts_[0].exec->device();
-    int64_t top = 0;
     for (const Part& p : parts_) {
       fast_ = fast_ && p.raw != nullptr && p.exec->device() == device_;
       scratch_ = std::max<int64_t>(scratch_, p.raw ? p.raw->scratch_bytes() : 0);
-      for (const Slot& s : p.outputs) {
-        const ops::TensorMeta& m = g.meta(s.index);
-        offset_[s.index] = top;
-        top += (shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype)) + 63) / 64 * 64;
-      }
     }
-    values_bytes_ = top;
+    values_bytes_ = place_values(g);
     arenas_ = std::make_unique<ArenaPool>(values_bytes_ + scratch_, device_);
     // A graph output must come from a part for the fast path to write it in place.
     for (ir::ValueId v : outputs_) fast_ = fast_ && offset_.count(v) && !input_of.count(v);
@@ -141,6 +138,86 @@ class HierarchicalExecutable final : public RawExecutable {
   bool reads_identities() const override { return reads_identities_; }
 
  private:
+  // Offsets in the values arena for every value a part writes, and its size: a value's bytes
+  // are free again after the last part that reads it. A part whose input dies at it and that
+  // may write an output over that input (RawExecutable::outputs_over_inputs: a convolution
+  // adding its residual) gets the output placed there, and the residual is not copied.
+  int64_t place_values(const ir::Graph& g) {
+    std::map<ir::ValueId, size_t> last;  // value -> the last part that reads it
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      for (const Slot& s : parts_[p].inputs)
+        if (s.kind == Slot::value) last[s.index] = p;
+    }
+    std::set<ir::ValueId> graph_outputs(outputs_.begin(), outputs_.end());
+    std::map<int64_t, int64_t> free;  // offset -> bytes
+    std::map<ir::ValueId, int64_t> bytes;
+    int64_t top = 0;
+    auto allocate = [&](int64_t n) {
+      for (auto it = free.begin(); it != free.end(); ++it) {
+        if (it->second < n) continue;
+        const int64_t off = it->first, rest = it->second - n;
+        free.erase(it);
+        if (rest > 0) free[off + n] = rest;
+        return off;
+      }
+      top += n;
+      return top - n;
+    };
+    for (size_t p = 0; p < parts_.size(); ++p) {
+      const Part& part = parts_[p];
+      std::set<ir::ValueId> taken;  // inputs whose bytes an output of this part took
+      std::vector<std::pair<size_t, size_t>> over;
+      if (part.raw) over = part.raw->outputs_over_inputs();
+      for (size_t j = 0; j < part.outputs.size(); ++j) {
+        const ir::ValueId v = part.outputs[j].index;
+        const ops::TensorMeta& m = g.meta(v);
+        bytes[v] =
+            (shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype)) + 63) / 64 * 64;
+        std::optional<int64_t> at;
+        for (const auto& [i, o] : over) {
+          if (o != j || graph_outputs.count(v)) continue;
+          const Slot& in = part.inputs[i];
+          if (in.kind != Slot::value || graph_outputs.count(in.index) || last[in.index] != p ||
+              taken.count(in.index) || bytes[in.index] != bytes[v])
+            continue;
+          size_t uses = 0;
+          for (const Slot& s : part.inputs) uses += s.kind == Slot::value && s.index == in.index;
+          if (uses != 1) continue;
+          at = offset_.at(in.index);
+          taken.insert(in.index);
+          break;
+        }
+        offset_[v] = at ? *at : allocate(bytes[v]);
+      }
+      // What dies here is free for the next part's outputs (not this one's: it reads them).
+      auto release = [&](ir::ValueId v) {
+        if (taken.count(v)) return;
+        auto it = free.emplace(offset_.at(v), bytes.at(v)).first;
+        auto next = std::next(it);
+        if (next != free.end() && it->first + it->second == next->first) {
+          it->second += next->second;
+          free.erase(next);
+        }
+        if (it != free.begin()) {
+          auto prev = std::prev(it);
+          if (prev->first + prev->second == it->first) {
+            prev->second += it->second;
+            free.erase(it);
+          }
+        }
+      };
+      std::set<ir::ValueId> released;
+      for (const Slot& s : part.inputs) {
+        if (s.kind == Slot::value && last[s.index] == p && released.insert(s.index).second)
+          release(s.index);
+      }
+      for (const Slot& s : part.outputs) {  // written and never read by a later part
+        if (!last.count(s.index) && released.insert(s.index).second) release(s.index);
+      }
+    }
+    return top;
+  }
+
   // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
   std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
     std::vector<Tensor> keep;

@@ -1,5 +1,7 @@
 #include "codegen/backends/cpp/cpp_executable.h"
 
+#include "codegen/buffer_plan.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "codegen/backends/cpp/cpp_emit.h"
 #include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/backends/cpp/cpu_kernel_profile.h"
+#include "codegen/buffer_plan.h"
 #include "codegen/call_buffers.h"
 #include "ops/blas.h"
 #include "ops/cpu_threads.h"
@@ -117,6 +120,11 @@ class CppExecutable final : public RawExecutable {
   int64_t scratch_bytes() const override { return plan_.arena_bytes; }
 
   bool reads_identities() const override { return has_convs_ || keeps_weights_; }
+
+  std::vector<std::pair<size_t, size_t>> outputs_over_inputs() const override {
+    return has_convs_ ? codegen::outputs_over_inputs(schedule_, plan_)
+                      : std::vector<std::pair<size_t, size_t>>{};
+  }
 
   void run_raw(void* const* inputs, void* const* outputs, char* scratch,
                const InputIdentity* identities = nullptr) const override {
