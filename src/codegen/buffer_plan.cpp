@@ -1,11 +1,11 @@
 #include "codegen/buffer_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 
 #include "ops/attrs.h"
 #include "util/check.h"
+#include "util/free_ranges.h"
 
 namespace zc::codegen {
 
@@ -90,37 +90,7 @@ BufferPlan plan_buffers(const Schedule& s) {
   // Lifetimes of arena values: [writer, last reader].
   size_t nk = s.kernels.size();
   const std::vector<int32_t> last = last_readers(s);
-  std::map<int64_t, int64_t> free_blocks;  // offset -> size
-  int64_t top = 0;
-  auto allocate = [&](int64_t size) {
-    for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it) {
-      if (it->second >= size) {
-        int64_t off = it->first, rest = it->second - size;
-        free_blocks.erase(it);
-        if (rest > 0) free_blocks[off + size] = rest;
-        return off;
-      }
-    }
-    int64_t off = top;
-    top += size;
-    return off;
-  };
-  auto release = [&](int64_t off, int64_t size) {
-    auto it = free_blocks.emplace(off, size).first;
-    // Merge with the neighbours so large values can reuse space freed in pieces.
-    auto next = std::next(it);
-    if (next != free_blocks.end() && it->first + it->second == next->first) {
-      it->second += next->second;
-      free_blocks.erase(next);
-    }
-    if (it != free_blocks.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free_blocks.erase(it);
-      }
-    }
-  };
+  FreeRanges arena;
   std::vector<std::vector<ir::ValueId>> dies_after(nk);
   std::vector<int64_t> size_of(g.values.size(), 0);
   std::vector<bool> handed_on(g.values.size(), false);  // its bytes became a later value's
@@ -153,15 +123,15 @@ BufferPlan plan_buffers(const Schedule& s) {
         plan.slot[v] = plan.slot[r];
         handed_on[r] = true;
       } else {
-        plan.slot[v] = {BufferKind::arena, allocate(size_of[v])};
+        plan.slot[v] = {BufferKind::arena, arena.allocate(size_of[v])};
       }
       dies_after[std::max<int32_t>(last[v], kernel)].push_back(v);
     }
     for (ir::ValueId v : dies_after[k]) {
-      if (!handed_on[v]) release(plan.slot[v].index, size_of[v]);
+      if (!handed_on[v]) arena.release(plan.slot[v].index, size_of[v]);
     }
   }
-  plan.arena_bytes = top;
+  plan.arena_bytes = arena.top();
   return plan;
 }
 

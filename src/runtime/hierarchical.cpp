@@ -14,6 +14,7 @@
 #include "ops/eager.h"
 #include "runtime/compile_graph.h"
 #include "util/check.h"
+#include "util/free_ranges.h"
 #include "util/log.h"
 #include "util/stats.h"
 #include "util/timer.h"
@@ -149,20 +150,8 @@ class HierarchicalExecutable final : public RawExecutable {
         if (s.kind == Slot::value) last[s.index] = p;
     }
     std::set<ir::ValueId> graph_outputs(outputs_.begin(), outputs_.end());
-    std::map<int64_t, int64_t> free;  // offset -> bytes
     std::map<ir::ValueId, int64_t> bytes;
-    int64_t top = 0;
-    auto allocate = [&](int64_t n) {
-      for (auto it = free.begin(); it != free.end(); ++it) {
-        if (it->second < n) continue;
-        const int64_t off = it->first, rest = it->second - n;
-        free.erase(it);
-        if (rest > 0) free[off + n] = rest;
-        return off;
-      }
-      top += n;
-      return top - n;
-    };
+    FreeRanges places;
     for (size_t p = 0; p < parts_.size(); ++p) {
       const Part& part = parts_[p];
       std::set<ir::ValueId> taken;  // inputs whose bytes an output of this part took
@@ -187,24 +176,11 @@ class HierarchicalExecutable final : public RawExecutable {
           taken.insert(in.index);
           break;
         }
-        offset_[v] = at ? *at : allocate(bytes[v]);
+        offset_[v] = at ? *at : places.allocate(bytes[v]);
       }
       // What dies here is free for the next part's outputs (not this one's: it reads them).
       auto release = [&](ir::ValueId v) {
-        if (taken.count(v)) return;
-        auto it = free.emplace(offset_.at(v), bytes.at(v)).first;
-        auto next = std::next(it);
-        if (next != free.end() && it->first + it->second == next->first) {
-          it->second += next->second;
-          free.erase(next);
-        }
-        if (it != free.begin()) {
-          auto prev = std::prev(it);
-          if (prev->first + prev->second == it->first) {
-            prev->second += it->second;
-            free.erase(it);
-          }
-        }
+        if (!taken.count(v)) places.release(offset_.at(v), bytes.at(v));
       };
       std::set<ir::ValueId> released;
       for (const Slot& s : part.inputs) {
@@ -215,7 +191,7 @@ class HierarchicalExecutable final : public RawExecutable {
         if (!last.count(s.index) && released.insert(s.index).second) release(s.index);
       }
     }
-    return top;
+    return places.top();
   }
 
   // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
