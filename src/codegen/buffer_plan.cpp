@@ -38,15 +38,16 @@ std::vector<int32_t> last_readers(const Schedule& s) {
   return last;
 }
 
-// The residual whose bytes kernel k's store v may take over, or -1. A CPU convolution with a
-// residual (conv2d_nhwc, an extern op) adds the residual to its output: ops::OnednnConv through
-// oneDNN's sum post-op, which reads each element of the output's earlier contents before it
-// writes it. When the residual is a value of the arena that no later kernel reads, the output
-// is placed over it and the residual needs no copy into the output first (a ResNet-50 call
-// copied 1.2 ms of residuals on 2 cores). The residual must be no other input of the node: the
-// convolution still reads those while it writes.
-// The residual of kernel k when k is such a convolution writing v and the last to read the
-// residual, which is a whole value (not a view) and no other input of it; else -1.
+// A CPU convolution with a residual (conv2d_nhwc, an extern op) adds the residual to its
+// output: ops::OnednnConv through oneDNN's sum post-op, which reads each element of the output's
+// earlier contents before it writes it. So where the residual dies at the convolution, the
+// output may lie over it and the residual needs no copy into the output first (a ResNet-50
+// call copied 1.2 ms of residuals on 2 cores; docs/adr/0033). The residual must be a whole
+// value (not a view) and no other input of the node: the convolution still reads those while
+// it writes.
+//
+// The residual of kernel k when k is such a convolution writing v and the last kernel to read
+// the residual; else -1.
 ir::ValueId residual_dying_at(const Schedule& s, const Kernel& k, ir::ValueId v,
                               const std::vector<int32_t>& last, int32_t kernel) {
   if (k.kind != KernelKind::extern_op || k.anchor < 0) return -1;
@@ -62,6 +63,7 @@ ir::ValueId residual_dying_at(const Schedule& s, const Kernel& k, ir::ValueId v,
   return mv.shape == mr.shape && mv.dtype == mr.dtype ? r : -1;
 }
 
+// The residual whose arena range kernel k's store v takes over, or -1.
 ir::ValueId residual_taken_over(const Schedule& s, const Kernel& k, ir::ValueId v,
                                 const std::vector<int32_t>& last, int32_t kernel,
                                 const BufferPlan& plan) {

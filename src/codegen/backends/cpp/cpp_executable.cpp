@@ -1,7 +1,5 @@
 #include "codegen/backends/cpp/cpp_executable.h"
 
-#include "codegen/buffer_plan.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
