@@ -11,6 +11,7 @@
 #include "runtime/backend_layout.h"
 #include "runtime/regions.h"
 #include "runtime/size_templates.h"
+#include "toolchain/build_priority.h"
 #include "util/log.h"
 #include "util/parallel.h"
 #include "util/timer.h"
@@ -361,7 +362,9 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
   std::vector<RegionPlan> plans;
   if (hierarchical) {
     plans.resize(graphs.size());
-    run_indexed(graphs.size(), [&](size_t i) { plans[i] = plan_regions(graphs[i], RegionRule{}); });
+    run_indexed(
+        graphs.size(), [&](size_t i) { plans[i] = plan_regions(graphs[i], RegionRule{}); },
+        toolchain::compile_threads());
   }
   if (hierarchical && plans[0].outlined_calls > 0) {
     std::vector<Digest> distinct;

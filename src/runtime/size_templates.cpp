@@ -7,6 +7,7 @@
 #include "codegen/size_template.h"
 #include "ir/canonical.h"
 #include "runtime/compile_graph.h"
+#include "toolchain/build_priority.h"
 #include "util/bytes.h"
 #include "util/log.h"
 #include "util/parallel.h"
@@ -117,11 +118,14 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
   // the slowest sample, not for the sum of ten.
   std::vector<ir::Graph> lowered(family.size());
   std::vector<std::string> structures(family.size());
-  run_indexed(family.size(), [&](size_t i) {
-    CompileKeys keys = compile_keys(hex(ir::graph_hash(family[i])), backend);
-    lowered[i] = ir::read_canonical(lowered_bytes(family[i], backend, store, keys));
-    structures[i] = hex(ir::structure_hash(lowered[i]));
-  });
+  run_indexed(
+      family.size(),
+      [&](size_t i) {
+        CompileKeys keys = compile_keys(hex(ir::graph_hash(family[i])), backend);
+        lowered[i] = ir::read_canonical(lowered_bytes(family[i], backend, store, keys));
+        structures[i] = hex(ir::structure_hash(lowered[i]));
+      },
+      toolchain::compile_threads());
   const std::string structure = structures[0];
   for (const std::string& s : structures) {
     if (s != structure) return refuse(short_hash, "its lowered structure changes with its sizes");
@@ -161,8 +165,10 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
     for (const auto& seq : sequences) points[p].push_back(seq[p]);
   }
   std::vector<codegen::CodegenResult> codes(lowered.size());
-  run_indexed(lowered.size(),
-              [&](size_t i) { codes[i] = codegen::codegen(lowered[i], backend, true, r.varying); });
+  run_indexed(
+      lowered.size(),
+      [&](size_t i) { codes[i] = codegen::codegen(lowered[i], backend, true, r.varying); },
+      toolchain::compile_threads());
   const std::string text = codes[0].source.text;
   for (codegen::CodegenResult& c : codes) {
     if (c.source.text != text)

@@ -20,4 +20,8 @@ int compiler_niceness() {
   return g_background.load(std::memory_order_relaxed) > 0 ? 10 : 0;
 }
 
+size_t compile_threads() {
+  return g_background.load(std::memory_order_relaxed) > 0 ? 1 : 0;
+}
+
 }  // namespace zc::toolchain

@@ -8,6 +8,8 @@
 // their own; a foreground compile that overlaps a background one is niced with it.
 #pragma once
 
+#include <cstddef>
+
 namespace zc::toolchain {
 
 // Held by a background compile for its duration.
@@ -22,5 +24,9 @@ class BackgroundBuildScope {
 // The niceness a compiler process starts with now: 10 while a background compile runs, else 0
 // (the process's own).
 int compiler_niceness();
+
+// The threads a compile step shares its own work among (util/parallel.h run_indexed): 1 while
+// a background compile runs, else 0 (all).
+size_t compile_threads();
 
 }  // namespace zc::toolchain

@@ -10,7 +10,7 @@
 
 namespace zc {
 
-void run_indexed(size_t n, const std::function<void(size_t)>& fn) {
+void run_indexed(size_t n, const std::function<void(size_t)>& fn, size_t max_threads) {
   if (n == 0) return;
   std::atomic<size_t> next{0};
   std::mutex mu;
@@ -29,7 +29,8 @@ void run_indexed(size_t n, const std::function<void(size_t)>& fn) {
       }
     }
   };
-  const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
+  size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (max_threads > 0) hw = std::min(hw, max_threads);
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < std::min(n, hw); ++t) {
     try {
