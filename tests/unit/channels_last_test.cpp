@@ -5,6 +5,7 @@
 // one per weight where a repeated block's executable serves several.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -56,9 +57,11 @@ struct Block : nn::Module {
 
 struct Blocks : nn::Module {
   std::shared_ptr<nn::ModuleList> blocks;
-  Blocks(int64_t ch, int n) {
+  Blocks(int64_t ch, int n) : Blocks([ch] { return std::make_shared<Block>(ch); }, n) {}
+  // n blocks that `make` builds.
+  Blocks(const std::function<std::shared_ptr<nn::Module>()>& make, int n) {
     blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
-    for (int i = 0; i < n; ++i) blocks->push_back(std::make_shared<Block>(ch));
+    for (int i = 0; i < n; ++i) blocks->push_back(make());
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = x;
@@ -346,19 +349,6 @@ struct DownBlock : nn::Module {
   Tensor forward(const Tensor& x) override { return relu((*c2)(relu((*c1)(x))) + (*d)(x)); }
 };
 
-struct DownBlocks : nn::Module {
-  std::shared_ptr<nn::ModuleList> blocks;
-  DownBlocks() {
-    blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
-    for (int i = 0; i < 3; ++i) blocks->push_back(std::make_shared<DownBlock>());
-  }
-  Tensor forward(const Tensor& x) override {
-    Tensor h = x;
-    for (const auto& b : *blocks) h = (*b)(h);
-    return mean(h, {2, 3});
-  }
-};
-
 TEST(ChannelsLast, AConvolutionTakesOverTheBytesOfAResidualThatDiesThere) {
   manual_seed(7);
   NoGradGuard no_grad;
@@ -418,7 +408,7 @@ TEST(ChannelsLast, AConvolutionTakesOverTheBytesOfAResidualThatDiesThere) {
     }
     EXPECT_GE(calls, 2);  // the first block reads the graph's input in [N, C, H, W]
   }
-  DownBlocks down;
+  Blocks down([] { return std::make_shared<DownBlock>(); }, 3);
   down.eval();
   {
     capture::Captured c = capture::capture_module(down, x, nullptr, true);
