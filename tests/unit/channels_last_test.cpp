@@ -390,18 +390,24 @@ TEST(ChannelsLast, AConvolutionTakesOverTheBytesOfAResidualThatDiesThere) {
   // caller whose input dies there may give the output the input's buffer
   // (Executable::outputs_over_inputs), and a residual computed inside a block whose last
   // convolution writes the graph's output is written there in the first place.
-  {
-    capture::Captured c = capture::capture_module(blocks, x, nullptr, true);
+  // The schedule and plan of each repeated block of m, as the hierarchical compile makes them.
+  auto block_code = [&](nn::Module& m) {
+    capture::Captured c = capture::capture_module(m, x, nullptr, true);
     const runtime::RegionPlan regions =
         runtime::plan_regions(runtime::in_backend_layout(c.graph, *backend), {});
-    int calls = 0;
+    std::vector<codegen::CodegenResult> out;
     for (const runtime::GraphPart& part : regions.parts) {
       if (!part.outlined) continue;
-      ++calls;
       lower::LowerContext ctx;
       ctx.keep = backend->native_ops();
-      const codegen::CodegenResult r =
-          codegen::codegen(lower::lower(part.sub.graph, ctx), *backend, false);
+      out.push_back(codegen::codegen(lower::lower(part.sub.graph, ctx), *backend, false));
+    }
+    return out;
+  };
+  {
+    int calls = 0;
+    for (const codegen::CodegenResult& r : block_code(blocks)) {
+      ++calls;
       const auto pairs = codegen::outputs_over_inputs(r.schedule, r.plan);
       ASSERT_EQ(pairs.size(), 1u);  // the block's one input is its residual
       EXPECT_EQ(pairs[0], std::make_pair(size_t{0}, size_t{0}));
@@ -411,16 +417,8 @@ TEST(ChannelsLast, AConvolutionTakesOverTheBytesOfAResidualThatDiesThere) {
   Blocks down([] { return std::make_shared<DownBlock>(); }, 3);
   down.eval();
   {
-    capture::Captured c = capture::capture_module(down, x, nullptr, true);
-    const runtime::RegionPlan regions =
-        runtime::plan_regions(runtime::in_backend_layout(c.graph, *backend), {});
     int written_in_output = 0;
-    for (const runtime::GraphPart& part : regions.parts) {
-      if (!part.outlined) continue;
-      lower::LowerContext ctx;
-      ctx.keep = backend->native_ops();
-      const codegen::CodegenResult r =
-          codegen::codegen(lower::lower(part.sub.graph, ctx), *backend, false);
+    for (const codegen::CodegenResult& r : block_code(down)) {
       for (const ir::Node& n : r.schedule.graph.nodes) {
         if (n.op != OpId::conv2d_nhwc || !std::get<Conv2dAttrs>(n.attrs).residual) continue;
         const auto& out = r.plan.slot[n.outputs[0]];
