@@ -120,13 +120,6 @@ void run_start(int device) {
 
 std::atomic<bool> prestart_disabled{false};
 
-// ZC_CUDA_PRESTART=0 (or disable_prestart) leaves cuBLASLt alone until a compiled graph needs it.
-bool prestart_enabled() {
-  if (prestart_disabled.load(std::memory_order_relaxed)) return false;
-  const char* v = std::getenv("ZC_CUDA_PRESTART");
-  return !(v && std::string_view(v) == "0");
-}
-
 void run_preload() {
   bool mapped = false;
   try {
@@ -154,6 +147,13 @@ void run_preload() {
 }
 
 }  // namespace
+
+// ZC_CUDA_PRESTART=0 (or disable_prestart) leaves cuBLASLt alone until a compiled graph needs it.
+bool prestart_enabled() {
+  if (prestart_disabled.load(std::memory_order_relaxed)) return false;
+  const char* v = std::getenv("ZC_CUDA_PRESTART");
+  return !(v && std::string_view(v) == "0");
+}
 
 void disable_prestart() {
   prestart_disabled.store(true, std::memory_order_relaxed);

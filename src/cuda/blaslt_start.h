@@ -50,6 +50,9 @@ void prestart_blaslt(int device);
 // changing that environment (children still inherit it): for a process that only names the
 // GPUs, like zc bench's parent. Before the first device discovery to keep its context away.
 void disable_prestart();
+// Whether the early starts are on: ZC_CUDA_PRESTART is not 0 and disable_prestart() was not
+// called. NVRTC's helper processes start with a context too (toolchain/nvrtc_workers.h).
+bool prestart_enabled();
 // Where the start stands; a thread told `starting` waits for it at its end, as above.
 BlasLtStart blaslt_start_state(int device);
 // Starts it if needed and waits until it is no longer starting; returns the state.

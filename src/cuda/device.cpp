@@ -7,6 +7,7 @@
 
 #include "cuda/blaslt_start.h"
 #include "cuda/driver.h"
+#include "toolchain/nvrtc_workers.h"
 #include "util/log.h"
 #include "util/timer.h"
 #include "zc/error.h"
@@ -122,6 +123,13 @@ CUcontext primary_context(int device) {
     // A tensor is about to live here: cuBLASLt's start on this device overlaps what the process
     // does before its first product (cuda/blaslt_start.h). Its thread waits for this call.
     prestart_blaslt(device);
+    // So do NVRTC's helper processes, which need their own 100-250 ms start to be ready when
+    // the first graph's parts compile side by side (toolchain/nvrtc_workers.h).
+    if (prestart_enabled()) {
+      const DeviceProperties& p = device_properties(device);
+      toolchain::start_nvrtc_helpers("sm_" + std::to_string(p.major) + std::to_string(p.minor),
+                                     {"--std=c++17"});
+    }
   });
   return slot.context.load(std::memory_order_acquire);
 }

@@ -8,6 +8,7 @@
 
 #include "toolchain/compiler.h"
 #include "toolchain/library_file.h"
+#include "toolchain/nvrtc_workers.h"
 #include "util/log.h"
 #include "zc/error.h"
 
@@ -156,16 +157,22 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-CubinResult compile_cubin(std::string_view source, const std::string& arch,
-                          const std::vector<std::string>& options) {
-  const Loaded& l = loaded();
-  if (!l.ok) throw Error(l.why);
-  const Api& a = l.api;
+NvrtcOutcome nvrtc_compile_here(std::string_view source, const std::string& arch,
+                                const std::vector<std::string>& options) {
+  NvrtcOutcome out;
+  if (!loaded().ok) {
+    out.stage = NvrtcOutcome::Stage::create;
+    out.detail = loaded().why;
+    return out;
+  }
+  const Api& a = loaded().api;
   auto start = std::chrono::steady_clock::now();
   std::string text(source);
   nvrtcProgram prog = nullptr;
   if (nvrtcResult r = a.create(&prog, text.c_str(), "zc_generated.cu", 0, nullptr, nullptr)) {
-    throw Error(std::string("NVRTC could not create a program: ") + a.error_string(r));
+    out.stage = NvrtcOutcome::Stage::create;
+    out.detail = a.error_string(r);
+    return out;
   }
   struct Destroy {
     const Api& a;
@@ -177,28 +184,82 @@ CubinResult compile_cubin(std::string_view source, const std::string& arch,
   std::vector<const char*> argv;
   for (const std::string& o : opts) argv.push_back(o.c_str());
   nvrtcResult r = a.compile(prog, static_cast<int>(argv.size()), argv.data());
-  CubinResult out;
-  out.log = program_log(a, prog);
+  out.result.log = program_log(a, prog);
   if (r != 0) {
-    std::string log = out.log.size() > 4096 ? out.log.substr(0, 4096) + "\n[...]" : out.log;
-    std::string cmd;
-    for (const std::string& o : opts) cmd += " " + o;
-    throw Error("NVRTC rejected generated CUDA source (" + std::string(a.error_string(r)) +
-                "; options:" + cmd + "):\n" + log + "\nsource kept at " + keep_source(text));
+    out.stage = NvrtcOutcome::Stage::compile;
+    out.detail = a.error_string(r);
+    return out;
   }
   size_t n = 0;
   if (a.cubin_size(prog, &n) != 0 || n == 0) {
-    throw Error("NVRTC made no cubin for " + arch +
-                " (a virtual architecture such as compute_90 gives PTX only; name a real one)");
+    out.stage = NvrtcOutcome::Stage::no_cubin;
+    return out;
   }
-  out.cubin.resize(n);
-  if (a.cubin(prog, reinterpret_cast<char*>(out.cubin.data())) != 0) {
-    throw Error("NVRTC could not hand over the cubin");
+  out.result.cubin.resize(n);
+  if (a.cubin(prog, reinterpret_cast<char*>(out.result.cubin.data())) != 0) {
+    out.stage = NvrtcOutcome::Stage::handover;
+    return out;
   }
-  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ZC_LOG(timing) << "nvrtc " << arch << ": " << out.seconds * 1000 << " ms, " << n
-                 << " bytes of cubin";
+  out.result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
+}
+
+namespace {
+
+// Held by every compile in this process, which NVRTC runs one at a time anyway: a compile that
+// finds it taken goes to a helper process if one is idle (nvrtc_workers.h).
+std::mutex& here_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+}  // namespace
+
+CubinResult compile_cubin(std::string_view source, const std::string& arch,
+                          const std::vector<std::string>& options) {
+  const Loaded& l = loaded();
+  if (!l.ok) throw Error(l.why);
+  // The helpers start now unless a CUDA context started them (nvrtc_workers.h).
+  start_nvrtc_helpers(arch, options);
+  // This process's NVRTC when it is free, else an idle helper, else wait for this process's.
+  std::optional<NvrtcOutcome> done;
+  const char* where = "";
+  {
+    std::unique_lock lock(here_mutex(), std::try_to_lock);
+    if (!lock.owns_lock()) {
+      done = nvrtc_workers().try_compile(source, arch, options);
+      if (!done) lock.lock();
+    }
+    if (done) {
+      where = " (in a helper process)";
+    } else {
+      done = nvrtc_compile_here(source, arch, options);
+    }
+  }
+  NvrtcOutcome& r = *done;
+  std::string cmd = " --gpu-architecture=" + arch;
+  for (const std::string& o : options) cmd += " " + o;
+  switch (r.stage) {
+    case NvrtcOutcome::Stage::ok:
+      break;
+    case NvrtcOutcome::Stage::create:
+      throw Error("NVRTC could not create a program: " + r.detail);
+    case NvrtcOutcome::Stage::compile: {
+      const std::string& log = r.result.log;
+      throw Error("NVRTC rejected generated CUDA source (" + r.detail + "; options:" + cmd +
+                  "):\n" + (log.size() > 4096 ? log.substr(0, 4096) + "\n[...]" : log) +
+                  "\nsource kept at " + keep_source(source));
+    }
+    case NvrtcOutcome::Stage::no_cubin:
+      throw Error("NVRTC made no cubin for " + arch +
+                  " (a virtual architecture such as compute_90 gives PTX only; name a real one)");
+    case NvrtcOutcome::Stage::handover:
+      throw Error("NVRTC could not hand over the cubin");
+  }
+  ZC_LOG(timing) << "nvrtc " << arch << ": " << r.result.seconds * 1000 << " ms, "
+                 << r.result.cubin.size() << " bytes of cubin" << where;
+  return std::move(r.result);
 }
 
 }  // namespace zc::toolchain
