@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <mutex>
 
@@ -214,6 +215,16 @@ std::mutex& here_mutex() {
   return mu;
 }
 
+// Notified whenever a compile ends, here or in a helper: what waiting compiles wait for.
+struct CompileEnded {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+CompileEnded& compile_ended() {
+  static CompileEnded e;
+  return e;
+}
+
 }  // namespace
 
 CubinResult compile_cubin(std::string_view source, const std::string& arch,
@@ -222,21 +233,26 @@ CubinResult compile_cubin(std::string_view source, const std::string& arch,
   if (!l.ok) throw Error(l.why);
   // The helpers start now unless a CUDA context started them (nvrtc_workers.h).
   start_nvrtc_helpers(arch, options);
-  // This process's NVRTC when it is free, else an idle helper, else wait for this process's.
+  // This process's NVRTC when it is free, else an idle helper, else whichever frees first.
   std::optional<NvrtcOutcome> done;
   const char* where = "";
-  {
-    std::unique_lock lock(here_mutex(), std::try_to_lock);
-    if (!lock.owns_lock()) {
-      done = nvrtc_workers().try_compile(source, arch, options);
-      if (!done) lock.lock();
-    }
-    if (done) {
-      where = " (in a helper process)";
-    } else {
+  for (;;) {
+    std::unique_lock here(here_mutex(), std::try_to_lock);
+    if (!here.owns_lock() && nvrtc_workers().size() == 0) here.lock();  // no helper to wait for
+    if (here.owns_lock()) {
       done = nvrtc_compile_here(source, arch, options);
+      break;
     }
+    if ((done = nvrtc_workers().try_compile(source, arch, options))) {
+      where = " (in a helper process)";
+      break;
+    }
+    // Every one is busy: wait until a compile ends (or a while, for a helper that becomes
+    // ready meanwhile or an end this thread missed).
+    std::unique_lock lock(compile_ended().mu);
+    compile_ended().cv.wait_for(lock, std::chrono::milliseconds(2));
   }
+  compile_ended().cv.notify_all();
   NvrtcOutcome& r = *done;
   std::string cmd = " --gpu-architecture=" + arch;
   for (const std::string& o : options) cmd += " " + o;
