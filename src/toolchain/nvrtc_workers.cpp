@@ -165,6 +165,7 @@ size_t NvrtcWorkers::start(size_t n, const std::string& program, const std::stri
   std::lock_guard lock(mu_);
   if (started_) return 0;
   started_ = true;
+  owner_ = ::getpid();
   std::vector<std::string> args{program, warm_arch};
   args.insert(args.end(), warm_options.begin(), warm_options.end());
   std::vector<char*> argv;
@@ -215,6 +216,9 @@ std::optional<NvrtcOutcome> NvrtcWorkers::try_compile(std::string_view source,
   int fd = -1, pid = -1;
   {
     std::lock_guard lock(mu_);
+    // A fork of this process shares the helpers' sockets with it: only the process that
+    // started them talks to them.
+    if (::getpid() != owner_) return std::nullopt;
     for (auto it = workers_.begin(); it != workers_.end();) {
       if (!it->busy && !it->ready) {
         const Readiness r = readiness(it->fd);

@@ -19,7 +19,8 @@
 //  - try_compile() hands a program to an idle, ready helper and waits for its answer; nullopt
 //    when none is, or when the helper died or garbled its answer (it is then dropped), so the
 //    caller compiles in its own process. Results equal those of this process's NVRTC: the same
-//    library, options and source.
+//    library, options and source. A fork of this process compiles in its own: the helpers'
+//    sockets are shared with the parent, so only the process that started them uses them.
 //  - Helpers end when their socket closes: when this process exits or the pool is destroyed.
 //    Their stdio is /dev/null, and they close every other descriptor they inherited but their
 //    socket.
@@ -93,6 +94,7 @@ class NvrtcWorkers {
   };
   mutable std::mutex mu_;
   bool started_ = false;
+  int owner_ = -1;  // the process that started the helpers
   std::vector<Worker> workers_;
 };
 

@@ -2,6 +2,8 @@
 // start, many threads on one helper, and NVRTC itself through zc-nvrtc-helper.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <optional>
@@ -77,6 +79,20 @@ TEST(NvrtcWorkers, AProgramThatNeverSaysReadyIsNeverGivenWork) {
   NvrtcWorkers missing;
   EXPECT_EQ(missing.start(1, "/no/such/helper", "sm_90", {}), 0u);
   EXPECT_FALSE(missing.try_compile("abc", "sm_90", {}));
+}
+
+TEST(NvrtcWorkers, AForkOfTheProcessLeavesItsHelpersAlone) {
+  NvrtcWorkers pool;
+  ASSERT_EQ(pool.start(1, kFake, "sm_90", {}), 1u);
+  ASSERT_TRUE(once_ready(pool, "abc", "sm_90", {}));
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(pool.try_compile("abc", "sm_90", {}) ? 1 : 0);
+  int status = -1;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child used the helper";
+  auto r = pool.try_compile("def", "sm_90", {});  // the parent's conversation is intact
+  ASSERT_TRUE(r);
+  EXPECT_EQ(std::string(r->result.cubin.begin(), r->result.cubin.end()), "fed");
 }
 
 TEST(NvrtcWorkers, ManyThreadsOnOneHelperAreEachAnsweredOrTurnedAway) {
