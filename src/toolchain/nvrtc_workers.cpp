@@ -22,9 +22,9 @@ namespace zc::toolchain {
 
 namespace {
 
-// The wire: 64-bit little-endian lengths, then bytes. A request is the arch, the options and
-// the source; an answer the outcome's stage, detail, log, cubin and seconds. A helper says it
-// is ready with one byte, kReady, before its first answer.
+// The wire (one machine, so native byte order): 64-bit lengths, then bytes. A request is the arch,
+// the options and the source; an answer the outcome's stage, detail, log, cubin and seconds. A
+// helper says it is ready with one byte, kReady, before its first answer.
 constexpr char kReady = 'R';
 // Lengths above this are a broken stream, not a program (generated sources are kilobytes).
 constexpr uint64_t kMaxBytes = uint64_t{1} << 31;
