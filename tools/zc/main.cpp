@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "cli.h"
+#include "toolchain/nvrtc.h"
+#include "toolchain/nvrtc_workers.h"
 #include "toolchain/target.h"
 #include "util/json_quote.h"
 #include "util/size_text.h"
@@ -172,6 +174,39 @@ std::vector<std::pair<std::string, std::string>> gpu_rows() {
   return rows;
 }
 
+// NVRTC (the CUDA backend's compiler) and the helper processes that run it beside a process
+// (docs/adr/0034), as fields: found, version, library, helpers, helper program; `why` when absent.
+struct NvrtcRow {
+  bool found = false;
+  std::string why, version, path, helper;
+  size_t helpers = 0;
+};
+NvrtcRow nvrtc_row() {
+  NvrtcRow r;
+  std::string why;
+  auto info = zc::toolchain::find_nvrtc(&why);
+  if (!info) {
+    r.why = why;
+    return r;
+  }
+  r.found = true;
+  r.version = zc::toolchain::nvrtc_version();
+  r.path = info->path;
+  r.helper = zc::toolchain::nvrtc_helper_path();
+  r.helpers = r.helper.empty() ? 0 : zc::toolchain::nvrtc_worker_count();
+  return r;
+}
+
+std::string nvrtc_text(const NvrtcRow& r) {
+  if (!r.found) return "none: " + r.why;
+  std::string helpers = r.helper.empty() ? "no helper program found: compiles run in process"
+                        : r.helpers == 0 ? "helpers off (ZC_NVRTC_WORKERS=0)"
+                                         : std::to_string(r.helpers) + " helper process" +
+                                               (r.helpers == 1 ? "" : "es") +
+                                               ", started with a CUDA context (" + r.helper + ")";
+  return (r.version.empty() ? "" : r.version + " ") + "at " + r.path + "; " + helpers;
+}
+
 int cmd_env(Args args) {
   bool json = false;
   for (std::string_view a : args) {
@@ -204,6 +239,17 @@ int cmd_env(Args args) {
     out += ",\"blas\":" + zc::json::quote(zc::blas_info());
     out += ",\"cpu_threads\":" + zc::json::quote(zc::cpu_threads_info());
     out += ",\"gpu\":" + gpu_json();
+    const NvrtcRow nv = nvrtc_row();
+    out += ",\"nvrtc\":{\"found\":" + std::string(nv.found ? "true" : "false");
+    if (nv.found) {
+      out += ",\"version\":" + zc::json::quote(nv.version) +
+             ",\"path\":" + zc::json::quote(nv.path) +
+             ",\"helpers\":" + std::to_string(nv.helpers) +
+             ",\"helper\":" + zc::json::quote(nv.helper);
+    } else {
+      out += ",\"why\":" + zc::json::quote(nv.why);
+    }
+    out += "}";
     out += ",\"variables\":{";
     for (size_t i = 0; i < vars.size(); ++i) {
       if (i) out += ",";
@@ -226,6 +272,7 @@ int cmd_env(Args args) {
   row("blas", zc::blas_info());
   row("cpu threads", zc::cpu_threads_info());
   for (const auto& [key, value] : gpu_rows()) row(key, value);
+  row("nvrtc", nvrtc_text(nvrtc_row()));
   std::string set_vars;
   for (const auto& [name, value] : vars) {
     set_vars += (set_vars.empty() ? "" : " ") + name + "=" + value;
