@@ -125,11 +125,7 @@ CUcontext primary_context(int device) {
     prestart_blaslt(device);
     // So do NVRTC's helper processes, which need their own 100-250 ms start to be ready when
     // the first graph's parts compile side by side (toolchain/nvrtc_workers.h).
-    if (prestart_enabled()) {
-      const DeviceProperties& p = device_properties(device);
-      toolchain::start_nvrtc_helpers("sm_" + std::to_string(p.major) + std::to_string(p.minor),
-                                     {"--std=c++17"});
-    }
+    if (prestart_enabled()) toolchain::start_nvrtc_helpers(sm_arch(device), {"--std=c++17"});
   });
   return slot.context.load(std::memory_order_acquire);
 }
@@ -169,6 +165,11 @@ std::string unavailable_reason() {
 
 int driver_version() {
   return driver_available() ? driver().version : 0;
+}
+
+std::string sm_arch(int device) {
+  const DeviceProperties& p = device_properties(device);
+  return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
 }
 
 const DeviceProperties& device_properties(int device) {

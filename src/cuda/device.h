@@ -26,6 +26,8 @@ void use_device(int device);
 int current_device();
 CUcontext primary_context(int device);  // retains it on first use
 CUdevice device_handle(int device);
+// The real architecture NVRTC compiles for on `device` ("sm_90"); raises as check_device.
+std::string sm_arch(int device);
 
 // The devices whose context this process has retained (the ones zc has used), in index order.
 std::vector<int> used_devices();

@@ -48,9 +48,9 @@ struct CubinResult {
 // Compiles `source` for `arch` ("sm_90": a real architecture, so the result is a cubin the
 // driver loads without a JIT step) with `options` (NVRTC's, e.g. "--std=c++17"). Many threads
 // may compile at once: NVRTC runs one program at a time per process, so those that find this
-// process's busy go to its helper processes (nvrtc_workers.h), with the same result. Raises zc::Error when NVRTC is missing or rejects the source: the
-// message holds NVRTC's log (the first 4 KiB) and the path of the source, kept in the
-// toolchain's work directory so it can be read.
+// process's busy go to its helper processes (nvrtc_workers.h), with the same result. Raises
+// zc::Error when NVRTC is missing or rejects the source: the message holds NVRTC's log (the first 4
+// KiB) and the path of the source, kept in the toolchain's work directory so it can be read.
 CubinResult compile_cubin(std::string_view source, const std::string& arch,
                           const std::vector<std::string>& options);
 

@@ -163,8 +163,7 @@ NvrtcWorkers::~NvrtcWorkers() {
 size_t NvrtcWorkers::start(size_t n, const std::string& program, const std::string& warm_arch,
                            const std::vector<std::string>& warm_options) {
   std::lock_guard lock(mu_);
-  if (started_) return 0;
-  started_ = true;
+  if (owner_ >= 0) return 0;
   owner_ = ::getpid();
   std::vector<std::string> args{program, warm_arch};
   args.insert(args.end(), warm_options.begin(), warm_options.end());

@@ -93,8 +93,7 @@ class NvrtcWorkers {
     bool busy = false;
   };
   mutable std::mutex mu_;
-  bool started_ = false;
-  int owner_ = -1;  // the process that started the helpers
+  int owner_ = -1;  // the process that started the helpers; -1: not started
   std::vector<Worker> workers_;
 };
 

@@ -39,8 +39,7 @@ std::string device_arch(int device, std::string* why) {
     *why = "there is no CUDA device " + std::to_string(device);
     return "";
   }
-  const zc::cuda::DeviceProperties& p = zc::cuda::device_properties(device);
-  return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+  return zc::cuda::sm_arch(device);
 }
 
 namespace {
