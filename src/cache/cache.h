@@ -75,6 +75,11 @@ class Cache {
   // tier (read-only, full) is warned about once and skipped; the compile that produced the
   // payload is never affected.
   void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
+  // put, with the disk tier's copy written behind on the writer thread (as a remote hit's is):
+  // for a small record a call makes on its way to its result, which this process holds in
+  // memory and later processes read from disk. A failed disk write is not warned about; the
+  // record only saves a later process some work.
+  void put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms);
 
   // Asks the remote tier, in one round trip, for those of `keys` (one level) that neither memory
   // nor disk holds, and keeps the answers for get(): a start that needs several entries at once

@@ -65,7 +65,9 @@ std::vector<uint8_t> lowered_bytes(const ir::Graph& captured, const Backend& bac
   ctx.keep = backend.native_ops();
   ctx.split_long_reductions = backend.splits_long_reductions();
   std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(captured, ctx));
-  if (store) store->put(key, bytes, t.ms());
+  // Written to disk behind the compile: a disk write cost a size template's check on the GPU
+  // host as much as the lowering itself.
+  if (store) store->put_behind(key, bytes, t.ms());
   return bytes;
 }
 
@@ -112,6 +114,35 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
                     << c.keys.details();
     }
   }
+  const double lookup_ms = total.ms();
+
+  // Without a size template to serve it, a graph the graph level lacks is compiled.
+  if (!templates) note_cold_work();
+  Timer t;
+  std::vector<uint8_t> lowered = lowered_bytes(g, backend, store, c.keys);
+  // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
+  ir::Graph lowered_graph = ir::read_canonical(lowered);
+  double lower_ms = t.ms();
+  zc::stats::add_time(zc::stats::Stage::lower, lower_ms);
+
+  // Code made once for many sizes of this graph serves it when it verifies for these sizes:
+  // no compiler runs, so this comes before the single-flight lock (there is no compile for
+  // other processes to wait for). Such executables are recorded at the graph level without
+  // their binary (each size would store a copy of the shared one): sized_key. The record is
+  // written to disk behind the call: this process holds it in memory.
+  if (templates) {
+    SizedUse used;
+    Timer check;
+    if (auto exec = executable_from_template(lowered_graph, backend, store, c.keys, &used)) {
+      const double check_ms = check.ms();
+      if (store) store->put_behind(sized_key(c.keys), encode_sized(lowered, used), total.ms());
+      ZC_LOG(timing) << "graph " << c.short_hash << ": from its size template in " << total.ms()
+                     << " ms (lookups " << lookup_ms << " ms, lower " << lower_ms
+                     << " ms, check and bind " << check_ms << " ms)";
+      return exec;
+    }
+  }
+
   // Another process may be compiling this very graph: wait for its entry rather than repeat
   // the work. The lock, if taken, is released once the entry is stored (or on an exception).
   cache::Cache::Flight flight;
@@ -129,28 +160,6 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
       if (store) store->end_flight(key, token);
     }
   } release{store, graph_key, flight.token};
-
-  // Without a size template to serve it, a graph the graph level lacks is compiled.
-  if (!templates) note_cold_work();
-  Timer t;
-  std::vector<uint8_t> lowered = lowered_bytes(g, backend, store, c.keys);
-  // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
-  ir::Graph lowered_graph = ir::read_canonical(lowered);
-  double lower_ms = t.ms();
-  zc::stats::add_time(zc::stats::Stage::lower, lower_ms);
-
-  // Code made once for many sizes of this graph serves it when it verifies for these sizes:
-  // no compiler runs. Such executables are recorded at the graph level without their binary
-  // (each size would store a copy of the shared one): sized_key.
-  if (templates) {
-    SizedUse used;
-    if (auto exec = executable_from_template(lowered_graph, backend, store, c.keys, &used)) {
-      if (store) store->put(sized_key(c.keys), encode_sized(lowered, used), total.ms());
-      ZC_LOG(timing) << "graph " << c.short_hash << ": from its size template in " << total.ms()
-                     << " ms (lower " << lower_ms << " ms)";
-      return exec;
-    }
-  }
 
   note_cold_work();
   t = Timer();

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "autograd/node.h"
@@ -70,6 +71,14 @@ struct Core {
 
   std::mutex capture_mu;  // one capture and compile at a time per module
   runtime::DynamicShapes dynamic{Dynamic::Auto, {}};  // under capture_mu
+  // Sizes first on a thread of its own (runtime/sizes_first.h): the first call's inputs and the
+  // dims its templates will cover, which the next compile_for waits for and gives `dynamic`.
+  // Under capture_mu; the thread counts in `running`.
+  struct SizesFirstJob {
+    std::vector<Tensor> inputs;  // only their shapes, dtypes and devices are read
+    std::shared_future<std::vector<runtime::DynamicRange>> covered;
+  };
+  std::optional<SizesFirstJob> sizes_first_job;
   // Accuracy-checked calls of a trace that broke, whose specializations are never kept.
   std::atomic<int64_t> broken_accuracy_calls{0};
 };
@@ -283,10 +292,57 @@ struct Made {
   std::vector<bool> wanted;
 };
 
+// Sizes first with its templates made on a thread of their own, from samples traced before the
+// call runs its code (a trace marks the module's parameters, which that code reads). The caller
+// holds c.capture_mu.
+void start_sizes_first(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs,
+                       runtime::SizeSamples samples, const ir::Graph& graph, const Backend& backend,
+                       bool hierarchical) {
+  Core& c = *cp;
+  auto promise = std::make_shared<std::promise<std::vector<runtime::DynamicRange>>>();
+  auto shared = std::make_shared<runtime::SizeSamples>(std::move(samples));
+  auto job = [cp, shared, graph, &backend, hierarchical, promise] {
+    std::vector<runtime::DynamicRange> covered;
+    try {
+      covered = runtime::build_sizes_first(std::move(*shared), graph, backend, hierarchical);
+    } catch (const std::exception& e) {
+      // Later sizes then compile as they would without sizes first; nothing was recorded.
+      ZC_LOG(recompiles) << cp->module->type_name()
+                         << ": code for all sizes failed on its thread: " << e.what();
+    }
+    promise->set_value(std::move(covered));
+    runtime::note_compile_finished();
+    std::lock_guard lock(cp->mu);
+    if (--cp->running == 0) cp->idle.notify_all();
+  };
+  {
+    std::lock_guard lock(c.mu);
+    ++c.running;
+  }
+  try {
+    std::thread(job).detach();
+  } catch (const std::system_error&) {
+    job();  // no thread to spare: made here, before the call's own code
+  }
+  c.sizes_first_job =
+      Core::SizesFirstJob{std::vector<Tensor>(xs.begin(), xs.end()), promise->get_future().share()};
+}
+
+// Waits for the sizes-first thread, if one runs or ran unseen, and records what it covered.
+// The caller holds c.capture_mu.
+void finish_sizes_first(Core& c) {
+  if (!c.sizes_first_job) return;
+  Core::SizesFirstJob job = std::move(*c.sizes_first_job);
+  c.sizes_first_job.reset();
+  c.dynamic.made_sizes_first(job.inputs, job.covered.get());
+}
+
 // Captures the module at `xs` and compiles what a call with them needs (the backward too when
 // `whole_step`). The caller holds c.capture_mu. `recapture`: the module had compiled graphs
 // (a recompile, counted and logged).
-Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool recapture) {
+Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bool whole_step,
+                 bool recapture) {
+  Core& c = *cp;
   Timer ready_timer, capture_timer;
   const Backend& backend = runtime::resolve_backend(c.options.backend, call_device(xs, *c.module));
   // Waited for when this returns or throws.
@@ -336,6 +392,14 @@ Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool reca
   made.wanted = wanted_gradients(*entry, xs);
   const int64_t compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
   const int64_t refusals = zc::stats::read(zc::stats::Counter::template_refusals);
+  finish_sizes_first(c);  // what the first call's templates cover decides what this one is
+  // Sizes first on a thread of its own: its samples are traced on another thread while this
+  // call's own code is built (which reads no parameter: they are bound when it runs), and the
+  // templates are begun once that build is done, so that their lowering does not slow it down.
+  // (The graph is declared first: should the build throw, the future's destructor waits for
+  // the trace, which reads it.)
+  ir::Graph background_graph;
+  std::future<std::optional<runtime::SizeSamples>> background_samples;
   runtime::GuardMiss miss = c.dynamic.on_guard_miss(
       xs, breaks == 0 && backend.serves_many_sizes() && made.wanted.empty());
   if (!miss.dynamic.empty() && !miss.expect_served) {
@@ -344,16 +408,36 @@ Made compile_for(Core& c, std::span<const Tensor> xs, bool whole_step, bool reca
   } else if (!miss.sizes_first.empty() && !variants.products.autotune &&
              runtime::sizes_first_pays(graph, backend)) {
     // Not under max_autotune: its choices are timed per problem, for code of one size.
-    c.dynamic.made_sizes_first(
-        xs, runtime::compile_sizes_first(*c.module, xs, miss.sizes_first, graph, backend,
-                                         variants.hierarchical));
+    if (auto covered = runtime::recorded_sizes_first(c.module->type_name(), miss.sizes_first, graph,
+                                                     backend, variants.hierarchical)) {
+      c.dynamic.made_sizes_first(xs, *covered);
+    } else if (runtime::sizes_first_in_background(backend)) {
+      background_graph = graph;
+      background_samples =
+          std::async(std::launch::async, [&c, xs, dims = miss.sizes_first, &background_graph,
+                                          &backend, grad = GradMode::is_enabled()] {
+            GradMode::set_enabled(grad);  // traced as the call's own thread would trace
+            return runtime::trace_sizes_first(*c.module, xs, dims, background_graph, backend);
+          });
+    } else if (std::optional<runtime::SizeSamples> samples =
+                   runtime::trace_sizes_first(*c.module, xs, miss.sizes_first, graph, backend)) {
+      c.dynamic.made_sizes_first(xs, runtime::build_sizes_first(std::move(*samples), graph, backend,
+                                                                variants.hierarchical));
+    }
   }
+  const bool hierarchical = variants.hierarchical;
   entry->code =
       std::make_shared<runtime::GraphVariants>(std::move(graph), backend, std::move(variants));
   // Compiled now, for what this call needs (training or inference), so that "ready" counts it
   // (a recompile's log counts the backward's compiler runs too).
   prepare(*entry, made.wanted, whole_step);
   const int64_t ran = zc::stats::read(zc::stats::Counter::compiler_invocations) - compiler_runs;
+  if (background_samples.valid()) {
+    // Before the call runs its code: a trace marks the parameters that code reads.
+    if (std::optional<runtime::SizeSamples> samples = background_samples.get()) {
+      start_sizes_first(cp, xs, std::move(*samples), background_graph, backend, hierarchical);
+    }
+  }
   if (miss.expect_served && zc::stats::read(zc::stats::Counter::template_refusals) > refusals) {
     ZC_LOG(recompiles) << c.module->type_name() << ": " << inputs_str(xs)
                        << " is not served by the size templates made before";
@@ -416,7 +500,7 @@ void compile_in_background(std::shared_ptr<Core> cp, std::vector<Tensor> xs, boo
     {
       std::lock_guard capture_lock(c.capture_mu);
       traced_fingerprint = capture::module_fingerprint(*c.module);
-      made = compile_for(c, xs, /*whole_step=*/true, recapture);
+      made = compile_for(cp, xs, /*whole_step=*/true, recapture);
     }
     // The module may have changed while this compiled (a parameter replaced, train/eval), after
     // a call already saw the change and dropped the older entries: code traced from the old
@@ -550,14 +634,15 @@ std::vector<Tensor> call(const std::shared_ptr<Core>& cp, std::span<const Tensor
     return checked(c, *hit, xs, run_entry(*hit, xs, *c.module));
   }
   const bool recapture = had_entries && !c.retrace_always;
-  Made made = compile_for(c, xs, /*whole_step=*/recapture, recapture);
+  Made made = compile_for(cp, xs, /*whole_step=*/recapture, recapture);
   std::vector<Tensor> out =
       checked(c, *made.entry, xs, run_entry(*made.entry, xs, made.wanted, *c.module));
   publish(c, made);
   return out;
 }
 
-WarmupReport::Item warmup_one(Core& c, std::span<const Tensor> xs) {
+WarmupReport::Item warmup_one(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs) {
+  Core& c = *cp;
   WarmupReport::Item item;
   item.inputs = inputs_str(xs);
   Timer t;
@@ -578,7 +663,7 @@ WarmupReport::Item warmup_one(Core& c, std::span<const Tensor> xs) {
       prepare(*hit, wanted, /*whole_step=*/true);
       item.training = !wanted.empty() && hit->code->whole();
     } else {
-      Made made = compile_for(c, xs, /*whole_step=*/true, had_entries && !c.retrace_always);
+      Made made = compile_for(cp, xs, /*whole_step=*/true, had_entries && !c.retrace_always);
       publish(c, made);
       broke = made.breaks > 0;
       item.training = !made.wanted.empty() && !broke;
@@ -619,8 +704,18 @@ WarmupReport warmup_calls(const std::shared_ptr<Core>& cp,
                     "; warm up with the concrete inputs of a real call");
       }
     }
-    report.items.push_back(warmup_one(c, xs));
+    report.items.push_back(warmup_one(cp, xs));
     report.compiler_runs += report.items.back().compiler_runs;
+  }
+  {
+    // A warm-up leaves no compile behind: the templates a first call began on their own thread
+    // are made before it returns, counted in its last item.
+    const int64_t runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
+    std::lock_guard capture_lock(c.capture_mu);
+    finish_sizes_first(c);
+    const int64_t more = zc::stats::read(zc::stats::Counter::compiler_invocations) - runs;
+    if (!report.items.empty()) report.items.back().compiler_runs += more;
+    report.compiler_runs += more;
   }
   report.ms = t.ms();
   return report;

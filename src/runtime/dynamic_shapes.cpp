@@ -262,11 +262,12 @@ void set_group(Shapes& shapes, const Group& g, int64_t size) {
 
 }  // namespace
 
-AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inputs,
-                                 const std::vector<DynamicRange>& dims, const ir::Graph& captured,
-                                 const codegen::Backend& backend, bool hierarchical,
-                                 bool leave_out_refused) {
-  AllSizes result;
+std::optional<SizeSamples> trace_size_samples(nn::Module& module, std::span<const Tensor> inputs,
+                                              const std::vector<DynamicRange>& dims,
+                                              const ir::Graph& captured,
+                                              const codegen::Backend& backend,
+                                              bool leave_out_refused) {
+  std::optional<SizeSamples> result;
   Timer t;
   const Digest structure = ir::structure_hash(captured);
   const std::string who = module.type_name();
@@ -357,6 +358,25 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
     }
     graphs.push_back(std::move(*g));
   }
+  result.emplace();
+  result->graphs = std::move(graphs);
+  for (const Group& g : groups) {
+    result->dims.insert(result->dims.end(), g.dims.begin(), g.dims.end());
+  }
+  result->who = who;
+  result->described =
+      "dims [" + shape_list(result->dims, inputs.size()) + "] of " + shapes_str(own);
+  result->trace_ms = t.ms();
+  return result;
+}
+
+AllSizes make_templates_of_samples(SizeSamples samples, const codegen::Backend& backend,
+                                   bool hierarchical) {
+  AllSizes result;
+  Timer t;
+  const std::string& who = samples.who;
+  std::vector<ir::Graph>& graphs = samples.graphs;
+  const size_t traced = graphs.size();
   // The families: the whole graph at each sample, or each distinct part at each sample.
   std::vector<std::vector<ir::Graph>> families;
   std::vector<RegionPlan> plans;
@@ -404,14 +424,22 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
     result.all = result.all && structure.has_value();
     if (structure) result.templates.push_back(std::move(*structure));
   }
-  std::vector<DynamicRange> kept;
-  for (const Group& g : groups) kept.insert(kept.end(), g.dims.begin(), g.dims.end());
-  ZC_LOG(recompiles) << who << ": dims [" << shape_list(kept, inputs.size()) << "] of "
-                     << shapes_str(own) << " are dynamic: " << made.size()
-                     << " graph(s) compiled for all their sizes from " << samples.size()
-                     << " traced sizes in " << t.ms() << " ms" << (result.all ? "" : " (not all)");
-  if (!result.templates.empty()) result.covered = std::move(kept);
+  ZC_LOG(recompiles) << who << ": " << samples.described << " are dynamic: " << made.size()
+                     << " graph(s) compiled for all their sizes from " << traced
+                     << " traced sizes in " << samples.trace_ms + t.ms() << " ms"
+                     << (result.all ? "" : " (not all)");
+  if (!result.templates.empty()) result.covered = std::move(samples.dims);
   return result;
+}
+
+AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inputs,
+                                 const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+                                 const codegen::Backend& backend, bool hierarchical,
+                                 bool leave_out_refused) {
+  std::optional<SizeSamples> samples =
+      trace_size_samples(module, inputs, dims, captured, backend, leave_out_refused);
+  if (!samples) return {};
+  return make_templates_of_samples(std::move(*samples), backend, hierarchical);
 }
 
 bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,

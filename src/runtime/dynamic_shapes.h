@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -123,5 +124,23 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
                                  const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                                  const codegen::Backend& backend, bool hierarchical,
                                  bool leave_out_refused);
+
+// make_all_size_templates in two steps. The first runs the module's forward (traces mark its
+// parameters), so it belongs on the calling thread under its capture lock; the second touches
+// no module and may run on any thread (sizes first makes its templates on one of their own).
+struct SizeSamples {
+  std::vector<DynamicRange> dims;  // the dims the samples vary
+  std::vector<ir::Graph> graphs;   // the module traced at each sample size, in backend layout
+  std::string who, described;      // for ZC_LOGS=recompiles
+  double trace_ms = 0;
+};
+// nullopt when the dims do not trace alike at enough sizes (ZC_LOGS=recompiles says which).
+std::optional<SizeSamples> trace_size_samples(nn::Module& module, std::span<const Tensor> inputs,
+                                              const std::vector<DynamicRange>& dims,
+                                              const ir::Graph& captured,
+                                              const codegen::Backend& backend,
+                                              bool leave_out_refused);
+AllSizes make_templates_of_samples(SizeSamples samples, const codegen::Backend& backend,
+                                   bool hierarchical);
 
 }  // namespace zc::runtime

@@ -1,6 +1,9 @@
 #include "runtime/sizes_first.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
+#include <thread>
 
 #include "cache/cache.h"
 #include "codegen/schedule.h"
@@ -125,34 +128,56 @@ Record decode(std::span<const uint8_t> bytes, const std::vector<DynamicRange>& d
 
 }  // namespace
 
-std::vector<DynamicRange> compile_sizes_first(nn::Module& module, std::span<const Tensor> inputs,
-                                              const std::vector<DynamicRange>& dims,
-                                              const ir::Graph& captured,
-                                              const codegen::Backend& backend, bool hierarchical) {
-  cache::Cache& store = cache::process_cache();
-  const cache::Key key = record_key(captured, backend, hierarchical);
-  if (auto e = store.get(key)) {
-    try {
-      Record rec = decode(e->payload, dims);
-      // A template evicted since (or never carried here): made again below.
-      const bool all_held =
-          std::all_of(rec.templates.begin(), rec.templates.end(),
-                      [&](const std::string& s) { return holds_size_template(s, backend, store); });
-      if (all_held) return rec.covered;
-      ZC_LOG(recompiles) << module.type_name() << ": a template its sizes-first record names is "
-                         << "gone; made again";
-    } catch (const Error& err) {
-      ZC_LOG(cache) << module.type_name() << ": sizes-first record unusable (" << err.what()
-                    << "); made again";
-    }
+bool sizes_first_in_background(const codegen::Backend& backend) {
+  if (const char* v = std::getenv("ZC_SIZES_FIRST"); v && *v) {
+    const std::string_view mode(v);
+    if (mode == "background") return true;
+    if (mode == "inline") return false;
+    throw Error("ZC_SIZES_FIRST=" + std::string(mode) +
+                ": expected background (the first call's templates on a thread of their own) or "
+                "inline (before the first call's own code)");
   }
+  return backend.device() != Device::Type::cpu && std::thread::hardware_concurrency() >= 4;
+}
+
+std::optional<std::vector<DynamicRange>> recorded_sizes_first(const std::string& who,
+                                                              const std::vector<DynamicRange>& dims,
+                                                              const ir::Graph& captured,
+                                                              const codegen::Backend& backend,
+                                                              bool hierarchical) {
+  cache::Cache& store = cache::process_cache();
+  auto e = store.get(record_key(captured, backend, hierarchical));
+  if (!e) return std::nullopt;
+  try {
+    Record rec = decode(e->payload, dims);
+    // A template evicted since (or never carried here): made again.
+    const bool all_held =
+        std::all_of(rec.templates.begin(), rec.templates.end(),
+                    [&](const std::string& s) { return holds_size_template(s, backend, store); });
+    if (all_held) return rec.covered;
+    ZC_LOG(recompiles) << who << ": a template its sizes-first record names is gone; made again";
+  } catch (const Error& err) {
+    ZC_LOG(cache) << who << ": sizes-first record unusable (" << err.what() << "); made again";
+  }
+  return std::nullopt;
+}
+
+std::optional<SizeSamples> trace_sizes_first(nn::Module& module, std::span<const Tensor> inputs,
+                                             const std::vector<DynamicRange>& dims,
+                                             const ir::Graph& captured,
+                                             const codegen::Backend& backend) {
+  return trace_size_samples(module, inputs, dims, captured, backend, /*leave_out_refused=*/true);
+}
+
+std::vector<DynamicRange> build_sizes_first(SizeSamples samples, const ir::Graph& captured,
+                                            const codegen::Backend& backend, bool hierarchical) {
   Timer t;
   // Parts whose templates could not be made (a slice that covers its input at this size) are
   // compiled per size, as under marked dims; the dims count as covered by the others.
-  AllSizes made = make_all_size_templates(module, inputs, dims, captured, backend, hierarchical,
-                                          /*leave_out_refused=*/true);
+  AllSizes made = make_templates_of_samples(std::move(samples), backend, hierarchical);
   if (made.covered.empty()) return {};
-  store.put(key, encode(Record{made.covered, made.templates}), t.ms());
+  cache::process_cache().put(record_key(captured, backend, hierarchical),
+                             encode(Record{made.covered, made.templates}), t.ms());
   return made.covered;
 }
 
