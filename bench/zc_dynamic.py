@@ -14,7 +14,9 @@ graphs a size template served, the largest difference from eager and, with --ste
 median of N more calls; the total over the lengths. `single_cold_ms` in the static row is the
 first length's first call: one cold compile, what the other totals are measured against.
 With --runs N each mode runs N times (fresh processes and caches each time, one row per run,
-"run" numbering them): compile times on a busy host vary from run to run.
+"run" numbering them): compile times on a busy host vary from run to run. --warmup N (default
+1) runs every mode N times first without reporting it: the first processes on a fresh GPU host
+pay for reading NVRTC and the CUDA libraries from disk.
 
     python3 bench/zc_dynamic.py --table zc.jsonl [torch.jsonl]
 
@@ -115,6 +117,8 @@ def main():
     ap.add_argument("--tool", help="the dynamic_lengths executable")
     ap.add_argument("--table", nargs="+", metavar="JSONL")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="rounds of every mode run first and not reported (default 1)")
     add_model_args(ap, device="cpu", layers=4, d_model=256, heads=4)
     args = ap.parse_args()
     if args.table:
@@ -124,6 +128,12 @@ def main():
         ap.error("--tool (or --table) is required")
     lengths, modes = lengths_and_modes(ap, args)
     status = 0
+    # The first processes of a fresh GPU host read NVRTC, the CUDA libraries and the driver's
+    # state from disk: on the H100 host the first process of each mode took 0.8-1.7 s for a
+    # call that costs 40-60 ms afterwards, which is no compile time of zc's. They run first.
+    for _ in range(args.warmup):
+        for mode in modes:
+            run_mode(args, mode, lengths)
     for run in range(args.runs):
         for mode in modes:
             row = run_mode(args, mode, lengths)
