@@ -25,10 +25,6 @@ std::vector<ir::ValueId> kernel_reads(const Schedule& s, const Kernel& k) {
 }
 
 namespace {
-int64_t round_up(int64_t n) {
-  return (n + 63) / 64 * 64;
-}
-
 // Per value, the last kernel that reads it from memory (-1: none).
 std::vector<int32_t> last_readers(const Schedule& s) {
   std::vector<int32_t> last(s.graph.values.size(), -1);
@@ -115,8 +111,8 @@ BufferPlan plan_buffers(const Schedule& s) {
       ZC_CHECK(s.at(v).state == ValueState::stored,
                "stored value %" << v << " has the wrong state");
       const ops::TensorMeta& m = g.meta(v);
-      size_of[v] = round_up(std::max<int64_t>(shape_numel(m.shape), 1) *
-                            static_cast<int64_t>(dtype_size(m.dtype)));
+      size_of[v] = FreeRanges::aligned(std::max<int64_t>(shape_numel(m.shape), 1) *
+                                       static_cast<int64_t>(dtype_size(m.dtype)));
       const ir::ValueId r = residual_taken_over(s, s.kernels[k], v, last, kernel, plan);
       if (in_output[v]) {
         plan.slot[v] = *in_output[v];

@@ -413,12 +413,19 @@ Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bo
       c.dynamic.made_sizes_first(xs, *covered);
     } else if (runtime::sizes_first_in_background(backend)) {
       background_graph = graph;
-      background_samples =
-          std::async(std::launch::async, [&c, xs, dims = miss.sizes_first, &background_graph,
-                                          &backend, grad = GradMode::is_enabled()] {
-            GradMode::set_enabled(grad);  // traced as the call's own thread would trace
-            return runtime::trace_sizes_first(*c.module, xs, dims, background_graph, backend);
-          });
+      auto trace = [&c, xs, dims = miss.sizes_first, &background_graph, &backend,
+                    grad = GradMode::is_enabled()] {
+        GradMode::set_enabled(grad);  // traced as the call's own thread would trace
+        return runtime::trace_sizes_first(*c.module, xs, dims, background_graph, backend);
+      };
+      try {
+        background_samples = std::async(std::launch::async, trace);
+      } catch (const std::system_error&) {
+        // No thread to spare: traced here, before this call's own build.
+        std::promise<std::optional<runtime::SizeSamples>> traced;
+        traced.set_value(trace());
+        background_samples = traced.get_future();
+      }
     } else if (std::optional<runtime::SizeSamples> samples =
                    runtime::trace_sizes_first(*c.module, xs, miss.sizes_first, graph, backend)) {
       c.dynamic.made_sizes_first(xs, runtime::build_sizes_first(std::move(*samples), graph, backend,

@@ -161,7 +161,7 @@ class HierarchicalExecutable final : public RawExecutable {
         const ir::ValueId v = part.outputs[j].index;
         const ops::TensorMeta& m = g.meta(v);
         bytes[v] =
-            (shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype)) + 63) / 64 * 64;
+            FreeRanges::aligned(shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype)));
         std::optional<int64_t> at;
         for (const auto& [i, o] : over) {
           if (o != j || graph_outputs.count(v)) continue;

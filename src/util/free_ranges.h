@@ -12,6 +12,11 @@ namespace zc {
 
 class FreeRanges {
  public:
+  // The bytes a value of `bytes` takes: whole 64-byte lines, so that every range starts on one
+  // (aligned vector loads) and no two values share a cache line.
+  static constexpr int64_t kAlign = 64;
+  static int64_t aligned(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
   int64_t allocate(int64_t size) {
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       if (it->second < size) continue;
