@@ -338,6 +338,7 @@ void Cache::insert(Entry entry) {
 }
 
 std::vector<BundleItem> Cache::touched_items() {
+  drain_disk_writes();  // an entry written behind is on disk, should memory have let it go
   std::vector<std::pair<Level, Digest>> touched;
   {
     std::lock_guard lock(mu_);
