@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <fstream>
 #include <mutex>
 
@@ -216,9 +217,12 @@ std::mutex& here_mutex() {
 }
 
 // Notified whenever a compile ends, here or in a helper: what waiting compiles wait for.
+// `ended` counts the ends, so that a waiter that looked before an end and waits after it does
+// not sleep through it.
 struct CompileEnded {
   std::mutex mu;
   std::condition_variable cv;
+  uint64_t ended = 0;
 };
 CompileEnded& compile_ended() {
   static CompileEnded e;
@@ -237,6 +241,11 @@ CubinResult compile_cubin(std::string_view source, const std::string& arch,
   std::optional<NvrtcOutcome> done;
   const char* where = "";
   for (;;) {
+    uint64_t seen = 0;
+    {
+      std::lock_guard lock(compile_ended().mu);
+      seen = compile_ended().ended;
+    }
     std::unique_lock here(here_mutex(), std::try_to_lock);
     if (!here.owns_lock() && nvrtc_workers().size() == 0) here.lock();  // no helper to wait for
     if (here.owns_lock()) {
@@ -247,10 +256,15 @@ CubinResult compile_cubin(std::string_view source, const std::string& arch,
       where = " (in a helper process)";
       break;
     }
-    // Every one is busy: wait until a compile ends (or a while, for a helper that becomes
-    // ready meanwhile or an end this thread missed).
+    // Every one is busy: wait until a compile ends, or a while, for a helper that becomes
+    // ready meanwhile (the pool says nothing when one does).
     std::unique_lock lock(compile_ended().mu);
-    compile_ended().cv.wait_for(lock, std::chrono::milliseconds(2));
+    compile_ended().cv.wait_for(lock, std::chrono::milliseconds(2),
+                                [&] { return compile_ended().ended != seen; });
+  }
+  {
+    std::lock_guard lock(compile_ended().mu);
+    ++compile_ended().ended;
   }
   compile_ended().cv.notify_all();
   NvrtcOutcome& r = *done;
