@@ -90,6 +90,37 @@ TEST(CacheProvenance, PutWrapsThePayloadWithTheKeysProvenance) {
   EXPECT_EQ(hit->payload, payload);
 }
 
+// put_behind: the entry is in memory at once, the same bytes put() would store reach the disk
+// once the writer drains (a bundle's list of touched entries drains it), and a later process
+// (a fresh Cache on the directory) reads it.
+TEST(CacheProvenance, PutBehindIsInMemoryAtOnceAndOnDiskOnceWritten) {
+  const Key key = graph_key("behind");
+  const std::vector<uint8_t> payload{5, 6, 7};
+  const CacheConfig config = local_config();
+  {
+    Cache c(config);
+    c.put_behind(key, payload, 3);
+    std::optional<Entry> hit = c.get(key);
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->payload, payload);
+    bool listed = false;
+    for (const BundleItem& item : c.touched_items()) {
+      listed = listed || (item.entry.key == key.digest() && item.entry.level == key.level());
+    }
+    EXPECT_TRUE(listed);
+    GetResult stored = c.disk()->get(key.level(), key.digest());
+    ASSERT_EQ(stored.outcome, Outcome::hit);
+    auto unwrapped = unwrap_payload(stored.entry->payload);
+    ASSERT_TRUE(unwrapped);
+    EXPECT_EQ(unwrapped->first, kOurs);
+    EXPECT_EQ(unwrapped->second, payload);
+  }
+  Cache later(config);
+  std::optional<Entry> hit = later.get(key);
+  ASSERT_TRUE(hit);
+  EXPECT_EQ(hit->payload, payload);
+}
+
 // The digest covers the provenance, so only a stored entry that lies about it (a key that
 // missed a component, a hand-edited store) can differ: it is refused as an error, with why.
 TEST(CacheProvenance, AnEntryMadeForAnotherProvenanceIsAnErrorWithTheReason) {
