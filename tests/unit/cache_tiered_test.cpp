@@ -41,6 +41,16 @@ void plant(Cache& c, const Key& key, const Provenance& made_for, std::vector<uin
   c.clear_memory();
 }
 
+// The disk tier holds `payload` under `key`, wrapped with kOurs.
+void expect_on_disk(Cache& c, const Key& key, const std::vector<uint8_t>& payload) {
+  GetResult stored = c.disk()->get(key.level(), key.digest());
+  ASSERT_EQ(stored.outcome, Outcome::hit);
+  auto unwrapped = unwrap_payload(stored.entry->payload);
+  ASSERT_TRUE(unwrapped);
+  EXPECT_EQ(unwrapped->first, kOurs);
+  EXPECT_EQ(unwrapped->second, payload);
+}
+
 // Runs `f` with cache logging on; returns what it logged.
 template <class F>
 std::string cache_log_of(F&& f) {
@@ -78,12 +88,7 @@ TEST(CacheProvenance, PutWrapsThePayloadWithTheKeysProvenance) {
   const Key key = graph_key("wrapped");
   const std::vector<uint8_t> payload{1, 2, 3, 4};
   c.put(key, payload, 5);
-  GetResult stored = c.disk()->get(key.level(), key.digest());
-  ASSERT_EQ(stored.outcome, Outcome::hit);
-  auto unwrapped = unwrap_payload(stored.entry->payload);
-  ASSERT_TRUE(unwrapped);
-  EXPECT_EQ(unwrapped->first, kOurs);
-  EXPECT_EQ(unwrapped->second, payload);
+  expect_on_disk(c, key, payload);
   c.clear_memory();
   std::optional<Entry> hit = c.get(key);
   ASSERT_TRUE(hit);
@@ -108,12 +113,7 @@ TEST(CacheProvenance, PutBehindIsInMemoryAtOnceAndOnDiskOnceWritten) {
       listed = listed || (item.entry.key == key.digest() && item.entry.level == key.level());
     }
     EXPECT_TRUE(listed);
-    GetResult stored = c.disk()->get(key.level(), key.digest());
-    ASSERT_EQ(stored.outcome, Outcome::hit);
-    auto unwrapped = unwrap_payload(stored.entry->payload);
-    ASSERT_TRUE(unwrapped);
-    EXPECT_EQ(unwrapped->first, kOurs);
-    EXPECT_EQ(unwrapped->second, payload);
+    expect_on_disk(c, key, payload);
   }
   Cache later(config);
   std::optional<Entry> hit = later.get(key);
