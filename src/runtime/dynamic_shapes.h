@@ -126,8 +126,9 @@ AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inp
                                  bool leave_out_refused);
 
 // make_all_size_templates in two steps. The first runs the module's forward (traces mark its
-// parameters), so it belongs on the calling thread under its capture lock; the second touches
-// no module and may run on any thread (sizes first makes its templates on one of their own).
+// parameters in place), so it runs under the module's capture lock while none of its code runs;
+// the second touches no module and may run on any thread (sizes first makes its templates on
+// one of their own).
 struct SizeSamples {
   std::vector<DynamicRange> dims;  // the dims the samples vary
   std::vector<ir::Graph> graphs;   // the module traced at each sample size, in backend layout

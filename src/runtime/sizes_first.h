@@ -50,8 +50,8 @@ std::optional<std::vector<DynamicRange>> recorded_sizes_first(const std::string&
                                                               bool hierarchical);
 
 // Making them, in two steps (runtime/dynamic_shapes.h, SizeSamples). The first traces the
-// module at sample sizes of `dims`, leaving out dims that do not trace alike: on the calling
-// thread, under its capture lock (nullopt: nothing traces alike). The second makes the
+// module at sample sizes of `dims`, leaving out dims that do not trace alike, under its capture
+// lock while none of its code runs (nullopt: nothing traces alike). The second makes the
 // templates and records in the graph level which dims they cover and which templates they are;
 // it touches no module, so it may run on a thread of its own. It returns the dims covered,
 // empty when no template was made.
