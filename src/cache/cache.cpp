@@ -239,39 +239,24 @@ void Cache::prefetch(std::span<const Key> keys) {
   }
 }
 
-namespace {
-Entry make_entry(const Key& key, const std::vector<uint8_t>& payload, double compile_ms) {
+void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
+  store(key, payload, compile_ms, /*disk_behind=*/false);
+}
+
+void Cache::put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
+  store(key, payload, compile_ms, /*disk_behind=*/disk_writer_ != nullptr);
+}
+
+void Cache::store(const Key& key, const std::vector<uint8_t>& payload, double compile_ms,
+                  bool disk_behind) {
   Entry e;
   e.level = key.level();
   e.key = key.digest();
   e.compile_ms = compile_ms;
   e.created_unix = static_cast<uint64_t>(std::time(nullptr));
   e.payload = wrap_payload(key.provenance(), payload);
-  return e;
-}
-}  // namespace
-
-void Cache::put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
-  if (!disk_writer_) return put(key, std::move(payload), compile_ms);
-  Entry e = make_entry(key, payload, compile_ms);
-  disk_writer_->write(e);
   std::vector<Tier*> tiers{memory_.get()};
-  if (remote_ && !config_.remote_read_only) tiers.push_back(remote_.get());
-  for (Tier* t : tiers) {
-    PutResult r = t->put(e);
-    counters_.count_put({e.level, t->kind()}, r.ok,
-                        static_cast<int64_t>(e.payload.size() + kEntryHeaderSize));
-  }
-  ZC_LOG(cache) << "store " << level_name(e.level)
-                << " (disk written behind) key=" << zc::hex(e.key).substr(0, 16) << " "
-                << e.payload.size() << " bytes";
-  note_touched(e.level, e.key);
-}
-
-void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
-  Entry e = make_entry(key, payload, compile_ms);
-  std::vector<Tier*> tiers{memory_.get()};
-  if (disk_) tiers.push_back(disk_.get());
+  if (disk_ && !disk_behind) tiers.push_back(disk_.get());
   // A read-only remote tier is left out rather than failing: that is not worth a warning.
   if (remote_ && !config_.remote_read_only) tiers.push_back(remote_.get());
   for (Tier* t : tiers) {
@@ -287,6 +272,11 @@ void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms)
     ZC_LOG(cache) << "store " << level_name(e.level) << " " << t->name() << " "
                   << (r.ok ? "ok" : "failed (" + r.reason + ")")
                   << " key=" << zc::hex(e.key).substr(0, 16) << " " << e.payload.size() << " bytes";
+  }
+  if (disk_behind) {
+    ZC_LOG(cache) << "store " << level_name(e.level)
+                  << " disk written behind key=" << zc::hex(e.key).substr(0, 16);
+    disk_writer_->write(e);
   }
   note_touched(e.level, e.key);
 }

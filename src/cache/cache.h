@@ -125,6 +125,10 @@ class Cache {
   void stop_writer();
 
  private:
+  // put and put_behind: the entry into every tier, the disk's copy queued on the writer thread
+  // when `disk_behind`.
+  void store(const Key& key, const std::vector<uint8_t>& payload, double compile_ms,
+             bool disk_behind);
   // A hit under `key` found while waiting for a lock: checked, counted, copied into the faster
   // tiers.
   std::optional<Entry> adopt(Tier& tier, const Key& key, GetResult r);
