@@ -71,14 +71,9 @@ struct Core {
 
   std::mutex capture_mu;  // one capture and compile at a time per module
   runtime::DynamicShapes dynamic{Dynamic::Auto, {}};  // under capture_mu
-  // Sizes first on a thread of its own (runtime/sizes_first.h): the first call's inputs and the
-  // dims its templates will cover, which the next compile_for waits for and gives `dynamic`.
-  // Under capture_mu; the thread counts in `running`.
-  struct SizesFirstJob {
-    std::vector<Tensor> inputs;  // only their shapes, dtypes and devices are read
-    std::shared_future<std::vector<runtime::DynamicRange>> covered;
-  };
-  std::optional<SizesFirstJob> sizes_first_job;
+  // Sizes first on a thread of its own (runtime/sizes_first.h), which the next compile_for
+  // waits for and gives `dynamic`. Under capture_mu; the thread counts in `running`.
+  std::optional<runtime::SizesFirstBuild> sizes_first_build;
   // Accuracy-checked calls of a trace that broke, whose specializations are never kept.
   std::atomic<int64_t> broken_accuracy_calls{0};
 };
@@ -292,49 +287,31 @@ struct Made {
   std::vector<bool> wanted;
 };
 
-// Sizes first with its templates made on a thread of their own, from samples traced before the
-// call runs its code (a trace marks the module's parameters, which that code reads). The caller
-// holds c.capture_mu.
+// Sizes first with its templates made on a thread of their own, counted among the module's
+// background compiles. The caller holds c.capture_mu.
 void start_sizes_first(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs,
-                       runtime::SizeSamples samples, const ir::Graph& graph, const Backend& backend,
+                       runtime::SizeSamples samples, ir::Graph graph, const Backend& backend,
                        bool hierarchical) {
   Core& c = *cp;
-  auto promise = std::make_shared<std::promise<std::vector<runtime::DynamicRange>>>();
-  auto shared = std::make_shared<runtime::SizeSamples>(std::move(samples));
-  auto job = [cp, shared, graph, &backend, hierarchical, promise] {
-    std::vector<runtime::DynamicRange> covered;
-    try {
-      covered = runtime::build_sizes_first(std::move(*shared), graph, backend, hierarchical);
-    } catch (const std::exception& e) {
-      // Later sizes then compile as they would without sizes first; nothing was recorded.
-      ZC_LOG(recompiles) << cp->module->type_name()
-                         << ": code for all sizes failed on its thread: " << e.what();
-    }
-    promise->set_value(std::move(covered));
-    runtime::note_compile_finished();
-    std::lock_guard lock(cp->mu);
-    if (--cp->running == 0) cp->idle.notify_all();
-  };
   {
     std::lock_guard lock(c.mu);
     ++c.running;
   }
-  try {
-    std::thread(job).detach();
-  } catch (const std::system_error&) {
-    job();  // no thread to spare: made here, before the call's own code
-  }
-  c.sizes_first_job =
-      Core::SizesFirstJob{std::vector<Tensor>(xs.begin(), xs.end()), promise->get_future().share()};
+  c.sizes_first_build.emplace(c.module->type_name(), xs, std::move(samples), std::move(graph),
+                              backend, hierarchical, [cp] {
+                                runtime::note_compile_finished();
+                                std::lock_guard lock(cp->mu);
+                                if (--cp->running == 0) cp->idle.notify_all();
+                              });
 }
 
 // Waits for the sizes-first thread, if one runs or ran unseen, and records what it covered.
 // The caller holds c.capture_mu.
 void finish_sizes_first(Core& c) {
-  if (!c.sizes_first_job) return;
-  Core::SizesFirstJob job = std::move(*c.sizes_first_job);
-  c.sizes_first_job.reset();
-  c.dynamic.made_sizes_first(job.inputs, job.covered.get());
+  if (!c.sizes_first_build) return;
+  runtime::SizesFirstBuild build = std::move(*c.sizes_first_build);
+  c.sizes_first_build.reset();
+  c.dynamic.made_sizes_first(build.inputs(), build.covered());
 }
 
 // Captures the module at `xs` and compiles what a call with them needs (the backward too when
@@ -413,19 +390,8 @@ Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bo
       c.dynamic.made_sizes_first(xs, *covered);
     } else if (runtime::sizes_first_in_background(backend)) {
       background_graph = graph;
-      auto trace = [&c, xs, dims = miss.sizes_first, &background_graph, &backend,
-                    grad = GradMode::is_enabled()] {
-        GradMode::set_enabled(grad);  // traced as the call's own thread would trace
-        return runtime::trace_sizes_first(*c.module, xs, dims, background_graph, backend);
-      };
-      try {
-        background_samples = std::async(std::launch::async, trace);
-      } catch (const std::system_error&) {
-        // No thread to spare: traced here, before this call's own build.
-        std::promise<std::optional<runtime::SizeSamples>> traced;
-        traced.set_value(trace());
-        background_samples = traced.get_future();
-      }
+      background_samples = runtime::trace_sizes_first_beside(*c.module, xs, miss.sizes_first,
+                                                             background_graph, backend);
     } else if (std::optional<runtime::SizeSamples> samples =
                    runtime::trace_sizes_first(*c.module, xs, miss.sizes_first, graph, backend)) {
       c.dynamic.made_sizes_first(xs, runtime::build_sizes_first(std::move(*samples), graph, backend,
@@ -442,7 +408,9 @@ Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bo
   if (background_samples.valid()) {
     // Before the call runs its code: a trace marks the parameters that code reads.
     if (std::optional<runtime::SizeSamples> samples = background_samples.get()) {
-      start_sizes_first(cp, xs, std::move(*samples), background_graph, backend, hierarchical);
+      // The traces are done: their graph goes to the build.
+      start_sizes_first(cp, xs, std::move(*samples), std::move(background_graph), backend,
+                        hierarchical);
     }
   }
   if (miss.expect_served && zc::stats::read(zc::stats::Counter::template_refusals) > refusals) {

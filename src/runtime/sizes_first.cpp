@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <system_error>
 #include <thread>
 
 #include "cache/cache.h"
@@ -15,6 +16,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
+#include "zc/autograd.h"
 
 namespace zc::runtime {
 
@@ -179,6 +181,53 @@ std::vector<DynamicRange> build_sizes_first(SizeSamples samples, const ir::Graph
   cache::process_cache().put(record_key(captured, backend, hierarchical),
                              encode(Record{made.covered, made.templates}), t.ms());
   return made.covered;
+}
+
+std::future<std::optional<SizeSamples>> trace_sizes_first_beside(nn::Module& module,
+                                                                 std::span<const Tensor> inputs,
+                                                                 std::vector<DynamicRange> dims,
+                                                                 const ir::Graph& captured,
+                                                                 const codegen::Backend& backend) {
+  auto trace = [&module, inputs, dims = std::move(dims), &captured, &backend,
+                grad = GradMode::is_enabled()] {
+    GradMode::set_enabled(grad);  // traced as the call's own thread would trace
+    return trace_sizes_first(module, inputs, dims, captured, backend);
+  };
+  try {
+    return std::async(std::launch::async, trace);
+  } catch (const std::system_error&) {
+    // No thread to spare: traced here, before the call's own build.
+    std::promise<std::optional<SizeSamples>> traced;
+    traced.set_value(trace());
+    return traced.get_future();
+  }
+}
+
+SizesFirstBuild::SizesFirstBuild(std::string who, std::span<const Tensor> inputs,
+                                 SizeSamples samples, ir::Graph captured,
+                                 const codegen::Backend& backend, bool hierarchical,
+                                 std::function<void()> done)
+    : inputs_(inputs.begin(), inputs.end()) {
+  auto promise = std::make_shared<std::promise<std::vector<DynamicRange>>>();
+  covered_ = promise->get_future().share();
+  auto shared = std::make_shared<SizeSamples>(std::move(samples));
+  auto build = [who = std::move(who), shared, captured = std::move(captured), &backend,
+                hierarchical, promise, done = std::move(done)] {
+    std::vector<DynamicRange> covered;
+    try {
+      covered = build_sizes_first(std::move(*shared), captured, backend, hierarchical);
+    } catch (const std::exception& e) {
+      // Later sizes then compile as they would without sizes first; nothing was recorded.
+      ZC_LOG(recompiles) << who << ": code for all sizes failed on its thread: " << e.what();
+    }
+    promise->set_value(std::move(covered));
+    done();
+  };
+  try {
+    std::thread(build).detach();
+  } catch (const std::system_error&) {
+    build();  // no thread to spare: made here, before the call's own code runs
+  }
 }
 
 }  // namespace zc::runtime

@@ -19,6 +19,8 @@
 // call's own thread: a second build there takes cores from the one the call waits for.
 #pragma once
 
+#include <functional>
+#include <future>
 #include <optional>
 #include <span>
 #include <string>
@@ -61,5 +63,35 @@ std::optional<SizeSamples> trace_sizes_first(nn::Module& module, std::span<const
                                              const codegen::Backend& backend);
 std::vector<DynamicRange> build_sizes_first(SizeSamples samples, const ir::Graph& captured,
                                             const codegen::Backend& backend, bool hierarchical);
+
+// In the background (sizes_first_in_background), in two steps beside the first call's own build.
+// trace_sizes_first_beside() traces the samples on another thread while the call builds its own
+// code (which reads no parameter; the call joins the traces before that code runs, as traces mark
+// the parameters it reads). `inputs` and `captured` must outlive the future, whose destructor
+// waits for the traces. A SizesFirstBuild then makes the templates from them on a thread of its
+// own; the next guard miss waits for it (covered()).
+std::future<std::optional<SizeSamples>> trace_sizes_first_beside(nn::Module& module,
+                                                                 std::span<const Tensor> inputs,
+                                                                 std::vector<DynamicRange> dims,
+                                                                 const ir::Graph& captured,
+                                                                 const codegen::Backend& backend);
+
+class SizesFirstBuild {
+ public:
+  // Starts build_sizes_first on a thread (here, when none can be made); `done` runs on that
+  // thread once it has ended, whichever way. A failed build is logged (ZC_LOGS=recompiles) and
+  // covers nothing.
+  SizesFirstBuild(std::string who, std::span<const Tensor> inputs, SizeSamples samples,
+                  ir::Graph captured, const codegen::Backend& backend, bool hierarchical,
+                  std::function<void()> done);
+  // The first call's inputs: only their shapes, dtypes and devices are read.
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  // Waits for the build; the dims its templates cover (empty: none made).
+  std::vector<DynamicRange> covered() const { return covered_.get(); }
+
+ private:
+  std::vector<Tensor> inputs_;
+  std::shared_future<std::vector<DynamicRange>> covered_;
+};
 
 }  // namespace zc::runtime
