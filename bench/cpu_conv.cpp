@@ -2,8 +2,10 @@
 // as in the network, through oneDNN in three layouts: [N, C, H, W] (oneDNN's columns and GEMM),
 // channels-last [N, H, W, C] (what zc runs, docs/adr/0029) and oneDNN's own blocked layout
 // (nChw16c on AVX-512, what a blocked-layout pass would keep between layers), with the ReLU
-// post-op, at 1..all threads. It says how far the kernels alone are from a peer's whole call,
-// and what keeping a blocked layout across layers would buy.
+// post-op, at 1..all threads; and with Winograd for the 3x3 stride-1 convolutions of at least
+// 28x28 outputs, in the blocked layout throughout or channels-last converted to and from it
+// around each (what zc runs on few threads, docs/adr/0036). It says how far the kernels alone
+// are from a peer's whole call, and what keeping a blocked layout across layers would buy.
 //
 //   cpu_conv --benchmark_format=json   (the time per sequence, in ms)
 #include <benchmark/benchmark.h>
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -39,25 +42,30 @@ const std::vector<Conv> kResNet50 = {
 struct Step {
   dnnl::convolution_forward prim;
   std::unordered_map<int, memory> args;
+  // Layout 4's Winograd steps: the channels-last input into the blocked one, the blocked
+  // output back.
+  std::vector<std::tuple<dnnl::reorder, memory, memory>> before, after;
 };
 
 // layout 0: [N, C, H, W]; 1: [N, H, W, C]; 2: oneDNN's choice; 3: oneDNN's choice with
-// Winograd for the 3x3 stride-1 convolutions of at least 28x28 outputs (what zc does, but
-// zc converts channels-last tensors to and from its layout around each).
+// Winograd for the 3x3 stride-1 convolutions of at least 28x28 outputs; 4: [N, H, W, C] with
+// those convolutions as Winograd, converted around each (what zc does on few threads).
 std::vector<Step> network(const dnnl::engine& eng, int layout) {
   std::vector<Step> steps;
   const auto f32 = memory::data_type::f32;
-  const Tag act = layout == 0 ? Tag::nchw : layout == 1 ? Tag::nhwc : Tag::any;
+  const Tag act = layout == 0 ? Tag::nchw : layout == 1 || layout == 4 ? Tag::nhwc : Tag::any;
   for (const Conv& c : kResNet50) {
     for (int64_t r = 0; r < c.count; ++r) {
       const int64_t o = (c.hw + 2 * c.pad - c.k) / c.stride + 1;
-      const memory::desc src({1, c.ic, c.hw, c.hw}, f32, act), dst({1, c.oc, o, o}, f32, act);
+      const bool winograd = layout >= 3 && c.k == 3 && c.stride == 1 && o * o >= 28 * 28;
+      const Tag conv_act = winograd ? Tag::any : act;
+      const memory::desc src({1, c.ic, c.hw, c.hw}, f32, conv_act),
+          dst({1, c.oc, o, o}, f32, conv_act);
       const memory::desc w({c.oc, c.ic, c.k, c.k}, f32, Tag::any), b({c.oc}, f32, Tag::a);
       dnnl::post_ops post;
       post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       dnnl::primitive_attr attr;
       attr.set_post_ops(post);
-      const bool winograd = layout == 3 && c.k == 3 && c.stride == 1 && o * o >= 28 * 28;
       const dnnl::convolution_forward::primitive_desc pd(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                           winograd ? dnnl::algorithm::convolution_winograd
@@ -65,7 +73,7 @@ std::vector<Step> network(const dnnl::engine& eng, int layout) {
                                           src, w, b, dst, {c.stride, c.stride}, {c.pad, c.pad},
                                           {c.pad, c.pad}),
           attr, eng);
-      Step s{dnnl::convolution_forward(pd), {}};
+      Step s{dnnl::convolution_forward(pd), {}, {}, {}};
       for (auto [arg, desc] :
            {std::pair{DNNL_ARG_SRC, pd.src_desc()}, std::pair{DNNL_ARG_WEIGHTS, pd.weights_desc()},
             std::pair{DNNL_ARG_BIAS, b}, std::pair{DNNL_ARG_DST, pd.dst_desc()}}) {
@@ -73,6 +81,16 @@ std::vector<Step> network(const dnnl::engine& eng, int layout) {
         float* p = static_cast<float*>(m.get_data_handle());
         std::fill(p, p + desc.get_size() / sizeof(float), 0.01f);
         s.args.emplace(arg, m);
+      }
+      if (winograd && layout == 4) {
+        const memory from({{1, c.ic, c.hw, c.hw}, f32, Tag::nhwc}, eng);
+        const memory to({{1, c.oc, o, o}, f32, Tag::nhwc}, eng);
+        float* p = static_cast<float*>(from.get_data_handle());
+        std::fill(p, p + from.get_desc().get_size() / sizeof(float), 0.01f);
+        const memory& conv_src = s.args.at(DNNL_ARG_SRC);
+        const memory& conv_dst = s.args.at(DNNL_ARG_DST);
+        s.before.emplace_back(dnnl::reorder(from, conv_src), from, conv_src);
+        s.after.emplace_back(dnnl::reorder(conv_dst, to), conv_dst, to);
       }
       steps.push_back(std::move(s));
     }
@@ -87,18 +105,23 @@ void BM_ResNet50Convolutions(benchmark::State& state) {
   dnnl::stream stream(eng);
   std::vector<Step> steps = network(eng, layout);
   for (auto _ : state) {
-    for (Step& s : steps) s.prim.execute(stream, s.args);
+    for (Step& s : steps) {
+      for (auto& [r, from, to] : s.before) r.execute(stream, from, to);
+      s.prim.execute(stream, s.args);
+      for (auto& [r, from, to] : s.after) r.execute(stream, from, to);
+    }
     stream.wait();
   }
   state.SetLabel(layout == 0   ? "nchw"
                  : layout == 1 ? "nhwc"
                  : layout == 2 ? "blocked"
-                               : "winograd");
+                 : layout == 3 ? "blocked+winograd"
+                               : "nhwc+winograd");
 }
 
 void Args(benchmark::internal::Benchmark* b) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int layout = 0; layout < 4; ++layout) {
+  for (int layout = 0; layout < 5; ++layout) {
     for (int t = 1; t <= cores; t *= 2) b->Args({layout, t});
     if ((cores & (cores - 1)) != 0) b->Args({layout, cores});
   }

@@ -1,10 +1,13 @@
 #include "ops/onednn_conv.h"
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #ifdef ZC_WITH_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -12,6 +15,7 @@
 #include "ops/onednn_common.h"
 #endif
 
+#include "ops/cpu_threads.h"
 #include "ops/eager.h"
 #include "ops/window.h"
 #include "util/check.h"
@@ -19,16 +23,45 @@
 
 namespace zc::ops {
 
+namespace {
+
+// ZC_CPU_CONV: unset or empty, "auto", "direct", "winograd" or "columns".
+enum class ConvSetting { automatic, direct, winograd, columns };
+
+ConvSetting conv_setting() {
+  static const ConvSetting setting = [] {
+    const char* v = std::getenv("ZC_CPU_CONV");
+    if (!v || !*v || std::strcmp(v, "auto") == 0) return ConvSetting::automatic;
+    if (std::strcmp(v, "direct") == 0) return ConvSetting::direct;
+    if (std::strcmp(v, "winograd") == 0) return ConvSetting::winograd;
+    if (std::strcmp(v, "columns") == 0) return ConvSetting::columns;
+    throw Error(std::string("ZC_CPU_CONV=") + v +
+                ": expected auto, direct, winograd or columns (docs/onnx.md)");
+  }();
+  return setting;
+}
+
+}  // namespace
+
 bool onednn_conv_available() {
 #ifdef ZC_WITH_DNNL
-  static const bool on = [] {
-    const char* v = std::getenv("ZC_CPU_CONV");
-    return !v || std::strcmp(v, "columns") != 0;
-  }();
-  return on;
+  return conv_setting() != ConvSetting::columns;
 #else
   return false;
 #endif
+}
+
+bool onednn_winograd_wanted() {
+  switch (conv_setting()) {
+    case ConvSetting::direct:
+    case ConvSetting::columns:
+      return false;
+    case ConvSetting::winograd:
+      return true;
+    case ConvSetting::automatic:
+      break;
+  }
+  return cpu_threads() <= kWinogradMaxThreads;
 }
 
 #ifdef ZC_WITH_DNNL
@@ -44,13 +77,31 @@ struct Plan {
   dnnl::reorder copy;  // the residual into the output, for the sum post-op
   memory::desc src, dst, weights, bias;
   memory::desc user_weights;
+  // A Winograd convolution reads and writes oneDNN's blocked layout, not channels-last: the
+  // input is converted into `conv_src` and the result out of `conv_dst` around it.
+  bool winograd = false;
+  memory::desc conv_src, conv_dst;
+  dnnl::reorder to_conv, from_conv;
 };
+
+// Whether a convolution may run as Winograd F(2x2, 3x3) or F(4x4, 3x3) (oneDNN picks): a 3x3
+// window at stride 1, no dilation, no groups, no residual (its sum post-op would need the
+// residual in the blocked layout too; ResNet's 3x3 convolutions have none), and an output of at
+// least 28x28 per image. On smaller outputs the weights dominate: in ResNet-50 at batch 1 the
+// 14x14 layers (256 channels) saved 0.2 ms each, and the 7x7 ones (512) nothing, against
+// first calls 11 and 30 ms longer each (oneDNN converts weights into Winograd's layout on one
+// thread), so only the 56x56 and 28x28 layers run so.
+bool winograd_applies(const Conv2dAttrs& a, int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
+  return kh == 3 && kw == 3 && a.stride_h == 1 && a.stride_w == 1 && a.dilation_h == 1 &&
+         a.dilation_w == 1 && a.groups == 1 && !a.residual && oh * ow >= 28 * 28 &&
+         onednn_winograd_wanted();
+}
 
 // A plan's problem: the input's [N, H, W, C], the weight's out channels and window, and
 // whether a bias is added.
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 
-std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, const Key& key) {
+std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, bool winograd, const Key& key) {
   const auto [n, h, wd, c, cout, kh, kw, has_bias] = key;
   const int64_t g = a.groups;
   const int64_t oh = (h + a.pad_top + a.pad_bottom - a.dilation_h * (kh - 1) - 1) / a.stride_h + 1;
@@ -66,19 +117,43 @@ std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, const Key& key) {
   const memory::desc any_w(wdims, f32, memory::format_tag::any);
   const Dims strides{a.stride_h, a.stride_w}, dil{a.dilation_h - 1, a.dilation_w - 1};
   const Dims pad_l{a.pad_top, a.pad_left}, pad_r{a.pad_bottom, a.pad_right};
-  auto desc = has_bias
-                  ? dnnl::convolution_forward::desc(
-                        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                        plan->src, any_w, plan->bias, plan->dst, strides, dil, pad_l, pad_r)
-                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                    dnnl::algorithm::convolution_direct, plan->src,
-                                                    any_w, plan->dst, strides, dil, pad_l, pad_r);
+  auto desc = [&](dnnl::algorithm alg, const memory::desc& src, const memory::desc& dst) {
+    return has_bias
+               ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src,
+                                                 any_w, plan->bias, dst, strides, dil, pad_l, pad_r)
+               : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src,
+                                                 any_w, dst, strides, dil, pad_l, pad_r);
+  };
   dnnl::post_ops post;
   if (a.residual) post.append_sum(1.f);
   if (a.relu) post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   dnnl::primitive_attr attr = dnnl_kept_attr();
   attr.set_post_ops(post);
-  const dnnl::convolution_forward::primitive_desc pd(desc, attr, dnnl_engine());
+  dnnl::convolution_forward::primitive_desc pd;
+  if (winograd && winograd_applies(a, kh, kw, oh, ow)) {
+    // oneDNN has Winograd kernels only for its blocked layouts, and only on some CPUs (AVX-512):
+    // where it has none the convolution stays direct.
+    const memory::desc any_src({n, c, h, wd}, f32, memory::format_tag::any);
+    const memory::desc any_dst({n, cout, oh, ow}, f32, memory::format_tag::any);
+    try {
+      pd = dnnl::convolution_forward::primitive_desc(
+          desc(dnnl::algorithm::convolution_winograd, any_src, any_dst), attr, dnnl_engine());
+      plan->winograd = true;
+    } catch (const dnnl::error&) {
+      plan->winograd = false;
+    }
+  }
+  if (plan->winograd) {
+    plan->conv_src = pd.src_desc();
+    plan->conv_dst = pd.dst_desc();
+    plan->to_conv = dnnl::reorder(dnnl::reorder::primitive_desc(
+        dnnl_engine(), plan->src, dnnl_engine(), plan->conv_src, dnnl_kept_attr()));
+    plan->from_conv = dnnl::reorder(dnnl::reorder::primitive_desc(
+        dnnl_engine(), plan->conv_dst, dnnl_engine(), plan->dst, dnnl_kept_attr()));
+  } else {
+    pd = dnnl::convolution_forward::primitive_desc(
+        desc(dnnl::algorithm::convolution_direct, plan->src, plan->dst), attr, dnnl_engine());
+  }
   plan->weights = pd.weights_desc();
   if (a.residual) {
     plan->copy = dnnl::reorder(dnnl::reorder::primitive_desc(
@@ -92,16 +167,19 @@ std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, const Key& key) {
 
 struct OnednnConv::State {
   Conv2dAttrs a;
+  Use use = Use::repeated;
   mutable std::mutex mu;
   // Code for many sizes meets a new shape per size: past the bound, the first by key goes (made
   // again if that size comes back).
   mutable PlanTable<Key, Plan> plans{64};
   // Its weights in the plan's layout, converted at the first call that meets them.
   mutable KeptWeights weights{KeptWeights::Keep::first_sight};
+  mutable std::atomic<int64_t> winograd_runs{0};
 };
 
-OnednnConv::OnednnConv(const Conv2dAttrs& attrs) : state_(std::make_unique<State>()) {
+OnednnConv::OnednnConv(const Conv2dAttrs& attrs, Use use) : state_(std::make_unique<State>()) {
   state_->a = attrs;
+  state_->use = use;
 }
 
 OnednnConv::~OnednnConv() = default;
@@ -109,6 +187,10 @@ OnednnConv::~OnednnConv() = default;
 int64_t OnednnConv::conversions() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->weights.conversions();
+}
+
+int64_t OnednnConv::winograd_runs() const {
+  return state_->winograd_runs.load();
 }
 
 void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_in,
@@ -127,7 +209,8 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     std::lock_guard<std::mutex> lock(state_->mu);
     const Key key{x.size(0), x.size(1), x.size(2), x.size(3),
                   w.size(0), w.size(2), w.size(3), bias_in != nullptr};
-    plan = state_->plans.get(key, [&](const Key& k) { return make_plan(state_->a, k); });
+    plan = state_->plans.get(
+        key, [&](const Key& k) { return make_plan(state_->a, state_->use == Use::repeated, k); });
     if (!plan) {
       throw Error("conv2d: oneDNN has no convolution for input " + shape_str(x.shape()) +
                   " and weight " + shape_str(w.shape()) +
@@ -152,11 +235,28 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
       dnnl_run_kept(plan->copy, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, dst}});
     }
   }
+  if (plan->winograd) {
+    state_->winograd_runs.fetch_add(1, std::memory_order_relaxed);
+    // The blocked input and output live in this thread's buffers, reused by its next call (a
+    // compiled module runs on many threads at once; a buffer per plan would be shared).
+    thread_local std::vector<char> src_buf, dst_buf;
+    if (src_buf.size() < plan->conv_src.get_size()) src_buf.resize(plan->conv_src.get_size());
+    if (dst_buf.size() < plan->conv_dst.get_size()) dst_buf.resize(plan->conv_dst.get_size());
+    src = memory(plan->conv_src, e, src_buf.data()),
+    dst = memory(plan->conv_dst, e, dst_buf.data());
+    dnnl_run_kept(plan->to_conv,
+                  {{DNNL_ARG_FROM, memory(plan->src, e, const_cast<void*>(x.raw_data()))},
+                   {DNNL_ARG_TO, src}});
+  }
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w}, {DNNL_ARG_DST, dst}};
   if (bias_in)
     args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
   dnnl_run_kept(plan->conv, std::move(args));
+  if (plan->winograd) {
+    dnnl_run_kept(plan->from_conv,
+                  {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, memory(plan->dst, e, out.raw_data())}});
+  }
 }
 
 namespace {
@@ -181,37 +281,77 @@ bool onednn_max_pool_applies(const Tensor& x, const Pool2dAttrs& a) {
          pad_after(w, ow, a.kernel_w, a.stride_w, a.pad_left) >= 0;
 }
 
+namespace {
+
+// A max pool's problem: [N, C, H, W], the output's [OH, OW], the window, strides and paddings
+// (before, and after as oneDNN counts it), and the layout.
+using PoolKey = std::array<int64_t, 13>;
+
+struct PoolPlan {
+  dnnl::pooling_forward pool;
+  memory::desc src, dst;
+};
+
+std::shared_ptr<const PoolPlan> make_pool_plan(const PoolKey& k) {
+  const auto [n, c, h, w, oh, ow, kh, kw, sh, sw, pt, pl, cl] = k;
+  const auto f32 = memory::data_type::f32;
+  const auto tag = cl ? memory::format_tag::nhwc : memory::format_tag::nchw;
+  auto plan = std::make_shared<PoolPlan>();
+  plan->src = memory::desc({n, c, h, w}, f32, tag);
+  plan->dst = memory::desc({n, c, oh, ow}, f32, tag);
+  const dnnl::pooling_forward::primitive_desc pd(
+      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
+                                  plan->src, plan->dst, {sh, sw}, {kh, kw}, {pt, pl},
+                                  {pad_after(h, oh, kh, sh, pt), pad_after(w, ow, kw, sw, pl)}),
+      dnnl_kept_attr(), dnnl_engine());
+  plan->pool = dnnl::pooling_forward(pd);
+  return plan;
+}
+
+}  // namespace
+
 void onednn_max_pool(const Tensor& x_in, const Tensor& out, const Pool2dAttrs& a) {
   ZC_CHECK(onednn_max_pool_applies(x_in, a) && out.is_contiguous(), "oneDNN max pool");
   const Tensor x = x_in.is_contiguous() ? x_in : eager_contiguous(x_in);
   const bool cl = a.channels_last;
-  const int64_t n = x.size(0), c = x.size(cl ? 3 : 1), h = x.size(cl ? 1 : 2),
-                w = x.size(cl ? 2 : 3);
-  const int64_t oh = out.size(cl ? 1 : 2), ow = out.size(cl ? 2 : 3);
-  const auto f32 = memory::data_type::f32;
-  const auto tag = cl ? memory::format_tag::nhwc : memory::format_tag::nchw;
-  const memory::desc src({n, c, h, w}, f32, tag), dst({n, c, oh, ow}, f32, tag);
-  const dnnl::pooling_forward::primitive_desc pd(
-      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
-                                  src, dst, {a.stride_h, a.stride_w}, {a.kernel_h, a.kernel_w},
-                                  {a.pad_top, a.pad_left},
-                                  {pad_after(h, oh, a.kernel_h, a.stride_h, a.pad_top),
-                                   pad_after(w, ow, a.kernel_w, a.stride_w, a.pad_left)}),
-      dnnl_engine());
-  // oneDNN keeps the primitives it made (its primitive cache): a repeated call finds it.
-  memory from(src, dnnl_engine(), const_cast<void*>(x.raw_data())),
-      to(dst, dnnl_engine(), out.raw_data());
-  dnnl::pooling_forward(pd).execute(dnnl_thread_stream(),
-                                    {{DNNL_ARG_SRC, from}, {DNNL_ARG_DST, to}});
-  dnnl_thread_stream().wait();
+  const PoolKey key{x.size(0),
+                    x.size(cl ? 3 : 1),
+                    x.size(cl ? 1 : 2),
+                    x.size(cl ? 2 : 3),
+                    out.size(cl ? 1 : 2),
+                    out.size(cl ? 2 : 3),
+                    a.kernel_h,
+                    a.kernel_w,
+                    a.stride_h,
+                    a.stride_w,
+                    a.pad_top,
+                    a.pad_left,
+                    cl ? 1 : 0};
+  // Made once per problem in the process: making the primitive's descriptor took as long as
+  // the pool itself (0.1 ms of ResNet-50's 56x56 pool), even where oneDNN's primitive cache
+  // then had the kernel.
+  static std::mutex mu;
+  static PlanTable<PoolKey, PoolPlan> plans{64};
+  std::shared_ptr<const PoolPlan> plan;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    plan = plans.get(key, make_pool_plan);
+  }
+  ZC_CHECK(plan != nullptr, "oneDNN has no max pool for an input it was said to apply to");
+  dnnl_run_kept(plan->pool,
+                {{DNNL_ARG_SRC, memory(plan->src, dnnl_engine(), const_cast<void*>(x.raw_data()))},
+                 {DNNL_ARG_DST, memory(plan->dst, dnnl_engine(), out.raw_data())}});
 }
 
 #else  // no oneDNN in this build: onednn_conv_available() is false and nothing runs these.
 
 struct OnednnConv::State {};
-OnednnConv::OnednnConv(const Conv2dAttrs&) {}
+OnednnConv::OnednnConv(const Conv2dAttrs&, Use) {}
 OnednnConv::~OnednnConv() = default;
 int64_t OnednnConv::conversions() const {
+  return 0;
+}
+int64_t OnednnConv::winograd_runs() const {
   return 0;
 }
 void OnednnConv::run(const Tensor&, const Tensor&, const Tensor*, const Tensor*, const Tensor&,
@@ -229,7 +369,7 @@ void onednn_max_pool(const Tensor&, const Tensor&, const Pool2dAttrs&) {
 
 void onednn_conv_once(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
                       const Tensor& out, const Conv2dAttrs& attrs) {
-  OnednnConv(attrs).run(x, w, bias, residual, out, WeightIdentity{});
+  OnednnConv(attrs, OnednnConv::Use::once).run(x, w, bias, residual, out, WeightIdentity{});
 }
 
 }  // namespace zc::ops

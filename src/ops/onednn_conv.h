@@ -20,7 +20,21 @@ namespace zc::ops {
 
 // Whether this build has oneDNN's convolutions for f32 (ZC_CPU_CONV=columns turns them off:
 // convolutions then decompose into columns and a product, as on a build without oneDNN).
+// Raises zc::Error for a ZC_CPU_CONV other than auto, direct, winograd or columns.
 bool onednn_conv_available();
+
+// Whether 3x3 stride-1 convolutions run as Winograd where oneDNN has a kernel for them (AVX-512
+// CPUs): ZC_CPU_CONV=winograd or direct says; by default (auto) when the process's thread pool
+// is at most kWinogradMaxThreads. Winograd does 2.25-4x fewer multiplications but moves more
+// data (its weights are 16/9 or 36/9 the size, and the blocked input and output are converted
+// to and from channels-last around it), so it pays where each thread has much work:
+// ResNet-50's 3x3 convolutions on 2 threads took 0.35-0.70 ms against 0.87-1.14 direct (AMD
+// EPYC, AVX-512) and 27.0 against 27.4 ms for the network's sequence (Intel), on 16 threads
+// 7.65 against 7.35 (docs/benchmarks.md). Its results differ from the direct kernels' by
+// rounding: within 1.5e-6 of the largest output at ResNet's shapes (float64 reference: direct
+// 0.6e-6).
+inline constexpr int kWinogradMaxThreads = 4;
+bool onednn_winograd_wanted();
 
 // One convolution of a compiled graph (one node): its primitives, made once per input shape,
 // and its weights in the primitive's layout, kept per weight (a repeated block's executable
@@ -28,7 +42,10 @@ bool onednn_conv_available();
 // identity stays the same. Safe to run from many threads at once.
 class OnednnConv {
  public:
-  explicit OnednnConv(const Conv2dAttrs& attrs);
+  // once: run for one call (an eager op), so never as Winograd, whose weights take 0.7-30 ms
+  // to convert into its layout at ResNet's shapes, more than one run saves.
+  enum class Use { repeated, once };
+  explicit OnednnConv(const Conv2dAttrs& attrs, Use use = Use::repeated);
   ~OnednnConv();
   OnednnConv(const OnednnConv&) = delete;
   OnednnConv& operator=(const OnednnConv&) = delete;
@@ -44,6 +61,8 @@ class OnednnConv {
 
   // How many times a weight was converted into the primitive's layout (a test's count).
   int64_t conversions() const;
+  // How many runs were Winograd convolutions (a test's count).
+  int64_t winograd_runs() const;
 
  private:
   struct State;

@@ -171,6 +171,8 @@ TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
       {{2, 10, 10, 4}, {4, 1, 3, 3}, {1, 2, 2, 2, 2, 2, 2, 2, 4}},    // depthwise, dilation 2
       {{1, 224, 17, 3}, {16, 3, 7, 7}, {2, 2, 3, 3, 3, 3, 1, 1, 1}},  // a stem
       {{1, 1, 1, 5}, {7, 5, 1, 1}, {}},                               // size 1
+      {{1, 30, 29, 16}, {24, 16, 3, 3}, {1, 1, 1, 1, 1, 1}},          // Winograd where wanted
+      {{2, 28, 28, 8}, {8, 8, 3, 3}, {}},                             // and without padding
   };
   manual_seed(11);
   for (const Case& c : cases) {
@@ -204,6 +206,27 @@ TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
       const std::vector<ops::TensorMeta> outs = ops::infer_outputs(def, all, a);
       EXPECT_TRUE(allclose(def.eager(in, a, outs).at(0), want, 1e-4, 1e-4));
     }
+  }
+  // Winograd, where wanted, serves a 3x3 stride-1 convolution of at least 28x28 outputs without
+  // a residual (the cases above compared it), and no other.
+  {
+    Tensor x = randn({1, 30, 30, 16}), w = randn({8, 16, 3, 3}) * 0.3;
+    Tensor got = Tensor::empty({1, 28, 28, 8}, DType::f32);
+    ops::OnednnConv wide(Conv2dAttrs{});
+    wide.run(x, w, nullptr, nullptr, got, {});
+    EXPECT_EQ(wide.winograd_runs(), ops::onednn_winograd_wanted() ? 1 : 0);
+    Tensor small = Tensor::empty({1, 14, 14, 8}, DType::f32);
+    ops::OnednnConv narrow(Conv2dAttrs{});
+    narrow.run(randn({1, 16, 16, 16}), w, nullptr, nullptr, small, {});
+    EXPECT_EQ(narrow.winograd_runs(), 0);
+    Conv2dAttrs with_residual;
+    with_residual.residual = true;
+    ops::OnednnConv summed(with_residual);
+    summed.run(x, w, nullptr, &got, got, {});
+    EXPECT_EQ(summed.winograd_runs(), 0);
+    ops::OnednnConv once(Conv2dAttrs{}, ops::OnednnConv::Use::once);
+    once.run(x, w, nullptr, nullptr, got, {});
+    EXPECT_EQ(once.winograd_runs(), 0);
   }
   // A strided input (a permuted view) is read as its values, not its memory.
   Tensor nchw = randn({1, 4, 6, 6}), w = randn({3, 4, 3, 3});
