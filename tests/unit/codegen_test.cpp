@@ -249,7 +249,20 @@ TEST(CodegenSource, SmallMatmulIsInlineLargeCallsBlas) {
   auto small = models::seed_model(2);
   std::string src = generate(*small, randn({10, 10})).source.text;
   EXPECT_EQ(src.find("sgemm("), std::string::npos);
-  EXPECT_NE(src.find("+= av * bt["), std::string::npos);
+  // Ten rows of at most 16 columns: each row in a register for the whole k loop.
+  EXPECT_NE(src.find("zc_vf16 c0 = {}"), std::string::npos) << src;
+  EXPECT_NE(src.find("c9 += (float)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("c10 += "), std::string::npos) << src;
+  EXPECT_EQ(src.find("+= av * bt["), std::string::npos) << src;
+  // Past 12 rows the rows accumulate in a tile in memory; both give the interpreter's values,
+  // from one row (a vector) to past the bound.
+  std::string tall = generate(*small, randn({13, 10})).source.text;
+  EXPECT_EQ(tall.find("zc_vf16 c0"), std::string::npos) << tall;
+  EXPECT_NE(tall.find("+= av * bt["), std::string::npos) << tall;
+  for (int64_t rows : {1, 2, 7, 12, 13, 40}) {
+    expect_matches_interpreter(models::seed_model(2), randn({rows, 10}), kPointwiseTol, 1e-6,
+                               "seed, " + std::to_string(rows) + " rows");
+  }
 
   auto big = std::make_shared<nn::Linear>(256, 256);
   std::string big_src = generate(*big, randn({256, 256})).source.text;

@@ -42,6 +42,10 @@ void free(void*);
 #else
 #define ZC_WIDE
 #endif
+// Sixteen floats as one value (GCC's and Clang's vector extension; split into narrower vectors
+// where the CPU has none so wide): a small product keeps its rows in these, in registers, where
+// an array's elements went through memory at every step.
+typedef float zc_vf16 __attribute__((vector_size(64)));
 
 static inline float zc_h2f(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, u;
