@@ -287,41 +287,49 @@ TEST(ChannelsLast, AWeightIsConvertedOncePerIdentity) {
 
 // One convolution's primitive, made on this thread, run from eight threads at once with a
 // residual and ReLU (a compiled net called from many threads): each equals the decomposition.
-// Each thread passes its own scratchpad (ops::dnnl_kept_attr).
+// Each thread passes its own scratchpad (ops::dnnl_kept_attr), and a Winograd convolution's
+// blocked input and output are the thread's own: with a residual (direct) and without
+// (Winograd where wanted, ops/onednn_conv.h).
 TEST(ChannelsLast, AConvolutionRunsFromManyThreadsAtOnce) {
   if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
   manual_seed(12);
-  Conv2dAttrs a{1, 1, 1, 1, 1, 1, 1, 1, 1};
-  a.residual = true;
-  a.relu = true;
-  const Tensor w = randn({64, 64, 3, 3}) * 0.05, bias = randn({64});
-  const ops::OpDef& def = ops::op_def(OpId::conv2d_nhwc);
-  constexpr int kThreads = 8;
-  std::vector<Tensor> xs, rs, want;
-  NoGradGuard no_grad;
-  for (int t = 0; t < kThreads; ++t) {
-    xs.push_back(randn({1, 28, 28, 64}));
-    rs.push_back(randn({1, 28, 28, 64}));
-    const std::vector<Tensor> in{xs.back(), w, bias, rs.back()};
-    want.push_back(def.decompose(in, a).at(0));
+  for (const bool residual : {true, false}) {
+    SCOPED_TRACE(residual ? "with a residual" : "without a residual");
+    Conv2dAttrs a{1, 1, 1, 1, 1, 1, 1, 1, 1};
+    a.residual = residual;
+    a.relu = true;
+    const Tensor w = randn({64, 64, 3, 3}) * 0.05, bias = randn({64});
+    const ops::OpDef& def = ops::op_def(OpId::conv2d_nhwc);
+    constexpr int kThreads = 8;
+    std::vector<Tensor> xs, rs, want;
+    NoGradGuard no_grad;
+    for (int t = 0; t < kThreads; ++t) {
+      xs.push_back(randn({1, 28, 28, 64}));
+      rs.push_back(randn({1, 28, 28, 64}));
+      std::vector<Tensor> in{xs.back(), w, bias};
+      if (residual) in.push_back(rs.back());
+      want.push_back(def.decompose(in, a).at(0));
+    }
+    ops::OnednnConv conv(a);
+    const Tensor* r0 = residual ? &rs[0] : nullptr;
+    Tensor first = Tensor::empty({1, 28, 28, 64}, DType::f32);
+    conv.run(xs[0], w, &bias, r0, first, {});
+    EXPECT_TRUE(allclose(first, want[0], 1e-4, 1e-4));
+    std::vector<int> wrong(kThreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int r = 0; r < 10; ++r) {
+          Tensor out = Tensor::empty({1, 28, 28, 64}, DType::f32);
+          conv.run(xs[t], w, &bias, residual ? &rs[t] : nullptr, out, {});
+          if (!allclose(out, want[t], 1e-4, 1e-4)) ++wrong[t];
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t << " of 10 runs";
+    EXPECT_EQ(conv.winograd_runs(), !residual && ops::onednn_winograd_wanted() ? 81 : 0);
   }
-  ops::OnednnConv conv(a);
-  Tensor first = Tensor::empty({1, 28, 28, 64}, DType::f32);
-  conv.run(xs[0], w, &bias, &rs[0], first, {});
-  EXPECT_TRUE(allclose(first, want[0], 1e-4, 1e-4));
-  std::vector<int> wrong(kThreads, 0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int r = 0; r < 10; ++r) {
-        Tensor out = Tensor::empty({1, 28, 28, 64}, DType::f32);
-        conv.run(xs[t], w, &bias, &rs[t], out, {});
-        if (!allclose(out, want[t], 1e-4, 1e-4)) ++wrong[t];
-      }
-    });
-  }
-  for (std::thread& th : threads) th.join();
-  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t << " of 10 runs";
 }
 
 // A compiled model whose weights change in place (an optimizer step, a loaded checkpoint)
