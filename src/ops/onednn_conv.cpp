@@ -330,12 +330,13 @@ void onednn_max_pool(const Tensor& x_in, const Tensor& out, const Pool2dAttrs& a
   // Made once per problem in the process: making the primitive's descriptor took as long as
   // the pool itself (0.1 ms of ResNet-50's 56x56 pool), even where oneDNN's primitive cache
   // then had the kernel.
+  // Never destroyed: its primitives would outlive oneDNN's engine at exit.
   static std::mutex mu;
-  static PlanTable<PoolKey, PoolPlan> plans{64};
+  static auto* plans = new PlanTable<PoolKey, PoolPlan>(64);
   std::shared_ptr<const PoolPlan> plan;
   {
     std::lock_guard<std::mutex> lock(mu);
-    plan = plans.get(key, make_pool_plan);
+    plan = plans->get(key, make_pool_plan);
   }
   ZC_CHECK(plan != nullptr, "oneDNN has no max pool for an input it was said to apply to");
   dnnl_run_kept(plan->pool,
