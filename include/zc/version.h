@@ -14,5 +14,8 @@ std::string blas_info();     // the BLAS library eager matmul uses
 // The CPU threads zc's parallel work uses and where the number comes from (ZC_NUM_THREADS, else
 // OpenMP's), or what is wrong with ZC_NUM_THREADS.
 std::string cpu_threads_info();
+// How f32 CPU convolutions run (ZC_CPU_CONV, docs/onnx.md): oneDNN's channels-last kernels and
+// whether 3x3 ones take Winograd, or columns and a product; or what is wrong with ZC_CPU_CONV.
+std::string cpu_conv_info();
 
 }  // namespace zc

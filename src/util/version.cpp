@@ -7,6 +7,7 @@
 
 #include "ops/blas.h"
 #include "ops/cpu_threads.h"
+#include "ops/onednn_conv.h"
 #include "zc/error.h"
 #include "zc_build_id.h"
 
@@ -137,6 +138,24 @@ std::string cpu_features() {
 
 std::string blas_info() {
   return ops::gemm_libraries();
+}
+
+std::string cpu_conv_info() {
+  try {
+    const char* set = std::getenv("ZC_CPU_CONV");
+    const std::string why = set && *set ? " (ZC_CPU_CONV)" : "";
+    if (!ops::onednn_conv_available()) {
+      return "columns and a product" + (why.empty() ? " (no oneDNN in this build)" : why);
+    }
+    if (!ops::onednn_winograd_wanted()) return "oneDNN direct, channels-last" + why;
+    return "oneDNN direct, channels-last; Winograd for 3x3 stride-1 ones of at least 28x28 "
+           "outputs" +
+           (why.empty()
+                ? " (a pool of at most " + std::to_string(ops::kWinogradMaxThreads) + " threads)"
+                : why);
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
 }
 
 std::string cpu_threads_info() {

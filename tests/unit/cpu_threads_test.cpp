@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/cpu_threads.h"
+#include "ops/onednn_conv.h"
 #include "unit/run_model.h"
 #include "unit/test_support.h"
 #include "zc/error.h"
@@ -36,6 +37,37 @@ TEST(CpuThreads, ZcEnvSaysHowManyAndWhy) {
       << bad.out;
   const test::ProcessRun json = test::zc_cli("", "env --json");
   EXPECT_NE(json.out.find("\"cpu_threads\":\""), std::string::npos) << json.out;
+}
+
+// ZC_CPU_CONV and the pool's size decide how convolutions run (ops/onednn_conv.h); zc env says.
+TEST(CpuThreads, ZcEnvSaysHowConvolutionsRun) {
+  const test::ProcessRun bad = test::zc_cli("ZC_CPU_CONV=bogus", "env");
+  ASSERT_EQ(bad.rc, 0) << bad.out;
+  EXPECT_NE(bad.out.find("cpu conv       error: ZC_CPU_CONV=bogus: expected auto, direct"),
+            std::string::npos)
+      << bad.out;
+  const test::ProcessRun columns = test::zc_cli("ZC_CPU_CONV=columns", "env");
+  EXPECT_NE(columns.out.find("cpu conv       columns and a product"), std::string::npos)
+      << columns.out;
+  const test::ProcessRun few = test::zc_cli("ZC_NUM_THREADS=2", "env");
+  const test::ProcessRun many = test::zc_cli("ZC_NUM_THREADS=16", "env");
+  const test::ProcessRun direct = test::zc_cli("ZC_NUM_THREADS=2 ZC_CPU_CONV=direct", "env");
+  if (!ops::onednn_conv_available()) {
+    EXPECT_NE(few.out.find("cpu conv       columns and a product (no oneDNN in this build)"),
+              std::string::npos)
+        << few.out;
+    return;
+  }
+  EXPECT_NE(few.out.find("cpu conv       oneDNN direct, channels-last; Winograd for 3x3"),
+            std::string::npos)
+      << few.out;
+  EXPECT_NE(many.out.find("cpu conv       oneDNN direct, channels-last\n"), std::string::npos)
+      << many.out;
+  EXPECT_NE(direct.out.find("cpu conv       oneDNN direct, channels-last (ZC_CPU_CONV)"),
+            std::string::npos)
+      << direct.out;
+  const test::ProcessRun json = test::zc_cli("", "env --json");
+  EXPECT_NE(json.out.find("\"cpu_conv\":\"oneDNN direct"), std::string::npos) << json.out;
 }
 
 TEST(CpuThreads, CallsInFlightDivideThePool) {

@@ -47,7 +47,9 @@ int cmd_env(Args args);
 int cmd_help(Args args);
 
 const Command kCommands[] = {
-    {"env", "print version, build id, compiler, CPU features, BLAS, CPU threads and GPUs",
+    {"env",
+     "print version, build id, compiler, CPU features, BLAS, CPU threads and convolutions, and "
+     "GPUs",
      "zc env [--json]", cmd_env},
     {"bench",
      "measure cold, warm, bundle, remote, fleet and steady-state figures in fresh processes",
@@ -238,6 +240,7 @@ int cmd_env(Args args) {
     out += ",\"cores\":" + std::to_string(cores);
     out += ",\"blas\":" + zc::json::quote(zc::blas_info());
     out += ",\"cpu_threads\":" + zc::json::quote(zc::cpu_threads_info());
+    out += ",\"cpu_conv\":" + zc::json::quote(zc::cpu_conv_info());
     out += ",\"gpu\":" + gpu_json();
     const NvrtcRow nv = nvrtc_row();
     out += ",\"nvrtc\":{\"found\":" + std::string(nv.found ? "true" : "false");
@@ -271,6 +274,7 @@ int cmd_env(Args args) {
   row("cores", std::to_string(cores));
   row("blas", zc::blas_info());
   row("cpu threads", zc::cpu_threads_info());
+  row("cpu conv", zc::cpu_conv_info());
   for (const auto& [key, value] : gpu_rows()) row(key, value);
   row("nvrtc", nvrtc_text(nvrtc_row()));
   std::string set_vars;
