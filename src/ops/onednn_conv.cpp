@@ -44,9 +44,12 @@ ConvSetting conv_setting() {
 }  // namespace
 
 bool onednn_conv_available() {
+  // Read in every build, so that a malformed value is an error with or without oneDNN.
+  const bool columns = conv_setting() == ConvSetting::columns;
 #ifdef ZC_WITH_DNNL
-  return conv_setting() != ConvSetting::columns;
+  return !columns;
 #else
+  (void)columns;
   return false;
 #endif
 }
