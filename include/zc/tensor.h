@@ -177,7 +177,14 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
-  const TensorImpl& impl() const;
+  // Inline: every accessor goes through it, and a compiled call reads the shape, strides and
+  // address of each of its inputs (a call through the library's PLT per read was a tenth of a
+  // small graph's call).
+  const TensorImpl& impl() const {
+    if (!impl_) throw_undefined();
+    return *impl_;
+  }
+  [[noreturn]] static void throw_undefined();
   void check_dtype(DType t, const char* what) const;
   std::shared_ptr<TensorImpl> impl_;
 };

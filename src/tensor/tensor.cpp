@@ -67,9 +67,8 @@ Tensor Tensor::view_of(std::shared_ptr<Storage> storage, Shape shape, Shape stri
   return Tensor(std::move(impl));
 }
 
-const TensorImpl& Tensor::impl() const {
-  if (!impl_) throw Error("use of an undefined Tensor (default-constructed, never assigned)");
-  return *impl_;
+void Tensor::throw_undefined() {
+  throw Error("use of an undefined Tensor (default-constructed, never assigned)");
 }
 
 namespace {

@@ -306,8 +306,8 @@ TEST(ChannelsLast, AConvolutionRunsFromManyThreadsAtOnce) {
     for (int t = 0; t < kThreads; ++t) {
       xs.push_back(randn({1, 28, 28, 64}));
       rs.push_back(randn({1, 28, 28, 64}));
-      std::vector<Tensor> in{xs.back(), w, bias};
-      if (residual) in.push_back(rs.back());
+      const std::vector<Tensor> in = residual ? std::vector<Tensor>{xs.back(), w, bias, rs.back()}
+                                              : std::vector<Tensor>{xs.back(), w, bias};
       want.push_back(def.decompose(in, a).at(0));
     }
     ops::OnednnConv conv(a);
