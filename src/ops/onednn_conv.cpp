@@ -96,8 +96,8 @@ struct Plan {
 // thread), so only the 56x56 and 28x28 layers run so.
 bool winograd_applies(const Conv2dAttrs& a, int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
   return kh == 3 && kw == 3 && a.stride_h == 1 && a.stride_w == 1 && a.dilation_h == 1 &&
-         a.dilation_w == 1 && a.groups == 1 && !a.residual && oh * ow >= 28 * 28 &&
-         onednn_winograd_wanted();
+         a.dilation_w == 1 && a.groups == 1 && !a.residual &&
+         oh * ow >= kWinogradMinSide * kWinogradMinSide && onednn_winograd_wanted();
 }
 
 // A plan's problem: the input's [N, H, W, C], the weight's out channels and window, and
@@ -238,28 +238,26 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
       dnnl_run_kept(plan->copy, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, dst}});
     }
   }
+  // The convolution's own input and output: the tensors' memory, or for Winograd blocked
+  // copies in this thread's buffers, reused by its next call (a compiled module runs on many
+  // threads at once; a buffer per plan would be shared).
+  memory conv_src = src, conv_dst = dst;
   if (plan->winograd) {
     state_->winograd_runs.fetch_add(1, std::memory_order_relaxed);
-    // The blocked input and output live in this thread's buffers, reused by its next call (a
-    // compiled module runs on many threads at once; a buffer per plan would be shared).
     thread_local std::vector<char> src_buf, dst_buf;
     if (src_buf.size() < plan->conv_src.get_size()) src_buf.resize(plan->conv_src.get_size());
     if (dst_buf.size() < plan->conv_dst.get_size()) dst_buf.resize(plan->conv_dst.get_size());
-    src = memory(plan->conv_src, e, src_buf.data()),
-    dst = memory(plan->conv_dst, e, dst_buf.data());
-    dnnl_run_kept(plan->to_conv,
-                  {{DNNL_ARG_FROM, memory(plan->src, e, const_cast<void*>(x.raw_data()))},
-                   {DNNL_ARG_TO, src}});
+    conv_src = memory(plan->conv_src, e, src_buf.data());
+    conv_dst = memory(plan->conv_dst, e, dst_buf.data());
+    dnnl_run_kept(plan->to_conv, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, conv_src}});
   }
   std::unordered_map<int, memory> args{
-      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, conv_w}, {DNNL_ARG_DST, dst}};
+      {DNNL_ARG_SRC, conv_src}, {DNNL_ARG_WEIGHTS, conv_w}, {DNNL_ARG_DST, conv_dst}};
   if (bias_in)
     args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
   dnnl_run_kept(plan->conv, std::move(args));
-  if (plan->winograd) {
-    dnnl_run_kept(plan->from_conv,
-                  {{DNNL_ARG_FROM, dst}, {DNNL_ARG_TO, memory(plan->dst, e, out.raw_data())}});
-  }
+  if (plan->winograd)
+    dnnl_run_kept(plan->from_conv, {{DNNL_ARG_FROM, conv_dst}, {DNNL_ARG_TO, dst}});
 }
 
 namespace {

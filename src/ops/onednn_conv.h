@@ -34,6 +34,9 @@ bool onednn_conv_available();
 // rounding: within 1.5e-6 of the largest output at ResNet's shapes (float64 reference: direct
 // 0.6e-6).
 inline constexpr int kWinogradMaxThreads = 4;
+// Winograd serves outputs of at least kWinogradMinSide^2 positions per image, 28x28 (smaller ones
+// are bound by their weights; docs/adr/0036).
+inline constexpr int64_t kWinogradMinSide = 28;
 bool onednn_winograd_wanted();
 
 // One convolution of a compiled graph (one node): its primitives, made once per input shape,

@@ -148,8 +148,9 @@ std::string cpu_conv_info() {
       return "columns and a product" + (why.empty() ? " (no oneDNN in this build)" : why);
     }
     if (!ops::onednn_winograd_wanted()) return "oneDNN direct, channels-last" + why;
-    return "oneDNN direct, channels-last; Winograd for 3x3 stride-1 ones of at least 28x28 "
-           "outputs" +
+    const std::string side = std::to_string(ops::kWinogradMinSide);
+    return "oneDNN direct, channels-last; Winograd for 3x3 stride-1 ones of at least " + side +
+           "x" + side + " outputs" +
            (why.empty()
                 ? " (a pool of at most " + std::to_string(ops::kWinogradMaxThreads) + " threads)"
                 : why);

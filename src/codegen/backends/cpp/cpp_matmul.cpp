@@ -149,7 +149,8 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   w_.line("for (int64_t kk = 0; kk < " + K + "; ++kk)");
   w_.line("  for (int64_t j = 0; j < " + N + "; ++j) bt[kk * " + P + " + j] = (" + T + ")" +
           load(B, mi.b(batch, "kk", "j")) + ";");
-  std::string M = std::to_string(d.a_vec ? 1 : d.M);
+  const int64_t rows = d.a_vec ? 1 : d.M;  // of C
+  std::string M = std::to_string(rows);
   auto accumulate_row = [&](const std::string& row, const std::string& i) {
     w_.line("for (int64_t j = 0; j < " + P + "; ++j) " + row + "[j] = 0;");
     w_.open("for (int64_t kk = 0; kk < " + K + "; ++kk)");
@@ -169,7 +170,6 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     w_.close();
   };
   std::string i = d.a_vec || d.M == 1 ? "0" : "i";
-  const int64_t rows = d.a_vec ? 1 : d.M;
   if (T == "float" && NP == 16 && rows <= kRegisterRows) {
     // Every row in a register of 16 floats (zc_vf16) for the whole k loop: each k step is one
     // broadcast FMA per row with no load or store of the row, and the rows' FMAs are
@@ -184,9 +184,8 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     w_.line("zc_vf16 b;");
     w_.line("memcpy(&b, bt + kk * 16, sizeof b);");
     for (int64_t r = 0; r < rows; ++r) {
-      const std::string row = d.a_vec || d.M == 1 ? "0" : std::to_string(r);
-      w_.line("c" + std::to_string(r) + " += (" + T + ")" + load(A, mi.a(batch, row, "kk")) +
-              " * b;");
+      const std::string row = std::to_string(r);
+      w_.line("c" + row + " += (" + T + ")" + load(A, mi.a(batch, row, "kk")) + " * b;");
     }
     w_.close();
     for (int64_t r = 0; r < rows; ++r) {
@@ -201,7 +200,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     // k outermost: consecutive updates go to different rows, so they do not wait on each
     // other (row by row, each row's k-th update waited for its (k-1)-th through memory,
     // which made seed64's 10x10x10 products latency-bound: 4x slower).
-    std::string tile_size = std::to_string((d.a_vec ? 1 : d.M) * NP);
+    std::string tile_size = std::to_string(rows * NP);
     w_.line(T + " tile[" + tile_size + "];");
     w_.line("for (int64_t e = 0; e < " + tile_size + "; ++e) tile[e] = 0;");
     w_.open("for (int64_t kk = 0; kk < " + K + "; ++kk)");
