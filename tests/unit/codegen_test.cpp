@@ -250,14 +250,14 @@ TEST(CodegenSource, SmallMatmulIsInlineLargeCallsBlas) {
   std::string src = generate(*small, randn({10, 10})).source.text;
   EXPECT_EQ(src.find("sgemm("), std::string::npos);
   // Ten rows of at most 16 columns: each row in a register for the whole k loop.
-  EXPECT_NE(src.find("zc_vf16 c0 = {}"), std::string::npos) << src;
-  EXPECT_NE(src.find("c9 += (float)"), std::string::npos) << src;
-  EXPECT_EQ(src.find("c10 += "), std::string::npos) << src;
+  EXPECT_NE(src.find("zc_vf16 zc_row0 = {}"), std::string::npos) << src;
+  EXPECT_NE(src.find("zc_row9 += (float)"), std::string::npos) << src;
+  EXPECT_EQ(src.find("zc_row10 += "), std::string::npos) << src;
   EXPECT_EQ(src.find("+= av * bt["), std::string::npos) << src;
   // Past 12 rows the rows accumulate in a tile in memory; both give the interpreter's values,
   // from one row (a vector) to past the bound.
   std::string tall = generate(*small, randn({13, 10})).source.text;
-  EXPECT_EQ(tall.find("zc_vf16 c0"), std::string::npos) << tall;
+  EXPECT_EQ(tall.find("zc_vf16 zc_row0"), std::string::npos) << tall;
   EXPECT_NE(tall.find("+= av * bt["), std::string::npos) << tall;
   for (int64_t rows : {1, 2, 7, 12, 13, 40}) {
     expect_matches_interpreter(models::seed_model(2), randn({rows, 10}), kPointwiseTol, 1e-6,
@@ -342,6 +342,103 @@ TEST(CodegenNumerics, ExtremaKeepNaNsAndInfinities) {
     for (int64_t i = 0; i < got.numel(); ++i) {
       EXPECT_TRUE((std::isnan(g[i]) && std::isnan(r[i])) || g[i] == r[i])
           << "dim " << dim << " element " << i << ": " << g[i] << " vs " << r[i];
+    }
+  }
+}
+
+TEST(CodegenNumerics, ExpSigmoidAndTanhKeepNaNsInfinitiesAndTails) {
+  // The generated float exp (prelude.h) has no NaN test of its own: a NaN flows through its
+  // clamps and polynomial. 37 values, so both a vector body and its remainder run them; each
+  // against float64, within 2 ulp (denormal results within 2 of their spacing).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {nan,    -nan,   inf,    -inf,    0.f,    -0.f,     1e-8f,  -1e-8f,
+                          0.5f,   -0.5f,  1.f,    -1.f,    10.f,   -10.f,    20.f,   -20.f,
+                          87.f,   -87.f,  88.5f,  -88.5f,  88.72f, 88.7228f, 88.73f, 89.f,
+                          100.f,  -100.f, -103.f, -103.9f, -104.f, -105.f,   -150.f, 1e30f,
+                          -1e30f, 3.3f,   -7.7f,  0.3f,    -0.625f};
+  Tensor x = from_vector(v, {37});
+  auto close = [](float got, double want, double abs_tol) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (std::isinf(want)) return static_cast<double>(got) == want;
+    return std::abs(got - want) <= 2.4e-7 * std::abs(want) + abs_tol;
+  };
+  struct Op {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    double (*ref)(double);
+    double abs_tol;
+  };
+  // A sigmoid below -88.7 is 0 where float64's is a denormal (1 / (1 + inf)): within the
+  // smallest normal float of it.
+  const Op ops[] = {
+      {"exp", [](const Tensor& t) { return exp(t); }, [](double a) { return std::exp(a); }, 3e-45},
+      {"sigmoid", [](const Tensor& t) { return sigmoid(t); },
+       [](double a) { return 1 / (1 + std::exp(-a)); }, std::numeric_limits<float>::min()},
+      {"tanh", [](const Tensor& t) { return tanh(t); }, [](double a) { return std::tanh(a); },
+       3e-45},
+  };
+  for (const Op& op : ops) {
+    Tensor got = compile(std::make_shared<Fn>(op.f), {.backend = "cpp"})(x).contiguous();
+    const float* g = got.data<float>();
+    for (size_t i = 0; i < v.size(); ++i) {
+      // float64's result rounded to float first: what a correct float function returns.
+      const double want = static_cast<float>(op.ref(static_cast<double>(v[i])));
+      EXPECT_TRUE(close(g[i], want, op.abs_tol))
+          << op.name << "(" << v[i] << ") = " << g[i] << ", want " << want;
+    }
+  }
+}
+
+// A module with several outputs from one input (the tail tests below).
+struct Outputs : nn::Module {
+  std::function<std::vector<Tensor>(const Tensor&)> f;
+  explicit Outputs(std::function<std::vector<Tensor>(const Tensor&)> f) : f(std::move(f)) {}
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override { return f(in.at(0)); }
+};
+
+TEST(CodegenSource, InlineProductsBuildBInRegistersAndRunTheirTailFlat) {
+  // seed's Linear, ReLU, sigmoid kernel: B's rows are built in registers (no padded copy of
+  // B), and ReLU and the sigmoid run over the 100 values as one loop after the bias.
+  auto seed = models::seed_model(2);
+  const std::string src = generate(*seed, randn({10, 10})).source.text;
+  EXPECT_NE(src.find("const zc_vf16 b = {"), std::string::npos) << src;
+  EXPECT_EQ(src.find(" bt["), std::string::npos) << src;
+  EXPECT_NE(src.find("for (int64_t e = 0; e < 100; ++e)"), std::string::npos) << src;
+  // Against the interpreter: B in either layout, 1 to 16 columns, a batch of products, tails
+  // of each transcendental, a tail after a binary op, and a tail whose first value is also an
+  // output (stored by the product's kernel, so only what follows it runs flat).
+  for (int64_t n : {1, 3, 10, 16}) {
+    for (int64_t kdim : {1, 7}) {
+      Tensor w = randn({kdim, n}), wt = randn({n, kdim}), b = randn({n});
+      const std::string what = "n " + std::to_string(n) + ", k " + std::to_string(kdim);
+      auto m = std::make_shared<Outputs>([=](const Tensor& x) -> std::vector<Tensor> {
+        Tensor r = relu(matmul(x, w) + b);
+        return {sigmoid(matmul(x, w)),
+                exp(matmul(x, wt.t()) * 0.5),
+                gelu(linear(x, wt, b)),
+                r,
+                tanh(r),
+                erf(matmul(x, w)) + 1.0};
+      });
+      for (const Tensor& x : {randn({5, kdim}), randn({2, 3, kdim})}) {
+        std::vector<Tensor> ref = compile(m, {.backend = "eager"})(std::vector<Tensor>{x});
+        std::vector<Tensor> got = compile(m, {.backend = "cpp"})(std::vector<Tensor>{x});
+        ASSERT_EQ(got.size(), ref.size()) << what;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_EQ(got[i].shape(), ref[i].shape()) << what << ", output " << i;
+          EXPECT_TRUE(allclose(got[i], ref[i], kPointwiseTol, 1e-6))
+              << what << ", output " << i << ": max diff "
+              << max(abs(got[i].to(DType::f64) - ref[i].to(DType::f64))).item<double>();
+        }
+      }
+      Fn one([=](const Tensor& x) { return sigmoid(matmul(x, w)); });
+      const std::string tail_src = generate(one, randn({5, kdim})).source.text;
+      EXPECT_EQ(tail_src.find(" bt["), std::string::npos) << what << "\n" << tail_src;
+      EXPECT_NE(tail_src.find("for (int64_t e = 0; e < " + std::to_string(5 * n) + "; ++e)"),
+                std::string::npos)
+          << what << "\n"
+          << tail_src;
     }
   }
 }

@@ -6,6 +6,7 @@
 #include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
 #include "codegen/c_expr.h"
+#include "ops/registry.h"
 #include "ops/shape_rules.h"
 #include "util/check.h"
 
@@ -133,7 +134,8 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     close_loops(opened);
     return;
   }
-  // B is first copied into a local block [K][NP] with rows padded to whole vectors (NP, a
+  // B is first copied (except where rows stay in registers, below) into a local block [K][NP]
+  // with rows padded to whole vectors (NP, a
   // multiple of 16) and zeros in the padding, so the accumulation is a remainder-free
   // unit-stride FMA over j whatever B's layout (a Linear's W^T included). Rows accumulate into
   // a local tile; the epilogue then runs over the real columns. Measured on seed64's 10x10
@@ -144,12 +146,15 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
   bool whole_tile = d.M * NP <= 8192;
   int batch_opened = 0;
   Names batch = open_loops(d.batch, "b", Share::none, &batch_opened);
-  w_.line(T + " bt[" + std::to_string(d.K * NP) + "];");
-  w_.line("for (int64_t e = 0; e < " + std::to_string(d.K * NP) + "; ++e) bt[e] = 0;");
-  w_.line("for (int64_t kk = 0; kk < " + K + "; ++kk)");
-  w_.line("  for (int64_t j = 0; j < " + N + "; ++j) bt[kk * " + P + " + j] = (" + T + ")" +
-          load(B, mi.b(batch, "kk", "j")) + ";");
   const int64_t rows = d.a_vec ? 1 : d.M;  // of C
+  const bool in_registers = T == "float" && NP == 16 && rows <= kRegisterRows;
+  if (!in_registers) {
+    w_.line(T + " bt[" + std::to_string(d.K * NP) + "];");
+    w_.line("for (int64_t e = 0; e < " + std::to_string(d.K * NP) + "; ++e) bt[e] = 0;");
+    w_.line("for (int64_t kk = 0; kk < " + K + "; ++kk)");
+    w_.line("  for (int64_t j = 0; j < " + N + "; ++j) bt[kk * " + P + " + j] = (" + T + ")" +
+            load(B, mi.b(batch, "kk", "j")) + ";");
+  }
   std::string M = std::to_string(rows);
   auto accumulate_row = [&](const std::string& row, const std::string& i) {
     w_.line("for (int64_t j = 0; j < " + P + "; ++j) " + row + "[j] = 0;");
@@ -170,32 +175,82 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     w_.close();
   };
   std::string i = d.a_vec || d.M == 1 ? "0" : "i";
-  if (T == "float" && NP == 16 && rows <= kRegisterRows) {
+  if (in_registers) {
     // Every row in a register of 16 floats (zc_vf16) for the whole k loop: each k step is one
     // broadcast FMA per row with no load or store of the row, and the rows' FMAs are
     // independent. Through a tile in memory each update waited for the store of the last
-    // (seed64's 10x10x10 products: 3.4x slower than this).
+    // (seed64's 10x10x10 products: 3.4x slower than this). B's row kk is built in a register
+    // from its N elements, not copied into a padded block first: the vector load of a row
+    // that scalar stores had just written waited for them to reach the cache, which held the
+    // product back until the previous kernel's work had retired (seed64: 14.5 -> 12.5 us of
+    // kernels here, 21 -> 17 on the GPU host's Xeon).
     w_.line(T + " tile[" + std::to_string(rows * 16) + "];");
     w_.open("");
     std::string zero;
-    for (int64_t r = 0; r < rows; ++r) zero += (r ? ", c" : "c") + std::to_string(r) + " = {}";
+    // The rows are zc_row0..: "c0" is a constant's buffer (A or B may be one).
+    for (int64_t r = 0; r < rows; ++r)
+      zero += (r ? ", zc_row" : "zc_row") + std::to_string(r) + " = {}";
     w_.line("zc_vf16 " + zero + ";");
     w_.open("for (int64_t kk = 0; kk < " + K + "; ++kk)");
-    w_.line("zc_vf16 b;");
-    w_.line("memcpy(&b, bt + kk * 16, sizeof b);");
+    std::string elems;
+    for (int64_t j = 0; j < d.N; ++j) {
+      elems +=
+          (j ? ", " : "") + std::string("(float)") + load(B, mi.b(batch, "kk", std::to_string(j)));
+    }
+    w_.line("const zc_vf16 b = {" + elems + "};  // the padding lanes are zero");
     for (int64_t r = 0; r < rows; ++r) {
       const std::string row = std::to_string(r);
-      w_.line("c" + row + " += (" + T + ")" + load(A, mi.a(batch, row, "kk")) + " * b;");
+      w_.line("zc_row" + row + " += (" + T + ")" + load(A, mi.a(batch, row, "kk")) + " * b;");
     }
     w_.close();
     for (int64_t r = 0; r < rows; ++r) {
-      w_.line("memcpy(tile + " + std::to_string(r * 16) + ", &c" + std::to_string(r) +
-              ", sizeof c" + std::to_string(r) + ");");
+      w_.line("memcpy(tile + " + std::to_string(r * 16) + ", &zc_row" + std::to_string(r) +
+              ", sizeof zc_row" + std::to_string(r) + ");");
     }
     w_.close();
-    w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
-    epilogue("tile[i * 16 + j]");
-    w_.close();
+    const std::vector<int32_t> tail = costly_unary_tail(k, C);
+    if (tail.empty()) {
+      w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
+      epilogue("tile[i * 16 + j]");
+      w_.close();
+    } else {
+      // The epilogue's costly unary tail (a sigmoid, a GELU) runs over the M x N values as one
+      // flat loop: over rows of 16 lanes it was computed for 16 lanes where N are used, or for
+      // N % 8 of them one at a time, each a scalar exp with branches (seed64's sigmoid: 10% of
+      // its kernels on the GPU host's Xeon). What comes before it runs over the rows.
+      const int32_t first = tail.front();
+      const ValueId into = s_.graph.nodes[first].inputs[0];
+      const ValueId last = s_.graph.nodes[tail.back()].outputs[0];
+      const std::string MN = std::to_string(rows * d.N);
+      const std::string reg = "v" + std::to_string(C);
+      w_.line(T + " mid[" + MN + "];");
+      w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
+      w_.line("#pragma omp simd");
+      w_.open("for (int64_t j = 0; j < " + N + "; ++j)");
+      w_.line(T + " " + reg + " = tile[i * 16 + j];");
+      if (std::string round = round_to_storage(ct_d, reg); !round.empty()) w_.line(round);
+      for (int32_t idx : k.nodes) {
+        if (idx == first) break;
+        if (idx != k.anchor) emit_node(idx, full);
+      }
+      for (ValueId v : k.stores) {
+        if (v != last) w_.line(store(v, full, "v" + std::to_string(v)));
+      }
+      w_.line("mid[i * " + N + " + j] = v" + std::to_string(into) + ";");
+      w_.close();
+      w_.close();
+      w_.line("#pragma omp simd");
+      w_.open("for (int64_t e = 0; e < " + MN + "; ++e)");
+      w_.line(T + " v" + std::to_string(into) + " = mid[e];");
+      for (int32_t idx : tail) emit_node(idx, full);
+      w_.line("mid[e] = v" + std::to_string(last) + ";");
+      w_.close();
+      w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
+      w_.line("#pragma omp simd");
+      w_.line("for (int64_t j = 0; j < " + N + "; ++j) " +
+              store(last, full, "mid[i * " + N + " + j]"));
+      w_.close();
+    }
   } else if (whole_tile) {
     // k outermost: consecutive updates go to different rows, so they do not wait on each
     // other (row by row, each row's k-th update waited for its (k-1)-th through memory,
@@ -222,6 +277,36 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     w_.close();
   }
   close_loops(batch_opened);
+}
+
+std::vector<int32_t> KernelEmitter::costly_unary_tail(const Kernel& k, ir::ValueId C) const {
+  std::vector<int32_t> epilogue;
+  for (int32_t idx : k.nodes) {
+    if (idx != k.anchor) epilogue.push_back(idx);
+  }
+  // From the end: unary float ops, each reading the one before it (the first may read C), of
+  // which only the last is stored.
+  std::vector<int32_t> tail;
+  bool costly = false;
+  for (size_t at = epilogue.size(); at-- > 0;) {
+    const ir::Node& n = s_.graph.nodes[epilogue[at]];
+    const ValueId before = at ? s_.graph.nodes[epilogue[at - 1]].outputs[0] : C;
+    const ValueId out = n.outputs[0];
+    const bool last = tail.empty();
+    if (ops::op_def(n.op).cls != ops::OpClass::unary || n.inputs.size() != 1 ||
+        n.inputs[0] != before || compute_type(s_.graph.meta(out).dtype) != "float" ||
+        s_.graph.meta(out).shape != s_.graph.meta(C).shape ||
+        (!last && std::count(k.stores.begin(), k.stores.end(), out)))
+      break;
+    tail.insert(tail.begin(), epilogue[at]);
+    using ops::OpId;
+    costly = costly || n.op == OpId::exp || n.op == OpId::log || n.op == OpId::tanh ||
+             n.op == OpId::sigmoid || n.op == OpId::gelu || n.op == OpId::erf;
+  }
+  if (!costly || tail.empty() ||
+      std::count(k.stores.begin(), k.stores.end(), s_.graph.nodes[tail.back()].outputs[0]) == 0)
+    return {};
+  return tail;
 }
 
 void KernelEmitter::emit_epilogue(const Kernel& k, ir::ValueId C, const Names& names,

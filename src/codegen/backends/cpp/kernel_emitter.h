@@ -28,6 +28,10 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_matmul(const Kernel& k);
   // The matmul result `value` at C's index `names`, then the epilogue nodes and the stores.
   void emit_epilogue(const Kernel& k, ir::ValueId C, const Names& names, const std::string& value);
+  // The end of matmul kernel k's epilogue that an inline product runs as one flat loop: unary
+  // float ops in a chain from the last node that reads anything else (or from C), of which only
+  // the last is stored, with at least one transcendental among them. Empty when there is none.
+  std::vector<int32_t> costly_unary_tail(const Kernel& k, ir::ValueId C) const;
   void emit_copy(const Kernel& k);
   void emit_concat(const Kernel& k);
   void emit_gather(const Kernel& k);

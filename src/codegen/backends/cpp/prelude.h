@@ -93,8 +93,9 @@ static inline uint16_t zc_f2bf(float f) {
 // exp and tanh in float without branches or libm calls, so loops that use them vectorize:
 // Cephes' range reduction and polynomials, within 2 ulp of the correctly rounded result.
 static inline float zc_ldexp2(float y, int n) {
-  // y * 2^n for n in [-252, 254], in two steps so that 2^n stays a normal float.
-  int n1 = n / 2, n2 = n - n1;
+  // y * 2^n for n in [-252, 254], in two steps so that 2^n stays a normal float (a shift,
+  // not n / 2: that rounds toward zero, which took two more instructions per vector).
+  int n1 = n >> 1, n2 = n - n1;
   uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
   float s1, s2;
   memcpy(&s1, &b1, 4);
@@ -108,9 +109,10 @@ static inline float zc_expf(float x) {
   float z = r * r;
   float p = ((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
               4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f;
+  // A NaN needs no test of its own: the clamps keep it (a comparison with it is false), and
+  // p, so y, is NaN whatever the scale. The test cost 7% of seed64's kernels here.
   float y = zc_ldexp2(p * z + r + 1.0f, (int)fx);
-  y = x > 88.72283935546875f ? INFINITY : y;
-  return x != x ? x : y;
+  return x > 88.72283935546875f ? INFINITY : y;
 }
 static inline float zc_tanhf(float x) {
   float ax = fabsf(x), z = x * x;
