@@ -41,7 +41,24 @@ struct BFloat16 {
   }
 };
 
-size_t dtype_size(DType t);
+[[noreturn]] void throw_bad_dtype(DType t);
+// Bytes per element. Inline: a compiled call computes every input's address with it.
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::f64:
+    case DType::i64:
+      return 8;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::boolean:
+      return 1;
+  }
+  throw_bad_dtype(t);
+}
 std::string_view dtype_name(DType t);  // "f32", "bool", ...
 std::ostream& operator<<(std::ostream& os, DType t);
 bool is_floating(DType t);

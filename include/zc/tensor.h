@@ -115,7 +115,17 @@ class Tensor {
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().device; }
   int64_t storage_offset() const { return impl().offset; }
-  bool is_contiguous() const;
+  // Inline: a compiled call asks it of each of its inputs.
+  bool is_contiguous() const {
+    const TensorImpl& t = impl();
+    int64_t expected = 1;
+    for (size_t i = t.shape.size(); i-- > 0;) {
+      if (t.shape[i] == 1) continue;
+      if (t.strides[i] != expected) return false;
+      expected *= t.shape[i];
+    }
+    return true;
+  }
   bool is_traced() const { return impl_ && impl_->trace != nullptr; }
 
   // Typed pointer to the first element (storage + offset). Checks that T matches dtype();

@@ -43,6 +43,16 @@ std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vect
   if (identities) identities->assign(inputs.size(), InputIdentity{});
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = *inputs[i];
+    // The common case without a call out of this loop: a contiguous CPU tensor with storage.
+    // Through Tensor's accessors each of seed64's 130 parameters took four calls (its call 14.5
+    // -> 13.5-14.0 us here); what is left is waiting for the shapes' memory.
+    if (const TensorImpl* impl = t.unsafe_impl();
+        impl && impl->storage && impl->device.is_cpu() && t.is_contiguous()) {
+      in[i] = static_cast<char*>(impl->storage->data()) + impl->offset * dtype_size(impl->dtype);
+      if (identities && impl->storage->owned())
+        (*identities)[i] = {impl->storage->uid(), impl->storage->version()};
+      continue;
+    }
     if (t.is_contiguous()) {
       in[i] = data_address(t);
       const Storage* s = t.impl_ptr() ? t.impl_ptr()->storage.get() : nullptr;

@@ -11,6 +11,7 @@
 
 #include "codegen/call_buffers.h"
 #include "ir/canonical.h"
+#include "ops/cpu_threads.h"
 #include "ops/eager.h"
 #include "runtime/compile_graph.h"
 #include "util/check.h"
@@ -111,6 +112,11 @@ class HierarchicalExecutable final : public RawExecutable {
     ZC_CHECK(fast_, "a hierarchical executable runs on raw buffers only when all its parts do");
     char* values = scratch_block;
     char* scratch = values + values_bytes_;
+    // One claim on the CPU's threads for the whole call: the parts' own claims nest in it. Each
+    // part counting itself in flight and out again (seed64: 65 times a call) cost two atomic
+    // updates of a shared counter and an OpenMP query per part.
+    std::optional<ops::CpuCallShare> share;
+    if (device_.is_cpu()) share.emplace();
     std::vector<void*> ptrs;
     std::vector<codegen::InputIdentity> ids;
     for (const Part& p : parts_) {

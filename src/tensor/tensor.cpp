@@ -92,17 +92,6 @@ int64_t Tensor::numel() const {
   return shape_numel(shape());
 }
 
-bool Tensor::is_contiguous() const {
-  const TensorImpl& t = impl();
-  int64_t expected = 1;
-  for (size_t i = t.shape.size(); i-- > 0;) {
-    if (t.shape[i] == 1) continue;
-    if (t.strides[i] != expected) return false;
-    expected *= t.shape[i];
-  }
-  return true;
-}
-
 void Tensor::check_dtype(DType t, const char* what) const {
   if (dtype() != t) {
     throw Error(std::string(what) + "<T>: the tensor holds " + std::string(dtype_name(dtype())) +
