@@ -17,8 +17,10 @@
 #include "codegen/pipeline.h"
 #include "lower/pipeline.h"
 #include "runtime/compile_graph.h"
+#include "toolchain/target.h"
 #include "unit/op_programs.h"
 #include "unit/run_model.h"
+#include "unit/test_support.h"
 #include "zc/zc.h"
 
 namespace zc {
@@ -388,6 +390,23 @@ TEST(CodegenNumerics, ExpSigmoidAndTanhKeepNaNsInfinitiesAndTails) {
           << op.name << "(" << v[i] << ") = " << g[i] << ", want " << want;
     }
   }
+}
+
+TEST(CodegenIsa, InlineProductsMatchEagerAtEveryIsaLevel) {
+  // Below AVX-512 a register row is the prelude's struct of narrower vectors (two of 8 floats
+  // with AVX, four of 4 without); each level the CPU runs builds its own code in a fresh process.
+  int levels = 0;
+  for (const char* isa : {"x86-64-v2", "x86-64-v3", "x86-64-v4"}) {
+    if (!toolchain::host_supports(isa)) continue;
+    ++levels;
+    const std::string dir = test::fresh_dir("codegen_isa", isa);
+    test::ProcessRun r =
+        test::run_model("ZC_CACHE_DIR=" + dir + " ZC_CPU_ISA=" + isa, "--layers 4");
+    ASSERT_EQ(r.rc, 0) << isa << ": " << r.out;
+    EXPECT_GE(r.num("compiler", "compiler_invocations"), 1) << isa << ": " << r.out;
+    EXPECT_LT(std::stod(r.lines["max_diff"]), 1e-5) << isa << ": " << r.out;
+  }
+  if (levels == 0) GTEST_SKIP() << "not an x86-64 CPU: no ISA levels to build for";
 }
 
 // A module with several outputs from one input (the tail tests below).

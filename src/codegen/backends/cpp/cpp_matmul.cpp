@@ -18,8 +18,9 @@ namespace {
 
 // The most rows of an inline product of at most 16 columns kept in registers (one zc_vf16
 // each): 12 leaves room for B's row and the A values among AVX-512's 32 vector registers. On a
-// CPU without AVX-512 a row takes two of 16 and rows past 7 spill to the stack, which is the
-// tile in memory they replace; more rows than 12 take that tile.
+// CPU without AVX-512 a row takes two of its 16 (the prelude's zc_vf16 of parts) and rows past
+// 7 spill to the stack, which is the tile in memory they replace; more rows than 12 take that
+// tile.
 constexpr int64_t kRegisterRows = 12;
 
 }  // namespace
