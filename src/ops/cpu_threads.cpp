@@ -15,8 +15,11 @@ namespace zc::ops {
 namespace {
 
 std::atomic<int> g_in_flight{0};
-thread_local int t_depth = 0;  // CpuCallShares alive on this thread
-thread_local int t_team = 0;   // this thread's OpenMP team while a share is alive on it
+// Initial-exec: read at an offset from the thread pointer instead of through __tls_get_addr
+// (libzc is a shared library), as libgomp's own are; every compiled call's kernel reads them.
+// Eight bytes of the static TLS that glibc keeps for libraries loaded later (dlopen).
+[[gnu::tls_model("initial-exec")]] thread_local int t_depth = 0;  // shares alive on this thread
+[[gnu::tls_model("initial-exec")]] thread_local int t_team = 0;   // its team while one is
 
 }  // namespace
 
@@ -47,7 +50,7 @@ int team_share(int threads, int calls) {
 }
 
 CpuCallShare::CpuCallShare() : outermost_(t_depth == 0) {
-  cpu_threads();  // a malformed ZC_NUM_THREADS fails here, before the call is counted
+  threads_ = cpu_threads();  // a malformed ZC_NUM_THREADS fails here, before the call is counted
   ++t_depth;
   if (outermost_) {
     g_in_flight.fetch_add(1, std::memory_order_relaxed);
@@ -65,12 +68,16 @@ CpuCallShare::~CpuCallShare() {
 }
 
 int CpuCallShare::refresh() {
-  int team = team_share(cpu_threads(), g_in_flight.load(std::memory_order_relaxed));
-  if (team != t_team) {
-    omp_set_num_threads(team);
-    t_team = team;
+  // Before every kernel of a call: nothing to do while the calls in flight stay as they were.
+  const int calls = g_in_flight.load(std::memory_order_relaxed);
+  if (calls == seen_calls_) return team_;
+  seen_calls_ = calls;
+  team_ = team_share(threads_, calls);
+  if (team_ != t_team) {
+    omp_set_num_threads(team_);
+    t_team = team_;
   }
-  return team;
+  return team_;
 }
 
 int CpuCallShare::calls_in_flight() {

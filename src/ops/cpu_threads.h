@@ -45,7 +45,10 @@ class CpuCallShare {
 
  private:
   bool outermost_;
-  int entry_team_ = 0;  // the outermost's: the thread's team before the call
+  int entry_team_ = 0;   // the outermost's: the thread's team before the call
+  int threads_ = 0;      // cpu_threads()
+  int seen_calls_ = -1;  // the calls in flight at the last refresh, and the team it set
+  int team_ = 0;
 };
 
 }  // namespace zc::ops

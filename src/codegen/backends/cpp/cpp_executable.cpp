@@ -143,7 +143,7 @@ class CppExecutable final : public RawExecutable {
       }
       timer.after(k);
     }
-    if (timing_cpu_kernels()) timer.finish(labels());
+    if (timer.active()) timer.finish(labels());
   }
 
   std::string_view backend() const override { return "cpp"; }

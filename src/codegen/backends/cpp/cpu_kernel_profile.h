@@ -32,6 +32,7 @@ class StepTimer {
       ms_[k] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
                     .count();
   }
+  bool active() const { return active_; }  // ZC_LOGS=kernels was on when the call began
   // Adds the steps' times to the profile under `labels` (one per step).
   void finish(const std::vector<std::string>& labels);
 
