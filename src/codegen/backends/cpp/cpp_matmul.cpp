@@ -136,12 +136,11 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     return;
   }
   // B is first copied (except where rows stay in registers, below) into a local block [K][NP]
-  // with rows padded to whole vectors (NP, a
-  // multiple of 16) and zeros in the padding, so the accumulation is a remainder-free
-  // unit-stride FMA over j whatever B's layout (a Linear's W^T included). Rows accumulate into
-  // a local tile; the epilogue then runs over the real columns. Measured on seed64's 10x10
-  // products this is 1.5-2x faster than dot products or unpadded rows. Inline products are
-  // small, so they run on the calling thread.
+  // with rows padded to whole vectors (NP, a multiple of 16) and zeros in the padding, so the
+  // accumulation is a remainder-free unit-stride FMA over j whatever B's layout (a Linear's W^T
+  // included). Rows accumulate into a local tile; the epilogue then runs over the real columns.
+  // Measured on seed64's 10x10 products this is 1.5-2x faster than dot products or unpadded
+  // rows. Inline products are small, so they run on the calling thread.
   int64_t NP = (d.N + 15) / 16 * 16;
   std::string N = std::to_string(d.N), K = std::to_string(d.K), P = std::to_string(NP);
   bool whole_tile = d.M * NP <= 8192;
@@ -183,8 +182,8 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     // (seed64's 10x10x10 products: 3.4x slower than this). B's row kk is built in a register
     // from its N elements, not copied into a padded block first: the vector load of a row
     // that scalar stores had just written waited for them to reach the cache, which held the
-    // product back until the previous kernel's work had retired (seed64: 14.5 -> 12.5 us of
-    // kernels here, 21 -> 17 on the GPU host's Xeon).
+    // product back until the previous kernel's work had retired (seed64's kernels: 14.5 ->
+    // 12.5 us here, 18.9 -> 18.0 on the GPU host's Xeon; docs/codegen.md).
     w_.line(T + " tile[" + std::to_string(rows * 16) + "];");
     w_.open("");
     std::string zero;

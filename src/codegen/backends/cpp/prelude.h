@@ -143,7 +143,8 @@ static inline float zc_expf(float x) {
   float p = ((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
               4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f;
   // A NaN needs no test of its own: the clamps keep it (a comparison with it is false), and
-  // p, so y, is NaN whatever the scale. The test cost 7% of seed64's kernels here.
+  // p, so y, is NaN whatever scale its conversion to int makes. The test cost 7% of seed64's
+  // kernels here.
   float y = zc_ldexp2(p * z + r + 1.0f, (int)fx);
   return x > 88.72283935546875f ? INFINITY : y;
 }
