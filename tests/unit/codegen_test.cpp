@@ -409,6 +409,23 @@ TEST(CodegenIsa, InlineProductsMatchEagerAtEveryIsaLevel) {
   if (levels == 0) GTEST_SKIP() << "not an x86-64 CPU: no ISA levels to build for";
 }
 
+TEST(CodegenClang, NumericsAndInlineProductsHoldWithClang) {
+  // The generated code's numerics and inline products, built by Clang: this binary's own tests
+  // of them in a fresh process with ZC_CXX naming clang++ (CI's compiler is GCC; Clang once
+  // gave -FLT_MAX as the max of -infs, its OpenMP reduction's identity).
+  const test::ProcessRun which = test::run_shell("command -v clang++");
+  if (which.rc != 0 || which.out.empty()) GTEST_SKIP() << "no clang++ on PATH";
+  std::string clang = which.out.substr(0, which.out.find('\n'));
+  const std::string dir = test::fresh_dir("codegen_clang", "cache");
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const test::ProcessRun r =
+      test::run_shell("ZC_CXX=" + clang + " ZC_CACHE_DIR=" + dir + " " + self +
+                      " --gtest_filter='CodegenNumerics.*:CodegenSource.SmallMatmul*:"
+                      "CodegenSource.InlineProducts*:ElementwiseCodegen.*'");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("[  PASSED  ]"), std::string::npos) << r.out;
+}
+
 // A module with several outputs from one input (the tail tests below).
 struct Outputs : nn::Module {
   std::function<std::vector<Tensor>(const Tensor&)> f;

@@ -151,11 +151,15 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
     } else if (extremum && is_floating(it)) {
       // A NaN anywhere makes the result NaN, as in torch: kept as a flag beside a max (min)
       // that ignores NaNs, so that both vectorize.
+      // A third, whether every element was the start value (-inf for a max): the identity of
+      // OpenMP's max reduction is the lowest finite float in Clang (-inf in GCC), which a row of
+      // -infs then gave as its max.
       const bool mx = n.op == OpId::amax;
+      const std::string id = std::to_string(o);
       w_.line(ct + " " + acc + " = " + (mx ? "-" : "") + "INFINITY;");
-      w_.line("int nan" + std::to_string(o) + " = 0;");
+      w_.line("int nan" + id + " = 0, inf" + id + " = 1;");
       simd = std::string("#pragma omp simd reduction(") + (mx ? "max" : "min") + ":" + acc +
-             ") reduction(|:nan" + std::to_string(o) + ")";
+             ") reduction(|:nan" + id + ") reduction(&:inf" + id + ")";
     } else {
       w_.line(ct + " " + acc + " = 0;");
       w_.line("int64_t pos" + std::to_string(o) + " = 0, at" + std::to_string(o) + " = 0;");
@@ -171,6 +175,8 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
       std::string nan = "nan" + std::to_string(o);
       w_.line(ct + " x = " + x + ";");
       w_.line(nan + " |= x != x;");
+      w_.line("inf" + std::to_string(o) + " &= x == " + (n.op == OpId::amax ? "-" : "") +
+              "INFINITY;");
       w_.line(acc + " = x " + (n.op == OpId::amax ? ">" : "<") + " " + acc + " ? x : " + acc + ";");
     } else {
       w_.line(ct + " x = " + x + ";");
@@ -184,6 +190,8 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
     }
     close_loops(opened);
     if (extremum && is_floating(it)) {
+      w_.line("if (inf" + std::to_string(o) + ") " + acc + " = " + (n.op == OpId::amax ? "-" : "") +
+              "INFINITY;");
       w_.line("if (nan" + std::to_string(o) + ") " + acc + " = NAN;");
     }
     std::string result = n.op == OpId::argmax ? at : acc;

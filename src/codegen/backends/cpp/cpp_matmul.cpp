@@ -183,7 +183,8 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     // from its N elements, not copied into a padded block first: the vector load of a row
     // that scalar stores had just written waited for them to reach the cache, which held the
     // product back until the previous kernel's work had retired (seed64's kernels: 14.5 ->
-    // 12.5 us here, 18.9 -> 18.0 on the GPU host's Xeon; docs/codegen.md).
+    // 12.5 us here, 18.9 -> 18.0 on the GPU host's Xeon; docs/codegen.md). The loops over the
+    // rows after it are ZC_ROW_LOOP (prelude.h): what vectorizes there is the columns.
     w_.line(T + " tile[" + std::to_string(rows * 16) + "];");
     w_.open("");
     std::string zero;
@@ -210,6 +211,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     w_.close();
     const std::vector<int32_t> tail = costly_unary_tail(k, C);
     if (tail.empty()) {
+      w_.line("ZC_ROW_LOOP");
       w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
       epilogue("tile[i * 16 + j]");
       w_.close();
@@ -224,6 +226,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
       const std::string MN = std::to_string(rows * d.N);
       const std::string reg = "v" + std::to_string(C);
       w_.line(T + " mid[" + MN + "];");
+      w_.line("ZC_ROW_LOOP");
       w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
       w_.line("#pragma omp simd");
       w_.open("for (int64_t j = 0; j < " + N + "; ++j)");
@@ -245,6 +248,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
       for (int32_t idx : tail) emit_node(idx, full);
       w_.line("mid[e] = v" + std::to_string(last) + ";");
       w_.close();
+      w_.line("ZC_ROW_LOOP");
       w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
       w_.line("#pragma omp simd");
       w_.line("for (int64_t j = 0; j < " + N + "; ++j) " +

@@ -42,6 +42,14 @@ void free(void*);
 #else
 #define ZC_WIDE
 #endif
+// Before a loop over an inline product's rows whose inner loop, over the columns, is the one to
+// vectorize: Clang otherwise unrolled the columns and vectorized across rows with gathers and
+// scatters (seed64's kernels 21.5 -> 13.9 us with Clang 14 here). GCC keeps the inner loop.
+#if defined(__clang__)
+#define ZC_ROW_LOOP _Pragma("clang loop vectorize(disable)")
+#else
+#define ZC_ROW_LOOP
+#endif
 // Sixteen floats as one value: a small product keeps its rows in these, in registers, where an
 // array's elements went through memory at every step. One vector of GCC's and Clang's
 // extension where the CPU has 16-float registers (AVX-512); elsewhere the registers' width in
