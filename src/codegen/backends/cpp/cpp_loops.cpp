@@ -150,10 +150,9 @@ void KernelEmitter::emit_row_reduce(const Kernel& k) {
       simd = "#pragma omp simd reduction(+:" + acc + ")";
     } else if (extremum && is_floating(it)) {
       // A NaN anywhere makes the result NaN, as in torch: kept as a flag beside a max (min)
-      // that ignores NaNs, so that both vectorize.
-      // A third, whether every element was the start value (-inf for a max): the identity of
-      // OpenMP's max reduction is the lowest finite float in Clang (-inf in GCC), which a row of
-      // -infs then gave as its max.
+      // that ignores NaNs, so that both vectorize. A second flag says whether every element
+      // was the start value (-inf for a max): Clang starts OpenMP's max reduction from the
+      // lowest finite float (GCC from -inf), which a row of -infs then gave as its max.
       const bool mx = n.op == OpId::amax;
       const std::string id = std::to_string(o);
       w_.line(ct + " " + acc + " = " + (mx ? "-" : "") + "INFINITY;");
