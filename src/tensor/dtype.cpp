@@ -1,7 +1,6 @@
 #include "zc/dtype.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <ostream>
 
 #include "util/check.h"
@@ -9,8 +8,8 @@
 namespace zc {
 
 void throw_bad_dtype(DType t) {
-  ZC_CHECK(false, "bad dtype " << static_cast<int>(t));
-  std::abort();  // ZC_CHECK(false) has thrown
+  detail::check_failed("a known dtype", __FILE__, __LINE__,
+                       "bad dtype " + std::to_string(static_cast<int>(t)));
 }
 
 std::string_view dtype_name(DType t) {

@@ -224,21 +224,12 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
       const ValueId into = s_.graph.nodes[first].inputs[0];
       const ValueId last = s_.graph.nodes[tail.back()].outputs[0];
       const std::string MN = std::to_string(rows * d.N);
-      const std::string reg = "v" + std::to_string(C);
       w_.line(T + " mid[" + MN + "];");
       w_.line("ZC_ROW_LOOP");
       w_.open("for (int64_t i = 0; i < " + M + "; ++i)");
       w_.line("#pragma omp simd");
       w_.open("for (int64_t j = 0; j < " + N + "; ++j)");
-      w_.line(T + " " + reg + " = tile[i * 16 + j];");
-      if (std::string round = round_to_storage(ct_d, reg); !round.empty()) w_.line(round);
-      for (int32_t idx : k.nodes) {
-        if (idx == first) break;
-        if (idx != k.anchor) emit_node(idx, full);
-      }
-      for (ValueId v : k.stores) {
-        if (v != last) w_.line(store(v, full, "v" + std::to_string(v)));
-      }
+      emit_epilogue(k, C, full, "tile[i * 16 + j]", first, last);
       w_.line("mid[i * " + N + " + j] = v" + std::to_string(into) + ";");
       w_.close();
       w_.close();
@@ -314,16 +305,20 @@ std::vector<int32_t> KernelEmitter::costly_unary_tail(const Kernel& k, ir::Value
 }
 
 void KernelEmitter::emit_epilogue(const Kernel& k, ir::ValueId C, const Names& names,
-                                  const std::string& value) {
+                                  const std::string& value, int32_t stop_at,
+                                  ir::ValueId not_stored) {
   DType ct_d = s_.graph.meta(C).dtype;
   std::string reg = "v" + std::to_string(C);
   w_.line(compute_type(ct_d) + " " + reg + " = " + value + ";");
   std::string round = round_to_storage(ct_d, reg);
   if (!round.empty()) w_.line(round);
   for (int32_t idx : k.nodes) {
+    if (idx == stop_at) break;
     if (idx != k.anchor) emit_node(idx, names);
   }
-  for (ir::ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
+  for (ir::ValueId v : k.stores) {
+    if (v != not_stored) w_.line(store(v, names, "v" + std::to_string(v)));
+  }
 }
 
 }  // namespace zc::codegen::cpp

@@ -26,8 +26,11 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_pointwise(const Kernel& k);
   void emit_row_reduce(const Kernel& k);
   void emit_matmul(const Kernel& k);
-  // The matmul result `value` at C's index `names`, then the epilogue nodes and the stores.
-  void emit_epilogue(const Kernel& k, ir::ValueId C, const Names& names, const std::string& value);
+  // The matmul result `value` at C's index `names`, then the epilogue nodes and the stores:
+  // the nodes before node `stop_at` only, and every store but `not_stored`, when given (an
+  // inline product's flat tail runs the rest).
+  void emit_epilogue(const Kernel& k, ir::ValueId C, const Names& names, const std::string& value,
+                     int32_t stop_at = -1, ir::ValueId not_stored = -1);
   // The end of matmul kernel k's epilogue that an inline product runs as one flat loop: unary
   // float ops in a chain from the last node that reads anything else (or from C), of which only
   // the last is stored, with at least one transcendental among them. Empty when there is none.
