@@ -97,6 +97,7 @@ T integer_pow(T a, T b) {
 struct Pow {
   static constexpr const char* name = "pow";
   static constexpr Result result = Result::same;
+  static constexpr bool transcendental = true;  // on floats: zc_pow, an exp of a log
   template <class T>
   T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
@@ -251,6 +252,16 @@ constexpr DerivativeFn binary_derivative() {
   }
 }
 
+// OpDef::transcendental; only Pow says so, the others are one instruction or a few.
+template <class F>
+constexpr bool transcendental() {
+  if constexpr (requires { F::transcendental; }) {
+    return F::transcendental;
+  } else {
+    return false;
+  }
+}
+
 template <class F>
 OpDef binary_def(OpId id) {
   return OpDef{.id = id,
@@ -261,7 +272,8 @@ OpDef binary_def(OpId id) {
                .eager = binary_eager<F>,
                .derivative = binary_derivative<F>(),
                .compute = rule_of(F::result),
-               .c_expr = F::c};
+               .c_expr = F::c,
+               .transcendental = transcendental<F>()};
 }
 
 std::vector<TensorMeta> where_infer(std::span<const TensorMeta> in, const Attrs&) {

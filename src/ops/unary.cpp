@@ -40,6 +40,7 @@ namespace {
 // the same function as a C expression (ops/elementwise.h), for generated code.
 struct Neg {
   static constexpr bool float_valued = false;
+  static constexpr bool transcendental = false;
   template <class T>
   T operator()(T x) const {
     return -x;
@@ -49,6 +50,7 @@ struct Neg {
 };
 struct Abs {
   static constexpr bool float_valued = false;
+  static constexpr bool transcendental = false;
   template <class T>
   T operator()(T x) const {
     return x < T(0) ? T(-x) : x;
@@ -64,6 +66,7 @@ struct Abs {
 };
 struct Relu {
   static constexpr bool float_valued = false;
+  static constexpr bool transcendental = false;
   template <class T>
   T operator()(T x) const {
     return relu_value(x);
@@ -77,6 +80,7 @@ struct Relu {
 };
 struct Exp {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
   template <class T>
   T operator()(T x) const {
     return std::exp(x);
@@ -86,6 +90,7 @@ struct Exp {
 };
 struct Log {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
   template <class T>
   T operator()(T x) const {
     return std::log(x);
@@ -95,6 +100,7 @@ struct Log {
 };
 struct Sqrt {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = false;
   template <class T>
   T operator()(T x) const {
     return std::sqrt(x);
@@ -106,6 +112,7 @@ struct Sqrt {
 };
 struct Rsqrt {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = false;
   template <class T>
   T operator()(T x) const {
     return T(1) / std::sqrt(x);
@@ -118,6 +125,7 @@ struct Rsqrt {
 };
 struct Tanh {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
   template <class T>
   T operator()(T x) const {
     return std::tanh(x);
@@ -129,6 +137,7 @@ struct Tanh {
 };
 struct Sigmoid {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
   template <class T>
   T operator()(T x) const {
     return T(1) / (T(1) + std::exp(-x));
@@ -142,6 +151,7 @@ struct Sigmoid {
 };
 struct Erf {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
   template <class T>
   T operator()(T x) const {
     return std::erf(x);
@@ -153,6 +163,7 @@ struct Erf {
 };
 struct Gelu {
   static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
   bool tanh_approx = false;
   template <class T>
   T operator()(T x) const {
@@ -183,6 +194,7 @@ struct Gelu {
 };
 struct Clamp {
   static constexpr bool float_valued = false;
+  static constexpr bool transcendental = false;
   double lo = -INFINITY, hi = INFINITY;
   template <class T>
   T operator()(T x) const {
@@ -307,7 +319,8 @@ OpDef unary_def(OpId id) {
                .eager = unary_eager<F>,
                .derivative = unary_vjp<F>,
                .compute = ComputeRule::output,
-               .c_expr = F::c};
+               .c_expr = F::c,
+               .transcendental = F::transcendental};
 }
 
 }  // namespace

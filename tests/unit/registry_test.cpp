@@ -14,6 +14,7 @@
 
 #include "ops/attrs.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/op_list.h"
 #include "ops/registry.h"
 #include "zc/factories.h"
@@ -58,6 +59,40 @@ TEST(Registry, EveryOpHasACompleteDefinition) {
     EXPECT_LT(def.attrs_index, std::variant_size_v<ops::Attrs>);
     EXPECT_EQ(ops::find_op(l.name), &def);
   }
+}
+
+template <size_t I = 0>
+ops::Attrs default_attrs(size_t index) {
+  if constexpr (I < std::variant_size_v<ops::Attrs>) {
+    if (index == I) return ops::Attrs(std::in_place_index<I>);
+    return default_attrs<I + 1>(index);
+  } else {
+    return ops::Attrs{};
+  }
+}
+
+// OpDef::transcendental (which the generated code gives whole vectors) says what the C
+// expression is: a call of one of the prelude's series functions on f32 operands.
+TEST(Registry, TranscendentalOpsAreThoseWhoseCExpressionIsASeries) {
+  const std::string operands[] = {"x", "y", "z"};
+  int marked = 0;
+  for (const auto& l : listed()) {
+    const ops::OpDef& def = ops::op_def(l.id);
+    if (!def.c_expr) {
+      EXPECT_FALSE(def.transcendental) << l.name;
+      continue;
+    }
+    ops::Attrs attrs = default_attrs(def.attrs_index);
+    if (l.id == ops::OpId::cast) attrs = ops::CastAttrs{DType::f32};
+    const std::string c = def.c_expr(
+        ops::CExpr{std::span(operands, static_cast<size_t>(def.min_inputs)), DType::f32, attrs});
+    bool series = false;
+    for (const char* f : {"zc_exp(", "zc_log(", "zc_tanh(", "zc_erf(", "zc_pow("})
+      series = series || c.find(f) != std::string::npos;
+    EXPECT_EQ(def.transcendental, series) << l.name << ": " << c;
+    marked += def.transcendental;
+  }
+  EXPECT_EQ(marked, 7);  // exp, log, tanh, sigmoid, erf, gelu, pow
 }
 
 TEST(Registry, NamesAreUniqueAndLookupsOfUnknownNamesFail) {

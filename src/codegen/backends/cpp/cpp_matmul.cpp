@@ -294,9 +294,7 @@ std::vector<int32_t> KernelEmitter::costly_unary_tail(const Kernel& k, ir::Value
         (!last && std::count(k.stores.begin(), k.stores.end(), out)))
       break;
     tail.insert(tail.begin(), epilogue[at]);
-    using ops::OpId;
-    costly = costly || n.op == OpId::exp || n.op == OpId::log || n.op == OpId::tanh ||
-             n.op == OpId::sigmoid || n.op == OpId::gelu || n.op == OpId::erf;
+    costly = costly || ops::op_def(n.op).transcendental;
   }
   if (!costly || tail.empty() ||
       std::count(k.stores.begin(), k.stores.end(), s_.graph.nodes[tail.back()].outputs[0]) == 0)
