@@ -74,13 +74,10 @@ bool sgemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* 
   if (!p) return false;
   // Per thread: concurrent products each convert into their own buffers.
   thread_local std::vector<char> a_buf, b_buf;
-  a_buf.resize(p->a_bf16.get_size());
-  b_buf.resize(p->b_bf16.get_size());
   try {
     memory a_in(p->a_user, dnnl_engine(), const_cast<float*>(a));
     memory b_in(p->b_user, dnnl_engine(), const_cast<float*>(b));
-    memory a_op(p->a_bf16, dnnl_engine(), a_buf.data()),
-        b_op(p->b_bf16, dnnl_engine(), b_buf.data());
+    memory a_op = dnnl_thread_memory(a_buf, p->a_bf16), b_op = dnnl_thread_memory(b_buf, p->b_bf16);
     memory c_out(p->c_user, dnnl_engine(), c);
     dnnl_run_kept(p->to_a, {{DNNL_ARG_FROM, a_in}, {DNNL_ARG_TO, a_op}});
     dnnl_run_kept(p->to_b, {{DNNL_ARG_FROM, b_in}, {DNNL_ARG_TO, b_op}});

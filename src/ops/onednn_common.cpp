@@ -27,13 +27,16 @@ void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memor
   const dnnl_memory_desc_t* md =
       dnnl_primitive_desc_query_md(p.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
   if (md) {
-    const dnnl::memory::desc desc(*md);
     thread_local std::vector<char> buf;
-    if (buf.size() < desc.get_size()) buf.resize(desc.get_size());
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(desc, dnnl_engine(), buf.data()));
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_thread_memory(buf, dnnl::memory::desc(*md)));
   }
   p.execute(dnnl_thread_stream(), args);
   dnnl_thread_stream().wait();
+}
+
+dnnl::memory dnnl_thread_memory(std::vector<char>& buf, const dnnl::memory::desc& desc) {
+  if (buf.size() < desc.get_size()) buf.resize(desc.get_size());
+  return dnnl::memory(desc, dnnl_engine(), buf.data());
 }
 
 dnnl::memory::desc dnnl_f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "ops/weight_identity.h"
 
@@ -29,6 +30,10 @@ dnnl::primitive_attr dnnl_kept_attr();
 // scratchpad (sized from p's own descriptor, grown as needed, reused by the thread's next
 // primitive), and waits for it.
 void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args);
+// A oneDNN memory of `desc` in `buf`, grown to fit and never shrunk: a thread's working copy
+// that its next call reuses. `buf` is the caller's thread_local, one for each copy alive at once
+// (a compiled module runs on many threads; a buffer per plan would be shared between them).
+dnnl::memory dnnl_thread_memory(std::vector<char>& buf, const dnnl::memory::desc& desc);
 // An f32 matrix [rows, cols] as BLAS passes it: row-major with leading dim ld, or its transpose
 // stored so (column-major).
 dnnl::memory::desc dnnl_f32_matrix(bool trans, int64_t rows, int64_t cols, int64_t ld);

@@ -239,16 +239,13 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     }
   }
   // The convolution's own input and output: the tensors' memory, or for Winograd blocked
-  // copies in this thread's buffers, reused by its next call (a compiled module runs on many
-  // threads at once; a buffer per plan would be shared).
+  // copies in this thread's buffers (dnnl_thread_memory).
   memory conv_src = src, conv_dst = dst;
   if (plan->winograd) {
     state_->winograd_runs.fetch_add(1, std::memory_order_relaxed);
     thread_local std::vector<char> src_buf, dst_buf;
-    if (src_buf.size() < plan->conv_src.get_size()) src_buf.resize(plan->conv_src.get_size());
-    if (dst_buf.size() < plan->conv_dst.get_size()) dst_buf.resize(plan->conv_dst.get_size());
-    conv_src = memory(plan->conv_src, e, src_buf.data());
-    conv_dst = memory(plan->conv_dst, e, dst_buf.data());
+    conv_src = dnnl_thread_memory(src_buf, plan->conv_src);
+    conv_dst = dnnl_thread_memory(dst_buf, plan->conv_dst);
     dnnl_run_kept(plan->to_conv, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, conv_src}});
   }
   std::unordered_map<int, memory> args{
