@@ -20,6 +20,11 @@ std::atomic<int> g_in_flight{0};
 // Eight bytes of the static TLS that glibc keeps for libraries loaded later (dlopen).
 [[gnu::tls_model("initial-exec")]] thread_local int t_depth = 0;  // shares alive on this thread
 [[gnu::tls_model("initial-exec")]] thread_local int t_team = 0;   // its team while one is
+// The outermost share's: the thread's team before it, and the calls in flight at its last
+// refresh with the share that gave (-1: none yet).
+[[gnu::tls_model("initial-exec")]] thread_local int t_entry_team = 0;
+[[gnu::tls_model("initial-exec")]] thread_local int t_seen_calls = -1;
+[[gnu::tls_model("initial-exec")]] thread_local int t_share = 0;
 
 }  // namespace
 
@@ -49,35 +54,37 @@ int team_share(int threads, int calls) {
   return std::max(1, threads / std::max(1, calls));
 }
 
-CpuCallShare::CpuCallShare() : outermost_(t_depth == 0) {
-  threads_ = cpu_threads();  // a malformed ZC_NUM_THREADS fails here, before the call is counted
-  ++t_depth;
-  if (outermost_) {
-    g_in_flight.fetch_add(1, std::memory_order_relaxed);
-    entry_team_ = omp_get_max_threads();
-    t_team = entry_team_;
+CpuCallShare::CpuCallShare() {
+  if (t_depth > 0) {
+    ++t_depth;
+    return;
   }
+  cpu_threads();  // a malformed ZC_NUM_THREADS fails here, before the call is counted
+  ++t_depth;
+  g_in_flight.fetch_add(1, std::memory_order_relaxed);
+  t_entry_team = omp_get_max_threads();
+  t_team = t_entry_team;
+  t_seen_calls = -1;
 }
 
 CpuCallShare::~CpuCallShare() {
-  --t_depth;
-  if (!outermost_) return;
+  if (--t_depth > 0) return;
   g_in_flight.fetch_sub(1, std::memory_order_relaxed);
   // The caller's own OpenMP setting comes back for its own parallel code.
-  if (t_team != entry_team_) omp_set_num_threads(entry_team_);
+  if (t_team != t_entry_team) omp_set_num_threads(t_entry_team);
 }
 
 int CpuCallShare::refresh() {
   // Before every kernel of a call: nothing to do while the calls in flight stay as they were.
   const int calls = g_in_flight.load(std::memory_order_relaxed);
-  if (calls == seen_calls_) return team_;
-  seen_calls_ = calls;
-  team_ = team_share(threads_, calls);
-  if (team_ != t_team) {
-    omp_set_num_threads(team_);
-    t_team = team_;
+  if (calls == t_seen_calls) return t_share;
+  t_seen_calls = calls;
+  t_share = team_share(cpu_threads(), calls);
+  if (t_share != t_team) {
+    omp_set_num_threads(t_share);
+    t_team = t_share;
   }
-  return team_;
+  return t_share;
 }
 
 int CpuCallShare::calls_in_flight() {

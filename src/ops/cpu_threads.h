@@ -30,7 +30,9 @@ int team_share(int threads, int calls);
 // One call's claim on the pool, for its lifetime (compiled calls, and eager ops on the CPU).
 // Nested calls on the same thread (a hierarchical graph's parts, an extern op inside a
 // compiled graph) count once: only the outermost counts itself in flight, and when it ends
-// the thread's OpenMP team is the caller's own again.
+// the thread's OpenMP team is the caller's own again. What a claim knows is its thread's (one
+// outermost claim per thread at a time), so a nested claim is a count and costs nothing else:
+// seed64's call makes 65 of them.
 class CpuCallShare {
  public:
   CpuCallShare();
@@ -42,13 +44,6 @@ class CpuCallShare {
   int refresh();
   // The calls in flight in this process now.
   static int calls_in_flight();
-
- private:
-  bool outermost_;
-  int entry_team_ = 0;   // the outermost's: the thread's team before the call
-  int threads_ = 0;      // cpu_threads()
-  int seen_calls_ = -1;  // the calls in flight at the last refresh, and the team it set
-  int team_ = 0;
 };
 
 }  // namespace zc::ops
