@@ -1,0 +1,363 @@
+// Random programs, compiled and run eagerly: seeded chains of products (every inline and tile
+// path: 1..14 rows, 1..20 columns, B in both layouts, constants as A or B), their epilogues
+// (biases, unary chains with and without transcendentals, binary ops with other values,
+// broadcasts of row reductions), softmax, layer_norm, concatenations, and intermediate values
+// that are also outputs. Each program is one compiled graph; every output must equal eager's.
+// The code generator's hand-written paths each cover what their own tests thought of; this
+// walks the combinations (a register row named like a constant's buffer, a tail whose value
+// is also an output, were found this way, or would have been).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "unit/test_support.h"
+#include "zc/zc.h"
+
+namespace zc {
+namespace {
+
+// One step of a program; `a` and `b` index the values made so far.
+struct Step {
+  enum Kind {
+    linear,
+    product_of_values,
+    unary,
+    binary,
+    row_reduction,
+    softmax_,
+    layer_norm_,
+    concat,
+    output,
+    view,
+    gram,
+    select
+  } kind;
+  int a = 0, b = 0;
+  int op = 0;      // which unary or binary op, or which reduction
+  int param = -1;  // the weight, bias or constant it reads
+  int param2 = -1;
+  bool flag = false;  // linear: B stored [N, K] (a Linear's weight); reduction: amax
+};
+
+// A program over inputs of shape [batch..., rows, width]: values keep the leading dims and
+// the rows, their widths change.
+class RandomProgram : public nn::Module {
+ public:
+  RandomProgram(uint32_t seed, std::vector<int64_t> lead, int64_t rows, int64_t width)
+      : lead_(std::move(lead)), rows_(rows) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+    widths_ = {width, width};  // the two inputs
+    const int steps = 6 + pick(10);
+    for (int s = 0; s < steps; ++s) {
+      Step st;
+      const int nv = static_cast<int>(widths_.size());
+      st.a = pick(nv);
+      // Recent values more often: chains grow long enough to fuse.
+      if (pick(3) > 0) st.a = nv - 1 - pick(std::min(nv, 2));
+      const int64_t wa = widths_[static_cast<size_t>(st.a)];
+      switch (pick(15)) {
+        case 0:
+        case 1:
+        case 2: {  // a product with a weight (or a constant), and maybe a bias
+          st.kind = Step::linear;
+          const int64_t n = 1 + pick(20);
+          st.flag = pick(2) == 0;
+          Tensor w = st.flag ? randn({n, wa}) * 0.5 : randn({wa, n}) * 0.5;
+          st.param = add_tensor(w, /*constant=*/pick(5) == 0);
+          if (pick(3) > 0) st.param2 = add_tensor(randn({n}), false);
+          widths_.push_back(n);
+          break;
+        }
+        case 3: {  // A B^T of two values of one width: a [rows, rows] product
+          st.kind = Step::product_of_values;
+          st.b = same_width(st.a, rng);
+          widths_.push_back(rows_);
+          break;
+        }
+        case 4:
+        case 5:
+        case 6:
+          st.kind = Step::unary;
+          st.op = pick(13);
+          widths_.push_back(wa);
+          break;
+        case 7:
+        case 8: {
+          st.kind = Step::binary;
+          st.op = pick(6);
+          st.b = same_width(st.a, rng);
+          if (pick(4) == 0) st.param = add_tensor(randn({wa}), pick(2) == 0);  // a broadcast row
+          widths_.push_back(wa);
+          break;
+        }
+        case 9:
+          st.kind = Step::row_reduction;  // x - reduce(x) broadcast back over the row
+          st.flag = pick(2) == 0;
+          widths_.push_back(wa);
+          break;
+        case 10:
+          st.kind = pick(2) ? Step::softmax_ : Step::layer_norm_;
+          if (st.kind == Step::layer_norm_) {
+            st.param = add_tensor(randn({wa}), false);
+            st.param2 = add_tensor(randn({wa}), false);
+          }
+          widths_.push_back(wa);
+          break;
+        case 12:  // a strided slice of the columns, or all of them through a flat view
+          st.kind = Step::view;
+          st.op = wa > 1 ? pick(3) : 2;
+          st.b = st.op == 2 ? 0 : pick(static_cast<int>(wa) - 1);
+          widths_.push_back(st.op == 0 ? wa - st.b : st.op == 1 ? (wa - st.b + 1) / 2 : wa);
+          break;
+        case 13:  // t (t^T t): a product whose A is a transposed value
+          st.kind = Step::gram;
+          widths_.push_back(wa);
+          break;
+        case 14:
+          st.kind = Step::select;  // where(x > 0, x, y), or pow(|x| + 1, 1.5), mean and var
+          st.op = pick(3);
+          st.b = same_width(st.a, rng);
+          widths_.push_back(wa);
+          break;
+        default:
+          st.kind = pick(2) ? Step::concat : Step::output;
+          if (st.kind == Step::concat) {
+            st.b = pick(nv);
+            widths_.push_back(wa + widths_[static_cast<size_t>(st.b)]);
+          }
+          break;
+      }
+      steps_.push_back(st);
+    }
+  }
+
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    std::vector<Tensor> v{in[0], in[1]}, outs;
+    for (const Step& s : steps_) {
+      const Tensor& x = v[static_cast<size_t>(s.a)];
+      switch (s.kind) {
+        case Step::linear: {
+          const Tensor& w = tensors_[static_cast<size_t>(s.param)];
+          Tensor y = s.flag ? matmul(x, w.transpose(0, 1)) : matmul(x, w);
+          if (s.param2 >= 0) y = y + tensors_[static_cast<size_t>(s.param2)];
+          v.push_back(y);
+          break;
+        }
+        case Step::product_of_values:
+          v.push_back(matmul(x, v[static_cast<size_t>(s.b)].transpose(-2, -1)) * 0.25);
+          break;
+        case Step::unary:
+          v.push_back(apply_unary(s.op, x));
+          break;
+        case Step::binary: {
+          Tensor y =
+              s.param >= 0 ? tensors_[static_cast<size_t>(s.param)] : v[static_cast<size_t>(s.b)];
+          v.push_back(apply_binary(s.op, x, y));
+          break;
+        }
+        case Step::row_reduction:
+          v.push_back(x - (s.flag ? amax(x, {-1}, true) : sum(x, {-1}, true) * 0.5));
+          break;
+        case Step::softmax_:
+          v.push_back(softmax(x, -1));
+          break;
+        case Step::layer_norm_:
+          v.push_back(layer_norm(x, {x.size(-1)}, tensors_[static_cast<size_t>(s.param)],
+                                 tensors_[static_cast<size_t>(s.param2)]));
+          break;
+        case Step::concat:
+          v.push_back(cat({x, v[static_cast<size_t>(s.b)]}, -1));
+          break;
+        case Step::output:
+          outs.push_back(x);
+          break;
+        case Step::view:
+          if (s.op == 0) {
+            v.push_back(x.narrow(-1, s.b, x.size(-1) - s.b));
+          } else if (s.op == 1) {
+            v.push_back(x.slice(-1, s.b, x.size(-1), 2));
+          } else {
+            // A softmax over every element of each leading index, through a flat view.
+            std::vector<int64_t> flat = lead_, back = x.shape();
+            flat.push_back(x.size(-1) * x.size(-2));
+            v.push_back(softmax(x.reshape(flat), -1).reshape(back) * 4.0);
+          }
+          break;
+        case Step::gram: {  // of tanh(x), scaled: chains of x (x^T x) overflow otherwise
+          Tensor t = tanh(x);
+          const double scale = 1.0 / static_cast<double>(x.size(-1) * x.size(-2));
+          v.push_back(matmul(t, matmul(t.transpose(-2, -1), t)) * scale);
+          break;
+        }
+        case Step::select: {
+          const Tensor& y = v[static_cast<size_t>(s.b)];
+          if (s.op == 0) {
+            v.push_back(where(gt(x, 0.0), x, y * 0.5));
+          } else if (s.op == 1) {
+            v.push_back(pow(abs(x) + 1.0, 1.5));
+          } else {
+            v.push_back(x - mean(x, {-1}, true) + var(x, {-1}, 0, true));
+          }
+          break;
+        }
+      }
+    }
+    outs.push_back(v.back());
+    return outs;
+  }
+
+  // Module::to moves the parameters; this the constants.
+  void move_constants(Device device) {
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      if (constant_[i]) tensors_[i] = tensors_[i].to(device);
+  }
+
+  std::string describe() const {
+    static const char* names[] = {"linear",     "AB^T", "unary",  "binary", "reduce", "softmax",
+                                  "layer_norm", "cat",  "output", "view",   "gram",   "select"};
+    std::string s;
+    for (const Step& st : steps_) {
+      s += std::string(names[st.kind]) + "(" + std::to_string(st.a) +
+           (st.kind == Step::unary || st.kind == Step::binary || st.kind == Step::view ||
+                    st.kind == Step::select
+                ? ", op " + std::to_string(st.op)
+                : "") +
+           ") ";
+    }
+    return s;
+  }
+
+ private:
+  // Parameters are graph inputs; a plain member tensor read by forward is a constant of the
+  // captured graph.
+  int add_tensor(Tensor t, bool constant) {
+    if (!constant) t = register_parameter("p" + std::to_string(tensors_.size()), t);
+    tensors_.push_back(t);
+    constant_.push_back(constant);
+    return static_cast<int>(tensors_.size()) - 1;
+  }
+  int same_width(int a, std::mt19937& rng) {
+    std::vector<int> same;
+    for (size_t i = 0; i < widths_.size(); ++i)
+      if (widths_[i] == widths_[static_cast<size_t>(a)]) same.push_back(static_cast<int>(i));
+    return same[rng() % same.size()];
+  }
+  static Tensor apply_unary(int op, const Tensor& x) {
+    switch (op) {
+      case 0:
+        return relu(x);
+      case 1:
+        return sigmoid(x);
+      case 2:
+        return tanh(x);
+      case 3:
+        return gelu(x);
+      case 4:
+        return gelu(x, GeluApprox::tanh);
+      case 5:
+        return erf(x);
+      case 6:
+        return -x;
+      case 7:
+        return abs(x);
+      case 8:
+        return exp(clamp(x, -8.0, 8.0));
+      case 9:
+        return log(abs(x) + 1.0);
+      case 10:
+        return sqrt(abs(x));
+      case 11:
+        return relu(x) * 2.0 - 1.0;
+      default:
+        return clamp(x, -0.5, 1.5);
+    }
+  }
+  static Tensor apply_binary(int op, const Tensor& x, const Tensor& y) {
+    switch (op) {
+      case 0:
+        return x + y;
+      case 1:
+        return x - y;
+      case 2:
+        return x * y;
+      case 3:
+        return maximum(x, y);
+      case 4:
+        return minimum(x, y);
+      default:
+        return x / (abs(y) + 1.0);
+    }
+  }
+
+  std::vector<int64_t> lead_;
+  int64_t rows_;
+  std::vector<int64_t> widths_;
+  std::vector<Step> steps_;
+  std::vector<Tensor> tensors_;
+  std::vector<bool> constant_;
+};
+
+// Programs `first_seed`.. on inputs [lead..., rows, width], compiled for `device`, against eager
+// on the CPU. Within `tolerance` of each output's own scale: a difference of two large sums
+// (x - sum(x)) keeps the large values' rounding, which a tolerance relative to each element
+// would call wrong.
+void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
+                                 Device device = Device::cpu(), double tolerance = 1e-4) {
+  NoGradGuard no_grad;
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    manual_seed(seed);
+    std::mt19937 shape(seed * 7919u);
+    const int64_t rows = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 14 : 40));
+    const int64_t width = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 20 : 40));
+    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width);
+    program->eval();
+    std::vector<int64_t> dims = lead;
+    dims.push_back(rows);
+    dims.push_back(width);
+    std::vector<Tensor> in{randn(dims), randn(dims)};
+    const std::vector<Tensor> eager = (*program)(in);
+    if (!device.is_cpu()) {
+      program->to(device);
+      program->move_constants(device);
+      for (Tensor& x : in) x = x.to(device);
+    }
+    CompiledModule fast = compile(program);
+    const std::vector<Tensor> got = fast(in);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
+                 std::to_string(width) + ": " + program->describe());
+    ASSERT_EQ(got.size(), eager.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), eager[i].shape()) << "output " << i;
+      ASSERT_EQ(got[i].device(), device) << "output " << i;
+      const Tensor g = got[i].to(Device::cpu());
+      const double scale = 1.0 + max(abs(eager[i])).item<double>();
+      const double err = max(abs(g - eager[i])).item<double>();
+      EXPECT_LE(err, tolerance * scale) << "output " << i;
+    }
+  }
+}
+
+TEST(CodegenRandom, ProgramsOfMatricesMatchEager) {
+  expect_programs_match_eager(1, 40, {});
+}
+
+TEST(CodegenRandom, BatchedProgramsMatchEager) {
+  expect_programs_match_eager(1001, 16, {3});
+  expect_programs_match_eager(2001, 8, {2, 3});
+}
+
+// The same programs through the CUDA backend (its fused kernels, cuBLASLt products and their
+// epilogues), against eager on the CPU.
+TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
+  ZC_SKIP_WITHOUT_GPU();
+  expect_programs_match_eager(1, 40, {}, Device::cuda(0), 1e-3);
+  expect_programs_match_eager(1001, 16, {3}, Device::cuda(0), 1e-3);
+}
+
+}  // namespace
+}  // namespace zc
