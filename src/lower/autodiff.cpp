@@ -123,16 +123,17 @@ JointGraph joint_graph(const ir::Graph& captured, std::span<const size_t> wrt) {
     for (ir::ValueId v : n.outputs) tracked[v] = any && is_floating(g.meta(v).dtype);
   }
 
-  // The gradient of each value, as a value of g (-1: none yet, i.e. zero).
-  std::vector<ir::ValueId> grad(g.values.size(), -1);
+  // The gradient of each output comes in as an input of g.
+  std::vector<ir::ValueId> output_grads;
   for (ir::ValueId out : captured.outputs) {
     ops::TensorMeta m = g.meta(out);
     m.wrapped_number = false;
-    ir::ValueId v = g.add_value(m);
-    g.inputs.push_back(ir::Input{v, ir::InputKind::user});
-    if (tracked[out]) grad[out] = v;
+    output_grads.push_back(g.add_value(m));
+    g.inputs.push_back(ir::Input{output_grads.back(), ir::InputKind::user});
   }
 
+  // The gradient of each value, as a value of g (-1: none yet, i.e. zero).
+  std::vector<ir::ValueId> grad(g.values.size(), -1);
   Recorder recorder(g);
   MirrorRegions mirrors(g);
   ops::InterceptorScope scope(&recorder);
@@ -141,6 +142,11 @@ JointGraph joint_graph(const ir::Graph& captured, std::span<const size_t> wrt) {
     grad.resize(g.values.size(), -1);
     grad[to] = grad[to] < 0 ? c : recorder.value_of(recorder.traced(grad[to]) + contribution);
   };
+  // A value returned twice (or an input returned) gets the sum of its outputs' gradients.
+  for (size_t k = 0; k < captured.outputs.size(); ++k) {
+    if (tracked[captured.outputs[k]])
+      add_grad(captured.outputs[k], recorder.traced(output_grads[k]));
+  }
   for (size_t i = forward_nodes; i-- > 0;) {
     // Copied: recording appends to g.nodes.
     const ir::Node node = g.nodes[i];

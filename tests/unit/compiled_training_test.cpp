@@ -77,6 +77,41 @@ TEST(CompiledTraining, InputGradientsAndFreedValues) {
   EXPECT_FALSE(fast(x).requires_grad());
 }
 
+// A value returned twice, and an input returned as it is: each gets the sum of its outputs'
+// gradients (the backward graph kept only the last output's).
+struct Repeats : nn::Module {
+  std::shared_ptr<nn::Linear> lin;
+  Repeats() { lin = register_module("lin", std::make_shared<nn::Linear>(4, 3)); }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    Tensor h = tanh((*lin)(in[0]));
+    return {h, in[0], h * 2.0, h, in[0]};
+  }
+};
+
+TEST(CompiledTraining, AValueReturnedTwiceGetsEveryOutputsGradient) {
+  manual_seed(57);
+  auto model = std::make_shared<Repeats>();
+  const Tensor x0 = randn({5, 4});
+  std::vector<Tensor> weights;
+  for (int i = 0; i < 5; ++i)
+    weights.push_back(randn(i == 1 || i == 4 ? Shape{5, 4} : Shape{5, 3}));
+  auto grads = [&](auto call) {
+    model->zero_grad();
+    Tensor x = x0.clone().requires_grad_();
+    std::vector<Tensor> outs = call(std::vector<Tensor>{x});
+    Tensor loss = sum(outs[0] * weights[0]);
+    for (size_t i = 1; i < outs.size(); ++i) loss = loss + sum(outs[i] * weights[i]);
+    loss.backward();
+    return std::vector<Tensor>{x.grad(), model->lin->weight.grad(), model->lin->bias.grad()};
+  };
+  const std::vector<Tensor> eager =
+      grads([&](const std::vector<Tensor>& in) { return (*model)(in); });
+  CompiledModule fast = compile(model);
+  const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << "gradient " << i;
+}
+
 // 50 AdamW steps on the same data: the compiled loss curve follows the eager one.
 TEST(CompiledTraining, AdamWLossCurveFollowsEager) {
   manual_seed(54);
