@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <random>
@@ -48,7 +49,10 @@ struct Step {
 // the rows, their widths change.
 class RandomProgram : public nn::Module {
  public:
-  RandomProgram(uint32_t seed, std::vector<int64_t> lead, int64_t rows, int64_t width)
+  // `fixed_rows`: values may be [rows, rows] (A B^T of two values), so a call at other rows
+  // fails; without it the program serves any rows.
+  RandomProgram(uint32_t seed, std::vector<int64_t> lead, int64_t rows, int64_t width,
+                bool fixed_rows = true)
       : lead_(std::move(lead)), rows_(rows) {
     std::mt19937 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
@@ -75,6 +79,11 @@ class RandomProgram : public nn::Module {
           break;
         }
         case 3: {  // A B^T of two values of one width: a [rows, rows] product
+          if (!fixed_rows) {
+            st.kind = Step::unary;
+            widths_.push_back(wa);
+            break;
+          }
           st.kind = Step::product_of_values;
           st.b = same_width(st.a, rng);
           widths_.push_back(rows_);
@@ -190,8 +199,10 @@ class RandomProgram : public nn::Module {
           }
           break;
         case Step::gram: {  // of tanh(x), scaled: chains of x (x^T x) overflow otherwise
+          // The scale is fixed by the program: one computed from this call's sizes traces
+          // differently at every size, which no size template can serve.
           Tensor t = tanh(x);
-          const double scale = 1.0 / static_cast<double>(x.size(-1) * x.size(-2));
+          const double scale = 1.0 / static_cast<double>(x.size(-1) * rows_);
           v.push_back(matmul(t, matmul(t.transpose(-2, -1), t)) * scale);
           break;
         }
@@ -398,6 +409,54 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
   }
 }
 
+// Programs called at five row counts (Dynamic::Auto: by the second, code for every count,
+// ADR 0032), each call on `device` against eager on the CPU at its own size. Counts in
+// `not_served` the calls after the second that no size template served.
+void expect_dynamic_programs_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
+                                         int& not_served, Device device = Device::cpu(),
+                                         double tolerance = 1e-4) {
+  NoGradGuard no_grad;
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    manual_seed(seed);
+    std::mt19937 shape(seed * 7919u);
+    const int64_t rows = 2 + static_cast<int64_t>(shape() % 12);
+    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width, /*fixed_rows=*/false);
+    program->eval();
+    compiler::reset();
+    compiler::reset_stats();
+    // Two copies of the same draws: eager runs on the CPU, the compiled one may be on a GPU.
+    manual_seed(seed);
+    auto on_device = std::make_shared<RandomProgram>(seed, lead, rows, width, false);
+    on_device->eval();
+    if (!device.is_cpu()) {
+      on_device->to(device);
+      on_device->move_constants(device);
+    }
+    CompiledModule fast = compile(on_device);
+    const int64_t sizes[] = {rows, rows + 3, rows + 7, 2 * rows + 11, rows + 1};
+    for (size_t call = 0; call < std::size(sizes); ++call) {
+      std::vector<int64_t> dims = lead;
+      dims.push_back(sizes[call]);
+      dims.push_back(width);
+      const std::vector<Tensor> in{randn(dims), randn(dims)};
+      const std::vector<Tensor> eager = (*program)(in);
+      const int64_t hits = compiler::stats().template_hits;
+      const std::vector<Tensor> got = fast({in[0].to(device), in[1].to(device)});
+      if (call >= 2 && compiler::stats().template_hits == hits) ++not_served;
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(sizes[call]) +
+                   ", width " + std::to_string(width) + ": " + program->describe());
+      ASSERT_EQ(got.size(), eager.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].shape(), eager[i].shape()) << "output " << i;
+        const double scale = 1.0 + max(abs(eager[i])).item<double>();
+        const double err = max(abs(got[i].to(Device::cpu()) - eager[i])).item<double>();
+        EXPECT_LE(err, tolerance * scale) << "output " << i;
+      }
+    }
+  }
+}
+
 TEST(CodegenRandom, ProgramsOfMatricesMatchEager) {
   expect_programs_match_eager(1, 40, {});
 }
@@ -415,6 +474,15 @@ TEST(CodegenRandom, GradientsMatchEagerAutograd) {
   expect_gradients_match_eager(7000, 8, {2, 3});
 }
 
+// Every call after the second is served by a size template: these programs take no branch on
+// a size and compute no constant from one.
+TEST(CodegenRandom, ProgramsAtManySizesMatchEager) {
+  int not_served = 0;
+  expect_dynamic_programs_match_eager(1000, 40, {}, not_served);
+  expect_dynamic_programs_match_eager(5000, 12, {3}, not_served);
+  EXPECT_EQ(not_served, 0) << "of 156 calls";
+}
+
 // The same programs through the CUDA backend (its fused kernels, cuBLASLt products and their
 // epilogues), against eager on the CPU.
 TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
@@ -423,6 +491,9 @@ TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
   expect_programs_match_eager(1001, 16, {3}, Device::cuda(0), 1e-3);
   expect_gradients_match_eager(3000, 40, {}, Device::cuda(0), 1e-3);
   expect_gradients_match_eager(7000, 8, {2, 3}, Device::cuda(0), 1e-3);
+  int not_served = 0;
+  expect_dynamic_programs_match_eager(1000, 30, {}, not_served, Device::cuda(0), 1e-3);
+  EXPECT_EQ(not_served, 0) << "of 90 calls";
 }
 
 }  // namespace
