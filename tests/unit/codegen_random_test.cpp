@@ -223,6 +223,8 @@ class RandomProgram : public nn::Module {
     return outs;
   }
 
+  int64_t last_width() const { return widths_.back(); }
+
   // Module::to moves the parameters; this the constants.
   void move_constants(Device device) {
     for (size_t i = 0; i < tensors_.size(); ++i)
@@ -312,6 +314,31 @@ class RandomProgram : public nn::Module {
   std::vector<Step> steps_;
   std::vector<Tensor> tensors_;
   std::vector<bool> constant_;
+};
+
+// A random program as a block of a deeper model: [rows, width] in and out, the program's last
+// value projected back to the width, through a tanh, added to the input. Blocks made from one seed
+// one after another share their structure and draw their own weights: a repeated block that
+// Regions::Auto compiles once.
+class RandomBlock : public nn::Module {
+ public:
+  RandomBlock(uint32_t seed, int64_t rows, int64_t width) {
+    // Without A B^T of two values: a stack of blocks that each square their input is a
+    // polynomial of such a degree that f32 rounding in one summation order or another moves
+    // the result past any tolerance.
+    body_ = register_module(
+        "body", std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width, false));
+    proj_ = register_parameter("proj", randn({body_->last_width(), width}) * 0.3);
+  }
+  void move_constants(Device device) { body_->move_constants(device); }
+  Tensor forward(const Tensor& x) override {
+    std::vector<Tensor> outs = (*body_)(std::vector<Tensor>{x, tanh(x)});
+    return x + tanh(matmul(outs.back(), proj_));  // bounded: a deep stack stays finite
+  }
+
+ private:
+  std::shared_ptr<RandomProgram> body_;
+  Tensor proj_;
 };
 
 // Programs `first_seed`.. on inputs [lead..., rows, width], compiled for `device`, against eager
@@ -483,6 +510,70 @@ TEST(CodegenRandom, ProgramsAtManySizesMatchEager) {
   EXPECT_EQ(not_served, 0) << "of 156 calls";
 }
 
+// Stacks of 2-6 random blocks, compiled with Regions::Auto (a hierarchical executable whose
+// parts pass values through one arena) for `device`, against eager on the CPU: the output,
+// every gradient, and the output again without gradients (the inference executable). Returns
+// the parts reused.
+int64_t expect_stacks_match_eager(uint32_t first_seed, int count, Device device = Device::cpu(),
+                                  double tolerance = 1e-4) {
+  int64_t reused = 0;
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    manual_seed(seed);
+    std::mt19937 shape(seed * 7919u);
+    const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
+    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    auto stack = std::make_shared<nn::Sequential>();
+    const int64_t blocks = 2 + static_cast<int64_t>(shape() % 5);
+    std::vector<std::shared_ptr<RandomBlock>> parts;
+    for (int64_t b = 0; b < blocks; ++b) {
+      parts.push_back(std::make_shared<RandomBlock>(seed, rows, width));
+      stack->push_back(parts.back());
+    }
+    const Tensor x = randn({rows, width}), w = randn({rows, width});
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(blocks) + " blocks of " +
+                 std::to_string(rows) + " x " + std::to_string(width));
+    auto run = [&](const std::function<Tensor(const Tensor&)>& call, Device on) {
+      stack->zero_grad();
+      Tensor xg = x.clone().to(on).requires_grad_();
+      Tensor y = call(xg);
+      sum(y * w.to(on)).backward();
+      std::vector<Tensor> r{y.detach(), xg.grad()};
+      for (const Tensor& p : stack->parameters()) r.push_back(p.grad());
+      for (Tensor& t : r)
+        if (t.defined()) t = t.to(Device::cpu());
+      return r;
+    };
+    const std::vector<Tensor> eager =
+        run([&](const Tensor& t) { return (*stack)(t); }, Device::cpu());
+    if (!device.is_cpu()) {
+      stack->to(device);
+      for (auto& p : parts) p->move_constants(device);
+    }
+    compiler::reset_stats();
+    CompiledModule fast = compile(stack);
+    const std::vector<Tensor> got = run([&](const Tensor& t) { return fast(t); }, device);
+    reused += compiler::stats().parts_reused;
+    EXPECT_EQ(got.size(), eager.size());
+    for (size_t i = 0; i < got.size() && i < eager.size(); ++i) {
+      EXPECT_EQ(got[i].defined(), eager[i].defined()) << "result " << i;
+      if (!eager[i].defined() || !got[i].defined()) continue;
+      const double scale = 1.0 + max(abs(eager[i])).item<double>();
+      const double err = max(abs(got[i] - eager[i])).item<double>();
+      EXPECT_LE(err, tolerance * scale)
+          << "result " << i << " (0: the output, 1: the input's gradient)";
+    }
+    NoGradGuard no_grad;
+    const Tensor y = fast(x.to(device)).to(Device::cpu());
+    const double scale = 1.0 + max(abs(eager[0])).item<double>();
+    EXPECT_LE(max(abs(y - eager[0])).item<double>(), tolerance * scale) << "inference";
+  }
+  return reused;
+}
+
+TEST(CodegenRandom, StacksOfRepeatedBlocksMatchEager) {
+  EXPECT_GT(expect_stacks_match_eager(4000, 24), 0);  // blocks compiled once, reused
+}
+
 // The same programs through the CUDA backend (its fused kernels, cuBLASLt products and their
 // epilogues), against eager on the CPU.
 TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
@@ -494,6 +585,7 @@ TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
   int not_served = 0;
   expect_dynamic_programs_match_eager(1000, 30, {}, not_served, Device::cuda(0), 1e-3);
   EXPECT_EQ(not_served, 0) << "of 90 calls";
+  EXPECT_GT(expect_stacks_match_eager(4000, 16, Device::cuda(0), 1e-3), 0);
 }
 
 }  // namespace
