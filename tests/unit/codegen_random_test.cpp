@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -341,6 +342,13 @@ class RandomBlock : public nn::Module {
   Tensor proj_;
 };
 
+// How many programs a test walks: `n`, times ZC_RANDOM_PROGRAMS_SCALE when set (a longer hunt
+// than CI's, e.g. 10 on a GPU host; the seeds past CI's are new programs).
+int scaled(int n) {
+  const char* scale = std::getenv("ZC_RANDOM_PROGRAMS_SCALE");
+  return scale && std::atoi(scale) > 1 ? n * std::atoi(scale) : n;
+}
+
 // Programs `first_seed`.. on inputs [lead..., rows, width], compiled for `device`, against eager
 // on the CPU. Within `tolerance` of each output's own scale: a difference of two large sums
 // (x - sum(x)) keeps the large values' rounding, which a tolerance relative to each element
@@ -485,29 +493,29 @@ void expect_dynamic_programs_match_eager(uint32_t first_seed, int count, std::ve
 }
 
 TEST(CodegenRandom, ProgramsOfMatricesMatchEager) {
-  expect_programs_match_eager(1, 40, {});
+  expect_programs_match_eager(1, scaled(40), {});
 }
 
 TEST(CodegenRandom, BatchedProgramsMatchEager) {
-  expect_programs_match_eager(1001, 16, {3});
-  expect_programs_match_eager(2001, 8, {2, 3});
+  expect_programs_match_eager(1001, scaled(16), {3});
+  expect_programs_match_eager(2001, scaled(8), {2, 3});
 }
 
 TEST(CodegenRandom, GradientsMatchEagerAutograd) {
   // Seeds 3023, 3080, 3129, 3133 and 3156 return one value twice, whose gradient was the
   // second output's alone.
-  expect_gradients_match_eager(3000, 40, {});
+  expect_gradients_match_eager(3000, scaled(40), {});
   for (uint32_t seed : {3080u, 3129u, 3133u, 3156u}) expect_gradients_match_eager(seed, 1, {});
-  expect_gradients_match_eager(7000, 8, {2, 3});
+  expect_gradients_match_eager(7000, scaled(8), {2, 3});
 }
 
 // Every call after the second is served by a size template: these programs take no branch on
 // a size and compute no constant from one.
 TEST(CodegenRandom, ProgramsAtManySizesMatchEager) {
   int not_served = 0;
-  expect_dynamic_programs_match_eager(1000, 40, {}, not_served);
-  expect_dynamic_programs_match_eager(5000, 12, {3}, not_served);
-  EXPECT_EQ(not_served, 0) << "of 156 calls";
+  expect_dynamic_programs_match_eager(1000, scaled(40), {}, not_served);
+  expect_dynamic_programs_match_eager(5000, scaled(12), {3}, not_served);
+  EXPECT_EQ(not_served, 0);
 }
 
 // Stacks of 2-6 random blocks, compiled with Regions::Auto (a hierarchical executable whose
@@ -571,21 +579,21 @@ int64_t expect_stacks_match_eager(uint32_t first_seed, int count, Device device 
 }
 
 TEST(CodegenRandom, StacksOfRepeatedBlocksMatchEager) {
-  EXPECT_GT(expect_stacks_match_eager(4000, 24), 0);  // blocks compiled once, reused
+  EXPECT_GT(expect_stacks_match_eager(4000, scaled(24)), 0);  // blocks compiled once, reused
 }
 
 // The same programs through the CUDA backend (its fused kernels, cuBLASLt products and their
 // epilogues), against eager on the CPU.
 TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
   ZC_SKIP_WITHOUT_GPU();
-  expect_programs_match_eager(1, 40, {}, Device::cuda(0), 1e-3);
-  expect_programs_match_eager(1001, 16, {3}, Device::cuda(0), 1e-3);
-  expect_gradients_match_eager(3000, 40, {}, Device::cuda(0), 1e-3);
-  expect_gradients_match_eager(7000, 8, {2, 3}, Device::cuda(0), 1e-3);
+  expect_programs_match_eager(1, scaled(40), {}, Device::cuda(0), 1e-3);
+  expect_programs_match_eager(1001, scaled(16), {3}, Device::cuda(0), 1e-3);
+  expect_gradients_match_eager(3000, scaled(40), {}, Device::cuda(0), 1e-3);
+  expect_gradients_match_eager(7000, scaled(8), {2, 3}, Device::cuda(0), 1e-3);
   int not_served = 0;
-  expect_dynamic_programs_match_eager(1000, 30, {}, not_served, Device::cuda(0), 1e-3);
-  EXPECT_EQ(not_served, 0) << "of 90 calls";
-  EXPECT_GT(expect_stacks_match_eager(4000, 16, Device::cuda(0), 1e-3), 0);
+  expect_dynamic_programs_match_eager(1000, scaled(30), {}, not_served, Device::cuda(0), 1e-3);
+  EXPECT_EQ(not_served, 0);
+  EXPECT_GT(expect_stacks_match_eager(4000, scaled(16), Device::cuda(0), 1e-3), 0);
 }
 
 }  // namespace
