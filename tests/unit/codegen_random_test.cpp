@@ -231,6 +231,10 @@ class RandomProgram : public nn::Module {
     for (size_t i = 0; i < tensors_.size(); ++i)
       if (constant_[i]) tensors_[i] = tensors_[i].to(device);
   }
+  void cast_constants(DType dtype) {
+    for (size_t i = 0; i < tensors_.size(); ++i)
+      if (constant_[i]) tensors_[i] = tensors_[i].to(dtype);
+  }
 
   std::string describe() const {
     static const char* names[] = {"linear",     "AB^T", "unary",  "binary", "reduce", "softmax",
@@ -389,6 +393,53 @@ void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int
   }
 }
 
+// Programs in `dtype` (f64, bf16, f16), compiled for `device`, against the same program in
+// f64 eagerly: f64 code within `tolerance` of the output's scale; a 16-bit one no further
+// from f64 than twice eager's error in that dtype, plus `tolerance` of the scale (compiled code
+// keeps f32 between fused ops where eager rounds after each, so it is often closer).
+void expect_programs_in_dtype_match_eager(uint32_t first_seed, int count, DType dtype,
+                                          Device device, double tolerance) {
+  NoGradGuard no_grad;
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    std::mt19937 shape(seed * 7919u);
+    const int64_t rows = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 14 : 40));
+    const int64_t width = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 20 : 40));
+    // Two programs of the same draws: the f64 reference and the one under test.
+    manual_seed(seed);
+    auto reference = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width);
+    manual_seed(seed);
+    auto program = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width);
+    reference->eval();
+    program->eval();
+    reference->to(DType::f64);
+    reference->cast_constants(DType::f64);
+    program->to(dtype);
+    program->cast_constants(dtype);
+    const Tensor x = randn({rows, width}), y = randn({rows, width});
+    const std::vector<Tensor> want = (*reference)({x.to(DType::f64), y.to(DType::f64)});
+    const std::vector<Tensor> eager = (*program)({x.to(dtype), y.to(dtype)});
+    program->to(device);
+    program->move_constants(device);
+    CompiledModule fast = compile(program);
+    const std::vector<Tensor> got = fast({x.to(dtype).to(device), y.to(dtype).to(device)});
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + ", seed " + std::to_string(seed) + ", rows " +
+                 std::to_string(rows) + ", width " + std::to_string(width) + ": " +
+                 program->describe());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].dtype(), eager[i].dtype()) << "output " << i;
+      const double scale = 1.0 + max(abs(want[i])).item<double>();
+      auto error = [&](const Tensor& t) {
+        return max(abs(t.to(Device::cpu()).to(DType::f64) - want[i])).item<double>();
+      };
+      const double bound =
+          dtype == DType::f64 ? tolerance * scale : 2 * error(eager[i]) + tolerance * scale;
+      EXPECT_LE(error(got[i]), bound)
+          << "output " << i << " (eager's error " << error(eager[i]) << ")";
+    }
+  }
+}
+
 // The gradients of a loss over every output (each weighted by a fixed random tensor), for
 // every parameter and both inputs, through the compiled forward and backward on `device`
 // against eager autograd on the CPU.
@@ -501,6 +552,12 @@ TEST(CodegenRandom, BatchedProgramsMatchEager) {
   expect_programs_match_eager(2001, scaled(8), {2, 3});
 }
 
+TEST(CodegenRandom, ProgramsInF64AndBf16MatchEager) {
+  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::f64, Device::cpu(), 1e-10);
+  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::bf16, Device::cpu(), 1e-2);
+  expect_programs_in_dtype_match_eager(6000, scaled(12), DType::f16, Device::cpu(), 1e-2);
+}
+
 TEST(CodegenRandom, GradientsMatchEagerAutograd) {
   // Seeds 3023, 3080, 3129, 3133 and 3156 return one value twice, whose gradient was the
   // second output's alone.
@@ -594,6 +651,9 @@ TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
   expect_dynamic_programs_match_eager(1000, scaled(30), {}, not_served, Device::cuda(0), 1e-3);
   EXPECT_EQ(not_served, 0);
   EXPECT_GT(expect_stacks_match_eager(4000, scaled(16), Device::cuda(0), 1e-3), 0);
+  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::f64, Device::cuda(0), 1e-10);
+  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::bf16, Device::cuda(0), 1e-2);
+  expect_programs_in_dtype_match_eager(6000, scaled(12), DType::f16, Device::cuda(0), 1e-2);
 }
 
 }  // namespace
