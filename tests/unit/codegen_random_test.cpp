@@ -1,11 +1,13 @@
 // Random programs, compiled and run eagerly: seeded chains of products (every inline and tile
-// path: 1..14 rows, 1..20 columns, B in both layouts, constants as A or B), their epilogues
-// (biases, unary chains with and without transcendentals, binary ops with other values,
-// broadcasts of row reductions), softmax, layer_norm, concatenations, and intermediate values
-// that are also outputs. Each program is one compiled graph; every output must equal eager's.
-// The code generator's hand-written paths each cover what their own tests thought of; this
-// walks the combinations (a register row named like a constant's buffer, a tail whose value
-// is also an output, were found this way, or would have been).
+// path: 1..40 rows, 1..40 columns, B in both layouts, A transposed, constants as A or B), their
+// epilogues (biases, unary chains with and without transcendentals, binary ops with other
+// values, broadcasts of row reductions), softmax, layer_norm, slices, flat views,
+// concatenations, where, pow, and intermediate values that are also outputs. Each program is
+// one compiled graph, whose outputs must equal eager's; then the same programs' gradients, at
+// five sizes through size templates, stacked as repeated blocks through Regions::Auto, in f64,
+// bf16 and f16, and on CUDA. The code generator's hand-written tests cover what their authors
+// thought of; this walks the combinations. It found that a value returned twice lost all but
+// its last output's gradient. ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many programs.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -354,9 +356,9 @@ int scaled(int n) {
 }
 
 // Programs `first_seed`.. on inputs [lead..., rows, width], compiled for `device`, against eager
-// on the CPU. Within `tolerance` of each output's own scale: a difference of two large sums
-// (x - sum(x)) keeps the large values' rounding, which a tolerance relative to each element
-// would call wrong.
+// on the CPU, and compiled again from the caches. Within `tolerance` of each output's own scale: a
+// difference of two large sums (x - sum(x)) keeps the large values' rounding, which a tolerance
+// relative to each element would call wrong.
 void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
                                  Device device = Device::cpu(), double tolerance = 1e-4) {
   NoGradGuard no_grad;
@@ -381,7 +383,12 @@ void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int
     const std::vector<Tensor> got = fast(in);
     SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
                  std::to_string(width) + ": " + program->describe());
+    // Compiled again with the process's graphs dropped: what the caches kept gives the same
+    // bits.
+    compiler::reset();
+    const std::vector<Tensor> again = compile(program)(in);
     ASSERT_EQ(got.size(), eager.size());
+    ASSERT_EQ(again.size(), eager.size());
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].shape(), eager[i].shape()) << "output " << i;
       ASSERT_EQ(got[i].device(), device) << "output " << i;
@@ -389,6 +396,7 @@ void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int
       const double scale = 1.0 + max(abs(eager[i])).item<double>();
       const double err = max(abs(g - eager[i])).item<double>();
       EXPECT_LE(err, tolerance * scale) << "output " << i;
+      EXPECT_TRUE(allclose(again[i].to(Device::cpu()), g, 0, 0)) << "output " << i << " again";
     }
   }
 }
