@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "unit/test_support.h"
@@ -645,6 +646,48 @@ int64_t expect_stacks_match_eager(uint32_t first_seed, int count, Device device 
 
 TEST(CodegenRandom, StacksOfRepeatedBlocksMatchEager) {
   EXPECT_GT(expect_stacks_match_eager(4000, scaled(24)), 0);  // blocks compiled once, reused
+}
+
+// Programs and stacks called from four threads at once (each call takes an arena of its own
+// and shares the CPU's threads, ops/cpu_threads.h): every call gives the bits of a call alone.
+TEST(CodegenRandom, ConcurrentCallsGiveTheBitsOfOneCall) {
+  NoGradGuard no_grad;
+  for (uint32_t seed = 8000; seed < 8000 + static_cast<uint32_t>(scaled(8)); ++seed) {
+    manual_seed(seed);
+    std::mt19937 shape(seed * 7919u);
+    const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
+    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    std::shared_ptr<nn::Module> model;
+    if (seed % 2) {
+      auto stack = std::make_shared<nn::Sequential>();
+      for (int b = 0; b < 3; ++b)
+        stack->push_back(std::make_shared<RandomBlock>(seed, rows, width));
+      model = stack;
+    } else {
+      model = std::make_shared<RandomBlock>(seed, rows, width);
+    }
+    model->eval();
+    CompiledModule fast = compile(model);
+    std::vector<Tensor> inputs, alone;
+    for (int i = 0; i < 4; ++i) {
+      inputs.push_back(randn({rows, width}));
+      alone.push_back(fast(inputs.back()));
+    }
+    std::vector<int> mismatches(4, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        NoGradGuard inference;  // grad mode is per thread
+        for (int k = 0; k < 20; ++k) {
+          const int i = (t + k) % 4;
+          if (!allclose(fast(inputs[static_cast<size_t>(i)]), alone[static_cast<size_t>(i)], 0, 0))
+            ++mismatches[static_cast<size_t>(t)];
+        }
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(mismatches[static_cast<size_t>(t)], 0) << "seed " << seed;
+  }
 }
 
 // The same programs through the CUDA backend (its fused kernels, cuBLASLt products and their
