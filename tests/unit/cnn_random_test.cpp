@@ -2,10 +2,10 @@
 // (kernels 1..5, strides 1..2, padding, dilation, groups, with and without bias), batch norms
 // (folded into the convolution before them), activations, residual additions, pools (max,
 // average, adaptive) and a linear head, in eval mode. The outputs and every gradient must equal
-// eager's. Convolutions take several paths by shape and thread count (oneDNN direct or
-// Winograd, a residual written over its dying input, the channels-last layout pass; cuDNN or
-// generated code on CUDA); this walks their combinations. ZC_RANDOM_PROGRAMS_SCALE=N walks N
-// times as many.
+// eager's, and after the weights change in place. Convolutions take several paths by shape and
+// thread count (oneDNN direct or Winograd, a residual written over its dying input, the
+// channels-last layout pass; cuDNN or generated code on CUDA); this walks their combinations.
+// ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/onednn_conv.h"
+#include "tensor/assign.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 
@@ -249,19 +251,33 @@ void expect_cnns_match_eager(uint32_t first_seed, int count, Device device, doub
       EXPECT_LE(err, tolerance * scale)
           << "result " << i << " (0, 1: the outputs; 2: the input's gradient)";
     }
-    // Inference (no gradients): its own executable, convolutions over dying residuals.
+    // Inference (no gradients): its own executable, convolutions over dying residuals. Three
+    // calls, then three after every parameter changed in place (a convolution keeps its weight
+    // converted from its second call while the weight's storage and version stay).
     NoGradGuard no_grad;
-    const std::vector<Tensor> out = fast(std::vector<Tensor>{x0.to(device)});
-    for (size_t i = 0; i < 2; ++i) {
-      const double scale = 1.0 + max(abs(eager[i])).item<double>();
-      EXPECT_LE(max(abs(out[i].to(Device::cpu()) - eager[i])).item<double>(), tolerance * scale)
-          << "inference output " << i;
+    for (int round = 0; round < 2; ++round) {
+      std::vector<Tensor> want{eager[0], eager[1]};
+      if (round == 1) {
+        for (const Tensor& p : program->parameters()) assign_values(p, p * -0.7);
+        want = (*program)(std::vector<Tensor>{x0.to(device)});
+      }
+      std::vector<Tensor> out;
+      for (int call = 0; call < 3; ++call) out = fast(std::vector<Tensor>{x0.to(device)});
+      for (size_t i = 0; i < 2; ++i) {
+        const Tensor w = want[i].to(Device::cpu());
+        const double scale = 1.0 + max(abs(w)).item<double>();
+        EXPECT_LE(max(abs(out[i].to(Device::cpu()) - w)).item<double>(), tolerance * scale)
+            << "inference output " << i << (round ? ", new weights" : "");
+      }
     }
   }
 }
 
 TEST(CnnRandom, ProgramsAndGradientsMatchEager) {
+  const int64_t kept = compiler::stats().weights_kept;
   expect_cnns_match_eager(1, scaled(30), Device::cpu(), 1e-4);
+  // The inference calls kept converted weights, which the change in place then replaced.
+  if (ops::onednn_conv_available()) EXPECT_GT(compiler::stats().weights_kept, kept);
 }
 
 TEST(CnnRandom, ProgramsAndGradientsMatchTheCpuOnCuda) {
