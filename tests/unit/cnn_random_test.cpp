@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -20,16 +19,12 @@
 
 #include "ops/onednn_conv.h"
 #include "tensor/assign.h"
+#include "unit/random_programs.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 
 namespace zc {
 namespace {
-
-int scaled(int n) {
-  const char* scale = std::getenv("ZC_RANDOM_PROGRAMS_SCALE");
-  return scale && std::atoi(scale) > 1 ? n * std::atoi(scale) : n;
-}
 
 struct Feature {  // a value's [C, H, W] (N is the program's)
   int64_t c, h, w;
@@ -228,9 +223,7 @@ void expect_cnns_match_eager(uint32_t first_seed, int count, Device device, doub
       loss.backward();
       std::vector<Tensor> r{outs[0].detach(), outs[1].detach(), x.grad()};
       for (const Tensor& p : program->parameters()) r.push_back(p.grad());
-      for (Tensor& t : r)
-        if (t.defined()) t = t.to(Device::cpu());
-      return r;
+      return test::on_cpu(r);
     };
     const std::vector<Tensor> eager =
         run([&](const Tensor& x) { return (*program)(std::vector<Tensor>{x}); }, Device::cpu());
@@ -246,9 +239,7 @@ void expect_cnns_match_eager(uint32_t first_seed, int count, Device device, doub
       ASSERT_EQ(got[i].defined(), eager[i].defined()) << "result " << i;
       if (!eager[i].defined()) continue;
       ASSERT_EQ(got[i].shape(), eager[i].shape()) << "result " << i;
-      const double scale = 1.0 + max(abs(eager[i])).item<double>();
-      const double err = max(abs(got[i] - eager[i])).item<double>();
-      EXPECT_LE(err, tolerance * scale)
+      EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance)
           << "result " << i << " (0, 1: the outputs; 2: the input's gradient)";
     }
     // Inference (no gradients): its own executable, convolutions over dying residuals. Three
@@ -264,9 +255,7 @@ void expect_cnns_match_eager(uint32_t first_seed, int count, Device device, doub
       std::vector<Tensor> out;
       for (int call = 0; call < 3; ++call) out = fast(std::vector<Tensor>{x0.to(device)});
       for (size_t i = 0; i < 2; ++i) {
-        const Tensor w = want[i].to(Device::cpu());
-        const double scale = 1.0 + max(abs(w)).item<double>();
-        EXPECT_LE(max(abs(out[i].to(Device::cpu()) - w)).item<double>(), tolerance * scale)
+        EXPECT_LE(test::scaled_error(out[i], want[i]), tolerance)
             << "inference output " << i << (round ? ", new weights" : "");
       }
     }
@@ -275,7 +264,7 @@ void expect_cnns_match_eager(uint32_t first_seed, int count, Device device, doub
 
 TEST(CnnRandom, ProgramsAndGradientsMatchEager) {
   const int64_t kept = compiler::stats().weights_kept;
-  expect_cnns_match_eager(1, scaled(30), Device::cpu(), 1e-4);
+  expect_cnns_match_eager(1, test::scaled_count(30), Device::cpu(), 1e-4);
   // The inference calls kept converted weights, which the change in place then replaced.
   if (ops::onednn_conv_available()) EXPECT_GT(compiler::stats().weights_kept, kept);
 }
@@ -283,7 +272,7 @@ TEST(CnnRandom, ProgramsAndGradientsMatchEager) {
 TEST(CnnRandom, ProgramsAndGradientsMatchTheCpuOnCuda) {
   ZC_SKIP_WITHOUT_GPU();
   // f32 convolutions (TF32 is an option, off by default: docs/adr/0030).
-  expect_cnns_match_eager(1, scaled(30), Device::cuda(0), 1e-3);
+  expect_cnns_match_eager(1, test::scaled_count(30), Device::cuda(0), 1e-3);
 }
 
 }  // namespace

@@ -12,14 +12,15 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "unit/random_programs.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 
@@ -349,11 +350,13 @@ class RandomBlock : public nn::Module {
   Tensor proj_;
 };
 
-// How many programs a test walks: `n`, times ZC_RANDOM_PROGRAMS_SCALE when set (a longer hunt
-// than CI's, e.g. 10 on a GPU host; the seeds past CI's are new programs).
-int scaled(int n) {
-  const char* scale = std::getenv("ZC_RANDOM_PROGRAMS_SCALE");
-  return scale && std::atoi(scale) > 1 ? n * std::atoi(scale) : n;
+// The rows and width of program `seed`'s inputs: mostly up to 14 and 20 (the inline
+// products' register rows and columns, and past them), one in four up to 40.
+std::pair<int64_t, int64_t> program_shape(uint32_t seed) {
+  std::mt19937 shape(seed * 7919u);
+  const int64_t rows = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 14 : 40));
+  const int64_t width = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 20 : 40));
+  return {rows, width};
 }
 
 // Programs `first_seed`.. on inputs [lead..., rows, width], compiled for `device`, against eager
@@ -365,9 +368,7 @@ void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int
   NoGradGuard no_grad;
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 14 : 40));
-    const int64_t width = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 20 : 40));
+    const auto [rows, width] = program_shape(seed);
     auto program = std::make_shared<RandomProgram>(seed, lead, rows, width);
     program->eval();
     std::vector<int64_t> dims = lead;
@@ -393,11 +394,9 @@ void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].shape(), eager[i].shape()) << "output " << i;
       ASSERT_EQ(got[i].device(), device) << "output " << i;
-      const Tensor g = got[i].to(Device::cpu());
-      const double scale = 1.0 + max(abs(eager[i])).item<double>();
-      const double err = max(abs(g - eager[i])).item<double>();
-      EXPECT_LE(err, tolerance * scale) << "output " << i;
-      EXPECT_TRUE(allclose(again[i].to(Device::cpu()), g, 0, 0)) << "output " << i << " again";
+      EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance) << "output " << i;
+      EXPECT_TRUE(allclose(again[i].to(Device::cpu()), got[i].to(Device::cpu()), 0, 0))
+          << "output " << i << " again";
     }
   }
 }
@@ -410,9 +409,7 @@ void expect_programs_in_dtype_match_eager(uint32_t first_seed, int count, DType 
                                           Device device, double tolerance) {
   NoGradGuard no_grad;
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 14 : 40));
-    const int64_t width = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 20 : 40));
+    const auto [rows, width] = program_shape(seed);
     // Two programs of the same draws: the f64 reference and the one under test.
     manual_seed(seed);
     auto reference = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width);
@@ -437,14 +434,10 @@ void expect_programs_in_dtype_match_eager(uint32_t first_seed, int count, DType 
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].dtype(), eager[i].dtype()) << "output " << i;
-      const double scale = 1.0 + max(abs(want[i])).item<double>();
-      auto error = [&](const Tensor& t) {
-        return max(abs(t.to(Device::cpu()).to(DType::f64) - want[i])).item<double>();
-      };
-      const double bound =
-          dtype == DType::f64 ? tolerance * scale : 2 * error(eager[i]) + tolerance * scale;
-      EXPECT_LE(error(got[i]), bound)
-          << "output " << i << " (eager's error " << error(eager[i]) << ")";
+      const double eager_error = test::scaled_error(eager[i], want[i]);
+      const double bound = dtype == DType::f64 ? tolerance : 2 * eager_error + tolerance;
+      EXPECT_LE(test::scaled_error(got[i], want[i]), bound)
+          << "output " << i << " (eager's error " << eager_error << ")";
     }
   }
 }
@@ -456,9 +449,7 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
                                   Device device = Device::cpu(), double tolerance = 1e-4) {
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 14 : 40));
-    const int64_t width = 1 + static_cast<int64_t>(shape() % (shape() % 4 ? 20 : 40));
+    const auto [rows, width] = program_shape(seed);
     auto program = std::make_shared<RandomProgram>(seed, lead, rows, width);
     std::vector<int64_t> dims = lead;
     dims.push_back(rows);
@@ -477,9 +468,7 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
       loss.backward();
       std::vector<Tensor> g{x.grad(), y.grad()};
       for (const Tensor& p : program->parameters()) g.push_back(p.grad());
-      for (Tensor& t : g)
-        if (t.defined()) t = t.to(Device::cpu());
-      return g;
+      return test::on_cpu(g);
     };
     const std::vector<Tensor> eager =
         gradients([&](std::vector<Tensor> in) { return (*program)(in); }, Device::cpu());
@@ -497,9 +486,8 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
       // A parameter no output reads has no gradient either way.
       ASSERT_EQ(got[i].defined(), eager[i].defined()) << "gradient " << i;
       if (!eager[i].defined()) continue;
-      const double scale = 1.0 + max(abs(eager[i])).item<double>();
-      const double err = max(abs(got[i] - eager[i])).item<double>();
-      EXPECT_LE(err, tolerance * scale) << "gradient " << i << " (0 and 1: the inputs')";
+      EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance)
+          << "gradient " << i << " (0 and 1: the inputs')";
     }
   }
 }
@@ -544,43 +532,44 @@ void expect_dynamic_programs_match_eager(uint32_t first_seed, int count, std::ve
       ASSERT_EQ(got.size(), eager.size());
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].shape(), eager[i].shape()) << "output " << i;
-        const double scale = 1.0 + max(abs(eager[i])).item<double>();
-        const double err = max(abs(got[i].to(Device::cpu()) - eager[i])).item<double>();
-        EXPECT_LE(err, tolerance * scale) << "output " << i;
+        EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance) << "output " << i;
       }
     }
   }
 }
 
 TEST(CodegenRandom, ProgramsOfMatricesMatchEager) {
-  expect_programs_match_eager(1, scaled(40), {});
+  expect_programs_match_eager(1, test::scaled_count(40), {});
 }
 
 TEST(CodegenRandom, BatchedProgramsMatchEager) {
-  expect_programs_match_eager(1001, scaled(16), {3});
-  expect_programs_match_eager(2001, scaled(8), {2, 3});
+  expect_programs_match_eager(1001, test::scaled_count(16), {3});
+  expect_programs_match_eager(2001, test::scaled_count(8), {2, 3});
 }
 
 TEST(CodegenRandom, ProgramsInF64AndBf16MatchEager) {
-  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::f64, Device::cpu(), 1e-10);
-  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::bf16, Device::cpu(), 1e-2);
-  expect_programs_in_dtype_match_eager(6000, scaled(12), DType::f16, Device::cpu(), 1e-2);
+  expect_programs_in_dtype_match_eager(6000, test::scaled_count(24), DType::f64, Device::cpu(),
+                                       1e-10);
+  expect_programs_in_dtype_match_eager(6000, test::scaled_count(24), DType::bf16, Device::cpu(),
+                                       1e-2);
+  expect_programs_in_dtype_match_eager(6000, test::scaled_count(12), DType::f16, Device::cpu(),
+                                       1e-2);
 }
 
 TEST(CodegenRandom, GradientsMatchEagerAutograd) {
   // Seeds 3023, 3080, 3129, 3133 and 3156 return one value twice, whose gradient was the
   // second output's alone.
-  expect_gradients_match_eager(3000, scaled(40), {});
+  expect_gradients_match_eager(3000, test::scaled_count(40), {});
   for (uint32_t seed : {3080u, 3129u, 3133u, 3156u}) expect_gradients_match_eager(seed, 1, {});
-  expect_gradients_match_eager(7000, scaled(8), {2, 3});
+  expect_gradients_match_eager(7000, test::scaled_count(8), {2, 3});
 }
 
 // Every call after the second is served by a size template: these programs take no branch on
 // a size and compute no constant from one.
 TEST(CodegenRandom, ProgramsAtManySizesMatchEager) {
   int not_served = 0;
-  expect_dynamic_programs_match_eager(1000, scaled(40), {}, not_served);
-  expect_dynamic_programs_match_eager(5000, scaled(12), {3}, not_served);
+  expect_dynamic_programs_match_eager(1000, test::scaled_count(40), {}, not_served);
+  expect_dynamic_programs_match_eager(5000, test::scaled_count(12), {3}, not_served);
   EXPECT_EQ(not_served, 0);
 }
 
@@ -613,9 +602,7 @@ int64_t expect_stacks_match_eager(uint32_t first_seed, int count, Device device 
       sum(y * w.to(on)).backward();
       std::vector<Tensor> r{y.detach(), xg.grad()};
       for (const Tensor& p : stack->parameters()) r.push_back(p.grad());
-      for (Tensor& t : r)
-        if (t.defined()) t = t.to(Device::cpu());
-      return r;
+      return test::on_cpu(r);
     };
     const std::vector<Tensor> eager =
         run([&](const Tensor& t) { return (*stack)(t); }, Device::cpu());
@@ -631,28 +618,26 @@ int64_t expect_stacks_match_eager(uint32_t first_seed, int count, Device device 
     for (size_t i = 0; i < got.size() && i < eager.size(); ++i) {
       EXPECT_EQ(got[i].defined(), eager[i].defined()) << "result " << i;
       if (!eager[i].defined() || !got[i].defined()) continue;
-      const double scale = 1.0 + max(abs(eager[i])).item<double>();
-      const double err = max(abs(got[i] - eager[i])).item<double>();
-      EXPECT_LE(err, tolerance * scale)
+      EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance)
           << "result " << i << " (0: the output, 1: the input's gradient)";
     }
     NoGradGuard no_grad;
     const Tensor y = fast(x.to(device)).to(Device::cpu());
-    const double scale = 1.0 + max(abs(eager[0])).item<double>();
-    EXPECT_LE(max(abs(y - eager[0])).item<double>(), tolerance * scale) << "inference";
+    EXPECT_LE(test::scaled_error(y, eager[0]), tolerance) << "inference";
   }
   return reused;
 }
 
 TEST(CodegenRandom, StacksOfRepeatedBlocksMatchEager) {
-  EXPECT_GT(expect_stacks_match_eager(4000, scaled(24)), 0);  // blocks compiled once, reused
+  EXPECT_GT(expect_stacks_match_eager(4000, test::scaled_count(24)),
+            0);  // blocks compiled once, reused
 }
 
 // Programs and stacks called from four threads at once (each call takes an arena of its own
 // and shares the CPU's threads, ops/cpu_threads.h): every call gives the bits of a call alone.
 TEST(CodegenRandom, ConcurrentCallsGiveTheBitsOfOneCall) {
   NoGradGuard no_grad;
-  for (uint32_t seed = 8000; seed < 8000 + static_cast<uint32_t>(scaled(8)); ++seed) {
+  for (uint32_t seed = 8000; seed < 8000 + static_cast<uint32_t>(test::scaled_count(8)); ++seed) {
     manual_seed(seed);
     std::mt19937 shape(seed * 7919u);
     const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
@@ -694,17 +679,21 @@ TEST(CodegenRandom, ConcurrentCallsGiveTheBitsOfOneCall) {
 // epilogues), against eager on the CPU.
 TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
   ZC_SKIP_WITHOUT_GPU();
-  expect_programs_match_eager(1, scaled(40), {}, Device::cuda(0), 1e-3);
-  expect_programs_match_eager(1001, scaled(16), {3}, Device::cuda(0), 1e-3);
-  expect_gradients_match_eager(3000, scaled(40), {}, Device::cuda(0), 1e-3);
-  expect_gradients_match_eager(7000, scaled(8), {2, 3}, Device::cuda(0), 1e-3);
+  expect_programs_match_eager(1, test::scaled_count(40), {}, Device::cuda(0), 1e-3);
+  expect_programs_match_eager(1001, test::scaled_count(16), {3}, Device::cuda(0), 1e-3);
+  expect_gradients_match_eager(3000, test::scaled_count(40), {}, Device::cuda(0), 1e-3);
+  expect_gradients_match_eager(7000, test::scaled_count(8), {2, 3}, Device::cuda(0), 1e-3);
   int not_served = 0;
-  expect_dynamic_programs_match_eager(1000, scaled(30), {}, not_served, Device::cuda(0), 1e-3);
+  expect_dynamic_programs_match_eager(1000, test::scaled_count(30), {}, not_served, Device::cuda(0),
+                                      1e-3);
   EXPECT_EQ(not_served, 0);
-  EXPECT_GT(expect_stacks_match_eager(4000, scaled(16), Device::cuda(0), 1e-3), 0);
-  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::f64, Device::cuda(0), 1e-10);
-  expect_programs_in_dtype_match_eager(6000, scaled(24), DType::bf16, Device::cuda(0), 1e-2);
-  expect_programs_in_dtype_match_eager(6000, scaled(12), DType::f16, Device::cuda(0), 1e-2);
+  EXPECT_GT(expect_stacks_match_eager(4000, test::scaled_count(16), Device::cuda(0), 1e-3), 0);
+  expect_programs_in_dtype_match_eager(6000, test::scaled_count(24), DType::f64, Device::cuda(0),
+                                       1e-10);
+  expect_programs_in_dtype_match_eager(6000, test::scaled_count(24), DType::bf16, Device::cuda(0),
+                                       1e-2);
+  expect_programs_in_dtype_match_eager(6000, test::scaled_count(12), DType::f16, Device::cuda(0),
+                                       1e-2);
 }
 
 }  // namespace

@@ -12,24 +12,19 @@
 
 #ifdef ZC_WITH_ONNX
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "unit/onnx_builder.h"
+#include "unit/random_programs.h"
 
 namespace zc {
 namespace {
 
 using test::onnx_model::Attr;
 using test::onnx_model::Builder;
-
-int scaled(int n) {
-  const char* scale = std::getenv("ZC_RANDOM_PROGRAMS_SCALE");
-  return scale && std::atoi(scale) > 1 ? n * std::atoi(scale) : n;
-}
 
 Tensor i64s(std::vector<int64_t> v) {
   Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i64);
@@ -209,7 +204,7 @@ TEST(OnnxRandom, ModelsMatchOnnxRuntime) {
   const std::string dir = test::test_dir("onnx_random");
   std::vector<RandomModel> models;
   std::vector<test::onnx_model::OrtJob> jobs;
-  const uint32_t count = static_cast<uint32_t>(scaled(40));
+  const uint32_t count = static_cast<uint32_t>(test::scaled_count(40));
   for (uint32_t seed = 1; seed <= count; ++seed) {
     manual_seed(seed);
     std::mt19937 shape(seed * 7919u);
@@ -232,13 +227,10 @@ TEST(OnnxRandom, ModelsMatchOnnxRuntime) {
     ASSERT_EQ(reference[i].size(), eager.size());
     ASSERT_EQ(compiled.size(), eager.size());
     for (size_t k = 0; k < eager.size(); ++k) {
-      const Tensor ref = reference[i][k].to(DType::f64);
+      const Tensor& ref = reference[i][k];
       ASSERT_EQ(eager[k].shape(), ref.shape()) << "output " << k;
-      const double scale = 1.0 + max(abs(ref)).item<double>();
-      EXPECT_LE(max(abs(eager[k].to(DType::f64) - ref)).item<double>(), 1e-4 * scale)
-          << "eager output " << k;
-      EXPECT_LE(max(abs(compiled[k].to(DType::f64) - ref)).item<double>(), 1e-4 * scale)
-          << "compiled output " << k;
+      EXPECT_LE(test::scaled_error(eager[k], ref), 1e-4) << "eager output " << k;
+      EXPECT_LE(test::scaled_error(compiled[k], ref), 1e-4) << "compiled output " << k;
     }
   }
 }
