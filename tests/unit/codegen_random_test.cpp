@@ -41,23 +41,33 @@ struct Step {
     output,
     view,
     gram,
-    select
+    select,
+    attention
   } kind;
   int a = 0, b = 0;
-  int op = 0;      // which unary or binary op, or which reduction
+  int op = 0;      // which unary or binary op, or which reduction; attention: its heads
   int param = -1;  // the weight, bias or constant it reads
   int param2 = -1;
-  bool flag = false;  // linear: B stored [N, K] (a Linear's weight); reduction: amax
+  bool flag = false;  // linear: B stored [N, K] (a Linear's weight); reduction: amax;
+                      // attention: causal
+};
+
+// What a random program may contain.
+struct ProgramOptions {
+  // Values may be [rows, rows] (A B^T of two values), so a call at other rows fails; without
+  // it the program serves any rows.
+  bool fixed_rows = true;
+  // Multi-head attention (scaled_dot_product_attention, causal or not) in place of the
+  // gram products: other programs for the same seeds.
+  bool attention = false;
 };
 
 // A program over inputs of shape [batch..., rows, width]: values keep the leading dims and
 // the rows, their widths change.
 class RandomProgram : public nn::Module {
  public:
-  // `fixed_rows`: values may be [rows, rows] (A B^T of two values), so a call at other rows
-  // fails; without it the program serves any rows.
   RandomProgram(uint32_t seed, std::vector<int64_t> lead, int64_t rows, int64_t width,
-                bool fixed_rows = true)
+                ProgramOptions options = {})
       : lead_(std::move(lead)), rows_(rows) {
     std::mt19937 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
@@ -84,7 +94,7 @@ class RandomProgram : public nn::Module {
           break;
         }
         case 3: {  // A B^T of two values of one width: a [rows, rows] product
-          if (!fixed_rows) {
+          if (!options.fixed_rows) {
             st.kind = Step::unary;
             widths_.push_back(wa);
             break;
@@ -131,6 +141,12 @@ class RandomProgram : public nn::Module {
           break;
         case 13:  // t (t^T t): a product whose A is a transposed value
           st.kind = Step::gram;
+          if (options.attention) {  // x attending over another value of its width, in heads
+            st.kind = Step::attention;
+            st.b = same_width(st.a, rng);
+            st.op = wa % 4 == 0 && pick(2) ? 4 : wa % 2 == 0 && pick(2) ? 2 : 1;
+            st.flag = pick(2) == 0;
+          }
           widths_.push_back(wa);
           break;
         case 14:
@@ -211,6 +227,20 @@ class RandomProgram : public nn::Module {
           v.push_back(matmul(t, matmul(t.transpose(-2, -1), t)) * scale);
           break;
         }
+        case Step::attention: {
+          // [..., rows, width] as [..., heads, rows, width / heads]; keys from the other
+          // value, values from its tanh.
+          auto heads = [&](const Tensor& t) {
+            std::vector<int64_t> split(t.shape().begin(), t.shape().end() - 1);
+            split.push_back(s.op);
+            split.push_back(t.size(-1) / s.op);
+            return t.reshape(split).transpose(-3, -2);
+          };
+          const Tensor& y = v[static_cast<size_t>(s.b)];
+          const Tensor o = scaled_dot_product_attention(heads(x), heads(y), heads(tanh(y)), s.flag);
+          v.push_back(o.transpose(-3, -2).reshape(x.shape()));
+          break;
+        }
         case Step::select: {
           const Tensor& y = v[static_cast<size_t>(s.b)];
           if (s.op == 0) {
@@ -241,8 +271,9 @@ class RandomProgram : public nn::Module {
   }
 
   std::string describe() const {
-    static const char* names[] = {"linear",     "AB^T", "unary",  "binary", "reduce", "softmax",
-                                  "layer_norm", "cat",  "output", "view",   "gram",   "select"};
+    static const char* names[] = {"linear",  "AB^T",       "unary",    "binary", "reduce",
+                                  "softmax", "layer_norm", "cat",      "output", "view",
+                                  "gram",    "select",     "attention"};
     std::string s;
     for (const Step& st : steps_) {
       s += std::string(names[st.kind]) + "(" + std::to_string(st.a) +
@@ -336,7 +367,8 @@ class RandomBlock : public nn::Module {
     // polynomial of such a degree that f32 rounding in one summation order or another moves
     // the result past any tolerance.
     body_ = register_module(
-        "body", std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width, false));
+        "body", std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width,
+                                                ProgramOptions{.fixed_rows = false}));
     proj_ = register_parameter("proj", randn({body_->last_width(), width}) * 0.3);
   }
   void move_constants(Device device) { body_->move_constants(device); }
@@ -364,12 +396,13 @@ std::pair<int64_t, int64_t> program_shape(uint32_t seed) {
 // difference of two large sums (x - sum(x)) keeps the large values' rounding, which a tolerance
 // relative to each element would call wrong.
 void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
-                                 Device device = Device::cpu(), double tolerance = 1e-4) {
+                                 Device device = Device::cpu(), double tolerance = 1e-4,
+                                 ProgramOptions options = {}) {
   NoGradGuard no_grad;
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
     const auto [rows, width] = program_shape(seed);
-    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width);
+    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width, options);
     program->eval();
     std::vector<int64_t> dims = lead;
     dims.push_back(rows);
@@ -446,11 +479,12 @@ void expect_programs_in_dtype_match_eager(uint32_t first_seed, int count, DType 
 // every parameter and both inputs, through the compiled forward and backward on `device`
 // against eager autograd on the CPU.
 void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
-                                  Device device = Device::cpu(), double tolerance = 1e-4) {
+                                  Device device = Device::cpu(), double tolerance = 1e-4,
+                                  ProgramOptions options = {}) {
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
     const auto [rows, width] = program_shape(seed);
-    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width);
+    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width, options);
     std::vector<int64_t> dims = lead;
     dims.push_back(rows);
     dims.push_back(width);
@@ -497,20 +531,21 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
 // `not_served` the calls after the second that no size template served.
 void expect_dynamic_programs_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
                                          int& not_served, Device device = Device::cpu(),
-                                         double tolerance = 1e-4) {
+                                         double tolerance = 1e-4, bool attention = false) {
   NoGradGuard no_grad;
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
     std::mt19937 shape(seed * 7919u);
     const int64_t rows = 2 + static_cast<int64_t>(shape() % 12);
     const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
-    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width, /*fixed_rows=*/false);
+    const ProgramOptions options{.fixed_rows = false, .attention = attention};
+    auto program = std::make_shared<RandomProgram>(seed, lead, rows, width, options);
     program->eval();
     compiler::reset();
     compiler::reset_stats();
     // Two copies of the same draws: eager runs on the CPU, the compiled one may be on a GPU.
     manual_seed(seed);
-    auto on_device = std::make_shared<RandomProgram>(seed, lead, rows, width, false);
+    auto on_device = std::make_shared<RandomProgram>(seed, lead, rows, width, options);
     on_device->eval();
     if (!device.is_cpu()) {
       on_device->to(device);
@@ -633,6 +668,23 @@ TEST(CodegenRandom, StacksOfRepeatedBlocksMatchEager) {
             0);  // blocks compiled once, reused
 }
 
+// Programs with multi-head attention (causal or not, 1, 2 or 4 heads; the CPU's one fused
+// kernel, its backward): outputs, gradients, and five sizes through size templates.
+TEST(CodegenRandom, AttentionProgramsMatchEager) {
+  const ProgramOptions attention{.attention = true};
+  expect_programs_match_eager(9000, test::scaled_count(24), {}, Device::cpu(), 1e-4, attention);
+  expect_programs_match_eager(9100, test::scaled_count(8), {2}, Device::cpu(), 1e-4, attention);
+  // Gradients within 1e-3: the backward recomputes each softmax block from a running maximum
+  // where eager keeps the softmax, and through logits of tens their f32 roundings differ by up
+  // to 2e-4 of the scale (seed 9364 at ZC_RANDOM_PROGRAMS_SCALE=10; the same program in f64
+  // agrees to 1e-10).
+  expect_gradients_match_eager(9200, test::scaled_count(24), {}, Device::cpu(), 1e-3, attention);
+  int not_served = 0;
+  expect_dynamic_programs_match_eager(9300, test::scaled_count(16), {}, not_served, Device::cpu(),
+                                      1e-4, /*attention=*/true);
+  EXPECT_EQ(not_served, 0);
+}
+
 // Programs and stacks called from four threads at once (each call takes an arena of its own
 // and shares the CPU's threads, ops/cpu_threads.h): every call gives the bits of a call alone.
 TEST(CodegenRandom, ConcurrentCallsGiveTheBitsOfOneCall) {
@@ -694,6 +746,12 @@ TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
                                        1e-2);
   expect_programs_in_dtype_match_eager(6000, test::scaled_count(12), DType::f16, Device::cuda(0),
                                        1e-2);
+  const ProgramOptions attention{.attention = true};
+  expect_programs_match_eager(9000, test::scaled_count(24), {}, Device::cuda(0), 1e-3, attention);
+  expect_gradients_match_eager(9200, test::scaled_count(24), {}, Device::cuda(0), 1e-3, attention);
+  expect_dynamic_programs_match_eager(9300, test::scaled_count(16), {}, not_served, Device::cuda(0),
+                                      1e-3, /*attention=*/true);
+  EXPECT_EQ(not_served, 0);
 }
 
 }  // namespace
