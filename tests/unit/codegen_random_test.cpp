@@ -2,7 +2,8 @@
 // path: 1..40 rows, 1..40 columns, B in both layouts, A transposed, constants as A or B), their
 // epilogues (biases, unary chains with and without transcendentals, binary ops with other
 // values, broadcasts of row reductions), softmax, layer_norm, slices, flat views,
-// concatenations, where, pow, and intermediate values that are also outputs. Each program is
+// concatenations, where, pow, multi-head attention, and intermediate values that are also
+// outputs. Each program is
 // one compiled graph, whose outputs must equal eager's; then the same programs' gradients, at
 // five sizes through size templates, stacked as repeated blocks through Regions::Auto, in f64,
 // bf16 and f16, and on CUDA. The code generator's hand-written tests cover what their authors
