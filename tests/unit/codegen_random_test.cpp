@@ -3,12 +3,12 @@
 // epilogues (biases, unary chains with and without transcendentals, binary ops with other
 // values, broadcasts of row reductions), softmax, layer_norm, slices, flat views,
 // concatenations, where, pow, multi-head attention, and intermediate values that are also
-// outputs. Each program is
-// one compiled graph, whose outputs must equal eager's; then the same programs' gradients, at
-// five sizes through size templates, stacked as repeated blocks through Regions::Auto, in f64,
-// bf16 and f16, and on CUDA. The code generator's hand-written tests cover what their authors
-// thought of; this walks the combinations. It found that a value returned twice lost all but
-// its last output's gradient. ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many programs.
+// outputs. Each program is one compiled graph, whose outputs must equal eager's; then the same
+// programs' gradients, at five sizes through size templates, stacked as repeated blocks
+// through Regions::Auto, in f64, bf16 and f16, and on CUDA. The code generator's hand-written
+// tests cover what their authors thought of; this walks the combinations. It found that a
+// value returned twice lost all but its last output's gradient. ZC_RANDOM_PROGRAMS_SCALE=N
+// walks N times as many programs.
 #include <gtest/gtest.h>
 
 #include <cstdint>
