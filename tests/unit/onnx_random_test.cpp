@@ -12,9 +12,11 @@
 
 #ifdef ZC_WITH_ONNX
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "unit/onnx_builder.h"
@@ -200,30 +202,152 @@ struct RandomModel {
   }
 };
 
-TEST(OnnxRandom, ModelsMatchOnnxRuntime) {
-  const std::string dir = test::test_dir("onnx_random");
-  std::vector<RandomModel> models;
+// One convolutional model: input x of [batch, channels, side, side]; Conv (kernels 1-3, strides,
+// symmetric or asymmetric pads, dilations, groups), BatchNormalization, Relu, MaxPool and
+// AveragePool (pads, ceil_mode, pads counted or not), residual Adds, then GlobalAveragePool,
+// Flatten and a Gemm head.
+struct RandomConvModel {
+  Builder b;
+  std::vector<Tensor> inputs;
+  std::string what;
+
+  RandomConvModel(uint32_t seed, int64_t batch, int64_t channels, int64_t side) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+    b.input("x", DType::f32, {batch, channels, side, side});
+    inputs = {randn({batch, channels, side, side})};
+    struct Feature {
+      std::string name;
+      int64_t c, h, w;
+    };
+    std::vector<Feature> v{{"x", channels, side, side}};
+    int fresh = 0;
+    auto name = [&] { return "v" + std::to_string(fresh++); };
+    auto init = [&](const Tensor& t) {
+      const std::string n = "w" + std::to_string(fresh++);
+      b.init(n, t);
+      return n;
+    };
+    // The output size of a window over `in` (ONNX's floor or ceil of the stride steps).
+    auto out_size = [](int64_t in, int64_t span, int64_t pads, int64_t stride, bool ceil) {
+      const int64_t room = in + pads - span;
+      return (ceil ? (room + stride - 1) / stride : room / stride) + 1;
+    };
+    const int steps = 3 + pick(7);
+    for (int s = 0; s < steps; ++s) {
+      const Feature f =
+          pick(3) ? v.back() : v[static_cast<size_t>(pick(static_cast<int>(v.size())))];
+      const std::string out = name();
+      Feature g = {out, f.c, f.h, f.w};
+      switch (pick(6)) {
+        case 0:
+        case 1: {
+          const int64_t k = pick(2) ? 3 : 1, d = k == 3 && pick(4) == 0 ? 2 : 1;
+          const int64_t stride = pick(3) == 0 ? 2 : 1, span = (k - 1) * d + 1;
+          int64_t top = pick(2) ? (span - 1) / 2 : 0, left = top, bottom = top, right = top;
+          if (pick(4) == 0) bottom = right = top + 1;  // asymmetric
+          if (f.h + top + bottom < span || f.w + left + right < span) {
+            b.node("Relu", {f.name}, {out});
+            what += "Relu ";
+            break;
+          }
+          int64_t group = 1, oc = 1 + pick(12);
+          if (pick(4) == 0 && f.c % 2 == 0) {
+            group = pick(2) ? f.c : 2;
+            oc = group * (1 + pick(2));
+          }
+          b.node("Conv",
+                 {f.name,
+                  init(randn({oc, f.c / group, k, k}) *
+                       (1.0 / std::sqrt(static_cast<double>(f.c / group * k * k)))),
+                  init(randn({oc}) * 0.1)},
+                 {out},
+                 {Attr("kernel_shape", {k, k}), Attr("strides", {stride, stride}),
+                  Attr("pads", {top, left, bottom, right}), Attr("dilations", {d, d}),
+                  Attr("group", group)});
+          g = {out, oc, out_size(f.h, span, top + bottom, stride, false),
+               out_size(f.w, span, left + right, stride, false)};
+          what += "Conv(k" + std::to_string(k) + " s" + std::to_string(stride) + " d" +
+                  std::to_string(d) + " g" + std::to_string(group) + ") ";
+          break;
+        }
+        case 2:
+          b.node("BatchNormalization",
+                 {f.name, init(randn({f.c}) * 0.2 + 1.0), init(randn({f.c}) * 0.1),
+                  init(randn({f.c}) * 0.1), init(rand({f.c}) + 0.5)},
+                 {out}, {Attr("epsilon", 1e-5f)});
+          what += "BN ";
+          break;
+        case 3:
+          b.node(pick(2) ? "Relu" : "Sigmoid", {f.name}, {out});
+          what += "Act ";
+          break;
+        case 4: {
+          const int64_t k = std::min<int64_t>({2 + pick(2), f.h, f.w});
+          const int64_t stride = pick(2) ? 2 : 1, pad = k == 3 && pick(2) ? 1 : 0;
+          const bool ceil = pick(3) == 0, max_pool = pick(2);
+          std::vector<Attr> attrs{Attr("kernel_shape", {k, k}), Attr("strides", {stride, stride}),
+                                  Attr("pads", {pad, pad, pad, pad}),
+                                  Attr("ceil_mode", ceil ? 1 : 0)};
+          if (!max_pool) attrs.push_back(Attr("count_include_pad", pick(2)));
+          b.node(max_pool ? "MaxPool" : "AveragePool", {f.name}, {out}, attrs);
+          g = {out, f.c, out_size(f.h, k, 2 * pad, stride, ceil),
+               out_size(f.w, k, 2 * pad, stride, ceil)};
+          // ONNX (as torch) drops a last window that would start in the padding.
+          if (ceil && (g.h - 1) * stride >= f.h + pad) --g.h;
+          if (ceil && (g.w - 1) * stride >= f.w + pad) --g.w;
+          what += std::string(max_pool ? "MaxPool" : "AvgPool") + (ceil ? "(ceil) " : " ");
+          break;
+        }
+        default: {  // a residual Add with an earlier value of the same shape, else a Relu
+          std::string other;
+          for (const Feature& e : v)
+            if (e.name != f.name && e.c == f.c && e.h == f.h && e.w == f.w) other = e.name;
+          if (other.empty()) {
+            b.node("Relu", {f.name}, {out});
+            what += "Relu ";
+          } else {
+            b.node("Add", {f.name, other}, {out});
+            what += "Add ";
+          }
+          break;
+        }
+      }
+      v.push_back(g);
+    }
+    const Feature& last = v.back();
+    const std::string pooled = name(), flat = name();
+    b.node("GlobalAveragePool", {last.name}, {pooled})
+        .node("Flatten", {pooled}, {flat}, {Attr("axis", 1)})
+        .node("Gemm", {flat, init(randn({5, last.c}) * 0.3), init(randn({5}))}, {"head"},
+              {Attr("transB", 1)});
+    b.output(last.name).output("head");
+  }
+};
+
+// Models `make(seed)` for seeds 1..count (scaled) against ONNX Runtime, eagerly and compiled.
+template <class Make>
+void expect_models_match_onnx_runtime(const std::string& name, int count, Make make) {
+  const std::string dir = test::test_dir(name);
+  std::vector<std::pair<std::vector<Tensor>, std::string>> models;  // inputs, what
   std::vector<test::onnx_model::OrtJob> jobs;
-  const uint32_t count = static_cast<uint32_t>(test::scaled_count(40));
-  for (uint32_t seed = 1; seed <= count; ++seed) {
+  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(test::scaled_count(count)); ++seed) {
     manual_seed(seed);
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
-    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
-    models.emplace_back(seed, rows, width);
+    auto m = make(seed);
     const std::string d = dir + "/model" + std::to_string(seed);
     std::filesystem::create_directories(d);
-    jobs.push_back({models.back().b.save(d + "/model.onnx"), models.back().inputs, d});
+    jobs.push_back({m.b.save(d + "/model.onnx"), m.inputs, d});
+    models.emplace_back(m.inputs, m.what);
   }
   std::string why;
   const auto reference = test::onnx_model::run_ort(jobs, dir, &why);
   if (reference.empty()) GTEST_SKIP() << "ONNX Runtime cannot run here: " << why;
   NoGradGuard no_grad;
   for (size_t i = 0; i < models.size(); ++i) {
-    SCOPED_TRACE("seed " + std::to_string(i + 1) + ": " + models[i].what);
+    SCOPED_TRACE("seed " + std::to_string(i + 1) + ": " + models[i].second);
     auto model = onnx::load(jobs[i].model);
-    const std::vector<Tensor> eager = (*model)(models[i].inputs);
-    const std::vector<Tensor> compiled = compile(model)(models[i].inputs);
+    const std::vector<Tensor> eager = (*model)(models[i].first);
+    const std::vector<Tensor> compiled = compile(model)(models[i].first);
     ASSERT_EQ(reference[i].size(), eager.size());
     ASSERT_EQ(compiled.size(), eager.size());
     for (size_t k = 0; k < eager.size(); ++k) {
@@ -233,6 +357,25 @@ TEST(OnnxRandom, ModelsMatchOnnxRuntime) {
       EXPECT_LE(test::scaled_error(compiled[k], ref), 1e-4) << "compiled output " << k;
     }
   }
+}
+
+TEST(OnnxRandom, ModelsMatchOnnxRuntime) {
+  expect_models_match_onnx_runtime("onnx_random", 40, [](uint32_t seed) {
+    std::mt19937 shape(seed * 7919u);
+    const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
+    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    return RandomModel(seed, rows, width);
+  });
+}
+
+TEST(OnnxRandom, ConvolutionalModelsMatchOnnxRuntime) {
+  expect_models_match_onnx_runtime("onnx_random_conv", 24, [](uint32_t seed) {
+    std::mt19937 shape(seed * 7919u);
+    const int64_t batch = 1 + static_cast<int64_t>(shape() % 2);
+    const int64_t channels = 1 + static_cast<int64_t>(shape() % 8);
+    const int64_t side = 5 + static_cast<int64_t>(shape() % 20);
+    return RandomConvModel(seed, batch, channels, side);
+  });
 }
 
 }  // namespace
