@@ -1,10 +1,12 @@
 // Random ONNX models against ONNX Runtime: seeded chains of MatMul, Gemm (transposed B, alpha,
 // beta, a broadcast C), broadcasting arithmetic, activations, Clip, Softmax on either axis,
 // LayerNormalization, reductions kept and subtracted, Transpose, Reshape round trips, Slice
-// with steps, Concat, Pow and Where, with intermediate values as outputs. zc's import, run
-// eagerly and compiled, must give ONNX Runtime's outputs: the importer's reading of each
-// operator's attributes and broadcasting is checked against an implementation that is not
-// zc's. ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many.
+// with steps, Concat, Pow and Where, with intermediate values as outputs; and convolutional
+// models (Conv with strides, asymmetric pads, dilations and groups, BatchNormalization, pools
+// with ceil_mode, residual Adds, a Gemm head). zc's import, run eagerly and compiled, must give
+// ONNX Runtime's outputs: the importer's reading of each operator's attributes and
+// broadcasting is checked against an implementation that is not zc's.
+// ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many.
 #include <gtest/gtest.h>
 
 #include "unit/test_support.h"
