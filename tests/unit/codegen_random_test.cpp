@@ -393,9 +393,7 @@ std::pair<int64_t, int64_t> program_shape(uint32_t seed) {
 }
 
 // Programs `first_seed`.. on inputs [lead..., rows, width], compiled for `device`, against eager
-// on the CPU, and compiled again from the caches. Within `tolerance` of each output's own scale: a
-// difference of two large sums (x - sum(x)) keeps the large values' rounding, which a tolerance
-// relative to each element would call wrong.
+// on the CPU (test::scaled_error within `tolerance`), and compiled again from the caches.
 void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
                                  Device device = Device::cpu(), double tolerance = 1e-4,
                                  ProgramOptions options = {}) {

@@ -36,6 +36,18 @@ Tensor i64s(std::vector<int64_t> v) {
   return t;
 }
 
+// Unique names in a model being built: values (v0, v1, ...) and initializers (w2, ...).
+struct FreshNames {
+  Builder& b;
+  int next = 0;
+  std::string value() { return "v" + std::to_string(next++); }
+  std::string init(const Tensor& t) {
+    const std::string n = "w" + std::to_string(next++);
+    b.init(n, t);
+    return n;
+  }
+};
+
 // One model: inputs x and y of [rows, width]; values are [rows, c] with c varying.
 struct RandomModel {
   Builder b;
@@ -51,13 +63,9 @@ struct RandomModel {
     b.init("lo", full({}, -8.0)).init("hi", full({}, 8.0)).init("p15", full({}, 1.5));
     std::vector<std::string> names{"x", "y"};
     std::vector<int64_t> widths{width, width};
-    int fresh = 0;
-    auto name = [&] { return "v" + std::to_string(fresh++); };
-    auto init = [&](const Tensor& t) {
-      const std::string n = "w" + std::to_string(fresh++);
-      b.init(n, t);
-      return n;
-    };
+    FreshNames fresh{b};
+    auto name = [&] { return fresh.value(); };
+    auto init = [&](const Tensor& t) { return fresh.init(t); };
     std::vector<std::string> outputs;
     const int steps = 5 + pick(9);
     for (int s = 0; s < steps; ++s) {
@@ -223,13 +231,9 @@ struct RandomConvModel {
       int64_t c, h, w;
     };
     std::vector<Feature> v{{"x", channels, side, side}};
-    int fresh = 0;
-    auto name = [&] { return "v" + std::to_string(fresh++); };
-    auto init = [&](const Tensor& t) {
-      const std::string n = "w" + std::to_string(fresh++);
-      b.init(n, t);
-      return n;
-    };
+    FreshNames fresh{b};
+    auto name = [&] { return fresh.value(); };
+    auto init = [&](const Tensor& t) { return fresh.init(t); };
     // The output size of a window over `in` (ONNX's floor or ceil of the stride steps).
     auto out_size = [](int64_t in, int64_t span, int64_t pads, int64_t stride, bool ceil) {
       const int64_t room = in + pads - span;
