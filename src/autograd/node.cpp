@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "util/check.h"
 #include "zc/autograd.h"
 
 namespace zc {
@@ -81,7 +82,10 @@ Edge edge_to(const Tensor& t) {
 }
 
 void attach(std::shared_ptr<Node> node, std::span<const Tensor> inputs,
-            std::vector<Tensor>& outputs) {
+            std::vector<Tensor>& outputs, const std::vector<bool>* with_grad) {
+  ZC_CHECK(
+      !with_grad || with_grad->size() == outputs.size(),
+      "" << (with_grad ? with_grad->size() : 0) << " flags for " << outputs.size() << " outputs");
   for (Tensor& t : outputs) {
     if (t.defined() && t.unsafe_impl()->autograd) t = alias_without_grad(t);
   }
@@ -94,7 +98,7 @@ void attach(std::shared_ptr<Node> node, std::span<const Tensor> inputs,
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     node->output_metas.push_back(ops::meta_of(outputs[i]));
-    if (!is_floating(outputs[i].dtype())) continue;
+    if (!is_floating(outputs[i].dtype()) || (with_grad && !(*with_grad)[i])) continue;
     AutogradMeta& m = meta_of(outputs[i]);
     m.requires_grad = true;
     m.grad_fn = node;

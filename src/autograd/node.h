@@ -87,11 +87,12 @@ inline bool requires_grad(const Tensor& t) {
 Edge edge_to(const Tensor& t);
 
 // Makes `node` the producer of `outputs` (which then require gradients) after filling its
-// edges and metadata from `inputs`. Outputs that are not floating point get no gradient. An
-// output that already has autograd state (an input a kernel returned as it was) is replaced
-// by an alias first, so that the input keeps its own state.
+// edges and metadata from `inputs`. Outputs that are not floating point get no gradient, nor
+// those `with_grad` (one flag per output, when given) leaves out. An output that already has
+// autograd state (an input a kernel returned as it was) is replaced by an alias first, so that
+// the input keeps its own state.
 void attach(std::shared_ptr<Node> node, std::span<const Tensor> inputs,
-            std::vector<Tensor>& outputs);
+            std::vector<Tensor>& outputs, const std::vector<bool>* with_grad = nullptr);
 
 }  // namespace autograd
 }  // namespace zc

@@ -1,6 +1,7 @@
 // zc::Tensor's autograd methods (declared with the rest of Tensor in zc/tensor.h).
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "ops/dispatch.h"
 
 namespace zc {
 
@@ -52,6 +53,9 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 
 Tensor Tensor::detach() const {
   impl();
+  // Traced, the graph records where gradients stop: an alias would be the same graph value,
+  // and compiled training would send gradients through it.
+  if (is_traced()) return ops::call1(ops::OpId::detach, {*this});
   return autograd::alias_without_grad(*this);
 }
 

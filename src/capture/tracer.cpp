@@ -1,6 +1,8 @@
 #include "capture/tracer.h"
 
+#include "autograd/node.h"
 #include "util/check.h"
+#include "zc/autograd.h"
 
 namespace zc::capture {
 
@@ -22,10 +24,13 @@ Tensor untraced_view(const TensorImpl& impl) {
 }  // namespace
 
 Tracer::Tracer(SegmentRunner runner, bool fullgraph)
-    : runner_(std::move(runner)), fullgraph_(fullgraph) {}
+    : runner_(std::move(runner)), fullgraph_(fullgraph), call_grad_(GradMode::is_enabled()) {
+  GradMode::set_enabled(true);
+}
 
 Tracer::~Tracer() {
   for (auto& impl : marked_) impl->trace.reset();
+  GradMode::set_enabled(call_grad_);
 }
 
 Tensor Tracer::add_user_input(const Tensor& real) {
@@ -98,7 +103,12 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
     bindings_.push_back(InputBinding{ir::InputKind::lifted, large});
     return id;
   };
-  ir::ValueId id = constants_.value_of(t, embed, lift);
+  // A tensor that wants gradients (a member forward() reads that is no registered parameter) is
+  // lifted at any size, never embedded: the compiled backward sends it its gradient, as eager
+  // autograd does.
+  const bool wants_grad = autograd::requires_grad(t);
+  ir::ValueId id = constants_.value_of(
+      t, [&](Tensor data) { return wants_grad ? lift(t) : embed(std::move(data)); }, lift);
   produced_.resize(graph_.values.size());
   return id;
 }
@@ -134,8 +144,26 @@ std::vector<Tensor> Tracer::intercept(const ops::OpDef& op, std::span<const Tens
     ir::ValueId id = graph_.add_value(std::move(m), index);
     node.outputs.push_back(id);
   }
+  const ir::RegionId region = node.region;
+  std::vector<ir::ValueId> values = node.outputs;
   graph_.nodes.push_back(std::move(node));
-  for (ir::ValueId id : graph_.nodes.back().outputs) result.push_back(make_traced(id));
+  // Under a NoGradGuard inside forward() eager gives these outputs no grad_fn; a detach after
+  // each says so in the graph, or compiled training would send gradients through them.
+  if (!GradMode::is_enabled() && !op.stops_gradient) {
+    for (ir::ValueId& id : values) {
+      if (!is_floating(graph_.meta(id).dtype)) continue;
+      ir::Node detach;
+      detach.op = ops::OpId::detach;
+      detach.attrs = ops::NoAttrs{};
+      detach.region = region;
+      detach.inputs.push_back(id);
+      ops::TensorMeta m = graph_.meta(id);
+      id = graph_.add_value(std::move(m), static_cast<int32_t>(graph_.nodes.size()));
+      detach.outputs.push_back(id);
+      graph_.nodes.push_back(std::move(detach));
+    }
+  }
+  for (ir::ValueId id : values) result.push_back(make_traced(id));
   return result;
 }
 
@@ -198,6 +226,13 @@ void Tracer::force(TensorImpl& self) {
       inputs.push_back(b.tensor);
     }
   }
+  // The segment runs eagerly with the call's grad mode (the trace runs with gradients on, so
+  // that a NoGradGuard inside forward() shows), and off inside such a guard.
+  struct CallGradMode {
+    bool inside = GradMode::is_enabled();
+    explicit CallGradMode(bool call) { GradMode::set_enabled(call && inside); }
+    ~CallGradMode() { GradMode::set_enabled(inside); }
+  } mode(call_grad_);
   std::vector<Tensor> results = runner_(graph_, inputs);
   ZC_CHECK(results.size() == live.size(), "segment returned the wrong number of outputs");
   for (size_t i = 0; i < live.size(); ++i) {

@@ -67,6 +67,9 @@ class Tracer final : public ops::OpInterceptor {
 
   SegmentRunner runner_;
   bool fullgraph_;
+  // The grad mode of the call that traces; the trace itself runs with gradients on, so that
+  // ops under a NoGradGuard inside forward() are told apart (and get a detach, intercept()).
+  bool call_grad_;
   int segment_ = 0;
   int breaks_ = 0;
   ir::Graph graph_;

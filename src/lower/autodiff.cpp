@@ -105,23 +105,29 @@ class MirrorRegions {
 
 }  // namespace
 
+std::vector<bool> tracked_values(const ir::Graph& captured, std::span<const size_t> wrt) {
+  std::vector<bool> tracked(captured.values.size(), false);
+  for (size_t i : wrt) {
+    ZC_CHECK(i < captured.inputs.size(), "autodiff: input " << i << " does not exist");
+    ir::ValueId v = captured.inputs[i].value;
+    ZC_CHECK(is_floating(captured.meta(v).dtype), "autodiff: input " << i << " is not floating");
+    tracked[v] = true;
+  }
+  for (const ir::Node& n : captured.nodes) {
+    bool any = false;
+    for (ir::ValueId v : n.inputs) any = any || tracked[v];
+    any = any && !ops::op_def(n.op).stops_gradient;
+    for (ir::ValueId v : n.outputs) tracked[v] = any && is_floating(captured.meta(v).dtype);
+  }
+  return tracked;
+}
+
 JointGraph joint_graph(const ir::Graph& captured, std::span<const size_t> wrt) {
   ir::Graph g = captured;
   const size_t forward_nodes = g.nodes.size();
 
   // Which values depend on a `wrt` input (only they need gradients).
-  std::vector<bool> tracked(g.values.size(), false);
-  for (size_t i : wrt) {
-    ZC_CHECK(i < g.inputs.size(), "autodiff: input " << i << " does not exist");
-    ir::ValueId v = g.inputs[i].value;
-    ZC_CHECK(is_floating(g.meta(v).dtype), "autodiff: input " << i << " is not floating");
-    tracked[v] = true;
-  }
-  for (const ir::Node& n : g.nodes) {
-    bool any = false;
-    for (ir::ValueId v : n.inputs) any = any || tracked[v];
-    for (ir::ValueId v : n.outputs) tracked[v] = any && is_floating(g.meta(v).dtype);
-  }
+  const std::vector<bool> tracked = tracked_values(captured, wrt);
 
   // The gradient of each output comes in as an input of g.
   std::vector<ir::ValueId> output_grads;

@@ -31,4 +31,10 @@ struct JointGraph {
 // derivative rule raises zc::Error naming the op.
 JointGraph joint_graph(const ir::Graph& captured, std::span<const size_t> wrt);
 
+// Per value of `captured`: whether it depends on a `wrt` input through floating values. Eager
+// autograd gives exactly these a grad_fn (an op with an input that requires gradients records
+// its floating outputs; an argmax, a comparison or a cast to an integer ends the chain), so a
+// compiled call's output gets its backward node only where this holds for it.
+std::vector<bool> tracked_values(const ir::Graph& captured, std::span<const size_t> wrt);
+
 }  // namespace zc::lower

@@ -109,7 +109,8 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
     }
     results = kernels->run(def, inputs, attrs, outs);
   }
-  if (autograd::wants_grad(inputs)) autograd::record_op(def, inputs, attrs, results);
+  if (!def.stops_gradient && autograd::wants_grad(inputs))
+    autograd::record_op(def, inputs, attrs, results);
   return results;
 }
 

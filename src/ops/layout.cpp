@@ -135,6 +135,14 @@ std::vector<Tensor> copy_decompose(std::span<const Tensor> in, const Attrs&) {
   return {in[0].unsafe_impl()->wrapped_number ? cast(in[0], in[0].dtype()) : in[0]};
 }
 
+// Eagerly a view of all of its input (Tensor::detach records the op only when traced, where
+// the graph must say where gradients stop); lowered, its input, as a copy is.
+std::vector<Tensor> detach_eager(std::span<const Tensor> in, const Attrs&,
+                                 std::span<const TensorMeta>) {
+  const Tensor& x = in[0];
+  return {make_view(x, x.shape(), x.strides(), x.storage_offset())};
+}
+
 // The derivatives of views move the gradient back to where each element came from.
 std::vector<Tensor> reshape_vjp(const VjpArgs& a) {
   return {out_grad(a).reshape(a.inputs[0].shape())};
@@ -189,6 +197,12 @@ void define_layout_ops(OpTable& t) {
                  .eager = copy_eager,
                  .decompose = copy_decompose,
                  .derivative = copy_vjp});
+  t.define(OpDef{.id = OpId::detach,
+                 .attrs_index = attrs_index_of<NoAttrs>(),
+                 .infer = copy_infer,
+                 .eager = detach_eager,
+                 .decompose = copy_decompose,
+                 .stops_gradient = true});
 }
 
 // The gradient lands on the sliced positions, zeros elsewhere: with a step, each gradient

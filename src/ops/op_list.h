@@ -47,6 +47,7 @@
   ZC_OP(expand, layout)                                                        \
   ZC_OP(slice, layout)                                                         \
   ZC_OP(copy, layout)                                                          \
+  ZC_OP(detach, layout)                                                        \
   /* composite: one eager kernel now, a decomposition in the lowering stage */ \
   ZC_OP(matmul, composite)                                                     \
   ZC_OP(linear, composite)                                                     \

@@ -86,6 +86,9 @@ struct OpDef {
   // polynomial series with range reduction, tens of instructions per element, so generated
   // code gives it whole vectors where it can (codegen's flat epilogue tails).
   bool transcendental = false;
+  // Its output never depends on its input for gradients (detach): eager autograd records
+  // nothing, and autodiff of a captured graph stops there (lower::tracked_values).
+  bool stops_gradient = false;
 };
 
 const OpDef& op_def(OpId id);

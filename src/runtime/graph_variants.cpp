@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "autograd/record.h"
 #include "ir/canonical.h"
+#include "lower/autodiff.h"
 #include "runtime/compile_graph.h"
 #include "runtime/hierarchical.h"
 #include "runtime/load_hint.h"
@@ -61,6 +62,8 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
   auto plan = std::make_shared<TrainingPlan>();
   plan->outputs = graph_->outputs.size();
   plan->has_grad.assign(wanted.size(), false);
+  const std::vector<bool> tracked = lower::tracked_values(*graph_, wrt);
+  for (ir::ValueId out : graph_->outputs) plan->output_grad.push_back(tracked[out]);
   size_t with_grad = 0;
   for (size_t k = 0; k < wrt.size(); ++k) {
     plan->has_grad[wrt[k]] = graphs.has_grad[k];
@@ -183,10 +186,11 @@ std::vector<Tensor> run_for_training(std::shared_ptr<const TrainingPlan> plan,
   for (const Tensor& t : outs) metas.push_back(ops::meta_of(t));
   std::vector<Tensor> kept = inputs;
   for (size_t index : plan->saved) kept.push_back(results[index]);
+  const std::vector<bool> with_grad = plan->output_grad;
   auto node =
       std::make_shared<CompiledBackwardNode>(std::move(plan), module_type, std::move(metas));
   node->save(kept);
-  autograd::attach(std::move(node), inputs, outs);
+  autograd::attach(std::move(node), inputs, outs, &with_grad);
   return outs;
 }
 

@@ -33,6 +33,9 @@ struct TrainingPlan {
   size_t outputs = 0;          // the graph's own outputs
   std::vector<size_t> saved;   // the backward's saved inputs: indices into forward's outputs
   std::vector<bool> has_grad;  // per graph input
+  // Per graph output: whether it gets the backward node, i.e. requires gradients (where eager
+  // would give it a grad_fn: lower::tracked_values).
+  std::vector<bool> output_grad;
 };
 
 class GraphVariants {

@@ -112,6 +112,115 @@ TEST(CompiledTraining, AValueReturnedTwiceGetsEveryOutputsGradient) {
     EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << "gradient " << i;
 }
 
+// Outputs that eager gives no grad_fn (ids, a float made from an integer, a constant's
+// multiple, a detached value) do not require gradients compiled either: the backward node
+// attached to every floating output, so a loss over them ran a backward eager refuses. And
+// x.detach() stops gradients in the compiled backward: the trace recorded no op for it, so
+// they flowed through to x.
+struct MixedOutputs : nn::Module {
+  std::shared_ptr<nn::Linear> lin;
+  Tensor table = randn({3, 4});  // a constant of the captured graph
+  MixedOutputs() { lin = register_module("lin", std::make_shared<nn::Linear>(4, 3)); }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor& x = in[0];
+    return {tanh((*lin)(x)), argmax(x, -1),    cast(cast(x * 2.0, DType::i32), DType::f32),
+            table * 2.0,     x.detach() * 3.0, (*lin)(x.detach())};
+  }
+};
+
+TEST(CompiledTraining, OutputsRequireGradientsWhereEagerOnes) {
+  manual_seed(58);
+  auto model = std::make_shared<MixedOutputs>();
+  const Tensor x0 = randn({5, 4});
+  const Tensor xe = x0.clone().requires_grad_(), xc = x0.clone().requires_grad_();
+  const std::vector<Tensor> eager = (*model)(std::vector<Tensor>{xe});
+  CompiledModule fast = compile(model);
+  const std::vector<Tensor> got = fast(std::vector<Tensor>{xc});
+  ASSERT_EQ(got.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    EXPECT_EQ(got[i].requires_grad(), eager[i].requires_grad()) << "output " << i;
+    EXPECT_TRUE(allclose(got[i].detach(), eager[i].detach(), 1e-5, 1e-6)) << "output " << i;
+  }
+  EXPECT_FALSE(error_message([&] { sum(got[2]).backward(); }).empty());
+  sum(got[0] + got[5]).backward();
+  const Tensor compiled_grad = model->lin->weight.grad().clone();
+  model->zero_grad();
+  sum(eager[0] + eager[5]).backward();
+  EXPECT_TRUE(allclose(compiled_grad, model->lin->weight.grad(), 1e-5, 1e-6));
+  // Through tanh(lin(x)) only: lin(x.detach()) adds nothing to x's gradient.
+  EXPECT_TRUE(allclose(xc.grad(), xe.grad(), 1e-5, 1e-6));
+}
+
+// A NoGradGuard inside forward(): what it computes carries no gradient compiled either, also
+// when the module was first called (so traced) under a NoGradGuard of the caller's.
+struct NoGradInside : nn::Module {
+  std::shared_ptr<nn::Linear> lin;
+  NoGradInside() { lin = register_module("lin", std::make_shared<nn::Linear>(4, 4)); }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    Tensor target;
+    {
+      NoGradGuard no_grad;
+      target = tanh((*lin)(in[0])) * 2.0;
+    }
+    return {sum((*lin)(in[0]) - target), target};
+  }
+};
+
+TEST(CompiledTraining, ANoGradGuardInsideForwardStopsGradients) {
+  manual_seed(59);
+  auto model = std::make_shared<NoGradInside>();
+  const Tensor x0 = randn({3, 4});
+  auto grads = [&](auto call) {
+    model->zero_grad();
+    Tensor x = x0.clone().requires_grad_();
+    std::vector<Tensor> outs = call(std::vector<Tensor>{x});
+    EXPECT_FALSE(outs[1].requires_grad());
+    outs[0].backward();
+    return std::vector<Tensor>{x.grad(), model->lin->weight.grad(), model->lin->bias.grad()};
+  };
+  const std::vector<Tensor> eager =
+      grads([&](const std::vector<Tensor>& in) { return (*model)(in); });
+  CompiledModule fast = compile(model);
+  {
+    NoGradGuard inference;  // the first call traces with gradients off
+    (void)fast(std::vector<Tensor>{x0});
+  }
+  EXPECT_TRUE(GradMode::is_enabled());
+  const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-6)) << "gradient " << i;
+}
+
+// A tensor that wants gradients but is neither an input nor a parameter (a plain member that
+// forward() reads, small or large) gets its gradient compiled as eagerly.
+struct MemberWithGradient : nn::Module {
+  Tensor scale = randn({4}).requires_grad_();
+  Tensor big = randn({64, 4}).requires_grad_();
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    return {tanh(in[0] * scale), matmul(big, in[0].transpose(0, 1))};
+  }
+};
+
+TEST(CompiledTraining, AMemberTensorThatWantsGradientsGetsThem) {
+  manual_seed(60);
+  auto model = std::make_shared<MemberWithGradient>();
+  const Tensor x = randn({3, 4});
+  auto grads = [&](auto call) {
+    std::vector<Tensor> outs = call(std::vector<Tensor>{x});
+    (sum(outs[0]) + sum(outs[1] * outs[1])).backward();
+    std::vector<Tensor> g{model->scale.grad(), model->big.grad()};
+    model->scale.mutable_grad() = Tensor();
+    model->big.mutable_grad() = Tensor();
+    return g;
+  };
+  const std::vector<Tensor> eager =
+      grads([&](const std::vector<Tensor>& in) { return (*model)(in); });
+  CompiledModule fast = compile(model);
+  const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << "gradient " << i;
+}
+
 // 50 AdamW steps on the same data: the compiled loss curve follows the eager one.
 TEST(CompiledTraining, AdamWLossCurveFollowsEager) {
   manual_seed(54);

@@ -47,7 +47,8 @@ inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
                        .slice(1, 0, 4, 2)
                        .expand({2, 3, 2})
                        .contiguous(),
-                   {0});
+                   {0}) *
+               x.detach().slice(1, 0, 2);
       },
       [=](const Tensor& x) { return matmul(linear(x, w, b), w) + matmul(linear(x, w), w); },
       [](const Tensor& x) { return softmax(x, 1) + log_softmax(x, 0) + layer_norm(x, {4}); },
