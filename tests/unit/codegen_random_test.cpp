@@ -4,11 +4,11 @@
 // values, broadcasts of row reductions), softmax, layer_norm, slices, flat views,
 // concatenations, where, pow, multi-head attention, and intermediate values that are also
 // outputs. Each program is one compiled graph, whose outputs must equal eager's; then the same
-// programs' gradients, at five sizes through size templates, stacked as repeated blocks
-// through Regions::Auto, in f64, bf16 and f16, and on CUDA. The code generator's hand-written
-// tests cover what their authors thought of; this walks the combinations. It found that a
-// value returned twice lost all but its last output's gradient. ZC_RANDOM_PROGRAMS_SCALE=N
-// walks N times as many programs.
+// programs' gradients (also over three training calls before one backward), at five sizes
+// through size templates, stacked as repeated blocks through Regions::Auto, in f64, bf16 and
+// f16, and on CUDA. The code generator's hand-written tests cover what their authors thought
+// of; this walks the combinations. It found that a value returned twice lost all but its last
+// output's gradient. ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many programs.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -572,6 +572,69 @@ void expect_dynamic_programs_match_eager(uint32_t first_seed, int count, std::ve
   }
 }
 
+// Three training calls of one program (at three row counts, Dynamic::Auto) before one
+// backward over all their outputs: each call's saved values must be its own, whatever buffers
+// the next call reuses, and the parameters' gradients the sum of the three.
+void expect_calls_before_one_backward_match_eager(uint32_t first_seed, int count, Device device,
+                                                  double tolerance) {
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    manual_seed(seed);
+    std::mt19937 shape(seed * 7919u);
+    const int64_t rows = 2 + static_cast<int64_t>(shape() % 12);
+    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    auto program = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width,
+                                                   ProgramOptions{.fixed_rows = false});
+    const int64_t sizes[] = {rows, rows + 5, rows};
+    std::vector<Tensor> xs, ys, weights;
+    for (int64_t r : sizes) {
+      xs.push_back(randn({r, width}));
+      ys.push_back(randn({r, width}));
+    }
+    auto gradients = [&](const std::function<std::vector<Tensor>(std::vector<Tensor>)>& call,
+                         Device on) {
+      program->zero_grad();
+      std::vector<Tensor> leaves;
+      Tensor loss;
+      for (size_t c = 0; c < xs.size(); ++c) {
+        leaves.push_back(xs[c].clone().to(on).requires_grad_());
+        const std::vector<Tensor> outs = call({leaves.back(), ys[c].to(on)});
+        for (size_t i = 0; i < outs.size(); ++i) {
+          if (weights.size() <= c * 16 + i) weights.resize(c * 16 + i + 1);
+          Tensor& w = weights[c * 16 + i];
+          if (!w.defined()) w = randn(outs[i].shape());
+          if (!outs[i].requires_grad()) continue;  // made of y and constants only
+          const Tensor term = sum(outs[i] * w.to(on));
+          loss = loss.defined() ? loss + term : term;
+        }
+      }
+      std::vector<Tensor> g;
+      if (!loss.defined()) return g;
+      loss.backward();
+      for (const Tensor& x : leaves) g.push_back(x.grad());
+      for (const Tensor& p : program->parameters()) g.push_back(p.grad());
+      return test::on_cpu(g);
+    };
+    const std::vector<Tensor> eager =
+        gradients([&](std::vector<Tensor> in) { return (*program)(in); }, Device::cpu());
+    if (!device.is_cpu()) {
+      program->to(device);
+      program->move_constants(device);
+    }
+    CompiledModule fast = compile(program);
+    const std::vector<Tensor> got =
+        gradients([&](std::vector<Tensor> in) { return fast(in); }, device);
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
+                 std::to_string(width) + ": " + program->describe());
+    ASSERT_EQ(got.size(), eager.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].defined(), eager[i].defined()) << "gradient " << i;
+      if (!eager[i].defined()) continue;
+      EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance)
+          << "gradient " << i << " (0-2: the calls' inputs)";
+    }
+  }
+}
+
 TEST(CodegenRandom, ProgramsOfMatricesMatchEager) {
   expect_programs_match_eager(1, test::scaled_count(40), {});
 }
@@ -600,6 +663,13 @@ TEST(CodegenRandom, GradientsMatchEagerAutograd) {
 
 // Every call after the second is served by a size template: these programs take no branch on
 // a size and compute no constant from one.
+TEST(CodegenRandom, CallsBeforeOneBackwardMatchEager) {
+  // Within 3e-4: a parameter's gradient sums three calls' (seed 5178 at
+  // ZC_RANDOM_PROGRAMS_SCALE=10, layer norms of gram products: 1.2e-4 of the scale in f32). A
+  // call's saved values overwritten by the next would be off by the whole gradient.
+  expect_calls_before_one_backward_match_eager(5000, test::scaled_count(24), Device::cpu(), 3e-4);
+}
+
 TEST(CodegenRandom, ProgramsAtManySizesMatchEager) {
   int not_served = 0;
   expect_dynamic_programs_match_eager(1000, test::scaled_count(40), {}, not_served);
@@ -745,6 +815,7 @@ TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
                                        1e-2);
   expect_programs_in_dtype_match_eager(6000, test::scaled_count(12), DType::f16, Device::cuda(0),
                                        1e-2);
+  expect_calls_before_one_backward_match_eager(5000, test::scaled_count(16), Device::cuda(0), 1e-3);
   const ProgramOptions attention{.attention = true};
   expect_programs_match_eager(9000, test::scaled_count(24), {}, Device::cuda(0), 1e-3, attention);
   expect_gradients_match_eager(9200, test::scaled_count(24), {}, Device::cuda(0), 1e-3, attention);
