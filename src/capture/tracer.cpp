@@ -167,6 +167,14 @@ std::vector<Tensor> Tracer::intercept(const ops::OpDef& op, std::span<const Tens
   return result;
 }
 
+void Tracer::draw_random(std::string_view factory) {
+  throw Error("capture: forward() calls zc::" + std::string(factory) +
+              ", and a compiled graph would reuse this call's random numbers on every later call "
+              "(nn::Dropout in training mode draws its mask so); compiled code draws no random "
+              "numbers yet: call eval() for inference (Dropout is then the identity), or run the "
+              "module uncompiled");
+}
+
 void Tracer::enter_region(std::string_view type_name, const void*) {
   ir::Region r;
   r.type_name = std::string(type_name);

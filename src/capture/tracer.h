@@ -54,6 +54,9 @@ class Tracer final : public ops::OpInterceptor {
                                 const ops::Attrs& attrs) override;
   void enter_region(std::string_view type_name, const void* module) override;
   void exit_region() override;
+  // Raises zc::Error: a draw in forward() would be a constant of the graph, the same numbers on
+  // every call (nn::Dropout in training mode draws its mask so).
+  void draw_random(std::string_view factory) override;
 
   // Forces the values of traced `self` (a graph break); called through its TraceSlot when
   // forward() reads them.

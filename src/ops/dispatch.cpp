@@ -48,6 +48,10 @@ OpInterceptor* current_interceptor() {
   return tl_interceptor;
 }
 
+void note_random_draw(std::string_view factory) {
+  if (tl_interceptor) tl_interceptor->draw_random(factory);
+}
+
 InterceptorScope::InterceptorScope(OpInterceptor* interceptor) : previous_(tl_interceptor) {
   tl_interceptor = interceptor;
 }

@@ -27,10 +27,16 @@ class OpInterceptor {
   // A module call begins/ends (Module::operator()); `module` identifies the instance.
   virtual void enter_region(std::string_view type_name, const void* module) = 0;
   virtual void exit_region() = 0;
+  // A random factory (rand, randn, randint) draws from the process generator while this
+  // interceptor is installed. A capture refuses: its graph would replay one draw on every call.
+  virtual void draw_random(std::string_view) {}
 };
 
 // The interceptor of the calling thread, or nullptr.
 OpInterceptor* current_interceptor();
+
+// Tells the interceptor of this thread, if any, that `factory` draws random numbers.
+void note_random_draw(std::string_view factory);
 
 // Installs an interceptor on this thread for its lifetime (restoring the previous one).
 class InterceptorScope {

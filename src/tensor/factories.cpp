@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/dispatch.h"
 #include "tensor/device_memory.h"
 #include "tensor/element.h"
 #include "tensor/random.h"
@@ -82,6 +83,7 @@ Tensor arange(double start, double end, double step, DType dtype) {
 
 Tensor randn(const Shape& shape, DType dtype) {
   check_shape(shape, "randn");
+  ops::note_random_draw("randn");
   if (!is_floating(dtype))
     throw Error("randn: dtype must be floating, got " + std::string(dtype_name(dtype)));
   std::vector<double> v(shape_numel(shape));
@@ -91,6 +93,7 @@ Tensor randn(const Shape& shape, DType dtype) {
 
 Tensor rand(const Shape& shape, DType dtype) {
   check_shape(shape, "rand");
+  ops::note_random_draw("rand");
   if (!is_floating(dtype))
     throw Error("rand: dtype must be floating, got " + std::string(dtype_name(dtype)));
   std::vector<double> v(shape_numel(shape));
@@ -100,6 +103,7 @@ Tensor rand(const Shape& shape, DType dtype) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
   check_shape(shape, "randint");
+  ops::note_random_draw("randint");
   if (high <= low) {
     throw Error("randint: empty range [" + std::to_string(low) + ", " + std::to_string(high) + ")");
   }

@@ -12,6 +12,7 @@
 #include "ir/subgraph.h"
 #include "unit/op_programs.h"
 #include "unit/run_model.h"
+#include "unit/test_support.h"
 #include "zc/zc.h"
 
 namespace zc {
@@ -222,6 +223,23 @@ TEST(CaptureBreaks, ANumberPassedToForwardStillPromotesLikeOneAfterTheBreak) {
   EXPECT_EQ(compiler::stats().graph_breaks, 1);
   EXPECT_EQ(got.dtype(), want.dtype());
   EXPECT_TRUE(allclose(got.to(DType::f64), want.to(DType::f64), 1e-6, 1e-6));
+}
+
+// Random numbers drawn in forward() would be constants of the graph, the same on every call:
+// refused with the factory named, and the module's eval() form compiles.
+TEST(CaptureRandom, ADrawInForwardIsRefusedNamingTheFactory) {
+  manual_seed(12);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Linear>(6, 6));
+  m->push_back(std::make_shared<nn::Dropout>(0.5));
+  const Tensor x = randn({3, 6});
+  NoGradGuard no_grad;
+  const std::string msg = test::error_message([&] { compile(m)(x); });
+  EXPECT_TRUE(test::contains(msg, "zc::rand") && test::contains(msg, "eval()")) << msg;
+  auto noisy = std::make_shared<test::Fn>([](const Tensor& t) { return t + randn(t.shape()); });
+  EXPECT_TRUE(test::contains(test::error_message([&] { compile(noisy)(x); }), "zc::randn"));
+  m->eval();
+  EXPECT_TRUE(allclose(compile(m)(x), (*m)(x), 1e-6, 1e-6));
 }
 
 // One module per op family: compiled through the interpreter it must equal eager, and
