@@ -392,6 +392,15 @@ std::pair<int64_t, int64_t> program_shape(uint32_t seed) {
   return {rows, width};
 }
 
+// The rows (`min_rows` to `max_rows`) and width (up to 20) of program `seed` where it is called
+// several times or stacked: small, so that its compiles stay quick.
+std::pair<int64_t, int64_t> small_program_shape(uint32_t seed, int64_t min_rows, int64_t max_rows) {
+  std::mt19937 shape(seed * 7919u);
+  const int64_t rows = min_rows + static_cast<int64_t>(shape() % (max_rows - min_rows + 1));
+  const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+  return {rows, width};
+}
+
 // Programs `first_seed`.. on inputs [lead..., rows, width], compiled for `device`, against eager
 // on the CPU (test::scaled_error within `tolerance`), and compiled again from the caches.
 void expect_programs_match_eager(uint32_t first_seed, int count, std::vector<int64_t> lead,
@@ -534,9 +543,7 @@ void expect_dynamic_programs_match_eager(uint32_t first_seed, int count, std::ve
   NoGradGuard no_grad;
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 2 + static_cast<int64_t>(shape() % 12);
-    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    const auto [rows, width] = small_program_shape(seed, 2, 13);
     const ProgramOptions options{.fixed_rows = false, .attention = attention};
     auto program = std::make_shared<RandomProgram>(seed, lead, rows, width, options);
     program->eval();
@@ -579,9 +586,7 @@ void expect_calls_before_one_backward_match_eager(uint32_t first_seed, int count
                                                   double tolerance) {
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 2 + static_cast<int64_t>(shape() % 12);
-    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    const auto [rows, width] = small_program_shape(seed, 2, 13);
     auto program = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width,
                                                    ProgramOptions{.fixed_rows = false});
     const int64_t sizes[] = {rows, rows + 5, rows};
@@ -686,10 +691,10 @@ int64_t expect_stacks_match_eager(uint32_t first_seed, int count, Device device 
   int64_t reused = 0;
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
-    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    const auto [rows, width] = small_program_shape(seed, 1, 14);
     auto stack = std::make_shared<nn::Sequential>();
+    std::mt19937 shape(seed * 7919u);
+    shape.discard(2);  // the draws of the rows and width
     const int64_t blocks = 2 + static_cast<int64_t>(shape() % 5);
     std::vector<std::shared_ptr<RandomBlock>> parts;
     for (int64_t b = 0; b < blocks; ++b) {
@@ -760,9 +765,7 @@ TEST(CodegenRandom, ConcurrentCallsGiveTheBitsOfOneCall) {
   NoGradGuard no_grad;
   for (uint32_t seed = 8000; seed < 8000 + static_cast<uint32_t>(test::scaled_count(8)); ++seed) {
     manual_seed(seed);
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
-    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+    const auto [rows, width] = small_program_shape(seed, 1, 14);
     std::shared_ptr<nn::Module> model;
     if (seed % 2) {
       auto stack = std::make_shared<nn::Sequential>();
