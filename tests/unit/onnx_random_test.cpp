@@ -331,9 +331,11 @@ struct RandomConvModel {
   }
 };
 
-// Models `make(seed)` for seeds 1..count (scaled) against ONNX Runtime, eagerly and compiled.
+// Models `make(seed)` for seeds 1..count (scaled) against ONNX Runtime, eagerly on the CPU and
+// compiled for `device` (within `tolerance` of the output's scale).
 template <class Make>
-void expect_models_match_onnx_runtime(const std::string& name, int count, Make make) {
+void expect_models_match_onnx_runtime(const std::string& name, int count, Make make,
+                                      Device device = Device::cpu(), double tolerance = 1e-4) {
   const std::string dir = test::test_dir(name);
   std::vector<std::pair<std::vector<Tensor>, std::string>> models;  // inputs, what
   std::vector<test::onnx_model::OrtJob> jobs;
@@ -352,36 +354,54 @@ void expect_models_match_onnx_runtime(const std::string& name, int count, Make m
   for (size_t i = 0; i < models.size(); ++i) {
     SCOPED_TRACE("seed " + std::to_string(i + 1) + ": " + models[i].second);
     auto model = onnx::load(jobs[i].model);
-    const std::vector<Tensor> eager = (*model)(models[i].first);
-    const std::vector<Tensor> compiled = compile(model)(models[i].first);
+    std::vector<Tensor> inputs = models[i].first;
+    const std::vector<Tensor> eager = (*model)(inputs);
+    if (!device.is_cpu()) {
+      model->to(device);
+      for (Tensor& t : inputs) t = t.to(device);
+    }
+    const std::vector<Tensor> compiled = test::on_cpu(compile(model)(inputs));
     ASSERT_EQ(reference[i].size(), eager.size());
     ASSERT_EQ(compiled.size(), eager.size());
     for (size_t k = 0; k < eager.size(); ++k) {
       const Tensor& ref = reference[i][k];
       ASSERT_EQ(eager[k].shape(), ref.shape()) << "output " << k;
       EXPECT_LE(test::scaled_error(eager[k], ref), 1e-4) << "eager output " << k;
-      EXPECT_LE(test::scaled_error(compiled[k], ref), 1e-4) << "compiled output " << k;
+      EXPECT_LE(test::scaled_error(compiled[k], ref), tolerance) << "compiled output " << k;
     }
   }
 }
 
+RandomModel make_model(uint32_t seed) {
+  std::mt19937 shape(seed * 7919u);
+  const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
+  const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
+  return RandomModel(seed, rows, width);
+}
+
+RandomConvModel make_conv_model(uint32_t seed) {
+  std::mt19937 shape(seed * 7919u);
+  const int64_t batch = 1 + static_cast<int64_t>(shape() % 2);
+  const int64_t channels = 1 + static_cast<int64_t>(shape() % 8);
+  const int64_t side = 5 + static_cast<int64_t>(shape() % 20);
+  return RandomConvModel(seed, batch, channels, side);
+}
+
 TEST(OnnxRandom, ModelsMatchOnnxRuntime) {
-  expect_models_match_onnx_runtime("onnx_random", 40, [](uint32_t seed) {
-    std::mt19937 shape(seed * 7919u);
-    const int64_t rows = 1 + static_cast<int64_t>(shape() % 14);
-    const int64_t width = 1 + static_cast<int64_t>(shape() % 20);
-    return RandomModel(seed, rows, width);
-  });
+  expect_models_match_onnx_runtime("onnx_random", 40, make_model);
 }
 
 TEST(OnnxRandom, ConvolutionalModelsMatchOnnxRuntime) {
-  expect_models_match_onnx_runtime("onnx_random_conv", 24, [](uint32_t seed) {
-    std::mt19937 shape(seed * 7919u);
-    const int64_t batch = 1 + static_cast<int64_t>(shape() % 2);
-    const int64_t channels = 1 + static_cast<int64_t>(shape() % 8);
-    const int64_t side = 5 + static_cast<int64_t>(shape() % 20);
-    return RandomConvModel(seed, batch, channels, side);
-  });
+  expect_models_match_onnx_runtime("onnx_random_conv", 24, make_conv_model);
+}
+
+// The same models compiled for CUDA (its generated kernels, cuBLASLt's products, cuDNN's
+// convolutions in TF32 as torch's default for them, docs/adr/0030).
+TEST(OnnxRandom, ModelsMatchOnnxRuntimeOnCuda) {
+  ZC_SKIP_WITHOUT_GPU();
+  expect_models_match_onnx_runtime("onnx_random_cuda", 40, make_model, Device::cuda(0), 1e-3);
+  expect_models_match_onnx_runtime("onnx_random_conv_cuda", 24, make_conv_model, Device::cuda(0),
+                                   5e-3);
 }
 
 }  // namespace
