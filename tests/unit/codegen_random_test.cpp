@@ -483,6 +483,35 @@ void expect_programs_in_dtype_match_eager(uint32_t first_seed, int count, DType 
   }
 }
 
+// A program's call, and the gradients a test computes through one (on a device).
+using ProgramCall = std::function<std::vector<Tensor>(std::vector<Tensor>)>;
+using Gradients = std::function<std::vector<Tensor>(const ProgramCall&, Device)>;
+
+// `gradients` through `program` eagerly on the CPU, then compiled for `device`: each within
+// `tolerance` of eager's (test::scaled_error), defined where eager's is. `inputs` names which
+// gradients are the inputs'.
+void expect_compiled_gradients_match_eager(const std::shared_ptr<RandomProgram>& program,
+                                           Device device, double tolerance,
+                                           const Gradients& gradients, const std::string& inputs) {
+  const std::vector<Tensor> eager =
+      gradients([&](std::vector<Tensor> in) { return (*program)(in); }, Device::cpu());
+  if (!device.is_cpu()) {
+    program->to(device);
+    program->move_constants(device);
+  }
+  CompiledModule fast = compile(program);
+  const std::vector<Tensor> got =
+      gradients([&](std::vector<Tensor> in) { return fast(in); }, device);
+  ASSERT_EQ(got.size(), eager.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    // A parameter no output reads has no gradient either way.
+    ASSERT_EQ(got[i].defined(), eager[i].defined()) << "gradient " << i;
+    if (!eager[i].defined()) continue;
+    EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance)
+        << "gradient " << i << " (" << inputs << ")";
+  }
+}
+
 // The gradients of a loss over every output (each weighted by a fixed random tensor), for
 // every parameter and both inputs, through the compiled forward and backward on `device`
 // against eager autograd on the CPU.
@@ -498,8 +527,9 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
     dims.push_back(width);
     const Tensor x0 = randn(dims), y0 = randn(dims);
     std::vector<Tensor> weights;
-    auto gradients = [&](const std::function<std::vector<Tensor>(std::vector<Tensor>)>& call,
-                         Device on) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
+                 std::to_string(width) + ": " + program->describe());
+    auto gradients = [&](const ProgramCall& call, Device on) {
       program->zero_grad();
       Tensor x = x0.clone().to(on).requires_grad_(), y = y0.clone().to(on).requires_grad_();
       std::vector<Tensor> outs = call({x, y});
@@ -512,25 +542,8 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
       for (const Tensor& p : program->parameters()) g.push_back(p.grad());
       return test::on_cpu(g);
     };
-    const std::vector<Tensor> eager =
-        gradients([&](std::vector<Tensor> in) { return (*program)(in); }, Device::cpu());
-    if (!device.is_cpu()) {
-      program->to(device);
-      program->move_constants(device);
-    }
-    CompiledModule fast = compile(program);
-    const std::vector<Tensor> got =
-        gradients([&](std::vector<Tensor> in) { return fast(in); }, device);
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
-                 std::to_string(width) + ": " + program->describe());
-    ASSERT_EQ(got.size(), eager.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      // A parameter no output reads has no gradient either way.
-      ASSERT_EQ(got[i].defined(), eager[i].defined()) << "gradient " << i;
-      if (!eager[i].defined()) continue;
-      EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance)
-          << "gradient " << i << " (0 and 1: the inputs')";
-    }
+    expect_compiled_gradients_match_eager(program, device, tolerance, gradients,
+                                          "0 and 1: the inputs'");
   }
 }
 
@@ -595,8 +608,9 @@ void expect_calls_before_one_backward_match_eager(uint32_t first_seed, int count
       xs.push_back(randn({r, width}));
       ys.push_back(randn({r, width}));
     }
-    auto gradients = [&](const std::function<std::vector<Tensor>(std::vector<Tensor>)>& call,
-                         Device on) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
+                 std::to_string(width) + ": " + program->describe());
+    auto gradients = [&](const ProgramCall& call, Device on) {
       program->zero_grad();
       std::vector<Tensor> leaves;
       Tensor loss;
@@ -619,24 +633,8 @@ void expect_calls_before_one_backward_match_eager(uint32_t first_seed, int count
       for (const Tensor& p : program->parameters()) g.push_back(p.grad());
       return test::on_cpu(g);
     };
-    const std::vector<Tensor> eager =
-        gradients([&](std::vector<Tensor> in) { return (*program)(in); }, Device::cpu());
-    if (!device.is_cpu()) {
-      program->to(device);
-      program->move_constants(device);
-    }
-    CompiledModule fast = compile(program);
-    const std::vector<Tensor> got =
-        gradients([&](std::vector<Tensor> in) { return fast(in); }, device);
-    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
-                 std::to_string(width) + ": " + program->describe());
-    ASSERT_EQ(got.size(), eager.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_EQ(got[i].defined(), eager[i].defined()) << "gradient " << i;
-      if (!eager[i].defined()) continue;
-      EXPECT_LE(test::scaled_error(got[i], eager[i]), tolerance)
-          << "gradient " << i << " (0-2: the calls' inputs)";
-    }
+    expect_compiled_gradients_match_eager(program, device, tolerance, gradients,
+                                          "0-2: the calls' inputs");
   }
 }
 
