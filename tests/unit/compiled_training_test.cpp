@@ -193,6 +193,44 @@ TEST(CompiledTraining, ANoGradGuardInsideForwardStopsGradients) {
     EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-6)) << "gradient " << i;
 }
 
+// The same stops inside a block repeated eight times, compiled once (Regions::Auto): each copy's
+// detach and NoGradGuard stop its gradients as eagerly.
+struct StoppingBlock : nn::Module {
+  std::shared_ptr<nn::Linear> lin;
+  StoppingBlock() { lin = register_module("lin", std::make_shared<nn::Linear>(6, 6)); }
+  Tensor forward(const Tensor& x) override {
+    Tensor target;
+    {
+      NoGradGuard no_grad;
+      target = sigmoid((*lin)(x));
+    }
+    return x + tanh((*lin)(x)) * target - (*lin)(x.detach()) * 0.25;
+  }
+};
+
+TEST(CompiledTraining, StopsInsideARepeatedBlockHoldInEveryCopy) {
+  manual_seed(62);
+  auto stack = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < 8; ++i) stack->push_back(std::make_shared<StoppingBlock>());
+  const Tensor x0 = randn({4, 6});
+  auto grads = [&](auto call) {
+    stack->zero_grad();
+    Tensor x = x0.clone().requires_grad_();
+    sum(call(x) * call(x)).backward();
+    std::vector<Tensor> g{x.grad()};
+    for (const Tensor& p : stack->parameters()) g.push_back(p.grad());
+    return g;
+  };
+  const std::vector<Tensor> eager = grads([&](const Tensor& x) { return (*stack)(x); });
+  CompiledModule fast = compile(stack, {.regions = Regions::Auto});
+  compiler::reset_stats();
+  const std::vector<Tensor> got = grads([&](const Tensor& x) { return fast(x); });
+  EXPECT_GT(compiler::stats().parts_reused, 0);
+  ASSERT_EQ(got.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(allclose(got[i], eager[i], 1e-4, 1e-5)) << "gradient " << i;
+}
+
 // A tensor that wants gradients but is neither an input nor a parameter (a plain member that
 // forward() reads, small or large) gets its gradient compiled as eagerly.
 struct MemberWithGradient : nn::Module {
