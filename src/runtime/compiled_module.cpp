@@ -1,5 +1,6 @@
 // The call path of a compiled module: guard check, then one run of the executable; on a guard
-// miss, capture and compile first.
+// miss, capture and compile first. The steps a warm-up shares with it (warmup.cpp) are declared
+// in compiled_module_core.h.
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "runtime/code_cache.h"
 #include "runtime/compile_events.h"
 #include "runtime/compile_graph.h"
+#include "runtime/compiled_module_core.h"
 #include "runtime/dynamic_shapes.h"
 #include "runtime/hierarchical.h"
 #include "runtime/roi.h"
@@ -36,58 +38,8 @@
 namespace zc {
 
 using runtime::Backend;
-using Entry = runtime::Specialization;
 
-// What a compiled module's handles and its background compiles share.
-struct Core {
-  std::shared_ptr<nn::Module> module;
-  CompileOptions options;  // options.backend as asked: resolved per input device at capture
-  std::shared_ptr<runtime::RoiRecord> roi;
-  bool sample_eager = false;  // roi_sampling, roi_guard or ZC_LOGS=roi
-
-  std::mutex mu;  // guards the fields below; never held while running user code or kernels
-  runtime::SpecializationTable entries;
-  bool retrace_always = false;  // the trace broke: every call traces again
-  bool eager_only = false;      // roi_guard measured eager faster
-  uint64_t epoch = 0;
-  uint64_t fingerprint = 0;
-  uint64_t generation = 0;
-  int64_t hits = 0;  // guard hits, numbering the ROI samples
-  // async_compile: the inputs being compiled in the background, and those whose compile failed
-  // (they run eagerly).
-  struct Pending {
-    std::vector<capture::InputGuard> guards;
-    std::shared_ptr<std::atomic<bool>> done;
-    uint64_t cold_before;  // runtime::cold_work_count() when it started
-  };
-  std::vector<Pending> pending;
-  struct Failed {
-    std::vector<capture::InputGuard> guards;
-    std::string inputs, error;
-  };
-  std::vector<Failed> failed;
-  int running = 0;  // background compiles not finished
-  std::condition_variable idle;
-
-  std::mutex capture_mu;  // one capture and compile at a time per module
-  runtime::DynamicShapes dynamic{Dynamic::Auto, {}};  // under capture_mu
-  // Sizes first on a thread of its own (runtime/sizes_first.h), which the next compile_for
-  // waits for and gives `dynamic`. Under capture_mu; the thread counts in `running`.
-  std::optional<runtime::SizesFirstBuild> sizes_first_build;
-  // Accuracy-checked calls of a trace that broke, whose specializations are never kept.
-  std::atomic<int64_t> broken_accuracy_calls{0};
-};
-
-// A handle's state: its destruction waits for the background compiles, which hold the Core.
-struct CompiledModule::State {
-  std::shared_ptr<Core> core;
-  ~State() {
-    std::unique_lock lock(core->mu);
-    core->idle.wait(lock, [&] { return core->running == 0; });
-  }
-};
-
-namespace {
+namespace module_core {
 
 std::string inputs_str(std::span<const Tensor> inputs) {
   std::string s;
@@ -187,7 +139,9 @@ Device call_device(std::span<const Tensor> xs, const nn::Module& module) {
 // The call path, for any number of inputs.
 std::vector<Tensor> call(const std::shared_ptr<Core>& c, std::span<const Tensor> xs);
 
-}  // namespace
+}  // namespace module_core
+
+using namespace module_core;
 
 Tensor CompiledModule::operator()(const Tensor& x) const {
   if (!x.defined()) throw Error("compiled module: called with an undefined Tensor");
@@ -220,7 +174,7 @@ std::vector<Tensor> CompiledModule::operator()(const std::vector<Tensor>& inputs
   return call(state_->core, inputs);
 }
 
-namespace {
+namespace module_core {
 
 bool guards_match(const std::vector<capture::InputGuard>& guards, std::span<const Tensor> xs) {
   if (guards.size() != xs.size()) return false;
@@ -278,14 +232,6 @@ std::vector<Tensor> run_hit(Core& c, const Entry& e, std::span<const Tensor> xs,
   c.roi->add_compiled_call(t.ms());
   return checked(c, e, xs, std::move(out));
 }
-
-// What a guard miss made: the specialization, kept in the table unless the trace broke (then it
-// holds the last segment, for this call alone), and what this call wants of it.
-struct Made {
-  std::shared_ptr<Entry> entry;
-  int breaks = 0;
-  std::vector<bool> wanted;
-};
 
 // Sizes first with its templates made on a thread of their own, counted among the module's
 // background compiles. The caller holds c.capture_mu.
@@ -616,112 +562,7 @@ std::vector<Tensor> call(const std::shared_ptr<Core>& cp, std::span<const Tensor
   return out;
 }
 
-WarmupReport::Item warmup_one(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs) {
-  Core& c = *cp;
-  WarmupReport::Item item;
-  item.inputs = inputs_str(xs);
-  Timer t;
-  const int64_t runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
-  const int64_t templates = zc::stats::read(zc::stats::Counter::template_hits);
-  std::shared_ptr<const Entry> hit;
-  bool had_entries = false, broke = false;
-  {
-    std::lock_guard capture_lock(c.capture_mu);
-    {
-      std::lock_guard lock(c.mu);
-      drop_stale_entries(c);
-      had_entries = !c.entries.empty();
-      if (!c.retrace_always) hit = c.entries.find(xs);
-    }
-    if (hit) {
-      std::vector<bool> wanted = wanted_gradients(*hit, xs);
-      prepare(*hit, wanted, /*whole_step=*/true);
-      item.training = !wanted.empty() && hit->code->whole();
-    } else {
-      Made made = compile_for(cp, xs, /*whole_step=*/true, had_entries && !c.retrace_always);
-      publish(c, made);
-      broke = made.breaks > 0;
-      item.training = !made.wanted.empty() && !broke;
-    }
-  }
-  item.ms = t.ms();
-  item.compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations) - runs;
-  if (broke) {
-    item.result = "traced on every call (graph break)";
-  } else if (item.compiler_runs > 0) {
-    item.result = "compiled (" + std::to_string(item.compiler_runs) + " compiler runs)";
-  } else if (zc::stats::read(zc::stats::Counter::template_hits) > templates) {
-    item.result = "served by a size template";
-  } else if (hit) {
-    item.result = "already compiled";
-  } else {
-    item.result = "from the caches";
-  }
-  return item;
-}
-
-WarmupReport warmup_calls(const std::shared_ptr<Core>& cp,
-                          const std::vector<std::vector<Tensor>>& calls) {
-  Core& c = *cp;
-  Timer t;
-  WarmupReport report;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const std::vector<Tensor>& xs = calls[i];
-    if (xs.empty()) {
-      throw Error("warmup of " + c.module->type_name() + ": call " + std::to_string(i) +
-                  " has no input tensors");
-    }
-    for (size_t j = 0; j < xs.size(); ++j) {
-      if (!xs[j].defined() || xs[j].is_traced()) {
-        throw Error("warmup of " + c.module->type_name() + ": call " + std::to_string(i) +
-                    " input " + std::to_string(j) +
-                    (xs[j].defined() ? " is a traced tensor" : " is an undefined Tensor") +
-                    "; warm up with the concrete inputs of a real call");
-      }
-    }
-    report.items.push_back(warmup_one(cp, xs));
-    report.compiler_runs += report.items.back().compiler_runs;
-  }
-  {
-    // A warm-up leaves no compile behind: the templates a first call began on their own thread
-    // are made before it returns, counted in its last item.
-    const int64_t runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
-    std::lock_guard capture_lock(c.capture_mu);
-    finish_sizes_first(c);
-    const int64_t more = zc::stats::read(zc::stats::Counter::compiler_invocations) - runs;
-    if (!report.items.empty()) report.items.back().compiler_runs += more;
-    report.compiler_runs += more;
-  }
-  report.ms = t.ms();
-  return report;
-}
-
-}  // namespace
-
-std::string WarmupReport::str() const {
-  std::string s;
-  char buf[64];
-  for (const Item& i : items) {
-    std::snprintf(buf, sizeof buf, "%.1f ms", i.ms);
-    s += i.inputs + ": " + i.result + (i.training ? ", with its backward" : "") + ", " + buf + "\n";
-  }
-  std::snprintf(buf, sizeof buf, "%.1f ms", ms);
-  return s + "warm-up: " + std::to_string(items.size()) + " calls, " +
-         std::to_string(compiler_runs) + " compiler runs, " + buf + "\n";
-}
-
-std::string WarmupReport::json() const {
-  std::string s = "{\"ms\":" + std::to_string(ms) +
-                  ",\"compiler_runs\":" + std::to_string(compiler_runs) + ",\"items\":[";
-  for (size_t k = 0; k < items.size(); ++k) {
-    const Item& i = items[k];
-    s += std::string(k ? "," : "") + "{\"inputs\":\"" + i.inputs + "\",\"result\":\"" + i.result +
-         "\",\"training\":" + (i.training ? "true" : "false") +
-         ",\"compiler_runs\":" + std::to_string(i.compiler_runs) +
-         ",\"ms\":" + std::to_string(i.ms) + "}";
-  }
-  return s + "]}";
-}
+}  // namespace module_core
 
 namespace {
 class CompiledBlock final : public nn::Module {
@@ -748,16 +589,6 @@ const std::shared_ptr<nn::Module>& CompiledModule::module() const {
 }
 const CompileOptions& CompiledModule::options() const {
   return state_->core->options;
-}
-
-WarmupReport CompiledModule::warmup(const std::vector<std::vector<Tensor>>& calls) const {
-  return warmup_calls(state_->core, calls);
-}
-
-WarmupReport CompiledModule::warmup(const std::vector<Tensor>& one_tensor_calls) const {
-  std::vector<std::vector<Tensor>> calls;
-  for (const Tensor& x : one_tensor_calls) calls.push_back({x});
-  return warmup_calls(state_->core, calls);
 }
 
 void CompiledModule::wait_for_compiles() const {
