@@ -5,7 +5,9 @@
 // (products, tanh, relu). Each program's outputs must equal eager's, the integer ones exactly,
 // on a first call and on a second with new ids and inputs (ids are data, never constants of the
 // graph); then the gradients of its parameters and float input (an embedding's backward adds
-// the rows of repeated ids). codegen_random_test.cpp walks the float programs.
+// the rows of repeated ids). It found that compiled training gave every floating output a
+// gradient, where eager gives none to one made from ids alone (docs/adr/0037).
+// codegen_random_test.cpp walks the float programs.
 //
 // An index or a mask computed from a float that compiled code rounds differently (a product's
 // summation order, an FMA where eager rounds twice) could flip at a tie, so the program takes
