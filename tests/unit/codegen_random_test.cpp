@@ -5,10 +5,11 @@
 // concatenations, where, pow, multi-head attention, and intermediate values that are also
 // outputs. Each program is one compiled graph, whose outputs must equal eager's; then the same
 // programs' gradients (also over three training calls before one backward), at five sizes
-// through size templates, stacked as repeated blocks through Regions::Auto, in f64, bf16 and
-// f16, and on CUDA. The code generator's hand-written tests cover what their authors thought
-// of; this walks the combinations. It found that a value returned twice lost all but its last
-// output's gradient. ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many programs.
+// through size templates, stacked as repeated blocks through Regions::Auto, under async compile
+// and warm-up, in f64, bf16 and f16, and on CUDA. The code generator's hand-written tests cover
+// what their authors thought of; this walks the combinations. It found that a value returned twice
+// lost all but its last output's gradient. ZC_RANDOM_PROGRAMS_SCALE=N walks N times as many
+// programs.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -638,6 +639,61 @@ void expect_calls_before_one_backward_match_eager(uint32_t first_seed, int count
   }
 }
 
+// Programs under async_compile, with and without gradients: the calls made while the code
+// compiles run eagerly, those after run it, and every one equals eager (outputs, and the
+// gradients of a training call on either side of the compile); then a warm-up of a new size
+// compiles it and the next call equals eager.
+void expect_async_programs_match_eager(uint32_t first_seed, int count) {
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    manual_seed(seed);
+    const auto [rows, width] = small_program_shape(seed, 2, 13);
+    auto program = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width,
+                                                   ProgramOptions{.fixed_rows = false});
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
+                 std::to_string(width) + ": " + program->describe());
+    CompiledModule fast = compile(program, {.async_compile = true});
+    auto expect_call_matches = [&](int64_t r, bool train, const std::string& when) {
+      const Tensor x0 = randn({r, width}), y = randn({r, width});
+      auto run = [&](const ProgramCall& call) {
+        program->zero_grad();
+        Tensor x = x0.clone().requires_grad_(train);
+        std::vector<Tensor> outs;
+        if (train) {
+          outs = call({x, y});
+        } else {
+          NoGradGuard no_grad;
+          outs = call({x, y});
+        }
+        if (!train) return outs;
+        Tensor loss;
+        for (const Tensor& o : outs)
+          if (o.requires_grad()) loss = loss.defined() ? loss + sum(o * o) : sum(o * o);
+        if (loss.defined()) loss.backward();
+        for (Tensor& o : outs) o = o.detach();
+        outs.push_back(x.grad());
+        for (const Tensor& p : program->parameters()) outs.push_back(p.grad());
+        return outs;
+      };
+      const std::vector<Tensor> want = run([&](std::vector<Tensor> in) { return (*program)(in); });
+      const std::vector<Tensor> got = run([&](std::vector<Tensor> in) { return fast(in); });
+      ASSERT_EQ(got.size(), want.size()) << when;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].defined(), want[i].defined()) << when << ", result " << i;
+        if (want[i].defined())
+          EXPECT_LE(test::scaled_error(got[i], want[i]), 1e-4) << when << ", result " << i;
+      }
+    };
+    expect_call_matches(rows, false, "first call");  // eager while the compile runs
+    expect_call_matches(rows, true, "first training call");
+    fast.wait_for_compiles();
+    expect_call_matches(rows, false, "compiled call");
+    expect_call_matches(rows, true, "compiled training call");
+    fast.warmup(
+        std::vector<std::vector<Tensor>>{{randn({rows + 3, width}), randn({rows + 3, width})}});
+    expect_call_matches(rows + 3, false, "a warmed-up size");
+  }
+}
+
 TEST(CodegenRandom, ProgramsOfMatricesMatchEager) {
   expect_programs_match_eager(1, test::scaled_count(40), {});
 }
@@ -671,6 +727,10 @@ TEST(CodegenRandom, CallsBeforeOneBackwardMatchEager) {
   // ZC_RANDOM_PROGRAMS_SCALE=10, layer norms of gram products: 1.2e-4 of the scale in f32). A
   // call's saved values overwritten by the next would be off by the whole gradient.
   expect_calls_before_one_backward_match_eager(5000, test::scaled_count(24), Device::cpu(), 3e-4);
+}
+
+TEST(CodegenRandom, AsyncCompiledAndWarmedUpProgramsMatchEager) {
+  expect_async_programs_match_eager(5500, test::scaled_count(12));
 }
 
 TEST(CodegenRandom, ProgramsAtManySizesMatchEager) {
