@@ -267,7 +267,22 @@ void Builder::add_ranged(const std::vector<Tensor>& xs, size_t k, PackageCall& p
     const std::vector<Tensor> probes = probes_at(at);
     bool is_anchor = true;
     for (size_t i = 0; i < xs.size(); ++i) is_anchor = is_anchor && probes[i].shape() == anchor[i];
-    Capture c = capture_call(probes);
+    Capture c;
+    try {
+      c = capture_call(probes);
+    } catch (const Error& e) {
+      // Every combination of the ranges' sizes is captured: dims the model needs equal (two
+      // inputs' batch) cannot be two ranges.
+      std::string sizes;
+      for (size_t j = 0; j < at.size(); ++j) {
+        sizes += (j ? ", " : "") + std::string("input ") + std::to_string(pc.ranges[j].input) +
+                 " dim " + std::to_string(pc.ranges[j].dim) + " = " + std::to_string(at[j]);
+      }
+      throw Error("package: example call " + std::to_string(k) + " at " + sizes +
+                  " of its ranges: " + e.what() +
+                  "; a package serves every combination of its ranges' sizes, so dims the model "
+                  "needs equal cannot both be ranged (range one, or build a package per size)");
+    }
     runtime::PackageSize size{at, 0, 0};
     auto [g, fresh] = graph_index.emplace(sha256(c.graph), pc.size_graphs.size());
     if (fresh) pc.size_graphs.push_back(c.graph);

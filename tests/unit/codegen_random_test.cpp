@@ -694,6 +694,55 @@ void expect_async_programs_match_eager(uint32_t first_seed, int count) {
   }
 }
 
+// Programs packaged (zc::package) for two example calls, loaded from the bytes and called at
+// both; and a program as a one-input block (x and tanh(x) its inputs) packaged for a range of
+// row counts, called inside it: each against eager. Ranging both inputs' rows of a two-input
+// program is refused, naming the sizes where it failed (a package serves every combination).
+void expect_packaged_programs_match_eager(uint32_t first_seed, int count) {
+  NoGradGuard no_grad;
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    manual_seed(seed);
+    const auto [rows, width] = small_program_shape(seed, 2, 13);
+    auto program = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width,
+                                                   ProgramOptions{.fixed_rows = false});
+    auto block = std::make_shared<RandomBlock>(seed, rows, width);
+    program->eval();
+    block->eval();
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
+                 std::to_string(width) + ": " + program->describe());
+    auto call_at = [&](int64_t r) {
+      return std::vector<Tensor>{randn({r, width}), randn({r, width})};
+    };
+    auto expect_equal = [&](const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                            int64_t r) {
+      ASSERT_EQ(got.size(), want.size()) << "rows " << r;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].shape(), want[i].shape()) << "rows " << r << ", output " << i;
+        EXPECT_LE(test::scaled_error(got[i], want[i]), 1e-4) << "rows " << r << ", output " << i;
+      }
+    };
+    const package::Package two =
+        package::load(package::build(program, {call_at(rows), call_at(rows + 9)}));
+    for (int64_t r : {rows, rows + 9}) {
+      const std::vector<Tensor> in = call_at(r);
+      expect_equal(two(in), (*program)(in), r);
+    }
+    const package::Package ranged = package::load(package::build(
+        block, {{randn({rows, width})}}, {.dynamic_dims = {{0, 0, rows, rows + 6}}}));
+    for (int64_t r : {rows, rows + 4, rows + 6}) {
+      const Tensor x = randn({r, width});
+      expect_equal({ranged(x)}, {(*block)(x)}, r);
+    }
+    if (seed == first_seed) {
+      const std::string why = test::error_message([&] {
+        package::build(program, {call_at(rows)},
+                       {.dynamic_dims = {{0, 0, rows, rows + 1}, {1, 0, rows, rows + 1}}});
+      });
+      EXPECT_TRUE(test::contains(why, "cannot both be ranged")) << why;
+    }
+  }
+}
+
 TEST(CodegenRandom, ProgramsOfMatricesMatchEager) {
   expect_programs_match_eager(1, test::scaled_count(40), {});
 }
@@ -731,6 +780,10 @@ TEST(CodegenRandom, CallsBeforeOneBackwardMatchEager) {
 
 TEST(CodegenRandom, AsyncCompiledAndWarmedUpProgramsMatchEager) {
   expect_async_programs_match_eager(5500, test::scaled_count(12));
+}
+
+TEST(CodegenRandom, PackagedProgramsMatchEager) {
+  expect_packaged_programs_match_eager(5700, test::scaled_count(8));
 }
 
 TEST(CodegenRandom, ProgramsAtManySizesMatchEager) {
