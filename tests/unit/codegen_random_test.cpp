@@ -643,20 +643,30 @@ void expect_calls_before_one_backward_match_eager(uint32_t first_seed, int count
 // compiles run eagerly, those after run it, and every one equals eager (outputs, and the
 // gradients of a training call on either side of the compile); then a warm-up of a new size
 // compiles it and the next call equals eager.
-void expect_async_programs_match_eager(uint32_t first_seed, int count) {
+void expect_async_programs_match_eager(uint32_t first_seed, int count,
+                                       Device device = Device::cpu(), double tolerance = 1e-4) {
   for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
     manual_seed(seed);
     const auto [rows, width] = small_program_shape(seed, 2, 13);
-    auto program = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width,
-                                                   ProgramOptions{.fixed_rows = false});
+    const ProgramOptions options{.fixed_rows = false};
+    auto program =
+        std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width, options);
+    // The same draws again, compiled for `device` (eager runs on the CPU).
+    manual_seed(seed);
+    auto on_device =
+        std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width, options);
+    if (!device.is_cpu()) {
+      on_device->to(device);
+      on_device->move_constants(device);
+    }
     SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
                  std::to_string(width) + ": " + program->describe());
-    CompiledModule fast = compile(program, {.async_compile = true});
+    CompiledModule fast = compile(on_device, {.async_compile = true});
     auto expect_call_matches = [&](int64_t r, bool train, const std::string& when) {
-      const Tensor x0 = randn({r, width}), y = randn({r, width});
-      auto run = [&](const ProgramCall& call) {
-        program->zero_grad();
-        Tensor x = x0.clone().requires_grad_(train);
+      const Tensor x0 = randn({r, width}), y0 = randn({r, width});
+      auto run = [&](RandomProgram& m, const ProgramCall& call, Device on) {
+        m.zero_grad();
+        Tensor x = x0.clone().to(on).requires_grad_(train), y = y0.to(on);
         std::vector<Tensor> outs;
         if (train) {
           outs = call({x, y});
@@ -664,23 +674,25 @@ void expect_async_programs_match_eager(uint32_t first_seed, int count) {
           NoGradGuard no_grad;
           outs = call({x, y});
         }
-        if (!train) return outs;
+        if (!train) return test::on_cpu(outs);
         Tensor loss;
         for (const Tensor& o : outs)
           if (o.requires_grad()) loss = loss.defined() ? loss + sum(o * o) : sum(o * o);
         if (loss.defined()) loss.backward();
         for (Tensor& o : outs) o = o.detach();
         outs.push_back(x.grad());
-        for (const Tensor& p : program->parameters()) outs.push_back(p.grad());
-        return outs;
+        for (const Tensor& p : m.parameters()) outs.push_back(p.grad());
+        return test::on_cpu(outs);
       };
-      const std::vector<Tensor> want = run([&](std::vector<Tensor> in) { return (*program)(in); });
-      const std::vector<Tensor> got = run([&](std::vector<Tensor> in) { return fast(in); });
+      const std::vector<Tensor> want = run(
+          *program, [&](std::vector<Tensor> in) { return (*program)(in); }, Device::cpu());
+      const std::vector<Tensor> got = run(
+          *on_device, [&](std::vector<Tensor> in) { return fast(in); }, device);
       ASSERT_EQ(got.size(), want.size()) << when;
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].defined(), want[i].defined()) << when << ", result " << i;
         if (want[i].defined())
-          EXPECT_LE(test::scaled_error(got[i], want[i]), 1e-4) << when << ", result " << i;
+          EXPECT_LE(test::scaled_error(got[i], want[i]), tolerance) << when << ", result " << i;
       }
     };
     expect_call_matches(rows, false, "first call");  // eager while the compile runs
@@ -688,8 +700,8 @@ void expect_async_programs_match_eager(uint32_t first_seed, int count) {
     fast.wait_for_compiles();
     expect_call_matches(rows, false, "compiled call");
     expect_call_matches(rows, true, "compiled training call");
-    fast.warmup(
-        std::vector<std::vector<Tensor>>{{randn({rows + 3, width}), randn({rows + 3, width})}});
+    fast.warmup(std::vector<std::vector<Tensor>>{
+        {randn({rows + 3, width}).to(device), randn({rows + 3, width}).to(device)}});
     expect_call_matches(rows + 3, false, "a warmed-up size");
   }
 }
@@ -930,6 +942,7 @@ TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
   expect_programs_in_dtype_match_eager(6000, test::scaled_count(12), DType::f16, Device::cuda(0),
                                        1e-2);
   expect_calls_before_one_backward_match_eager(5000, test::scaled_count(16), Device::cuda(0), 1e-3);
+  expect_async_programs_match_eager(5500, test::scaled_count(8), Device::cuda(0), 1e-3);
   const ProgramOptions attention{.attention = true};
   expect_programs_match_eager(9000, test::scaled_count(24), {}, Device::cuda(0), 1e-3, attention);
   expect_gradients_match_eager(9200, test::scaled_count(24), {}, Device::cuda(0), 1e-3, attention);
