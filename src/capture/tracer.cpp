@@ -144,26 +144,17 @@ std::vector<Tensor> Tracer::intercept(const ops::OpDef& op, std::span<const Tens
     ir::ValueId id = graph_.add_value(std::move(m), index);
     node.outputs.push_back(id);
   }
-  const ir::RegionId region = node.region;
-  std::vector<ir::ValueId> values = node.outputs;
   graph_.nodes.push_back(std::move(node));
+  for (ir::ValueId id : graph_.nodes.back().outputs) result.push_back(make_traced(id));
   // Under a NoGradGuard inside forward() eager gives these outputs no grad_fn; a detach after
-  // each says so in the graph, or compiled training would send gradients through them.
+  // each (recorded as any op is) says so in the graph, or compiled training would send
+  // gradients through them.
   if (!GradMode::is_enabled() && !op.stops_gradient) {
-    for (ir::ValueId& id : values) {
-      if (!is_floating(graph_.meta(id).dtype)) continue;
-      ir::Node detach;
-      detach.op = ops::OpId::detach;
-      detach.attrs = ops::NoAttrs{};
-      detach.region = region;
-      detach.inputs.push_back(id);
-      ops::TensorMeta m = graph_.meta(id);
-      id = graph_.add_value(std::move(m), static_cast<int32_t>(graph_.nodes.size()));
-      detach.outputs.push_back(id);
-      graph_.nodes.push_back(std::move(detach));
+    for (Tensor& t : result) {
+      if (is_floating(t.dtype()))
+        t = intercept(ops::op_def(ops::OpId::detach), {&t, 1}, ops::NoAttrs{})[0];
     }
   }
-  for (ir::ValueId id : values) result.push_back(make_traced(id));
   return result;
 }
 

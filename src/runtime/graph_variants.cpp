@@ -186,11 +186,12 @@ std::vector<Tensor> run_for_training(std::shared_ptr<const TrainingPlan> plan,
   for (const Tensor& t : outs) metas.push_back(ops::meta_of(t));
   std::vector<Tensor> kept = inputs;
   for (size_t index : plan->saved) kept.push_back(results[index]);
-  const std::vector<bool> with_grad = plan->output_grad;
+  // The node owns the plan from here; its flags are read in place, not copied per call.
+  const std::vector<bool>& with_grad = plan->output_grad;
   auto node =
       std::make_shared<CompiledBackwardNode>(std::move(plan), module_type, std::move(metas));
   node->save(kept);
-  autograd::attach(std::move(node), inputs, outs, &with_grad);
+  autograd::attach(node, inputs, outs, &with_grad);
   return outs;
 }
 
