@@ -23,6 +23,12 @@ Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::
 Tensor randn(const Shape& shape, DType dtype = DType::f32);  // standard normal
 Tensor rand(const Shape& shape, DType dtype = DType::f32);   // uniform [0, 1)
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::i64);
+// Uniform [0, 1) values of x's shape, floating dtype and device (x's values are not read): a
+// counter-based draw (Philox4x32-10, 24 random bits a value) under a seed taken from the
+// process generator, so manual_seed reproduces it. Inside a compiled forward() it is an op of
+// the graph whose seed every call draws anew, where rand/randn/randint are refused (they would
+// be constants of the graph); nn::Dropout draws its mask with it.
+Tensor rand_like(const Tensor& x);
 Tensor scalar_tensor(double value, DType dtype = DType::f32);  // 0-dim
 Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 // Any element type with a DType (double, int64_t, int32_t, bool, Half, BFloat16).

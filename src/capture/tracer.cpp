@@ -1,8 +1,10 @@
 #include "capture/tracer.h"
 
 #include "autograd/node.h"
+#include "tensor/random.h"
 #include "util/check.h"
 #include "zc/autograd.h"
+#include "zc/factories.h"
 
 namespace zc::capture {
 
@@ -160,10 +162,22 @@ std::vector<Tensor> Tracer::intercept(const ops::OpDef& op, std::span<const Tens
 
 void Tracer::draw_random(std::string_view factory) {
   throw Error("capture: forward() calls zc::" + std::string(factory) +
-              ", and a compiled graph would reuse this call's random numbers on every later call "
-              "(nn::Dropout in training mode draws its mask so); compiled code draws no random "
-              "numbers yet: call eval() for inference (Dropout is then the identity), or run the "
-              "module uncompiled");
+              ", and a compiled graph would reuse this call's random numbers on every later call; "
+              "draw them with zc::rand_like(x) (uniform in [0, 1) of x's shape), which a "
+              "compiled call draws anew each time, or run the module uncompiled");
+}
+
+Tensor Tracer::random_like(const Tensor& x) {
+  // The seed lives where x does: generated code reads it as an element of device memory. A
+  // trace draws nothing (traces for other sizes run beside calls, and would move the process
+  // generator at times of their own); the value is drawn when a graph-break segment runs.
+  Tensor seed = zeros({}, DType::i64, x.device());
+  const ir::ValueId id = graph_.add_value(ops::meta_of(seed));
+  graph_.inputs.push_back(ir::Input{id, ir::InputKind::seed});
+  bindings_.push_back(InputBinding{ir::InputKind::seed, seed});
+  Tensor traced_seed = make_traced(id);
+  const std::vector<Tensor> args{x, traced_seed};
+  return intercept(ops::op_def(ops::OpId::rand_like), args, ops::NoAttrs{})[0];
 }
 
 void Tracer::enter_region(std::string_view type_name, const void*) {
@@ -221,6 +235,10 @@ void Tracer::force(TensorImpl& self) {
       inputs.push_back(user_reals_[b.user]);
     } else if (b.kind == ir::InputKind::parameter) {
       inputs.push_back(untraced_view(*b.tensor.unsafe_impl()));
+    } else if (b.kind == ir::InputKind::seed) {
+      int64_t drawn = 0;  // this segment runs now: its rand_likes draw as eager ones do
+      random_seeds(&drawn, 1);
+      inputs.push_back(from_values<int64_t>({drawn}, {}).to(b.tensor.device()));
     } else {
       inputs.push_back(b.tensor);
     }

@@ -27,7 +27,9 @@ using SegmentRunner =
 // Where the runtime finds a graph input's value at call time.
 struct InputBinding {
   ir::InputKind kind;
-  Tensor tensor;    // parameter: the module's own handle; lifted/carried: the value; user: unset
+  // parameter: the module's own handle; lifted/carried: the value; seed: a zero on the
+  // device the seed lives on (each run draws its own); user: unset.
+  Tensor tensor;
   size_t user = 0;  // user: which of forward()'s arguments (the order of add_user_input)
 };
 
@@ -57,6 +59,8 @@ class Tracer final : public ops::OpInterceptor {
   // Raises zc::Error: a draw in forward() would be a constant of the graph, the same numbers on
   // every call (nn::Dropout in training mode draws its mask so).
   void draw_random(std::string_view factory) override;
+  // Records rand_like(x, seed) with `seed` a new graph input of kind seed.
+  Tensor random_like(const Tensor& x) override;
 
   // Forces the values of traced `self` (a graph break); called through its TraceSlot when
   // forward() reads them.

@@ -46,6 +46,19 @@ std::string CLikeEmitter::store(ValueId v, const Names& idx, const std::string& 
   return element_ref(v, idx) + " = " + to_storage(s_.graph.meta(v).dtype, reg) + ";";
 }
 
+std::string CLikeEmitter::row_major_index(const Shape& shape, const Names& names) const {
+  const size_t off = names.size() - shape.size();
+  std::string e = "(int64_t)0";
+  int64_t stride = 1;
+  for (size_t j = shape.size(); j-- > 0;) {
+    const std::string& i = names[j + off];
+    if (shape[j] != 1 && i != "0")
+      e += " + (int64_t)" + i + (stride == 1 ? "" : " * " + num(stride));
+    stride *= shape[j];
+  }
+  return "(" + e + ")";
+}
+
 CLikeEmitter::Names CLikeEmitter::broadcast(const Shape& from, const Shape& to,
                                             const Names& names) {
   Names out(from.size(), "0");
@@ -75,6 +88,7 @@ void CLikeEmitter::emit_node(int32_t idx, const Names& names) {
   const Shape& out = s_.graph.meta(n.outputs[0]).shape;
   std::vector<std::string> in;
   for (ValueId u : n.inputs) in.push_back(operand(u, out, names));
+  if (ops::op_def(n.op).reads_element_index) in.push_back(row_major_index(out, names));
   for (const std::string& line : node_lines(s_.graph, n, in, "v" + std::to_string(n.outputs[0])))
     w_.line(line);
 }

@@ -53,6 +53,10 @@ class CLikeEmitter {
   std::string operand(ir::ValueId u, const Shape& out, const Names& names) const;
   // Index names of a value of shape `from` broadcast to `to`, whose names are `names`.
   static Names broadcast(const Shape& from, const Shape& to, const Names& names);
+  // The row-major index, as an int64_t expression, of the element at index names `names` (the
+  // last shape.size() of them) of a value of `shape`: the operand an op that reads its
+  // element's index gets (OpDef::reads_element_index).
+  std::string row_major_index(const Shape& shape, const Names& names) const;
   // Declares and computes the register "v<id>" of elementwise node n's output.
   void emit_node(int32_t n, const Names& names);
   bool in_register(ir::ValueId u) const;

@@ -92,7 +92,7 @@ Graph read_canonical(std::span<const uint8_t> bytes) {
   uint64_t ni = r.u64();
   for (uint64_t i = 0; i < ni; ++i) {
     uint8_t kind = r.u8();
-    if (kind > static_cast<uint8_t>(InputKind::lifted)) throw Error("graph bytes: bad input kind");
+    if (kind > static_cast<uint8_t>(InputKind::seed)) throw Error("graph bytes: bad input kind");
     g.inputs.push_back(
         Input{g.add_value(ops::read_meta(r, "graph bytes")), static_cast<InputKind>(kind)});
   }

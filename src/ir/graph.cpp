@@ -14,6 +14,8 @@ const char* input_kind_name(InputKind k) {
       return "carried";
     case InputKind::lifted:
       return "lifted";
+    case InputKind::seed:
+      return "seed";
   }
   return "?";
 }

@@ -8,10 +8,12 @@
 // Inputs. A graph's inputs are values in a fixed order, each with a kind: `user` (the tensor
 // passed to forward), `parameter` (a module's parameter or buffer: weights are inputs, never
 // constants, so two instances of one layer give the same graph), `carried` (a value computed
-// by an earlier segment of a module whose trace broke), and `lifted` (a tensor the traced code
-// captured from outside that is too large to embed). Kinds affect only where the runtime
-// fetches each input; they are part of the canonical form so that a parameter and a user
-// input never alias in a cache.
+// by an earlier segment of a module whose trace broke), `lifted` (a tensor the traced code
+// captured from outside that is too large to embed), and `seed` (a 0-dim int64 the runtime
+// draws from the process generator for every call: the seed of a rand_like, so that a graph
+// that draws random numbers is a pure function of its inputs and each call draws its own).
+// Kinds affect only where the runtime fetches each input; they are part of the canonical form so
+// that a parameter and a user input never alias in a cache.
 //
 // Constants. Small tensors the traced code created or captured (scalars such as the 2.0 in
 // `x * 2.0`) are embedded by value and are part of the canonical form.
@@ -44,7 +46,7 @@ using ValueId = int32_t;
 using RegionId = int32_t;
 inline constexpr RegionId kNoRegion = -1;
 
-enum class InputKind : uint8_t { user, parameter, carried, lifted };
+enum class InputKind : uint8_t { user, parameter, carried, lifted, seed };
 const char* input_kind_name(InputKind k);
 
 struct ValueInfo {

@@ -76,10 +76,11 @@ class Pass {
   int64_t rank(ir::ValueId v) const { return static_cast<int64_t>(g_.meta(v).shape.size()); }
 
   // An elementwise op is computed channels-last when its result has rank 4 and one of its
-  // rank-4 operands already is.
+  // rank-4 operands already is. Not one whose values follow its elements' indices (rand_like):
+  // permuted, it would draw other numbers than where the forward's graph drew them.
   bool channels_last_elementwise(const ir::Node& n) const {
     if (!channels_last_ || !ops::is_elementwise(n.op) || n.outputs.size() != 1 ||
-        rank(n.outputs[0]) != 4)
+        ops::op_def(n.op).reads_element_index || rank(n.outputs[0]) != 4)
       return false;
     return std::any_of(n.inputs.begin(), n.inputs.end(), [&](ir::ValueId v) {
       return rank(v) == 4 && (nhwc_[v] >= 0 || pending_.count(v));

@@ -30,6 +30,9 @@ class OpInterceptor {
   // A random factory (rand, randn, randint) draws from the process generator while this
   // interceptor is installed. A capture refuses: its graph would replay one draw on every call.
   virtual void draw_random(std::string_view) {}
+  // zc::rand_like(x) while this interceptor is installed: a capture records the rand_like op
+  // with a seed that each call draws (ops/random_like.cpp); nothing else records one.
+  virtual Tensor random_like(const Tensor& x);
 };
 
 // The interceptor of the calling thread, or nullptr.

@@ -273,7 +273,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor dropout(const Tensor& x, double p) {
   if (!(p >= 0 && p < 1)) throw Error("dropout: p must be in [0, 1), got " + std::to_string(p));
   if (p == 0) return x;
-  Tensor keep = ge(rand(x.shape()), wrap_scalar(p));
+  Tensor keep = ge(rand_like(is_floating(x.dtype()) ? x : x.to(DType::f32)), wrap_scalar(p));
   return mul(where(keep, x, zeros({}, x.dtype())), wrap_scalar(1.0 / (1.0 - p)));
 }
 

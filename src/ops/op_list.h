@@ -34,6 +34,8 @@
   ZC_OP(ge, binary)                                                            \
   /* elementwise ternary */                                                    \
   ZC_OP(where, ternary)                                                        \
+  /* elementwise random: values from a seed and each element's index */      \
+  ZC_OP(rand_like, binary)                                                     \
   /* reductions */                                                             \
   ZC_OP(sum, reduction)                                                        \
   ZC_OP(mean, reduction)                                                       \

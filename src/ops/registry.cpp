@@ -9,6 +9,7 @@ namespace zc::ops {
 // Each op class defines its entries in its own file.
 void define_unary_ops(OpTable& table);
 void define_binary_ops(OpTable& table);
+void define_random_ops(OpTable& table);
 void define_reduction_ops(OpTable& table);
 void define_layout_ops(OpTable& table);
 void define_matmul_ops(OpTable& table);
@@ -37,6 +38,7 @@ const OpTable& table() {
     OpTable t;
     define_unary_ops(t);
     define_binary_ops(t);
+    define_random_ops(t);
     define_reduction_ops(t);
     define_layout_ops(t);
     define_matmul_ops(t);

@@ -89,6 +89,10 @@ struct OpDef {
   // Its output never depends on its input for gradients (detach): eager autograd records
   // nothing, and autodiff of a captured graph stops there (lower::tracked_values).
   bool stops_gradient = false;
+  // Its value at an element depends on the element's row-major index in the output (rand_like:
+  // a counter-based generator's draw for that index): generated code passes the index as one
+  // more operand of its C expression, after the inputs.
+  bool reads_element_index = false;
 };
 
 const OpDef& op_def(OpId id);

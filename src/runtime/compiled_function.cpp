@@ -41,6 +41,12 @@ std::shared_ptr<const CompiledFunction::Variant> CompiledFunction::compile(
   capture::Captured cap = capture::capture_function(stand_ins, [&] { return fn_(stand_ins); });
   auto v = std::make_shared<Variant>();
   for (const capture::InputBinding& b : cap.bindings) {
+    if (b.kind == ir::InputKind::seed) {
+      throw Error(
+          "compiled function: it draws random numbers (zc::rand_like), which a compiled "
+          "module draws anew on every call and a compiled function does not; compile "
+          "it as a module (zc::compile of an nn::Module) or draw outside the function");
+    }
     size_t i = 0;
     while (i < stand_ins.size() && stand_ins[i].unsafe_impl() != b.tensor.unsafe_impl()) ++i;
     ZC_CHECK(i < stand_ins.size(), "a compiled function read a tensor it was not given");

@@ -51,11 +51,10 @@ std::string inputs_str(std::span<const Tensor> inputs) {
   return inputs.size() > 1 ? "inputs " + s : "input " + s;
 }
 
-// The call's graph inputs: the bound values, with the call's inputs in the user slots.
+// The call's graph inputs: the bound values, with the call's inputs in the user slots (and
+// seeds of the graph's rand_likes drawn anew; they want no gradients).
 std::vector<Tensor> entry_inputs(const Entry& e, std::span<const Tensor> xs) {
-  std::vector<Tensor> inputs = e.bound;
-  for (const runtime::UserSlot& u : e.user_slots) inputs[u.slot] = xs[u.input];
-  return inputs;
+  return runtime::call_inputs(e, xs, runtime::draw_seeds(e));
 }
 
 // Which graph inputs want gradients; empty when none does (or grad mode is off). Copies
@@ -63,7 +62,9 @@ std::vector<Tensor> entry_inputs(const Entry& e, std::span<const Tensor> xs) {
 std::vector<bool> wanted_gradients(const Entry& e, std::span<const Tensor> xs) {
   if (!autograd::wants_grad(e.bound) && !autograd::wants_grad(xs)) return {};
   std::vector<bool> wanted;
-  for (const Tensor& t : entry_inputs(e, xs)) wanted.push_back(autograd::requires_grad(t));
+  for (const Tensor& t : e.bound) wanted.push_back(autograd::requires_grad(t));
+  for (const runtime::UserSlot& u : e.user_slots)
+    wanted[u.slot] = autograd::requires_grad(xs[u.input]);
   return wanted;
 }
 
@@ -92,6 +93,8 @@ std::vector<Tensor> run_entry(const Entry& e, std::span<const Tensor> xs,
   std::vector<const Tensor*> args(e.bound.size());
   for (size_t i = 0; i < e.bound.size(); ++i) args[i] = &e.bound[i];
   for (const runtime::UserSlot& u : e.user_slots) args[u.slot] = &xs[u.input];
+  const std::vector<Tensor> seeds = runtime::draw_seeds(e);
+  for (size_t k = 0; k < seeds.size(); ++k) args[e.seed_slots[k]] = &seeds[k];
   std::vector<Tensor> outs = e.code->inference()->run(args);
   if (e.code->whole()) return outs;
   // The last segment's inputs are mostly values of earlier segments: whether gradients are
@@ -304,8 +307,10 @@ Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bo
   variants.products.tf32 = c.options.matmul_precision == MatmulPrecision::Tf32;
   for (size_t i = 0; i < bindings.size(); ++i) {
     entry->bound.push_back(bindings[i].tensor);
-    variants.per_call.push_back(bindings[i].kind == ir::InputKind::user);
-    if (variants.per_call.back()) entry->user_slots.push_back({i, bindings[i].user});
+    const ir::InputKind kind = bindings[i].kind;
+    variants.per_call.push_back(kind == ir::InputKind::user || kind == ir::InputKind::seed);
+    if (kind == ir::InputKind::user) entry->user_slots.push_back({i, bindings[i].user});
+    if (kind == ir::InputKind::seed) entry->seed_slots.push_back(i);
   }
   ZC_LOG(regions) << c.module->type_name() << ": graph " << hex(ir::graph_hash(graph)).substr(0, 16)
                   << ", " << graph.nodes.size() << " nodes";

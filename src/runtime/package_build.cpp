@@ -198,6 +198,12 @@ Builder::Capture Builder::capture_call(const std::vector<Tensor>& xs) {
   c.graph = ir::canonical_bytes(c.cap.graph);
   for (const capture::InputBinding& bind : c.cap.bindings) {
     PackageBinding pb;
+    if (bind.kind == ir::InputKind::seed) {
+      throw Error(
+          "package: forward() draws random numbers (zc::rand_like; nn::Dropout in "
+          "training mode), and a package serves inference: call eval() on the module "
+          "before packaging it");
+    }
     if (bind.kind == ir::InputKind::user) {
       pb.user = true;
       pb.input = bind.user;

@@ -3,9 +3,39 @@
 #include <algorithm>
 #include <array>
 
+#include "tensor/random.h"
 #include "util/check.h"
+#include "zc/factories.h"
 
 namespace zc::runtime {
+
+std::vector<Tensor> draw_seeds(const Specialization& s) {
+  const size_t n = s.seed_slots.size();
+  std::vector<Tensor> seeds(n);
+  if (n == 0) return seeds;
+  std::vector<int64_t> drawn(n);
+  random_seeds(drawn.data(), static_cast<int64_t>(n));
+  const Tensor on_cpu = from_values(drawn, {static_cast<int64_t>(n)});
+  // One block per device the seeds live on (a graph's rand_likes share the call's device).
+  std::vector<std::pair<Device, Tensor>> blocks;
+  for (size_t k = 0; k < n; ++k) {
+    const Device d = s.bound[s.seed_slots[k]].device();
+    auto b =
+        std::find_if(blocks.begin(), blocks.end(), [&](const auto& p) { return p.first == d; });
+    if (b == blocks.end()) b = blocks.insert(blocks.end(), {d, d.is_cpu() ? on_cpu : on_cpu.to(d)});
+    seeds[k] = Tensor::view_of(b->second.unsafe_impl()->storage, {}, {}, static_cast<int64_t>(k),
+                               DType::i64);
+  }
+  return seeds;
+}
+
+std::vector<Tensor> call_inputs(const Specialization& s, std::span<const Tensor> xs,
+                                std::span<const Tensor> seeds) {
+  std::vector<Tensor> inputs = s.bound;
+  for (const UserSlot& u : s.user_slots) inputs[u.slot] = xs[u.input];
+  for (size_t k = 0; k < s.seed_slots.size(); ++k) inputs[s.seed_slots[k]] = seeds[k];
+  return inputs;
+}
 
 std::shared_ptr<const Specialization> SpecializationTable::find(
     std::span<const Tensor> inputs) const {

@@ -37,9 +37,20 @@ struct Specialization {
   std::shared_ptr<GraphVariants> code;
   std::vector<Tensor> bound;         // graph input values; user inputs left undefined
   std::vector<UserSlot> user_slots;  // where the call's inputs go
+  // Graph inputs of kind seed (rand_like's), which every call draws anew (draw_seeds); their
+  // `bound` values are the traced call's, kept for their device.
+  std::vector<size_t> seed_slots;
   // Its calls compared against eager so far (CompileOptions::accuracy_check).
   mutable std::atomic<int64_t> accuracy_calls{0};
 };
+
+// A fresh seed for each of s.seed_slots, drawn from the process generator in one step, on the
+// device of the seed it replaces (one copy to a GPU for all of them).
+std::vector<Tensor> draw_seeds(const Specialization& s);
+// The graph's inputs for a call: the bound values, the call's inputs and `seeds` (draw_seeds)
+// in their slots.
+std::vector<Tensor> call_inputs(const Specialization& s, std::span<const Tensor> xs,
+                                std::span<const Tensor> seeds);
 
 class SpecializationTable {
  public:

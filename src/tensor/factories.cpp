@@ -101,6 +101,14 @@ Tensor rand(const Shape& shape, DType dtype) {
   return from_doubles(v.data(), shape, dtype);
 }
 
+Tensor rand_like(const Tensor& x) {
+  if (!x.defined()) throw Error("rand_like: called with an undefined Tensor");
+  if (ops::OpInterceptor* tracer = ops::current_interceptor()) return tracer->random_like(x);
+  int64_t seed = 0;
+  random_seeds(&seed, 1);
+  return ops::call1(ops::OpId::rand_like, {x, from_values<int64_t>({seed}, {}).to(x.device())});
+}
+
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
   check_shape(shape, "randint");
   ops::note_random_draw("randint");

@@ -61,4 +61,10 @@ void random_integers(int64_t* out, int64_t n, int64_t low, int64_t high) {
   }
 }
 
+void random_seeds(int64_t* out, int64_t n) {
+  Generator& g = generator();
+  std::lock_guard lock(g.mu);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(g.engine());
+}
+
 }  // namespace zc

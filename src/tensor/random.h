@@ -11,5 +11,8 @@ namespace zc {
 void random_uniform(double* out, int64_t n);                               // [0, 1)
 void random_normal(double* out, int64_t n);                                // N(0, 1)
 void random_integers(int64_t* out, int64_t n, int64_t low, int64_t high);  // [low, high)
+// n seeds of rand_like's generator (ops/philox.h), 64 raw bits each: what a compiled call
+// draws for every rand_like of its graph, in one step of the shared generator.
+void random_seeds(int64_t* out, int64_t n);
 
 }  // namespace zc
