@@ -1,8 +1,8 @@
 // The helpers that generated code of every C-like backend shares, written once: integer powers
 // with wrap-around, max/min that propagate NaN and rand_like's counter-based draw, as the eager
-// kernels compute them (ops/elementwise.h names them). A backend's prelude defines ZC_FN, its qualifiers for a
-// helper function (`static inline`, or `static __device__ __forceinline__` on CUDA), and the
-// emitter writes this text right after it.
+// kernels compute them (ops/elementwise.h names them). A backend's prelude defines ZC_FN, its
+// qualifiers for a helper function (`static inline`, or `static __device__ __forceinline__` on
+// CUDA), and the emitter writes this text right after it.
 #pragma once
 
 namespace zc::codegen {
@@ -21,20 +21,31 @@ template <class T> ZC_FN T zc_ipow(T a, T b) {
 template <class T> ZC_FN T zc_max(T a, T b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
 template <class T> ZC_FN T zc_min(T a, T b) { return a != a ? a : b != b ? b : (a < b ? a : b); }
 // rand_like's draw for element `index` under `seed`: Philox4x32-10's first word of the block
-// for counter (index, 0), top 24 bits as a float in [0, 1), as ops/philox.h computes it.
+// for counter (index, 0), top 24 bits as a float in [0, 1), as ops/philox.h computes it. The
+// ten rounds are written out: GCC at -O2 vectorizes no loop around an inner loop, and the
+// elementwise loop around this call is what should run 16 lanes wide.
+ZC_FN void zc_philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
+                           uint32_t k1) {
+  uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+  uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+  c1 = (uint32_t)p1;
+  c3 = (uint32_t)p0;
+  c0 = n0;
+  c2 = n2;
+}
 ZC_FN float zc_rand_uniform(uint64_t seed, uint64_t index) {
   uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (uint32_t)p1;
-    c3 = (uint32_t)p0;
-    c0 = n0;
-    c2 = n2;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
+  const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  zc_philox_round(c0, c1, c2, c3, k0, k1);
+  zc_philox_round(c0, c1, c2, c3, k0 + 0x9E3779B9u, k1 + 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 2u * 0x9E3779B9u, k1 + 2u * 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 3u * 0x9E3779B9u, k1 + 3u * 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 4u * 0x9E3779B9u, k1 + 4u * 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 5u * 0x9E3779B9u, k1 + 5u * 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 6u * 0x9E3779B9u, k1 + 6u * 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 7u * 0x9E3779B9u, k1 + 7u * 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 8u * 0x9E3779B9u, k1 + 8u * 0xBB67AE85u);
+  zc_philox_round(c0, c1, c2, c3, k0 + 9u * 0x9E3779B9u, k1 + 9u * 0xBB67AE85u);
   return (float)(c0 >> 8) * (1.0f / 16777216.0f);
 }
 )HELPERS";
