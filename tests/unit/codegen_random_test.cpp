@@ -62,6 +62,9 @@ struct ProgramOptions {
   // Multi-head attention (scaled_dot_product_attention, causal or not) in place of the
   // gram products: other programs for the same seeds.
   bool attention = false;
+  // A dropout (p 0.2, nn::Dropout's function) after every product and every other unary op:
+  // the same programs otherwise, drawing masks through rand_like.
+  bool dropout = false;
 };
 
 // A program over inputs of shape [batch..., rows, width]: values keep the leading dims and
@@ -70,7 +73,7 @@ class RandomProgram : public nn::Module {
  public:
   RandomProgram(uint32_t seed, std::vector<int64_t> lead, int64_t rows, int64_t width,
                 ProgramOptions options = {})
-      : lead_(std::move(lead)), rows_(rows) {
+      : lead_(std::move(lead)), rows_(rows), dropout_(options.dropout) {
     std::mt19937 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
     widths_ = {width, width};  // the two inputs
@@ -178,14 +181,15 @@ class RandomProgram : public nn::Module {
           const Tensor& w = tensors_[static_cast<size_t>(s.param)];
           Tensor y = s.flag ? matmul(x, w.transpose(0, 1)) : matmul(x, w);
           if (s.param2 >= 0) y = y + tensors_[static_cast<size_t>(s.param2)];
-          v.push_back(y);
+          v.push_back(dropout_ ? dropout(y, 0.2) : y);
           break;
         }
         case Step::product_of_values:
           v.push_back(matmul(x, v[static_cast<size_t>(s.b)].transpose(-2, -1)) * 0.25);
           break;
         case Step::unary:
-          v.push_back(apply_unary(s.op, x));
+          v.push_back(dropout_ && s.op % 2 == 0 ? dropout(apply_unary(s.op, x), 0.2)
+                                                : apply_unary(s.op, x));
           break;
         case Step::binary: {
           Tensor y =
@@ -352,6 +356,7 @@ class RandomProgram : public nn::Module {
 
   std::vector<int64_t> lead_;
   int64_t rows_;
+  bool dropout_ = false;
   std::vector<int64_t> widths_;
   std::vector<Step> steps_;
   std::vector<Tensor> tensors_;
@@ -545,6 +550,58 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
     };
     expect_compiled_gradients_match_eager(program, device, tolerance, gradients,
                                           "0 and 1: the inputs'");
+  }
+}
+
+// Programs with dropout (ProgramOptions::dropout), trained: their outputs and the gradients of
+// every parameter and input, compiled for `device` and through the interpreter on the CPU, each
+// after one manual_seed. Both draw the calls' rand_like seeds from the process generator in
+// the same order, so the C++ or CUDA code and the eager kernels draw the same masks, and the
+// results agree as the programs without dropout do (eager autograd draws its own masks: it is
+// no reference here).
+void expect_dropout_programs_match_interpreter(uint32_t first_seed, int count, Device device,
+                                               double tolerance) {
+  for (uint32_t seed = first_seed; seed < first_seed + static_cast<uint32_t>(count); ++seed) {
+    manual_seed(seed);
+    const auto [rows, width] = program_shape(seed);
+    auto program = std::make_shared<RandomProgram>(seed, std::vector<int64_t>{}, rows, width,
+                                                   ProgramOptions{.dropout = true});
+    const Tensor x0 = randn({rows, width}), y0 = randn({rows, width});
+    std::vector<Tensor> weights;
+    SCOPED_TRACE("seed " + std::to_string(seed) + ", rows " + std::to_string(rows) + ", width " +
+                 std::to_string(width) + ": " + program->describe());
+    // The outputs, then the inputs' gradients, then every parameter's.
+    auto run = [&](CompiledModule& f, Device on) {
+      program->zero_grad();
+      manual_seed(1000 + seed);
+      Tensor x = x0.clone().to(on).requires_grad_(), y = y0.clone().to(on).requires_grad_();
+      std::vector<Tensor> outs = f({x, y});
+      if (weights.empty())
+        for (const Tensor& o : outs) weights.push_back(randn(o.shape()));
+      Tensor loss = sum(outs[0] * weights[0].to(on));
+      for (size_t i = 1; i < outs.size(); ++i) loss = loss + sum(outs[i] * weights[i].to(on));
+      loss.backward();
+      std::vector<Tensor> r = outs;
+      r.push_back(x.grad());
+      r.push_back(y.grad());
+      for (const Tensor& p : program->parameters()) r.push_back(p.grad());
+      return test::on_cpu(r);
+    };
+    CompiledModule interpreted = compile(program, {.backend = "eager"});
+    const std::vector<Tensor> want = run(interpreted, Device::cpu());
+    if (!device.is_cpu()) {
+      program->to(device);
+      program->move_constants(device);
+    }
+    CompiledModule fast = compile(program);
+    const std::vector<Tensor> got = run(fast, device);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].defined(), want[i].defined()) << "result " << i;
+      if (want[i].defined()) {
+        EXPECT_LE(test::scaled_error(got[i], want[i]), tolerance) << "result " << i;
+      }
+    }
   }
 }
 
@@ -783,6 +840,10 @@ TEST(CodegenRandom, GradientsMatchEagerAutograd) {
 
 // Every call after the second is served by a size template: these programs take no branch on
 // a size and compute no constant from one.
+TEST(CodegenRandom, ProgramsWithDropoutMatchTheInterpreter) {
+  expect_dropout_programs_match_interpreter(9000, test::scaled_count(40), Device::cpu(), 1e-4);
+}
+
 TEST(CodegenRandom, CallsBeforeOneBackwardMatchEager) {
   // Within 3e-4: a parameter's gradient sums three calls' (seed 5178 at
   // ZC_RANDOM_PROGRAMS_SCALE=10, layer norms of gram products: 1.2e-4 of the scale in f32). A
@@ -949,6 +1010,7 @@ TEST(CodegenRandom, ProgramsMatchTheCpuOnCuda) {
   expect_dynamic_programs_match_eager(9300, test::scaled_count(16), {}, not_served, Device::cuda(0),
                                       1e-3, /*attention=*/true);
   EXPECT_EQ(not_served, 0);
+  expect_dropout_programs_match_interpreter(9000, test::scaled_count(24), Device::cuda(0), 1e-3);
 }
 
 }  // namespace
