@@ -14,6 +14,10 @@ struct GPTConfig {
   int64_t n_layer = 12;
   int64_t n_head = 12;
   int64_t d_model = 768;
+  // nanoGPT's dropout, in training mode: after the embeddings and on each block's two residual
+  // branches (the attention's and the MLP's output projections). Not on the attention
+  // probabilities: the fused attention op has none.
+  double dropout = 0.0;
 };
 
 // GPT-2: token and position embeddings, n_layer TransformerBlocks (causal), a final

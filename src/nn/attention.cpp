@@ -42,10 +42,15 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
 }
 
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool causal,
-                                   int64_t mlp_ratio) {
+                                   int64_t mlp_ratio, double dropout)
+    : dropout_p(dropout) {
   if (d_model <= 0 || mlp_ratio <= 0) {
     throw Error("zc::nn::TransformerBlock: d_model and mlp_ratio must be positive, got d_model " +
                 std::to_string(d_model) + ", mlp_ratio " + std::to_string(mlp_ratio));
+  }
+  if (!(dropout >= 0 && dropout < 1)) {
+    throw Error("zc::nn::TransformerBlock: dropout must be in [0, 1), got " +
+                std::to_string(dropout));
   }
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(d_model));
   attn = register_module("attn", std::make_shared<MultiheadAttention>(d_model, num_heads, causal));
@@ -55,8 +60,12 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool caus
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + (*attn)((*ln1)(x));
-  return h + (*proj)(gelu((*fc)((*ln2)(h)), GeluApprox::tanh));
+  // Functional dropout, not a Dropout member: a block without it records the graph it always
+  // did (a module call would add a region, and with it a new graph hash).
+  const bool drop = dropout_p > 0 && is_training();
+  auto branch = [&](const Tensor& b) { return drop ? zc::dropout(b, dropout_p) : b; };
+  Tensor h = x + branch((*attn)((*ln1)(x)));
+  return h + branch((*proj)(gelu((*fc)((*ln2)(h)), GeluApprox::tanh)));
 }
 
 }  // namespace zc::nn

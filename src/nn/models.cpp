@@ -26,6 +26,10 @@ void check_config(const GPTConfig& c) {
     throw Error("zc::models::GPT: config.n_layer must be non-negative, got " +
                 std::to_string(c.n_layer));
   }
+  if (!(c.dropout >= 0 && c.dropout < 1)) {
+    throw Error("zc::models::GPT: config.dropout must be in [0, 1), got " +
+                std::to_string(c.dropout));
+  }
   if (c.d_model % c.n_head != 0) {
     throw Error("zc::models::GPT: config.d_model " + std::to_string(c.d_model) +
                 " is not divisible by config.n_head " + std::to_string(c.n_head));
@@ -40,8 +44,8 @@ GPT::GPT(const GPTConfig& config) : config(config) {
   wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.block_size, config.d_model));
   blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < config.n_layer; ++i) {
-    blocks->push_back(
-        std::make_shared<nn::TransformerBlock>(config.d_model, config.n_head, /*causal=*/true));
+    blocks->push_back(std::make_shared<nn::TransformerBlock>(
+        config.d_model, config.n_head, /*causal=*/true, /*mlp_ratio=*/4, config.dropout));
   }
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(config.d_model));
   // GPT-2 draws its embeddings with std 0.02, not nn::Embedding's 1: the LM head is tied to
@@ -64,6 +68,7 @@ Tensor GPT::forward(const Tensor& tokens) {
   // Positions 0..seq-1 are the first seq rows of the position table: a view of the parameter,
   // so the traced graph holds no arange(seq) constant whose values change with the length.
   Tensor x = (*wte)(tokens) + wpe->weight.slice(0, 0, seq);
+  if (config.dropout > 0 && is_training()) x = dropout(x, config.dropout);
   for (const auto& block : *blocks) x = (*block)(x);
   // The LM head shares the token embedding's weights (GPT-2's weight tying).
   return matmul((*ln_f)(x), wte->weight.t());
