@@ -120,9 +120,11 @@ def modules(torch):
             return self.out_proj(y.transpose(1, 2).reshape(b, t, d))
 
     class TransformerBlock(nn.Module):
-        # Pre-LayerNorm (eps 1e-5), GELU with the tanh approximation, MLP ratio 4.
-        def __init__(self, d_model, num_heads, causal=True, mlp_ratio=4):
+        # Pre-LayerNorm (eps 1e-5), GELU with the tanh approximation, MLP ratio 4; with
+        # `dropout`, nanoGPT's on both residual branches in training mode (zc's TransformerBlock).
+        def __init__(self, d_model, num_heads, causal=True, mlp_ratio=4, dropout=0.0):
             super().__init__()
+            self.dropout = dropout
             self.ln1 = nn.LayerNorm(d_model)
             self.attn = MultiheadAttention(d_model, num_heads, causal)
             self.ln2 = nn.LayerNorm(d_model)
@@ -130,8 +132,10 @@ def modules(torch):
             self.proj = nn.Linear(mlp_ratio * d_model, d_model)
 
         def forward(self, x):
-            h = x + self.attn(self.ln1(x))
-            return h + self.proj(F.gelu(self.fc(self.ln2(h)), approximate="tanh"))
+            def branch(b):
+                return F.dropout(b, self.dropout, self.training) if self.dropout else b
+            h = x + branch(self.attn(self.ln1(x)))
+            return h + branch(self.proj(F.gelu(self.fc(self.ln2(h)), approximate="tanh")))
 
     class GPT(nn.Module):
         def __init__(self, vocab, block_size, n_layer, n_head, d_model):
@@ -151,9 +155,9 @@ def modules(torch):
     return SimpleNamespace(SeedModel=SeedModel, TransformerBlock=TransformerBlock, GPT=GPT)
 
 
-def build(name, torch, compile_fn):
+def build(name, torch, compile_fn, dropout=0.0):
     """The model and input, as zc builds them (see the module docstring); compile_fn wraps each
-    layer of seed64_regional."""
+    layer of seed64_regional; gpt12's blocks get `dropout` (--dropout)."""
     m = modules(torch)
     SeedModel, TransformerBlock = m.SeedModel, m.TransformerBlock
     nn = torch.nn
@@ -162,7 +166,7 @@ def build(name, torch, compile_fn):
     if name == "seed64_regional":
         return SeedModel(wrap=compile_fn), torch.randn(10, 10)
     if name == "gpt12":
-        blocks = nn.Sequential(*[TransformerBlock(768, 12) for _ in range(12)])
+        blocks = nn.Sequential(*[TransformerBlock(768, 12, dropout=dropout) for _ in range(12)])
         return blocks, torch.randn(8, 128, 768)
     if name == "gpt_small":
         return m.GPT(1024, 128, 4, 4, 256), torch.randint(0, 1024, (4, 128))
@@ -200,7 +204,8 @@ def child(spec):
     mode = None if spec["mode"] == "default" else spec["mode"]
     regional = spec["model"] == "seed64_regional"
     torch.manual_seed(0)
-    eager, x = build(spec["model"], torch, lambda m: torch.compile(m, mode=mode))
+    eager, x = build(spec["model"], torch, lambda m: torch.compile(m, mode=mode),
+                     spec.get("dropout", 0.0))
     dtype = torch.bfloat16 if spec["dtype"] == "bf16" else torch.float32
     eager = eager.to(device=device, dtype=dtype).eval()
     x = x.to(device=device, dtype=dtype) if x.is_floating_point() else x.to(device)  # tokens
@@ -339,6 +344,9 @@ def main():
                          "f32 on cpu")
     ap.add_argument("--train", action="store_true",
                     help="time a training step (scenarios train_cold, train_warm)")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="gpt12's blocks with this dropout on both residual branches (in "
+                    "training, --train); zc bench --child --dropout P builds the same")
     ap.add_argument("--profile", action="store_true",
                     help="after the steady-state calls, print the kernels of 5 compiled calls "
                          "under torch.profiler to the scenario's stderr")
@@ -387,7 +395,7 @@ def main():
             for scenario in scenarios:
                 spec = {"model": model, "dtype": dtype, "device": args.device,
                         "mode": args.mode, "scenario": scenario, "blob": blob,
-                        "train": args.train, "profile": args.profile}
+                        "train": args.train, "profile": args.profile, "dropout": args.dropout}
                 if scenario == "load_mega" and not os.path.exists(blob):
                     row = dict.fromkeys(SCHEMA)
                     row.update(schema=SCHEMA_VERSION, model=model, dtype=dtype,

@@ -19,9 +19,11 @@ struct BenchModel {
 // 3072) in a row, without embeddings or LM head, on an f32 input [8, 128, 768]: the shape of
 // the transformer in the torch.compile figures ("gpt12" at 12 layers). Anything else: the seed
 // model of `layers` layers on a [10, 10] input, each layer wrapped in zc::compiled() when
-// `manual` (manual regional compilation). Call manual_seed first for fixed weights. The module
-// is in eval mode.
-inline BenchModel make_bench_model(const std::string& name, int64_t layers, bool manual) {
+// `manual` (manual regional compilation). `dropout`: the gpt-blocks' dropout on both residual
+// branches (in training mode). Call manual_seed first for fixed weights. The module is in eval
+// mode.
+inline BenchModel make_bench_model(const std::string& name, int64_t layers, bool manual,
+                                   double dropout = 0.0) {
   BenchModel b;
   if (name == "gpt" || name == "gpt-small") {
     b.module = zc::models::gpt(zc::models::gpt_small_config(layers));
@@ -29,7 +31,8 @@ inline BenchModel make_bench_model(const std::string& name, int64_t layers, bool
   } else if (name == "gpt-blocks") {
     auto blocks = std::make_shared<zc::nn::Sequential>();
     for (int64_t i = 0; i < layers; ++i)
-      blocks->push_back(std::make_shared<zc::nn::TransformerBlock>(768, 12, /*causal=*/true));
+      blocks->push_back(std::make_shared<zc::nn::TransformerBlock>(768, 12, /*causal=*/true,
+                                                                   /*mlp_ratio=*/4, dropout));
     b.module = blocks;
     b.input = zc::randn({8, 128, 768});
   } else if (manual) {

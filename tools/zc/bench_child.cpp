@@ -79,6 +79,7 @@ void concurrent_cpu(const std::function<zc::Tensor()>& call, int callers) {
 // of a call's result from an f32 compile's, relative to the largest |result|. With
 // `--train 1` a call is a training step (see bench.h), else a forward without gradients.
 // `--async 1` compiles with CompileOptions::async_compile (the first call may run eagerly).
+// `--dropout P`: gpt-blocks with dropout P on both residual branches (drawn in training).
 int child(const std::map<std::string, std::string>& a) {
   auto get = [&](const std::string& k, const std::string& d) {
     auto it = a.find(k);
@@ -102,7 +103,8 @@ int child(const std::map<std::string, std::string>& a) {
     import_ms = ms_since(t);
   }
   zc::manual_seed(0);
-  zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual");
+  zc_support::BenchModel bench = zc_support::make_bench_model(model, layers, regions == "manual",
+                                                              std::stod(get("dropout", "0")));
   std::shared_ptr<zc::nn::Module> m = bench.module;
   zc::Tensor x = bench.input;
   if (const std::string dt = get("dtype", ""); !dt.empty()) {
