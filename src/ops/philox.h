@@ -15,6 +15,8 @@ inline uint32_t philox_first_word(uint64_t seed, uint64_t index) {
   uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(index >> 32), c2 = 0,
            c3 = 0;
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  // Unrolled, so that a loop over elements around this one vectorizes.
+#pragma GCC unroll 10
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = uint64_t{0xD2511F53u} * c0, p1 = uint64_t{0xCD9E8D57u} * c2;
     const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;

@@ -37,6 +37,7 @@ std::vector<Tensor> rand_like_eager(std::span<const Tensor> in, const Attrs&,
   Tensor out = Tensor::empty(outs[0].shape, DType::f32);
   float* p = elem_ptr<float>(out);
   const int64_t n = out.numel();
+#pragma omp parallel for schedule(static) if (n >= 65536)
   for (int64_t i = 0; i < n; ++i) p[i] = philox_uniform(seed, static_cast<uint64_t>(i));
   return {as_dtype(out, outs[0].dtype)};
 }

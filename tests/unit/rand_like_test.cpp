@@ -93,7 +93,9 @@ TEST(RandLike, GeneratedCodeDrawsWhatTheEagerKernelDraws) {
     manual_seed(7);
     const Tensor interpreted = compile(m, {.backend = "eager"})(x);
     EXPECT_TRUE(allclose(generated, interpreted, 1e-6, 1e-6)) << "program " << i;
-    if (i == 0) EXPECT_EQ(values_of(generated), values_of(interpreted));
+    if (i == 0) {
+      EXPECT_EQ(values_of(generated), values_of(interpreted));
+    }
   }
 }
 
