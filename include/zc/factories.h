@@ -29,6 +29,9 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DTyp
 // the graph whose seed every call draws anew, where rand/randn/randint are refused (they would
 // be constants of the graph); nn::Dropout draws its mask with it.
 Tensor rand_like(const Tensor& x);
+// Standard normal values of x's shape, floating dtype and device, drawn as rand_like's are
+// (Box-Muller over two words of each element's Philox block), compiled in forward() alike.
+Tensor randn_like(const Tensor& x);
 Tensor scalar_tensor(double value, DType dtype = DType::f32);  // 0-dim
 Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 // Any element type with a DType (double, int64_t, int32_t, bool, Half, BFloat16).

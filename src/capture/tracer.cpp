@@ -163,11 +163,12 @@ std::vector<Tensor> Tracer::intercept(const ops::OpDef& op, std::span<const Tens
 void Tracer::draw_random(std::string_view factory) {
   throw Error("capture: forward() calls zc::" + std::string(factory) +
               ", and a compiled graph would reuse this call's random numbers on every later call; "
-              "draw them with zc::rand_like(x) (uniform in [0, 1) of x's shape), which a "
-              "compiled call draws anew each time, or run the module uncompiled");
+              "draw them with zc::rand_like(x) or randn_like(x) (uniform in [0, 1) or standard "
+              "normal, of x's shape), which a compiled call draws anew each time, or run the "
+              "module uncompiled");
 }
 
-Tensor Tracer::random_like(const Tensor& x) {
+Tensor Tracer::random_like(ops::OpId op, const Tensor& x) {
   // The seed lives where x does: generated code reads it as an element of device memory. A
   // trace draws nothing (traces for other sizes run beside calls, and would move the process
   // generator at times of their own); the value is drawn when a graph-break segment runs.
@@ -177,7 +178,7 @@ Tensor Tracer::random_like(const Tensor& x) {
   bindings_.push_back(InputBinding{ir::InputKind::seed, seed});
   Tensor traced_seed = make_traced(id);
   const std::vector<Tensor> args{x, traced_seed};
-  return intercept(ops::op_def(ops::OpId::rand_like), args, ops::NoAttrs{})[0];
+  return intercept(ops::op_def(op), args, ops::NoAttrs{})[0];
 }
 
 void Tracer::enter_region(std::string_view type_name, const void*) {

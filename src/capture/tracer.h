@@ -59,8 +59,8 @@ class Tracer final : public ops::OpInterceptor {
   // Raises zc::Error: a draw in forward() would be a constant of the graph, the same numbers on
   // every call (nn::Dropout in training mode draws its mask so).
   void draw_random(std::string_view factory) override;
-  // Records rand_like(x, seed) with `seed` a new graph input of kind seed.
-  Tensor random_like(const Tensor& x) override;
+  // Records op(x, seed) (rand_like, randn_like) with `seed` a new graph input of kind seed.
+  Tensor random_like(ops::OpId op, const Tensor& x) override;
 
   // Forces the values of traced `self` (a graph break); called through its TraceSlot when
   // forward() reads them.

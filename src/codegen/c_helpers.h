@@ -1,5 +1,5 @@
 // The helpers that generated code of every C-like backend shares, written once: integer powers
-// with wrap-around, max/min that propagate NaN and rand_like's counter-based draw, as the eager
+// with wrap-around, max/min that propagate NaN and the counter-based random draws, as the eager
 // kernels compute them (ops/elementwise.h names them). A backend's prelude defines ZC_FN, its
 // qualifiers for a helper function (`static inline`, or `static __device__ __forceinline__` on
 // CUDA), and the emitter writes this text right after it.
@@ -20,10 +20,10 @@ template <class T> ZC_FN T zc_ipow(T a, T b) {
 }
 template <class T> ZC_FN T zc_max(T a, T b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
 template <class T> ZC_FN T zc_min(T a, T b) { return a != a ? a : b != b ? b : (a < b ? a : b); }
-// rand_like's draw for element `index` under `seed`: Philox4x32-10's first word of the block
-// for counter (index, 0), top 24 bits as a float in [0, 1), as ops/philox.h computes it. The
-// ten rounds are written out: GCC at -O2 vectorizes no loop around an inner loop, and the
-// elementwise loop around this call is what should run 16 lanes wide.
+// The first two words of Philox4x32-10's block for counter (index, 0) under key `seed`, as
+// ops/philox.h computes them; rand_like and randn_like draw from them. The ten rounds are
+// written out: GCC at -O2 vectorizes no loop around an inner loop, and the elementwise loop
+// around a draw is what should run 16 lanes wide.
 ZC_FN void zc_philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
                            uint32_t k1) {
   uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
@@ -33,7 +33,7 @@ ZC_FN void zc_philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c
   c0 = n0;
   c2 = n2;
 }
-ZC_FN float zc_rand_uniform(uint64_t seed, uint64_t index) {
+ZC_FN void zc_philox(uint64_t seed, uint64_t index, uint32_t& w0, uint32_t& w1) {
   uint32_t c0 = (uint32_t)index, c1 = (uint32_t)(index >> 32), c2 = 0, c3 = 0;
   const uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   zc_philox_round(c0, c1, c2, c3, k0, k1);
@@ -46,7 +46,22 @@ ZC_FN float zc_rand_uniform(uint64_t seed, uint64_t index) {
   zc_philox_round(c0, c1, c2, c3, k0 + 7u * 0x9E3779B9u, k1 + 7u * 0xBB67AE85u);
   zc_philox_round(c0, c1, c2, c3, k0 + 8u * 0x9E3779B9u, k1 + 8u * 0xBB67AE85u);
   zc_philox_round(c0, c1, c2, c3, k0 + 9u * 0x9E3779B9u, k1 + 9u * 0xBB67AE85u);
-  return (float)(c0 >> 8) * (1.0f / 16777216.0f);
+  w0 = c0;
+  w1 = c1;
+}
+// rand_like's draw for element `index`: the first word's top 24 bits as a float in [0, 1).
+ZC_FN float zc_rand_uniform(uint64_t seed, uint64_t index) {
+  uint32_t w0, w1;
+  zc_philox(seed, index, w0, w1);
+  return (float)(w0 >> 8) * (1.0f / 16777216.0f);
+}
+// randn_like's: Box-Muller over both words (ops/philox.h: philox_normal).
+ZC_FN float zc_rand_normal(uint64_t seed, uint64_t index) {
+  uint32_t w0, w1;
+  zc_philox(seed, index, w0, w1);
+  const float u1 = (float)((w0 >> 8) + 1u) * (1.0f / 16777216.0f);
+  const float u2 = (float)(w1 >> 8) * (1.0f / 16777216.0f);
+  return zc_sqrt(-2.0f * zc_log(u1)) * cosf(6.2831855f * u2);
 }
 )HELPERS";
 

@@ -44,8 +44,9 @@ Device call_device(std::string_view name, std::span<const Tensor> inputs) {
   return on->device();
 }
 
-Tensor OpInterceptor::random_like(const Tensor&) {
-  throw Error("rand_like: random draws are recorded only by a capture of forward()");
+Tensor OpInterceptor::random_like(OpId op, const Tensor&) {
+  throw Error(std::string(op_def(op).name) +
+              ": random draws are recorded only by a capture of forward()");
 }
 
 OpInterceptor* current_interceptor() {

@@ -30,9 +30,10 @@ class OpInterceptor {
   // A random factory (rand, randn, randint) draws from the process generator while this
   // interceptor is installed. A capture refuses: its graph would replay one draw on every call.
   virtual void draw_random(std::string_view) {}
-  // zc::rand_like(x) while this interceptor is installed: a capture records the rand_like op
-  // with a seed that each call draws (ops/random_like.cpp); nothing else records one.
-  virtual Tensor random_like(const Tensor& x);
+  // zc::rand_like(x) or randn_like(x) (`op` rand_like or randn_like) while this interceptor is
+  // installed: a capture records the op with a seed that each call draws (ops/random_like.cpp);
+  // nothing else records one.
+  virtual Tensor random_like(OpId op, const Tensor& x);
 };
 
 // The interceptor of the calling thread, or nullptr.

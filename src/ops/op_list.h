@@ -36,6 +36,7 @@
   ZC_OP(where, ternary)                                                        \
   /* elementwise random: values from a seed and each element's index */      \
   ZC_OP(rand_like, binary)                                                     \
+  ZC_OP(randn_like, binary)                                                    \
   /* reductions */                                                             \
   ZC_OP(sum, reduction)                                                        \
   ZC_OP(mean, reduction)                                                       \

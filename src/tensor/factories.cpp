@@ -101,12 +101,25 @@ Tensor rand(const Shape& shape, DType dtype) {
   return from_doubles(v.data(), shape, dtype);
 }
 
-Tensor rand_like(const Tensor& x) {
-  if (!x.defined()) throw Error("rand_like: called with an undefined Tensor");
-  if (ops::OpInterceptor* tracer = ops::current_interceptor()) return tracer->random_like(x);
+namespace {
+// op(x, seed): recorded with a per-call seed inside a capture, else run with a seed drawn now.
+Tensor draw_like(ops::OpId op, const Tensor& x) {
+  if (!x.defined()) {
+    throw Error(std::string(ops::op_def(op).name) + ": called with an undefined Tensor");
+  }
+  if (ops::OpInterceptor* tracer = ops::current_interceptor()) return tracer->random_like(op, x);
   int64_t seed = 0;
   random_seeds(&seed, 1);
-  return ops::call1(ops::OpId::rand_like, {x, from_values<int64_t>({seed}, {}).to(x.device())});
+  return ops::call1(op, {x, from_values<int64_t>({seed}, {}).to(x.device())});
+}
+}  // namespace
+
+Tensor rand_like(const Tensor& x) {
+  return draw_like(ops::OpId::rand_like, x);
+}
+
+Tensor randn_like(const Tensor& x) {
+  return draw_like(ops::OpId::randn_like, x);
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {

@@ -156,7 +156,7 @@ TEST(LowerRegistry, PrimitiveSetHasNoDecompositionAndEveryOtherOpHasOne) {
       "relu",    "gelu",   "erf",     "clamp",   "cast",      "add",   "sub",    "mul",
       "div",     "pow",    "maximum", "minimum", "eq",        "ne",    "lt",     "le",
       "gt",      "ge",     "where",   "sum",     "amax",      "amin",  "argmax", "reshape",
-      "permute", "expand", "slice",   "matmul",  "embedding", "cat",   "rand_like"};
+      "permute", "expand", "slice",   "matmul",  "embedding", "cat",   "rand_like", "randn_like"};
   for (int i = 0; i < ops::kNumOps; ++i) {
     const ops::OpDef& def = ops::op_def(static_cast<OpId>(i));
     bool primitive = primitives.count(std::string(def.name)) > 0;

@@ -50,8 +50,13 @@ inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
                    {0}) *
                x.detach().slice(1, 0, 2);
       },
-      // rand_like, so that the program's value does not depend on the draw: every value < 1.
-      [](const Tensor& x) { return x * cast(lt(rand_like(x), 1.0), DType::f32) + 1.0; },
+      // Draws whose program value does not depend on them: every uniform value is below 1,
+      // every normal one within 5.8.
+      [](const Tensor& x) {
+        return x * cast(lt(rand_like(x), 1.0), DType::f32) *
+                   cast(lt(abs(randn_like(x)), 6.0), DType::f32) +
+               1.0;
+      },
       [=](const Tensor& x) { return matmul(linear(x, w, b), w) + matmul(linear(x, w), w); },
       [](const Tensor& x) { return softmax(x, 1) + log_softmax(x, 0) + layer_norm(x, {4}); },
       [=](const Tensor& x) {

@@ -26,6 +26,7 @@ double fabs(double);
 float powf(float, float);
 double pow(double, double);
 float floorf(float);
+float cosf(float);
 float ldexpf(float, int);
 float nearbyintf(float);
 // Scratch of kernels whose blocks are sized at run time (attention).
