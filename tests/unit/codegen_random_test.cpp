@@ -518,6 +518,16 @@ void expect_compiled_gradients_match_eager(const std::shared_ptr<RandomProgram>&
   }
 }
 
+// The sum of every output weighted by a fixed random tensor of its shape: `weights`, drawn at
+// the first use (on the CPU), then the same for every later call.
+Tensor weighted_loss(const std::vector<Tensor>& outs, std::vector<Tensor>& weights, Device on) {
+  if (weights.empty())
+    for (const Tensor& o : outs) weights.push_back(randn(o.shape()));
+  Tensor loss = sum(outs[0] * weights[0].to(on));
+  for (size_t i = 1; i < outs.size(); ++i) loss = loss + sum(outs[i] * weights[i].to(on));
+  return loss;
+}
+
 // The gradients of a loss over every output (each weighted by a fixed random tensor), for
 // every parameter and both inputs, through the compiled forward and backward on `device`
 // against eager autograd on the CPU.
@@ -539,11 +549,7 @@ void expect_gradients_match_eager(uint32_t first_seed, int count, std::vector<in
       program->zero_grad();
       Tensor x = x0.clone().to(on).requires_grad_(), y = y0.clone().to(on).requires_grad_();
       std::vector<Tensor> outs = call({x, y});
-      if (weights.empty())
-        for (const Tensor& o : outs) weights.push_back(randn(o.shape()));
-      Tensor loss = sum(outs[0] * weights[0].to(on));
-      for (size_t i = 1; i < outs.size(); ++i) loss = loss + sum(outs[i] * weights[i].to(on));
-      loss.backward();
+      weighted_loss(outs, weights, on).backward();
       std::vector<Tensor> g{x.grad(), y.grad()};
       for (const Tensor& p : program->parameters()) g.push_back(p.grad());
       return test::on_cpu(g);
@@ -576,11 +582,7 @@ void expect_dropout_programs_match_interpreter(uint32_t first_seed, int count, D
       manual_seed(1000 + seed);
       Tensor x = x0.clone().to(on).requires_grad_(), y = y0.clone().to(on).requires_grad_();
       std::vector<Tensor> outs = f({x, y});
-      if (weights.empty())
-        for (const Tensor& o : outs) weights.push_back(randn(o.shape()));
-      Tensor loss = sum(outs[0] * weights[0].to(on));
-      for (size_t i = 1; i < outs.size(); ++i) loss = loss + sum(outs[i] * weights[i].to(on));
-      loss.backward();
+      weighted_loss(outs, weights, on).backward();
       std::vector<Tensor> r = outs;
       r.push_back(x.grad());
       r.push_back(y.grad());
