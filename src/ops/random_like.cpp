@@ -1,12 +1,12 @@
 // rand_like(x, seed): uniform values in [0, 1) of x's shape and floating dtype, element i (in
 // row-major order) being Philox's draw for index i under `seed` (ops/philox.h); randn_like(x,
 // seed) the same with standard normal values. x gives only the shape, dtype and device; its
-// values are never read. It is how a compiled forward draws
-// random numbers (zc::rand_like, nn::Dropout in training mode): the capture makes `seed` an
-// input of the graph that every call draws anew from the process generator (ir::InputKind::seed),
-// so the graph is the same for every call and each call gets its own numbers; the eager kernel
-// and both code generators compute the same values, and a backward that recomputes a mask from
-// the seed gets the forward's mask.
+// values are never read. They are how a compiled forward draws random numbers (zc::rand_like,
+// randn_like, nn::Dropout in training mode): the capture makes `seed` an input of the graph that
+// every call draws anew from the process generator (ir::InputKind::seed), so the graph is the
+// same for every call and each call gets its own numbers; the eager kernel and both code
+// generators compute the same values, and a backward that recomputes a mask from the seed gets
+// the forward's mask (docs/adr/0039).
 #include <cstdint>
 
 #include "ops/eager.h"

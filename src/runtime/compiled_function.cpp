@@ -43,7 +43,8 @@ std::shared_ptr<const CompiledFunction::Variant> CompiledFunction::compile(
   for (const capture::InputBinding& b : cap.bindings) {
     if (b.kind == ir::InputKind::seed) {
       throw Error(
-          "compiled function: it draws random numbers (zc::rand_like), which a compiled "
+          "compiled function: it draws random numbers (zc::rand_like or randn_like), which a "
+          "compiled "
           "module draws anew on every call and a compiled function does not; compile "
           "it as a module (zc::compile of an nn::Module) or draw outside the function");
     }

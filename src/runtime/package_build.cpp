@@ -200,9 +200,9 @@ Builder::Capture Builder::capture_call(const std::vector<Tensor>& xs) {
     PackageBinding pb;
     if (bind.kind == ir::InputKind::seed) {
       throw Error(
-          "package: forward() draws random numbers (zc::rand_like; nn::Dropout in "
-          "training mode), and a package serves inference: call eval() on the module "
-          "before packaging it");
+          "package: forward() draws random numbers (zc::rand_like or randn_like; "
+          "nn::Dropout in training mode), and a package serves inference: call eval() on the "
+          "module before packaging it");
     }
     if (bind.kind == ir::InputKind::user) {
       pb.user = true;

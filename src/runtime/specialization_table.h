@@ -37,8 +37,8 @@ struct Specialization {
   std::shared_ptr<GraphVariants> code;
   std::vector<Tensor> bound;         // graph input values; user inputs left undefined
   std::vector<UserSlot> user_slots;  // where the call's inputs go
-  // Graph inputs of kind seed (rand_like's), which every call draws anew (draw_seeds); their
-  // `bound` values are the traced call's, kept for their device.
+  // Graph inputs of kind seed (rand_like's, randn_like's), which every call draws anew
+  // (draw_seeds); their `bound` values are the trace's zeros, kept for their device.
   std::vector<size_t> seed_slots;
   // Its calls compared against eager so far (CompileOptions::accuracy_check).
   mutable std::atomic<int64_t> accuracy_calls{0};

@@ -8,6 +8,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/philox.h"
+#include "runtime/compiled_function.h"
 #include "test_support.h"
 #include "unit/op_programs.h"
 #include "unit/random_programs.h"
@@ -393,6 +394,15 @@ TEST(CompiledNoise, ANoisePredictionLossTrainsAsTheInterpreterDoes) {
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(allclose(got[i], want[i], 1e-5, 1e-5)) << i;
   NoGradGuard no_grad;
   EXPECT_NE(fast(x).item<double>(), fast(x).item<double>());
+}
+
+// A compiled function (the fused optimizers' kind) has no call that draws seeds: it refuses a
+// draw by name instead of replaying one.
+TEST(RandLike, ACompiledFunctionRefusesADraw) {
+  runtime::CompiledFunction f(
+      [](std::span<const Tensor> in) { return std::vector<Tensor>{in[0] + rand_like(in[0])}; });
+  const Tensor x = zeros({4});
+  test::expect_error_containing([&] { f(std::vector<Tensor>{x}); }, "rand_like");
 }
 
 TEST(CompiledDropout, PackagesAndAccuracyChecksSayWhyTheyDoNotApply) {
