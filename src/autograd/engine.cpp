@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <atomic>
 #include <queue>
 #include <unordered_map>
 
@@ -131,6 +132,18 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph)
       }
     }
   }
+}
+
+namespace {
+std::atomic<uint64_t> g_requires_grad_epoch{0};
+}  // namespace
+
+uint64_t requires_grad_epoch() {
+  return g_requires_grad_epoch.load(std::memory_order_acquire);
+}
+
+void bump_requires_grad_epoch() {
+  g_requires_grad_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
 }  // namespace zc::autograd

@@ -14,4 +14,10 @@ namespace zc::autograd {
 // run (no derivative rule, values freed by an earlier backward).
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 
+// A process-wide counter bumped whenever requires_grad_(true) makes a tensor start to want
+// gradients. Compiled modules compare it on each call: a tensor their trace read as a constant
+// that now wants gradients must become an input, so they trace again (runtime/compiled_module).
+uint64_t requires_grad_epoch();
+void bump_requires_grad_epoch();
+
 }  // namespace zc::autograd

@@ -18,6 +18,7 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
         "is " +
         std::string(dtype_name(t.dtype)));
   }
+  if (requires_grad && !autograd::requires_grad(*this)) autograd::bump_requires_grad_epoch();
   if (requires_grad || t.autograd) autograd::meta_of(*this).requires_grad = requires_grad;
   return *this;
 }

@@ -34,6 +34,7 @@ Captured trace(nn::Module& module, std::span<const Tensor> inputs, const Segment
   out.graph = tracer.finish(results);
   out.bindings = tracer.bindings();
   out.breaks = tracer.breaks();
+  out.constants_read = tracer.constants_read();
   return out;  // the tracer unmarks the parameters as it goes out of scope
 }
 }  // namespace

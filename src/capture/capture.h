@@ -10,6 +10,8 @@ struct Captured {
   ir::Graph graph;  // the last segment (the whole trace when breaks == 0)
   std::vector<InputBinding> bindings;
   int breaks = 0;
+  // Tensors read as constants that did not want gradients (Tracer::constants_read).
+  std::vector<std::weak_ptr<TensorImpl>> constants_read;
 };
 
 // Parameters and buffers of `module` become inputs; module calls become regions. Segments

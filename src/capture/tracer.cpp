@@ -109,6 +109,7 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
   // lifted at any size, never embedded: the compiled backward sends it its gradient, as eager
   // autograd does.
   const bool wants_grad = autograd::requires_grad(t);
+  if (!wants_grad && constants_.find(t) < 0) read_.push_back(t.impl_ptr());
   ir::ValueId id = constants_.value_of(
       t, [&](Tensor data) { return wants_grad ? lift(t) : embed(std::move(data)); }, lift);
   produced_.resize(graph_.values.size());

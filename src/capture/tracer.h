@@ -50,6 +50,9 @@ class Tracer final : public ops::OpInterceptor {
   ir::Graph finish(const Tensor& result);
   ir::Graph finish(std::span<const Tensor> results);
   const std::vector<InputBinding>& bindings() const { return bindings_; }
+  // The untraced tensors forward() read that did not want gradients (embedded or lifted as
+  // constants of the graph), for the compiled module to notice one that starts to.
+  const std::vector<std::weak_ptr<TensorImpl>>& constants_read() const { return read_; }
   int breaks() const { return breaks_; }
 
   std::vector<Tensor> intercept(const ops::OpDef& op, std::span<const Tensor> inputs,
@@ -85,6 +88,7 @@ class Tracer final : public ops::OpInterceptor {
   std::vector<std::weak_ptr<TensorImpl>> produced_;  // by value id; node outputs only
   std::vector<std::shared_ptr<TensorImpl>> marked_;  // parameters to unmark
   ir::ConstantTable constants_;
+  std::vector<std::weak_ptr<TensorImpl>> read_;  // constants_read()
   std::vector<ir::RegionId> open_regions_;
 };
 

@@ -1,6 +1,7 @@
 // The call path of a compiled module: guard check, then one run of the executable; on a guard
 // miss, capture and compile first. The steps a warm-up shares with it (warmup.cpp) are declared
 // in compiled_module_core.h.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "autograd/engine.h"
 #include "autograd/node.h"
 #include "autograd/record.h"
 #include "capture/capture.h"
@@ -293,6 +295,7 @@ Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bo
 
   auto entry = std::make_shared<Entry>();
   for (const Tensor& x : xs) entry->guards.push_back(capture::input_guard(x));
+  entry->constants_read = std::move(cap.constants_read);
   runtime::GraphVariants::Options variants;
   // A whole trace is compiled hierarchically unless the user asked for one flat graph; graph
   // break segments stay flat (they are re-traced on every call anyway), and an interpreter has
@@ -528,6 +531,18 @@ void drop_stale_entries(Core& c) {
     if (fp != c.fingerprint) c.entries.clear();
     c.fingerprint = fp;
     c.epoch = epoch;
+  }
+  // A tensor some trace read as a constant may want gradients now (requires_grad_ on a member
+  // that is no registered parameter): its graph would leave it without them.
+  const uint64_t grad_epoch = autograd::requires_grad_epoch();
+  if (grad_epoch != c.grad_epoch) {
+    c.entries.drop_if([](const Entry& e) {
+      return std::any_of(e.constants_read.begin(), e.constants_read.end(), [](const auto& w) {
+        const std::shared_ptr<TensorImpl> t = w.lock();
+        return t && autograd::requires_grad(Tensor(t));
+      });
+    });
+    c.grad_epoch = grad_epoch;
   }
 }
 

@@ -36,6 +36,7 @@ struct Core {
   bool eager_only = false;      // roi_guard measured eager faster
   uint64_t epoch = 0;
   uint64_t fingerprint = 0;
+  uint64_t grad_epoch = 0;  // autograd::requires_grad_epoch() when entries were last checked
   uint64_t generation = 0;
   int64_t hits = 0;  // guard hits, numbering the ROI samples
   // async_compile: the inputs being compiled in the background, and those whose compile failed

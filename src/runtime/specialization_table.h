@@ -40,6 +40,9 @@ struct Specialization {
   // Graph inputs of kind seed (rand_like's, randn_like's), which every call draws anew
   // (draw_seeds); their `bound` values are the trace's zeros, kept for their device.
   std::vector<size_t> seed_slots;
+  // Tensors the trace read as constants without gradients: should one start to want them, the
+  // specialization is dropped and the module traced again, with it as an input.
+  std::vector<std::weak_ptr<TensorImpl>> constants_read;
   // Its calls compared against eager so far (CompileOptions::accuracy_check).
   mutable std::atomic<int64_t> accuracy_calls{0};
 };
@@ -60,6 +63,11 @@ class SpecializationTable {
   // Adds `s` after every existing one, so that it loses to them on a tie.
   void add(std::shared_ptr<const Specialization> s);
   void clear() { list_.clear(); }
+  // Drops every specialization for which `drop` holds.
+  template <class Drop>
+  void drop_if(Drop&& drop) {
+    std::erase_if(list_, [&](const auto& s) { return drop(*s); });
+  }
   bool empty() const { return list_.empty(); }
   size_t size() const { return list_.size(); }
 

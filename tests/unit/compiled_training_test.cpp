@@ -261,6 +261,37 @@ TEST(CompiledTraining, AMemberTensorThatWantsGradientsGetsThem) {
     EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << "gradient " << i;
 }
 
+// The same members made to want gradients only after a compiled call traced them as constants
+// (the small one embedded, the large one lifted): the next call traces again, and they get
+// their gradients as eagerly; calls before the change compiled once.
+TEST(CompiledTraining, AMemberThatStartsToWantGradientsGetsThem) {
+  manual_seed(62);
+  auto model = std::make_shared<MemberWithGradient>();
+  model->scale = randn({4});
+  model->big = randn({64, 4});
+  const Tensor x = randn({3, 4}).requires_grad_();
+  CompiledModule fast = compile(model);
+  auto loss_of = [&](const std::vector<Tensor>& outs) {
+    return sum(outs[0]) + sum(outs[1] * outs[1]);
+  };
+  loss_of(fast(std::vector<Tensor>{x})).backward();
+  EXPECT_FALSE(model->scale.grad().defined());
+  const int64_t traced = compiler::stats().graphs_captured;
+  loss_of(fast(std::vector<Tensor>{x})).backward();
+  EXPECT_EQ(compiler::stats().graphs_captured, traced);
+  model->scale.requires_grad_();
+  model->big.requires_grad_();
+  loss_of(fast(std::vector<Tensor>{x})).backward();
+  EXPECT_EQ(compiler::stats().graphs_captured, traced + 1);
+  const std::vector<Tensor> got{model->scale.grad(), model->big.grad()};
+  model->scale.mutable_grad() = Tensor();
+  model->big.mutable_grad() = Tensor();
+  loss_of((*model)(std::vector<Tensor>{x})).backward();
+  ASSERT_TRUE(got[0].defined() && got[1].defined());
+  EXPECT_TRUE(allclose(got[0], model->scale.grad(), 1e-5, 1e-5));
+  EXPECT_TRUE(allclose(got[1], model->big.grad(), 1e-5, 1e-5));
+}
+
 // Inputs that are views of a leaf that wants gradients (transposed, a strided slice, broadcast
 // by expand): the gradient reaches the leaf through each view as eagerly.
 TEST(CompiledTraining, InputViewsPassGradientsToTheirLeaf) {
