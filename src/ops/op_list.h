@@ -34,7 +34,7 @@
   ZC_OP(ge, binary)                                                            \
   /* elementwise ternary */                                                    \
   ZC_OP(where, ternary)                                                        \
-  /* elementwise random: values from a seed and each element's index */      \
+  /* elementwise random: values from a seed and each element's index */        \
   ZC_OP(rand_like, binary)                                                     \
   ZC_OP(randn_like, binary)                                                    \
   /* reductions */                                                             \

@@ -152,10 +152,10 @@ struct Builder {
 
 TEST(LowerRegistry, PrimitiveSetHasNoDecompositionAndEveryOtherOpHasOne) {
   const std::set<std::string> primitives = {
-      "neg",     "abs",    "exp",     "log",     "sqrt",      "rsqrt", "tanh",   "sigmoid",
-      "relu",    "gelu",   "erf",     "clamp",   "cast",      "add",   "sub",    "mul",
-      "div",     "pow",    "maximum", "minimum", "eq",        "ne",    "lt",     "le",
-      "gt",      "ge",     "where",   "sum",     "amax",      "amin",  "argmax", "reshape",
+      "neg",     "abs",    "exp",     "log",     "sqrt",      "rsqrt", "tanh",      "sigmoid",
+      "relu",    "gelu",   "erf",     "clamp",   "cast",      "add",   "sub",       "mul",
+      "div",     "pow",    "maximum", "minimum", "eq",        "ne",    "lt",        "le",
+      "gt",      "ge",     "where",   "sum",     "amax",      "amin",  "argmax",    "reshape",
       "permute", "expand", "slice",   "matmul",  "embedding", "cat",   "rand_like", "randn_like"};
   for (int i = 0; i < ops::kNumOps; ++i) {
     const ops::OpDef& def = ops::op_def(static_cast<OpId>(i));
