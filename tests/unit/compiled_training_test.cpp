@@ -37,6 +37,22 @@ void expect_same_gradients(const std::shared_ptr<nn::Module>& model, Loss&& loss
   }
 }
 
+// The module called with a list of inputs, eagerly or compiled.
+using ModuleCall = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// `grads(call)` (a test's gradients from calls through `call`) with `model` called eagerly, then
+// compiled: each within 1e-5. `what` prefixes the failure's "gradient i".
+void expect_gradients_match_eager(
+    const std::shared_ptr<nn::Module>& model,
+    const std::function<std::vector<Tensor>(const ModuleCall&)>& grads, const std::string& what) {
+  const std::vector<Tensor> eager =
+      grads([&](const std::vector<Tensor>& in) { return (*model)(in); });
+  CompiledModule fast = compile(model);
+  const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << what << "gradient " << i;
+}
+
 TEST(CompiledTraining, Seed64GradientsEqualEager) {
   manual_seed(51);
   auto model = models::seed_model(64);
@@ -106,12 +122,7 @@ TEST(CompiledTraining, AValueReturnedTwiceGetsEveryOutputsGradient) {
     loss.backward();
     return std::vector<Tensor>{x.grad(), model->lin->weight.grad(), model->lin->bias.grad()};
   };
-  const std::vector<Tensor> eager =
-      grads([&](const std::vector<Tensor>& in) { return (*model)(in); });
-  CompiledModule fast = compile(model);
-  const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
-  for (size_t i = 0; i < eager.size(); ++i)
-    EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << "gradient " << i;
+  expect_gradients_match_eager(model, grads, "");
 }
 
 // Outputs that eager gives no grad_fn (ids, a float made from an integer, a constant's
@@ -253,12 +264,7 @@ TEST(CompiledTraining, AMemberTensorThatWantsGradientsGetsThem) {
     model->big.mutable_grad() = Tensor();
     return g;
   };
-  const std::vector<Tensor> eager =
-      grads([&](const std::vector<Tensor>& in) { return (*model)(in); });
-  CompiledModule fast = compile(model);
-  const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
-  for (size_t i = 0; i < eager.size(); ++i)
-    EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << "gradient " << i;
+  expect_gradients_match_eager(model, grads, "");
 }
 
 // The same members made to want gradients only after a compiled call traced them as constants
@@ -314,12 +320,7 @@ TEST(CompiledTraining, InputViewsPassGradientsToTheirLeaf) {
       loss.backward();
       return std::vector<Tensor>{leaf.grad(), model->lin->weight.grad()};
     };
-    const std::vector<Tensor> eager =
-        grads([&](const std::vector<Tensor>& in) { return (*model)(in); });
-    CompiledModule fast = compile(model);
-    const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
-    for (size_t i = 0; i < eager.size(); ++i)
-      EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << "view " << v << ", gradient " << i;
+    expect_gradients_match_eager(model, grads, "view " + std::to_string(v) + ", ");
   }
 }
 
