@@ -109,9 +109,21 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
   // lifted at any size, never embedded: the compiled backward sends it its gradient, as eager
   // autograd does.
   const bool wants_grad = autograd::requires_grad(t);
-  if (!wants_grad && constants_.find(t) < 0) read_.push_back(t.impl_ptr());
+  // A new tensor that wants no gradients is noted (constants_read) as the table takes it in:
+  // the callbacks run only for tensors it has not met.
+  auto noted = [&] {
+    if (!wants_grad) read_.push_back(t.impl_ptr());
+  };
   ir::ValueId id = constants_.value_of(
-      t, [&](Tensor data) { return wants_grad ? lift(t) : embed(std::move(data)); }, lift);
+      t,
+      [&](Tensor data) {
+        noted();
+        return wants_grad ? lift(t) : embed(std::move(data));
+      },
+      [&](const Tensor& large) {
+        noted();
+        return lift(large);
+      });
   produced_.resize(graph_.values.size());
   return id;
 }
