@@ -12,7 +12,8 @@ if ! python3 -c "import onnxruntime, onnx, numpy" >/dev/null 2>&1; then
   echo "test.sh: installing onnxruntime, onnx and numpy for the tests (pip)"
   python3 -m pip install --quiet --disable-pip-version-check onnxruntime onnx numpy
 fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Warnings are errors here (CI): a fresh build prints none.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DZC_WERROR=ON >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure -j2 "$@"
 # The full run also builds the thread tests with ThreadSanitizer (docs/serving.md, "Calls from

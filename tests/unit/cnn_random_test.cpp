@@ -266,7 +266,9 @@ TEST(CnnRandom, ProgramsAndGradientsMatchEager) {
   const int64_t kept = compiler::stats().weights_kept;
   expect_cnns_match_eager(1, test::scaled_count(30), Device::cpu(), 1e-4);
   // The inference calls kept converted weights, which the change in place then replaced.
-  if (ops::onednn_conv_available()) EXPECT_GT(compiler::stats().weights_kept, kept);
+  if (ops::onednn_conv_available()) {
+    EXPECT_GT(compiler::stats().weights_kept, kept);
+  }
 }
 
 TEST(CnnRandom, ProgramsAndGradientsMatchTheCpuOnCuda) {

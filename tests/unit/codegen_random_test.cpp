@@ -750,8 +750,9 @@ void expect_async_programs_match_eager(uint32_t first_seed, int count,
       ASSERT_EQ(got.size(), want.size()) << when;
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_EQ(got[i].defined(), want[i].defined()) << when << ", result " << i;
-        if (want[i].defined())
+        if (want[i].defined()) {
           EXPECT_LE(test::scaled_error(got[i], want[i]), tolerance) << when << ", result " << i;
+        }
       }
     };
     expect_call_matches(rows, false, "first call");  // eager while the compile runs
