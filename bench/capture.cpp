@@ -6,7 +6,7 @@
 #include "capture/capture.h"
 #include "capture/guards.h"
 #include "ir/canonical.h"
-#include "runtime/regions.h"
+#include "runtime/regions/plan.h"
 #include "zc/zc.h"
 
 namespace {

@@ -8,7 +8,7 @@
 
 #include "capture/capture.h"
 #include "codegen/backends/cpp/cpp_backend.h"
-#include "runtime/compile_graph.h"
+#include "runtime/driver/compile_graph.h"
 #include "zc/zc.h"
 
 namespace {

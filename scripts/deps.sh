@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # Build: compiler, CMake + Ninja, pkg-config (finds OpenBLAS). Library: OpenBLAS (large
-# matmuls), oneDNN (f32 GEMMs on the CPU, src/ops/blas.h), OpenSSL's libcrypto (SHA-256, HMAC),
+# matmuls), oneDNN (f32 GEMMs on the CPU, src/cpu/blas.h), OpenSSL's libcrypto (SHA-256, HMAC),
 # zstd (cache bundles), hiredis (the remote cache; redis-server for its tests), ONNX's
 # protobuf classes and protobuf (ONNX import). Tests and
 # benchmarks: GoogleTest/GoogleMock, Google Benchmark. Fuzz tests: clang with its sanitizer and

@@ -240,8 +240,8 @@ void reset_stats();
 // distinct product, ordered: "f32 NN 512x768x256 ld 256,768,768 -> oneDNN, 8 of 16 threads
 // (412.0 us; default 455.1 us)".
 std::vector<std::string> autotune_choices();
-// The return on compile time of one compiled module (runtime/roi.h): what compiling cost, what
-// a call costs compiled and eagerly, after how many calls the compile pays for itself.
+// The return on compile time of one compiled module (runtime/debug/roi.h): what compiling cost,
+// what a call costs compiled and eagerly, after how many calls the compile pays for itself.
 struct ModuleRoi {
   std::string module;  // type name and creation number: "GPT#1"
   int64_t compiles = 0;

@@ -35,7 +35,7 @@ std::vector<int32_t> last_readers(const Schedule& s) {
 }
 
 // A CPU convolution with a residual (conv2d_nhwc, an extern op) adds the residual to its
-// output: ops::OnednnConv through oneDNN's sum post-op, which reads each element of the output's
+// output: cpu::OnednnConv through oneDNN's sum post-op, which reads each element of the output's
 // earlier contents before it writes it. So where the residual dies at the convolution, the
 // output may lie over it and the residual needs no copy into the output first (a ResNet-50
 // call copied 1.2 ms of residuals on 2 cores; docs/adr/0033). The residual must be a whole

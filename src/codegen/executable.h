@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/gemm_choice.h"
+#include "cpu/gemm_choice.h"
 #include "zc/error.h"
 #include "zc/tensor.h"
 
@@ -19,7 +19,7 @@ namespace zc::codegen {
 // index of the kernel that makes it).
 struct LibraryProduct {
   int32_t site = 0;
-  ops::GemmProblem problem;
+  cpu::GemmProblem problem;
 };
 
 // What holds a graph input's memory in one call: an owned storage's uid and version
@@ -43,11 +43,11 @@ class Executable {
   // Where its inputs, outputs and scratch memory live.
   virtual Device device() const { return Device::cpu(); }
 
-  // Mode::MaxAutotune (runtime/autotune.h). The library products this executable makes that a
-  // choice can change (none where the backend has no choices, or where the code serves many
+  // Mode::MaxAutotune (runtime/products/autotune.h). The library products this executable makes
+  // that a choice can change (none where the backend has no choices, or where the code serves many
   // sizes: its problems change from call to call).
   virtual std::vector<LibraryProduct> library_products() const { return {}; }
-  // How each site's product runs (ops/gemm_choice.h codes, by site; 0 the default).
+  // How each site's product runs (cpu/gemm_choice.h codes, by site; 0 the default).
   virtual std::vector<uint8_t> product_choices() const { return {}; }
   // An executable like this one, sharing its code, whose products run as `choices` (by site,
   // as product_choices()) say. Only called when product_choices() is not empty.

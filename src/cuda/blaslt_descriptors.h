@@ -28,7 +28,7 @@ GemmAlignment gemm_alignment(const GemmProblem& p, CUdeviceptr a, CUdeviceptr b,
 
 // Why `p` is malformed (mismatched or unsupported dtypes, negative sizes, overlapping rows),
 // empty when it is not: what check_gemm_problem reports as a caller's bug, and a products record
-// read from the cache (runtime/gemm_record.h) as a bad record.
+// read from the cache (runtime/records/gemm_record.h) as a bad record.
 std::string gemm_problem_fault(const GemmProblem& p);
 // Raises what gemm() documents for a malformed problem or one too large for cuBLASLt.
 void check_gemm_problem(const GemmProblem& p);

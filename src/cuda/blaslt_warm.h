@@ -5,12 +5,12 @@
 // training step spent 6.4 ms of its 42 loading one (the split-K product of M=1024 N=768
 // K=3072), with everything behind it queued. Which products a process will run is known only
 // once it runs them, but the previous process that ran the same model on this machine knew.
-// So the runtime keeps the products each process planned in its cache (runtime/gemm_record.h)
-// and hands them to the next process's cuBLASLt start (blaslt_start.h), which, as soon as the
-// library is ready on the device and while the process is still building its model, plans
-// each and runs it once over scratch memory on a stream of its own (warm_products). The
-// process's own products then find their plans made and their kernels loaded; a product that
-// comes first meanwhile runs without waiting for the warm-up.
+// So the runtime keeps the products each process planned in its cache
+// (runtime/records/gemm_record.h) and hands them to the next process's cuBLASLt start
+// (blaslt_start.h), which, as soon as the library is ready on the device and while the process is
+// still building its model, plans each and runs it once over scratch memory on a stream of its own
+// (warm_products). The process's own products then find their plans made and their kernels loaded;
+// a product that comes first meanwhile runs without waiting for the warm-up.
 #pragma once
 
 #include <span>

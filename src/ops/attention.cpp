@@ -5,13 +5,13 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/blas.h"
+#include "cpu/gemm.h"
 #include "ops/attention.h"
-#include "ops/blas.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "ops/eager.h"
-#include "ops/gemm.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
@@ -75,7 +75,7 @@ void attend(const T* q, const T* k, const T* v, T* o, int64_t tq, int64_t tk, in
             int64_t hv, bool causal, T scale, std::vector<T>& scores) {
   scores.resize(tq * tk);
   // scores = q k^T: k [tk, hd] read transposed through strides.
-  gemm<T>(tq, tk, hd, MatView{q, hd, 1}, MatView{k, 1, hd}, scores.data());
+  cpu::gemm<T>(tq, tk, hd, cpu::MatView{q, hd, 1}, cpu::MatView{k, 1, hd}, scores.data());
   for (int64_t i = 0; i < tq; ++i) {
     T* row = scores.data() + i * tk;
     int64_t visible = causal ? std::min(tk, i + 1) : tk;  // top-left aligned, as torch
@@ -93,7 +93,7 @@ void attend(const T* q, const T* k, const T* v, T* o, int64_t tq, int64_t tk, in
     for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
     for (int64_t j = visible; j < tk; ++j) row[j] = 0;
   }
-  gemm<T>(tq, hv, tk, MatView{scores.data(), tk, 1}, MatView{v, hv, 1}, o);
+  cpu::gemm<T>(tq, hv, tk, cpu::MatView{scores.data(), tk, 1}, cpu::MatView{v, hv, 1}, o);
 }
 
 std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& attrs,
@@ -108,9 +108,9 @@ std::vector<Tensor> attention_eager(std::span<const Tensor> in, const Attrs& att
   int64_t tk = k.shape()[k.dim() - 2], hv = v.shape().back();
   int64_t batches = shape_numel(batch);
   Tensor out = Tensor::empty(out_shape, ct);
-  // Heads run one per thread when there are enough of them (ops/blas.h's rule for batches of
+  // Heads run one per thread when there are enough of them (cpu/blas.h's rule for batches of
   // products), each with its own scores; else one after another, each product on all threads.
-  const bool spread = share_batch_out(batches, tq * tk * std::max(hd, hv));
+  const bool spread = cpu::share_batch_out(batches, tq * tk * std::max(hd, hv));
   auto run = [&](auto tag) {
     using T = decltype(tag);
 #pragma omp parallel if (spread)

@@ -20,10 +20,10 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/gemm.h"
 #include "ops/attention.h"
 #include "ops/decompose.h"
 #include "ops/eager.h"
-#include "ops/gemm.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
@@ -118,7 +118,7 @@ template <class T>
 void row_lse(const T* q, const T* k, T* lse, int64_t tq, int64_t tk, int64_t d, bool causal,
              T scale, std::vector<T>& scores) {
   scores.resize(tq * tk);
-  gemm<T>(tq, tk, d, MatView{q, d, 1}, MatView{k, 1, d}, scores.data());
+  cpu::gemm<T>(tq, tk, d, cpu::MatView{q, d, 1}, cpu::MatView{k, 1, d}, scores.data());
   for (int64_t i = 0; i < tq; ++i) {
     T* row = scores.data() + i * tk;
     const int64_t visible = visible_keys(i, tk, causal);
@@ -168,7 +168,7 @@ void item_grad(const GradItem<T>& x, int64_t tq, int64_t tk, int64_t d, int64_t 
                std::vector<T>& tmp) {
   const T scale = static_cast<T>(a.scale);
   p.resize(tq * tk);
-  gemm<T>(tq, tk, d, MatView{x.q, d, 1}, MatView{x.k, 1, d}, p.data());  // S = q k^T
+  cpu::gemm<T>(tq, tk, d, cpu::MatView{x.q, d, 1}, cpu::MatView{x.k, 1, d}, p.data());  // S = q k^T
   for (int64_t i = 0; i < tq; ++i) {
     T* row = p.data() + i * tk;
     const int64_t visible = visible_keys(i, tk, a.causal);
@@ -177,7 +177,8 @@ void item_grad(const GradItem<T>& x, int64_t tq, int64_t tk, int64_t d, int64_t 
   }
   if (a.wrt != AttentionWrt::v) {
     ds.resize(tq * tk);
-    gemm<T>(tq, tk, dv, MatView{x.g, dv, 1}, MatView{x.v, 1, dv}, ds.data());  // dP = g v^T
+    cpu::gemm<T>(tq, tk, dv, cpu::MatView{x.g, dv, 1}, cpu::MatView{x.v, 1, dv},
+                 ds.data());  // dP = g v^T
     for (int64_t i = 0; i < tq * tk; ++i) ds[i] = p[i] * (ds[i] - x.delta[i / tk]);
   }
   auto scaled = [&](T* o, int64_t n) {
@@ -185,23 +186,23 @@ void item_grad(const GradItem<T>& x, int64_t tq, int64_t tk, int64_t d, int64_t 
   };
   switch (a.wrt) {
     case AttentionWrt::q:
-      gemm<T>(tq, d, tk, MatView{ds.data(), tk, 1}, MatView{x.k, d, 1}, x.out);
+      cpu::gemm<T>(tq, d, tk, cpu::MatView{ds.data(), tk, 1}, cpu::MatView{x.k, d, 1}, x.out);
       scaled(x.out, tq * d);
       break;
     case AttentionWrt::k:
-      gemm<T>(tk, d, tq, MatView{ds.data(), 1, tk}, MatView{x.q, d, 1}, x.out);
+      cpu::gemm<T>(tk, d, tq, cpu::MatView{ds.data(), 1, tk}, cpu::MatView{x.q, d, 1}, x.out);
       scaled(x.out, tk * d);
       break;
     case AttentionWrt::v:
-      gemm<T>(tk, dv, tq, MatView{p.data(), 1, tk}, MatView{x.g, dv, 1}, x.out);
+      cpu::gemm<T>(tk, dv, tq, cpu::MatView{p.data(), 1, tk}, cpu::MatView{x.g, dv, 1}, x.out);
       break;
     case AttentionWrt::kv: {
       // Each key's row: its d gradient columns of k, then its dv of v.
       tmp.resize(tk * (d + dv));
       T *dk = tmp.data(), *dvv = tmp.data() + tk * d;
-      gemm<T>(tk, d, tq, MatView{ds.data(), 1, tk}, MatView{x.q, d, 1}, dk);
+      cpu::gemm<T>(tk, d, tq, cpu::MatView{ds.data(), 1, tk}, cpu::MatView{x.q, d, 1}, dk);
       scaled(dk, tk * d);
-      gemm<T>(tk, dv, tq, MatView{p.data(), 1, tk}, MatView{x.g, dv, 1}, dvv);
+      cpu::gemm<T>(tk, dv, tq, cpu::MatView{p.data(), 1, tk}, cpu::MatView{x.g, dv, 1}, dvv);
       for (int64_t r = 0; r < tk; ++r) {
         std::memcpy(x.out + r * (d + dv), dk + r * d, sizeof(T) * d);
         std::memcpy(x.out + r * (d + dv) + d, dvv + r * dv, sizeof(T) * dv);

@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "cpu/onednn_conv.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "ops/eager.h"
-#include "ops/onednn_conv.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
 #include "ops/window.h"
@@ -351,15 +351,15 @@ std::vector<Tensor> conv2d_nhwc_eager(std::span<const Tensor> in, const Attrs& a
                                       std::span<const TensorMeta> outs) {
   const bool f32 =
       std::all_of(in.begin(), in.end(), [](const Tensor& t) { return t.dtype() == DType::f32; });
-  if (!onednn_conv_available() || !f32) {
+  if (!cpu::onednn_conv_available() || !f32) {
     NoGradGuard no_grad;
     return conv2d_nhwc_decompose(in, attrs);
   }
   const auto& a = std::get<Conv2dAttrs>(attrs);
   Tensor out = Tensor::empty(outs[0].shape, outs[0].dtype);
   const size_t convs = conv_inputs(in, a).size();
-  onednn_conv_once(in[0], in[1], convs > 2 ? &in[2] : nullptr, a.residual ? &in.back() : nullptr,
-                   out, a);
+  cpu::onednn_conv_once(in[0], in[1], convs > 2 ? &in[2] : nullptr,
+                        a.residual ? &in.back() : nullptr, out, a);
   return {out};
 }
 

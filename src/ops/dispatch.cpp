@@ -3,7 +3,7 @@
 #include <atomic>
 
 #include "autograd/record.h"
-#include "ops/cpu_threads.h"
+#include "cpu/threads.h"
 #include "ops/shape_rules.h"
 #include "util/check.h"
 
@@ -106,7 +106,7 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
   std::vector<TensorMeta> outs = infer_outputs(def, metas, attrs);
   std::vector<Tensor> results;
   if (device.is_cpu()) {
-    CpuCallShare share;
+    cpu::CpuCallShare share;
     share.refresh();
     results = def.eager(inputs, attrs, outs);
   } else {

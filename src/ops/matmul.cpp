@@ -1,9 +1,9 @@
 // matmul (numpy semantics: 1-D operands, broadcast batch dims) and linear (x W^T + b).
-#include "ops/blas.h"
+#include "cpu/blas.h"
+#include "cpu/gemm.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/eager.h"
-#include "ops/gemm.h"
 #include "ops/loops.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
@@ -53,9 +53,9 @@ void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tenso
   int64_t nb = static_cast<int64_t>(s.batch.size());
   int64_t batches = shape_numel(s.batch);
   T* c = elem_ptr<T>(out);
-  // The batch rule of generated code's products (ops/blas.h): heads one per thread when
+  // The batch rule of generated code's products (cpu/blas.h): heads one per thread when
   // there are enough of them, else one product after another on all threads.
-#pragma omp parallel for schedule(static) if (share_batch_out(batches, s.M * s.N * s.K))
+#pragma omp parallel for schedule(static) if (cpu::share_batch_out(batches, s.M * s.N * s.K))
   for (int64_t bi = 0; bi < batches; ++bi) {
     int64_t rem = bi, oa = 0, ob = 0;
     for (int64_t d = nb - 1; d >= 0; --d) {
@@ -64,9 +64,9 @@ void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tenso
       oa += i * A.strides[d];
       ob += i * B.strides[d];
     }
-    MatView av{reinterpret_cast<const T*>(A.base) + oa, A.strides[nb], A.strides[nb + 1]};
-    MatView bv{reinterpret_cast<const T*>(B.base) + ob, B.strides[nb], B.strides[nb + 1]};
-    gemm<T>(s.M, s.N, s.K, av, bv, c + bi * s.M * s.N);
+    cpu::MatView av{reinterpret_cast<const T*>(A.base) + oa, A.strides[nb], A.strides[nb + 1]};
+    cpu::MatView bv{reinterpret_cast<const T*>(B.base) + ob, B.strides[nb], B.strides[nb + 1]};
+    cpu::gemm<T>(s.M, s.N, s.K, av, bv, c + bi * s.M * s.N);
   }
 }
 
@@ -141,8 +141,8 @@ std::vector<Tensor> linear_eager(std::span<const Tensor> in, const Attrs&,
     if (K == 0) {
       for (int64_t i = 0; i < M * N; ++i) c[i] = T(0);
     } else {
-      gemm<T>(M, N, K, MatView{elem_ptr<T>(x), rows_strides[0], rows_strides[1]},
-              MatView{elem_ptr<T>(w), w.strides()[1], w.strides()[0]}, c);
+      cpu::gemm<T>(M, N, K, cpu::MatView{elem_ptr<T>(x), rows_strides[0], rows_strides[1]},
+                   cpu::MatView{elem_ptr<T>(w), w.strides()[1], w.strides()[0]}, c);
     }
     if (in.size() == 3) {
       Tensor b = as_dtype(in[2], ct);

@@ -1,5 +1,5 @@
 // A TensorMeta as bytes: what canonical graph bytes (ir/canonical.h) and a compiled function's
-// call record (runtime/call_record.h) store for each value or input.
+// call record (runtime/records/call_record.h) store for each value or input.
 //
 // Layout: dtype u8, device type u8, device index u32, wrapped-number flag u8, then the shape
 // (rank u64, each size i64), or with `sizes` false its rank alone (structure hashes).

@@ -7,11 +7,11 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/onednn_conv.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "ops/eager.h"
-#include "ops/onednn_conv.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"
 #include "ops/window.h"
@@ -95,9 +95,9 @@ std::vector<Tensor> max_pool_nchw_decompose(std::span<const Tensor> in, const At
 
 std::vector<Tensor> max_pool_eager(std::span<const Tensor> in, const Attrs& attrs,
                                    std::span<const TensorMeta> outs) {
-  if (onednn_max_pool_applies(in[0], std::get<Pool2dAttrs>(attrs))) {
+  if (cpu::onednn_max_pool_applies(in[0], std::get<Pool2dAttrs>(attrs))) {
     Tensor out = Tensor::empty(outs[0].shape, outs[0].dtype);
-    onednn_max_pool(in[0], out, std::get<Pool2dAttrs>(attrs));
+    cpu::onednn_max_pool(in[0], out, std::get<Pool2dAttrs>(attrs));
     return {out};
   }
   NoGradGuard no_grad;
@@ -107,7 +107,7 @@ std::vector<Tensor> max_pool_eager(std::span<const Tensor> in, const Attrs& attr
 // Into a compiled graph's buffer (the CPU backend keeps max_pool2d whole where oneDNN is in).
 void max_pool_into(std::span<const Tensor> in, const Attrs& attrs, std::span<const Tensor> out) {
   const auto& a = std::get<Pool2dAttrs>(attrs);
-  if (onednn_max_pool_applies(in[0], a)) return onednn_max_pool(in[0], out[0], a);
+  if (cpu::onednn_max_pool_applies(in[0], a)) return cpu::onednn_max_pool(in[0], out[0], a);
   NoGradGuard no_grad;
   assign_values(out[0], eager_contiguous(max_pool_decompose(in, attrs)[0]));
 }

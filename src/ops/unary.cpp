@@ -2,7 +2,7 @@
 // inputs produce f32, as in torch.
 #include <cmath>
 
-#include "ops/activation.h"
+#include "cpu/activation.h"
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "ops/eager.h"
@@ -69,7 +69,7 @@ struct Relu {
   static constexpr bool transcendental = false;
   template <class T>
   T operator()(T x) const {
-    return relu_value(x);
+    return cpu::relu_value(x);
   }
   static std::string c(const CExpr& e) {
     return "(" + e.x() + " < 0 ? " + e.lit(0) + " : " + e.x() + ")";
@@ -167,7 +167,7 @@ struct Gelu {
   bool tanh_approx = false;
   template <class T>
   T operator()(T x) const {
-    return gelu_value(x, tanh_approx);
+    return cpu::gelu_value(x, tanh_approx);
   }
   static std::string c(const CExpr& e) {
     const std::string& x = e.x();

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "codegen/call_buffers.h"
-#include "runtime/compiled_function.h"
+#include "runtime/call/compiled_function.h"
 #include "tensor/assign.h"
 #include "util/hash.h"
 #include "zc/autograd.h"

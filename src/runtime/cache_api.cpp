@@ -7,7 +7,7 @@
 #include "cache/cache.h"
 #include "cache/disk_tier.h"
 #include "codegen/backend.h"
-#include "runtime/autotune.h"
+#include "runtime/products/autotune.h"
 #include "util/json_quote.h"
 #include "zc/cache.h"
 #include "zc/version.h"
@@ -33,7 +33,8 @@ std::vector<Provenance> usable_provenances() {
     out.push_back(Provenance{zc::build_id(), parts.target, parts.toolchain});
   }
   if (out.empty()) out.push_back(Provenance{zc::build_id(), "", ""});
-  // max_autotune's records are made for this CPU and its GEMM libraries (runtime/autotune.h).
+  // max_autotune's records are made for this CPU and its GEMM libraries
+  // (runtime/products/autotune.h).
   out.push_back(runtime::tuning_provenance(runtime::this_host()));
   return out;
 }

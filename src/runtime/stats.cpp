@@ -4,8 +4,8 @@
 #include <iomanip>
 #include <sstream>
 
-#include "runtime/accuracy_check.h"
-#include "runtime/autotune.h"
+#include "runtime/debug/accuracy_check.h"
+#include "runtime/products/autotune.h"
 #include "zc/compile.h"
 
 namespace zc::compiler {

@@ -4,7 +4,7 @@
 // kernels and roi: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a
 // wait per call; codegen/backends/cuda/kernel_profile.h; the CPU's steps are timed by the wall
 // clock, codegen/backends/cpp/cpu_kernel_profile.h), and roi runs a few calls eagerly to
-// time them (runtime/roi.h), which a debugging log should not do unasked.
+// time them (runtime/debug/roi.h), which a debugging log should not do unasked.
 // Timing lines also say when: "[zc:timing] [812.40 ms] ...", ms since libzc was loaded, so work
 // that overlaps (a background start, a wait for it) shows as such.
 #pragma once
@@ -24,7 +24,7 @@ enum class Topic : uint8_t {
   regions,
   fusion,
   kernels,
-  roi,  // compiled modules' return on the compile time (runtime/roi.h)
+  roi,  // compiled modules' return on the compile time (runtime/debug/roi.h)
   accuracy,
   count
 };

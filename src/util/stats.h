@@ -28,7 +28,7 @@ enum class Counter : uint8_t {
   backwards_derived,  // joint graphs derived and partitioned (not read from the cache)
   autotune_timings,   // library products whose candidates max_autotune timed
   autotune_hits,      // library products whose choice came from the autotune cache level
-  graphs_preloaded,   // graphs loaded through a load hint (runtime/load_hint.h)
+  graphs_preloaded,   // graphs loaded through a load hint (runtime/records/load_hint.h)
   async_compiles,     // compiles started in the background (CompileOptions::async_compile)
   eager_calls,        // calls of compiled modules that ran their forward eagerly
   accuracy_checks,    // calls compared against eager (CompileOptions::accuracy_check)

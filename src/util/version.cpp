@@ -1,14 +1,11 @@
-// Version and build identity, and what the machine offers at run time.
+// Version and build identity, and the CPU features the machine offers at run time (what the
+// CPU kernel library makes of them is cpu/machine_info.cpp).
 #include "zc/version.h"
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include "ops/blas.h"
-#include "ops/cpu_threads.h"
-#include "ops/onednn_conv.h"
-#include "zc/error.h"
 #include "zc_build_id.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -134,40 +131,6 @@ std::string detect_cpu_features() {
 std::string cpu_features() {
   static const std::string features = detect_cpu_features();
   return features;
-}
-
-std::string blas_info() {
-  return ops::gemm_libraries();
-}
-
-std::string cpu_conv_info() {
-  try {
-    const char* set = std::getenv("ZC_CPU_CONV");
-    const std::string why = set && *set ? " (ZC_CPU_CONV)" : "";
-    if (!ops::onednn_conv_available()) {
-      return "columns and a product" + (why.empty() ? " (no oneDNN in this build)" : why);
-    }
-    if (!ops::onednn_winograd_wanted()) return "oneDNN direct, channels-last" + why;
-    const std::string side = std::to_string(ops::kWinogradMinSide);
-    return "oneDNN direct, channels-last; Winograd for 3x3 stride-1 ones of at least " + side +
-           "x" + side + " outputs" +
-           (why.empty()
-                ? " (a pool of at most " + std::to_string(ops::kWinogradMaxThreads) + " threads)"
-                : why);
-  } catch (const Error& e) {
-    return std::string("error: ") + e.what();
-  }
-}
-
-std::string cpu_threads_info() {
-  try {
-    const char* set = std::getenv("ZC_NUM_THREADS");
-    return std::to_string(ops::cpu_threads()) +
-           (set && *set ? " (ZC_NUM_THREADS)" : " (OpenMP's: OMP_NUM_THREADS, else the cores)") +
-           "; calls running at once share them";
-  } catch (const Error& e) {
-    return std::string("error: ") + e.what();
-  }
 }
 
 }  // namespace zc

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   const int calls = argc > 1 ? std::atoi(argv[1]) : 1000;
   int failures = 0;
   // The third pass makes the first call's size templates on a thread of their own, as a GPU
-  // backend does (runtime/sizes_first.h).
+  // backend does (runtime/dynamic/sizes_first.h).
   for (const char* mode : {"compile", "async compile", "templates in the background"}) {
     const bool async = std::string_view(mode) == "async compile";
     if (std::string_view(mode) == "templates in the background") {

@@ -10,7 +10,7 @@
 
 #include "codegen/backend.h"
 #include "codegen/backends/cpp/cpp_backend.h"
-#include "runtime/accuracy_compare.h"
+#include "runtime/debug/accuracy_compare.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 

@@ -9,7 +9,7 @@
 #include "lower/autodiff.h"
 #include "lower/partition.h"
 #include "lower/pipeline.h"
-#include "runtime/compile_graph.h"
+#include "runtime/driver/compile_graph.h"
 #include "test_support.h"
 #include "zc/zc.h"
 

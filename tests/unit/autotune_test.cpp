@@ -1,5 +1,5 @@
-// Mode::MaxAutotune (runtime/autotune.h): every way a product can run (ops/gemm_choice.h) gives
-// the reference's result; choices are timed once per machine and then read, never re-timed,
+// Mode::MaxAutotune (runtime/products/autotune.h): every way a product can run (cpu/gemm_choice.h)
+// gives the reference's result; choices are timed once per machine and then read, never re-timed,
 // from the cache (in-process, a fresh process, a bundle); another CPU's or other libraries'
 // records are not used; compiled code runs correctly under every choice.
 #include <gtest/gtest.h>
@@ -9,11 +9,11 @@
 
 #include "cache/cache.h"
 #include "capture/capture.h"
-#include "ops/blas.h"
-#include "ops/gemm_choice.h"
+#include "cpu/blas.h"
+#include "cpu/gemm_choice.h"
 #include "run_model.h"
-#include "runtime/autotune.h"
-#include "runtime/compile_graph.h"
+#include "runtime/driver/compile_graph.h"
+#include "runtime/products/autotune.h"
 #include "test_support.h"
 #include "unit/captured_args.h"
 #include "unit/gemm_problems.h"
@@ -23,8 +23,8 @@
 namespace zc {
 namespace {
 
-using ops::GemmChoice;
-using ops::GemmProblem;
+using cpu::GemmChoice;
+using cpu::GemmProblem;
 
 GemmProblem problem(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t pad = 0) {
   return test::gemm_problem(dt, ta, tb, m, n, k, pad);
@@ -104,17 +104,17 @@ TEST(GemmChoice, CandidatesStartWithTheDefaultAndAreDistinct) {
   for (int team : {1, 2, 16}) {
     for (DType dt : {DType::f32, DType::f64}) {
       for (const GemmProblem& p : problems(dt)) {
-        const std::vector<GemmChoice> c = ops::gemm_candidates(p, team);
+        const std::vector<GemmChoice> c = cpu::gemm_candidates(p, team);
         ASSERT_FALSE(c.empty());
         for (size_t i = 0; i < c.size(); ++i) {
           for (size_t j = i + 1; j < c.size(); ++j) EXPECT_NE(c[i].code(), c[j].code());
         }
         EXPECT_EQ(c[0].shift, 0) << p.str();
-        const bool dnnl = ops::default_f32_library() == ops::GemmLibrary::onednn;
+        const bool dnnl = cpu::default_f32_library() == cpu::GemmLibrary::onednn;
         EXPECT_EQ(c[0].library, dt == DType::f32 && dnnl ? GemmChoice::Library::onednn
                                                          : GemmChoice::Library::openblas);
         if (p.products() > 1) {
-          const bool out = ops::share_batch_out(p.products(), p.m * p.n * p.k);
+          const bool out = cpu::share_batch_out(p.products(), p.m * p.n * p.k);
           EXPECT_EQ(c[0].batch, out ? GemmChoice::Batch::shared_out : GemmChoice::Batch::in_turn);
         }
       }
@@ -132,13 +132,13 @@ TEST(GemmChoice, EveryCandidateEqualsTheFloat64Reference) {
       for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.53 * static_cast<double>(i));
       const std::vector<double> want = reference(p, a, b);
       // Team 16 lists every share even on a smaller machine (shares of the real team then).
-      for (const GemmChoice& choice : ops::gemm_candidates(p, 16)) {
+      for (const GemmChoice& choice : cpu::gemm_candidates(p, 16)) {
         std::vector<double> got(want.size(), 0.0);
         if (dt == DType::f64) {
-          ops::run_gemm(p, choice, a.data(), b.data(), got.data());
+          cpu::run_gemm(p, choice, a.data(), b.data(), got.data());
         } else {
           std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end()), cf(want.size(), 0);
-          ops::run_gemm(p, choice, af.data(), bf.data(), cf.data());
+          cpu::run_gemm(p, choice, af.data(), bf.data(), cf.data());
           got.assign(cf.begin(), cf.end());
         }
         const double tol = dt == DType::f64 ? 1e-12 : 1e-5;
@@ -172,7 +172,7 @@ TEST(Autotune, ChoicesAreTimedOncePerMachineAndReadAfterwards) {
     EXPECT_EQ(timings() - before, 3);
     for (const auto& t : cold) {
       EXPECT_TRUE(t.timed);
-      EXPECT_EQ(t.medians_us.size(), ops::gemm_candidates(t.problem, t.team).size());
+      EXPECT_EQ(t.medians_us.size(), cpu::gemm_candidates(t.problem, t.team).size());
     }
   }
   {
@@ -267,13 +267,13 @@ void expect_every_choice_runs_right(const capture::Captured& cap, std::span<cons
   size_t most = 0;
   for (const auto& lp : products) {
     any_batch = any_batch || lp.problem.products() > 1;
-    most = std::max(most, ops::gemm_candidates(lp.problem, 16).size());
+    most = std::max(most, cpu::gemm_candidates(lp.problem, 16).size());
   }
   EXPECT_EQ(any_batch, batched);
   for (size_t round = 0; round < most; ++round) {
     std::vector<uint8_t> choices = exec->product_choices();
     for (const auto& lp : products) {
-      const auto c = ops::gemm_candidates(lp.problem, 16);
+      const auto c = cpu::gemm_candidates(lp.problem, 16);
       choices[static_cast<size_t>(lp.site)] = c[round % c.size()].code();
     }
     auto tuned = exec->with_product_choices(choices);

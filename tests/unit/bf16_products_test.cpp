@@ -1,5 +1,5 @@
-// MatmulPrecision::Bf16 (ops/bf16_gemm.h, runtime/bf16_products.h): products with bf16 operands
-// equal an exact sum of the bf16-rounded operands' products (f32 accumulation) for every
+// MatmulPrecision::Bf16 (cpu/bf16_gemm.h, runtime/products/bf16_products.h): products with bf16
+// operands equal an exact sum of the bf16-rounded operands' products (f32 accumulation) for every
 // layout; which products of a compiled graph take them; that the code is shared with the
 // default; and, on a CPU without bf16 products (this project's AVX2 machine, CI), that the
 // option changes nothing, bit for bit. The bf16 half runs on the GPU host's Xeon
@@ -10,10 +10,10 @@
 #include <random>
 
 #include "capture/capture.h"
-#include "ops/bf16_gemm.h"
-#include "ops/gemm_choice.h"
+#include "cpu/bf16_gemm.h"
+#include "cpu/gemm_choice.h"
 #include "run_model.h"
-#include "runtime/compile_graph.h"
+#include "runtime/driver/compile_graph.h"
 #include "unit/captured_args.h"
 #include "unit/gemm_problems.h"
 #include "unit/test_support.h"
@@ -22,8 +22,8 @@
 namespace zc {
 namespace {
 
-using ops::GemmChoice;
-using ops::GemmProblem;
+using cpu::GemmChoice;
+using cpu::GemmProblem;
 
 // x rounded to the nearest bfloat16 (ties to even), as a float: zc's own 16-bit type.
 float to_bf16(float x) {
@@ -46,8 +46,8 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
 }
 
 TEST(Bf16Products, WhichProductsPay) {
-  EXPECT_TRUE(ops::bf16_pays(512, 768, 256));
-  EXPECT_FALSE(ops::bf16_pays(128, 128, 64));  // a head's scores
+  EXPECT_TRUE(cpu::bf16_pays(512, 768, 256));
+  EXPECT_FALSE(cpu::bf16_pays(128, 128, 64));  // a head's scores
   // The rule is applied when the product runs: a small product with the bit runs in f32.
   const GemmProblem small = problem(false, true, 67, 45, 129, 3);
   const auto [ea, eb, ec] = small.extents();
@@ -55,8 +55,8 @@ TEST(Bf16Products, WhichProductsPay) {
   std::vector<float> f32(static_cast<size_t>(ec)), with_bit(static_cast<size_t>(ec));
   GemmChoice bit;
   bit.bf16 = true;
-  ops::run_gemm(small, GemmChoice{}, a.data(), b.data(), f32.data());
-  ops::run_gemm(small, bit, a.data(), b.data(), with_bit.data());
+  cpu::run_gemm(small, GemmChoice{}, a.data(), b.data(), f32.data());
+  cpu::run_gemm(small, bit, a.data(), b.data(), with_bit.data());
   EXPECT_EQ(with_bit, f32);
   GemmChoice c;
   c.bf16 = true;
@@ -75,18 +75,18 @@ TEST(Bf16Products, EqualTheRoundedOperandsProductsInEveryLayout) {
       const auto [ea, eb, ec] = p.extents();
       const std::vector<float> a = random_floats(ea, 1), b = random_floats(eb, 2);
       std::vector<float> f32(static_cast<size_t>(ec), 7.f), got(static_cast<size_t>(ec), 7.f);
-      ops::run_gemm(p, GemmChoice{}, a.data(), b.data(), f32.data());
-      if (!ops::bf16_gemm_available()) {
+      cpu::run_gemm(p, GemmChoice{}, a.data(), b.data(), f32.data());
+      if (!cpu::bf16_gemm_available()) {
         // The product runs in f32 instead, and sgemm_bf16 leaves C alone.
-        ops::run_gemm(p, bf16, a.data(), b.data(), got.data());
+        cpu::run_gemm(p, bf16, a.data(), b.data(), got.data());
         EXPECT_EQ(got, f32);
         std::vector<float> untouched(static_cast<size_t>(ec), 7.f);
-        EXPECT_FALSE(ops::sgemm_bf16(ta, tb, p.m, p.n, p.k, a.data(), p.lda, b.data(), p.ldb,
+        EXPECT_FALSE(cpu::sgemm_bf16(ta, tb, p.m, p.n, p.k, a.data(), p.lda, b.data(), p.ldb,
                                      untouched.data(), p.ldc));
         EXPECT_EQ(untouched, std::vector<float>(static_cast<size_t>(ec), 7.f));
         continue;
       }
-      ops::run_gemm(p, bf16, a.data(), b.data(), got.data());
+      cpu::run_gemm(p, bf16, a.data(), b.data(), got.data());
       double differs = 0;
       for (int64_t r = 0; r < p.m; ++r) {
         for (int64_t col = 0; col < p.n; ++col) {
@@ -110,7 +110,7 @@ TEST(Bf16Products, EqualTheRoundedOperandsProductsInEveryLayout) {
       }
     }
   }
-  if (!ops::bf16_gemm_available()) {
+  if (!cpu::bf16_gemm_available()) {
     GTEST_SKIP() << "this CPU has no bf16 products (oneDNN needs AVX-512): the f32 fallback was "
                     "checked, the bf16 products run on the GPU host's Xeon";
   }
@@ -119,14 +119,14 @@ TEST(Bf16Products, EqualTheRoundedOperandsProductsInEveryLayout) {
 // More distinct problems than the plans kept (512): evicted problems are planned again, and
 // each product stays right (a 2 x n x 4 product, checked against its rounded operands).
 TEST(Bf16Products, ManyDistinctProblemsStayRight) {
-  if (!ops::bf16_gemm_available()) {
+  if (!cpu::bf16_gemm_available()) {
     GTEST_SKIP() << "this CPU has no bf16 products (oneDNN needs AVX-512)";
   }
   const std::vector<float> a = random_floats(2 * 4, 3), b = random_floats(4 * 700, 4);
   for (int round = 0; round < 2; ++round) {
     for (int64_t n = 1; n <= 700; n += 1) {
       std::vector<float> c(static_cast<size_t>(2 * n));
-      ASSERT_TRUE(ops::sgemm_bf16(false, false, 2, n, 4, a.data(), 4, b.data(), n, c.data(), n));
+      ASSERT_TRUE(cpu::sgemm_bf16(false, false, 2, n, 4, a.data(), 4, b.data(), n, c.data(), n));
       for (int64_t r = 0; r < 2; ++r) {
         const int64_t col = n - 1;
         double want = 0;
@@ -155,7 +155,7 @@ TEST(Bf16Products, ACompiledGptSharesItsCodeAndStaysClose) {
   for (uint8_t code : bf16->product_choices()) EXPECT_TRUE(GemmChoice::from_code(code).bf16);
   int paying = 0;
   for (const codegen::LibraryProduct& lp : bf16->library_products())
-    paying += ops::bf16_pays(lp.problem.m, lp.problem.n, lp.problem.k);
+    paying += cpu::bf16_pays(lp.problem.m, lp.problem.n, lp.problem.k);
   EXPECT_GE(paying, 4);  // QKV, out, MLP up and down
 
   const std::vector<const Tensor*> args = test::captured_args(cap, x);
@@ -177,7 +177,7 @@ TEST(Bf16Products, ACompiledGptSharesItsCodeAndStaysClose) {
     const Tensor tokens = x[0].slice(1, 0, length).contiguous();
     dynamic_err.push_back(amax(abs(dynamic_bf16(tokens) - dynamic_f32(tokens))).item<double>());
   }
-  if (!ops::bf16_gemm_available()) {
+  if (!cpu::bf16_gemm_available()) {
     EXPECT_EQ(err, 0);
     EXPECT_EQ(compile_err, 0);
     for (double e : dynamic_err) EXPECT_EQ(e, 0);

@@ -1,5 +1,5 @@
-// What a compiled function keeps for the next process (runtime/call_record.h): the record's bytes
-// round-trip and anything else is refused with the reason; a call goes first and the record
+// What a compiled function keeps for the next process (runtime/records/call_record.h): the record's
+// bytes round-trip and anything else is refused with the reason; a call goes first and the record
 // stays bounded; and a function of the same name and context prepares the recorded calls on a
 // background thread, so its first such call traces nothing itself.
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "cache/cache.h"
-#include "runtime/call_record.h"
-#include "runtime/compiled_function.h"
+#include "runtime/call/compiled_function.h"
+#include "runtime/records/call_record.h"
 #include "test_support.h"
 #include "zc/error.h"
 #include "zc/factories.h"

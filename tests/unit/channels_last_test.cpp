@@ -14,13 +14,13 @@
 #include "codegen/backends/eager/interpreter.h"
 #include "codegen/buffer_plan.h"
 #include "codegen/pipeline.h"
+#include "cpu/onednn_conv.h"
 #include "lower/channels_last.h"
 #include "lower/pipeline.h"
 #include "ops/attrs.h"
-#include "ops/onednn_conv.h"
 #include "ops/registry.h"
-#include "runtime/backend_layout.h"
-#include "runtime/regions.h"
+#include "runtime/driver/backend_layout.h"
+#include "runtime/regions/plan.h"
 #include "tensor/assign.h"
 #include "zc/zc.h"
 
@@ -159,7 +159,7 @@ TEST(ChannelsLast, AnAddThatBroadcastsOrAValueReadTwiceStaysOutsideTheConvolutio
 
 // Every combination the kernel takes, against the op's decomposition (columns and a product).
 TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
-  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  if (!cpu::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
   struct Case {
     Shape x, w;  // x channels-last [N, H, W, C]
     Conv2dAttrs a;
@@ -195,7 +195,7 @@ TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
       NoGradGuard no_grad;
       const Tensor want = def.decompose(in, a).at(0);
       Tensor got = Tensor::empty(out_shape, DType::f32);
-      ops::OnednnConv kernel(a);
+      cpu::OnednnConv kernel(a);
       kernel.run(in[0], in[1], bias ? &in[2] : nullptr, a.residual ? &in.back() : nullptr, got, {});
       EXPECT_TRUE(allclose(got, want, 1e-4, 1e-4))
           << "x " << shape_str(c.x) << " w " << shape_str(c.w) << " groups " << a.groups << " bias "
@@ -212,32 +212,32 @@ TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
   {
     Tensor x = randn({1, 30, 30, 16}), w = randn({8, 16, 3, 3}) * 0.3;
     Tensor got = Tensor::empty({1, 28, 28, 8}, DType::f32);
-    ops::OnednnConv wide(Conv2dAttrs{});
+    cpu::OnednnConv wide(Conv2dAttrs{});
     wide.run(x, w, nullptr, nullptr, got, {});
-    EXPECT_EQ(wide.winograd_runs(), ops::onednn_winograd_wanted() ? 1 : 0);
+    EXPECT_EQ(wide.winograd_runs(), cpu::onednn_winograd_wanted() ? 1 : 0);
     Tensor small = Tensor::empty({1, 14, 14, 8}, DType::f32);
-    ops::OnednnConv narrow(Conv2dAttrs{});
+    cpu::OnednnConv narrow(Conv2dAttrs{});
     narrow.run(randn({1, 16, 16, 16}), w, nullptr, nullptr, small, {});
     EXPECT_EQ(narrow.winograd_runs(), 0);
     Conv2dAttrs with_residual;
     with_residual.residual = true;
-    ops::OnednnConv summed(with_residual);
+    cpu::OnednnConv summed(with_residual);
     summed.run(x, w, nullptr, &got, got, {});
     EXPECT_EQ(summed.winograd_runs(), 0);
-    ops::OnednnConv once(Conv2dAttrs{}, ops::OnednnConv::Use::once);
+    cpu::OnednnConv once(Conv2dAttrs{}, cpu::OnednnConv::Use::once);
     once.run(x, w, nullptr, nullptr, got, {});
     EXPECT_EQ(once.winograd_runs(), 0);
   }
   // A strided input (a permuted view) is read as its values, not its memory.
   Tensor nchw = randn({1, 4, 6, 6}), w = randn({3, 4, 3, 3});
   Tensor got = Tensor::empty({1, 4, 4, 3}, DType::f32);
-  ops::OnednnConv(Conv2dAttrs{}).run(nchw.permute({0, 2, 3, 1}), w, nullptr, nullptr, got, {});
+  cpu::OnednnConv(Conv2dAttrs{}).run(nchw.permute({0, 2, 3, 1}), w, nullptr, nullptr, got, {});
   EXPECT_TRUE(allclose(got, conv2d(nchw, w).permute({0, 2, 3, 1}), 1e-4, 1e-4));
 }
 
 // oneDNN's max pool (eager and in compiled graphs), in both layouts, against the taps.
 TEST(ChannelsLast, OneDnnMaxPoolEqualsTheTapsInBothLayouts) {
-  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  if (!cpu::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
   const ops::OpDef& def = ops::op_def(OpId::max_pool2d);
   // Each with whether oneDNN takes it; where it does not, the taps run.
   std::vector<std::pair<ops::Pool2dAttrs, bool>> cases = {
@@ -252,7 +252,7 @@ TEST(ChannelsLast, OneDnnMaxPoolEqualsTheTapsInBothLayouts) {
     for (bool cl : {false, true}) {
       a.channels_last = cl;
       const Tensor x = cl ? randn({2, 9, 7, 5}) : randn({2, 5, 9, 7});
-      EXPECT_EQ(ops::onednn_max_pool_applies(x, a), onednn) << ops::attrs_str(a);
+      EXPECT_EQ(cpu::onednn_max_pool_applies(x, a), onednn) << ops::attrs_str(a);
       NoGradGuard no_grad;
       const Tensor want = def.decompose({&x, 1}, a).at(0);
       const ops::TensorMeta xm = ops::meta_of(x);
@@ -268,10 +268,10 @@ TEST(ChannelsLast, OneDnnMaxPoolEqualsTheTapsInBothLayouts) {
 }
 
 TEST(ChannelsLast, AWeightIsConvertedOncePerIdentity) {
-  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  if (!cpu::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
   Tensor x = randn({1, 5, 5, 2}), w = randn({3, 2, 3, 3}), out = Tensor::empty({1, 3, 3, 3});
   const Storage& s = *w.impl_ptr()->storage;
-  ops::OnednnConv conv(Conv2dAttrs{});
+  cpu::OnednnConv conv(Conv2dAttrs{});
   for (int i = 0; i < 3; ++i) conv.run(x, w, nullptr, nullptr, out, {s.uid(), s.version()});
   EXPECT_EQ(conv.conversions(), 1);
   const Tensor before = out.clone();
@@ -287,11 +287,11 @@ TEST(ChannelsLast, AWeightIsConvertedOncePerIdentity) {
 
 // One convolution's primitive, made on this thread, run from eight threads at once with a
 // residual and ReLU (a compiled net called from many threads): each equals the decomposition.
-// Each thread passes its own scratchpad (ops::dnnl_kept_attr), and a Winograd convolution's
+// Each thread passes its own scratchpad (cpu::dnnl_kept_attr), and a Winograd convolution's
 // blocked input and output are the thread's own: with a residual (direct) and without
-// (Winograd where wanted, ops/onednn_conv.h).
+// (Winograd where wanted, cpu/onednn_conv.h).
 TEST(ChannelsLast, AConvolutionRunsFromManyThreadsAtOnce) {
-  if (!ops::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
+  if (!cpu::onednn_conv_available()) GTEST_SKIP() << "this build has no oneDNN convolutions";
   manual_seed(12);
   for (const bool residual : {true, false}) {
     SCOPED_TRACE(residual ? "with a residual" : "without a residual");
@@ -310,7 +310,7 @@ TEST(ChannelsLast, AConvolutionRunsFromManyThreadsAtOnce) {
                                               : std::vector<Tensor>{xs.back(), w, bias};
       want.push_back(def.decompose(in, a).at(0));
     }
-    ops::OnednnConv conv(a);
+    cpu::OnednnConv conv(a);
     const Tensor* r0 = residual ? &rs[0] : nullptr;
     Tensor first = Tensor::empty({1, 28, 28, 64}, DType::f32);
     conv.run(xs[0], w, &bias, r0, first, {});
@@ -328,7 +328,7 @@ TEST(ChannelsLast, AConvolutionRunsFromManyThreadsAtOnce) {
     }
     for (std::thread& th : threads) th.join();
     for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t << " of 10 runs";
-    EXPECT_EQ(conv.winograd_runs(), !residual && ops::onednn_winograd_wanted() ? 81 : 0);
+    EXPECT_EQ(conv.winograd_runs(), !residual && cpu::onednn_winograd_wanted() ? 81 : 0);
   }
 }
 

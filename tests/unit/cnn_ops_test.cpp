@@ -71,7 +71,7 @@ std::vector<ConvCase> conv_cases() {
       {{1, 8, 7, 7}, {4, 8, 1, 1}, {2}, {0}, {1}, 1, false},     // 1x1 stride 2 (a downsample)
       {{1, 3, 1, 9}, {2, 3, 1, 4}, {1}, {0}, {1}, 1, true},      // a row
       {{1, 3, 17, 19}, {16, 3, 7, 7}, {2}, {3}, {1}, 1, false},  // a ResNet stem, odd sizes
-      // 3x3 at stride 1 over 30x29: Winograd on few threads (ops/onednn_conv.h)
+      // 3x3 at stride 1 over 30x29: Winograd on few threads (cpu/onednn_conv.h)
       {{1, 16, 30, 29}, {24, 16, 3, 3}, {1}, {1}, {1}, 1, true},
   };
 }

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/onednn_conv.h"
+#include "cpu/onednn_conv.h"
 #include "tensor/assign.h"
 #include "unit/random_programs.h"
 #include "unit/test_support.h"
@@ -266,7 +266,7 @@ TEST(CnnRandom, ProgramsAndGradientsMatchEager) {
   const int64_t kept = compiler::stats().weights_kept;
   expect_cnns_match_eager(1, test::scaled_count(30), Device::cpu(), 1e-4);
   // The inference calls kept converted weights, which the change in place then replaced.
-  if (ops::onednn_conv_available()) {
+  if (cpu::onednn_conv_available()) {
     EXPECT_GT(compiler::stats().weights_kept, kept);
   }
 }

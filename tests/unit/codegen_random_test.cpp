@@ -947,7 +947,7 @@ TEST(CodegenRandom, AttentionProgramsMatchEager) {
 }
 
 // Programs and stacks called from four threads at once (each call takes an arena of its own
-// and shares the CPU's threads, ops/cpu_threads.h): every call gives the bits of a call alone.
+// and shares the CPU's threads, cpu/threads.h): every call gives the bits of a call alone.
 TEST(CodegenRandom, ConcurrentCallsGiveTheBitsOfOneCall) {
   NoGradGuard no_grad;
   for (uint32_t seed = 8000; seed < 8000 + static_cast<uint32_t>(test::scaled_count(8)); ++seed) {

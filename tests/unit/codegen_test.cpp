@@ -16,7 +16,7 @@
 #include "codegen/backends/cpp/cpp_backend.h"
 #include "codegen/pipeline.h"
 #include "lower/pipeline.h"
-#include "runtime/compile_graph.h"
+#include "runtime/driver/compile_graph.h"
 #include "toolchain/target.h"
 #include "unit/op_programs.h"
 #include "unit/run_model.h"

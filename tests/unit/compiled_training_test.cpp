@@ -376,7 +376,7 @@ TEST(CompiledTraining, CompiledGraphsAreConstantInDepth) {
 }
 
 // The whole training step (compiled forward and backward, fused AdamW) in fresh processes:
-// cold compiles, warm compiles nothing, derives no backward (runtime/training_graphs.h) and
+// cold compiles, warm compiles nothing, derives no backward (runtime/driver/training_graphs.h) and
 // loads the backward's graphs by the cold one's hint, and a bundle warms an empty cache; the
 // losses agree.
 TEST(CompiledTraining, AWarmProcessOrABundleCompilesNothing) {
@@ -392,7 +392,7 @@ TEST(CompiledTraining, AWarmProcessOrABundleCompilesNothing) {
   EXPECT_EQ(warm.lines["compiles"], "0") << warm.out;
   EXPECT_TRUE(contains(warm.lines["stats"], "\"backwards_derived\":0,")) << warm.out;
   // The backward's graphs (the layer's and the glue's) loaded as the cold process's load hint
-  // said, before the backward graph was decoded (runtime/load_hint.h).
+  // said, before the backward graph was decoded (runtime/records/load_hint.h).
   EXPECT_TRUE(contains(cold.lines["stats"], "\"graphs_preloaded\":0,")) << cold.out;
   EXPECT_TRUE(contains(warm.lines["stats"], "\"graphs_preloaded\":2,")) << warm.out;
   EXPECT_EQ(warm.lines["loss"], cold.lines["loss"]);

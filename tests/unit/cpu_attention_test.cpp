@@ -13,7 +13,7 @@
 #include "codegen/pipeline.h"
 #include "lower/pipeline.h"
 #include "ops/dispatch.h"
-#include "runtime/compile_graph.h"
+#include "runtime/driver/compile_graph.h"
 #include "unit/captured_args.h"
 #include "unit/reference.h"
 #include "unit/test_support.h"

@@ -1,4 +1,4 @@
-// The CPU's GEMM libraries (ops/blas.h): each one this build has, not only the one a process
+// The CPU's GEMM libraries (cpu/blas.h): each one this build has, not only the one a process
 // chooses, against a float64 reference over every transpose, sizes below and above a vector
 // width and a leading dimension wider than the matrix.
 #include <gtest/gtest.h>
@@ -9,14 +9,14 @@
 
 #include <omp.h>
 
-#include "ops/blas.h"
+#include "cpu/blas.h"
 
 namespace zc {
 namespace {
 
 // f32 products of length K: the reference error bound grows with K (documented in
 // docs/codegen.md: |error| <= 1e-5 * K * max|a| * max|b| with entries in [-1, 1]).
-void check(ops::GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+void check(cpu::GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
   std::mt19937 gen(static_cast<unsigned>(m * 131 + n * 7 + k));
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int64_t pad = 3;  // leading dimensions wider than the matrices
@@ -26,7 +26,7 @@ void check(ops::GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t
   std::vector<float> a(a_rows * lda), b(b_rows * ldb), c(m * ldc, -7.f);
   for (float& x : a) x = u(gen);
   for (float& x : b) x = u(gen);
-  ops::sgemm_on(lib, ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
+  cpu::sgemm_on(lib, ta, tb, m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc);
   auto at = [&](int64_t i, int64_t p) { return ta ? a[p * lda + i] : a[i * lda + p]; };
   auto bt = [&](int64_t p, int64_t j) { return tb ? b[j * ldb + p] : b[p * ldb + j]; };
   const double tol = 1e-5 * static_cast<double>(k) + 1e-6;
@@ -44,8 +44,8 @@ void check(ops::GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t
 
 TEST(CpuGemm, EveryLibraryOfThisBuildMatchesAFloat64Reference) {
   int libraries = 0;
-  for (ops::GemmLibrary lib : {ops::GemmLibrary::openblas, ops::GemmLibrary::onednn}) {
-    if (!ops::has_gemm_library(lib)) continue;
+  for (cpu::GemmLibrary lib : {cpu::GemmLibrary::openblas, cpu::GemmLibrary::onednn}) {
+    if (!cpu::has_gemm_library(lib)) continue;
     ++libraries;
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
@@ -73,12 +73,12 @@ void check_batch(int64_t b0, int64_t b1, int64_t m, int64_t k) {
   std::vector<float> c(b0 * b1 * m * n, -7.f), want(m * n);
   // A_i is m x k at column 2k*j of batch i's rows, B_i the k columns after it.
   const int64_t batch[] = {2, b0, m * width, m * width, b1 * m * n, b1, 2 * k, 2 * k, m * n};
-  ops::sgemm_batch(false, true, m, n, k, ab.data(), width, ab.data() + k, width, c.data(), n,
+  cpu::sgemm_batch(false, true, m, n, k, ab.data(), width, ab.data() + k, width, c.data(), n,
                    batch);
   for (int64_t i = 0; i < b0; ++i) {
     for (int64_t j = 0; j < b1; ++j) {
       const float* a = ab.data() + i * m * width + j * 2 * k;
-      ops::sgemm(false, true, m, n, k, a, width, a + k, width, want.data(), n);
+      cpu::sgemm(false, true, m, n, k, a, width, a + k, width, want.data(), n);
       const float* got = c.data() + (i * b1 + j) * m * n;
       for (int64_t e = 0; e < m * n; ++e) {
         ASSERT_NEAR(got[e], want[e], 1e-5 * k)
@@ -101,9 +101,9 @@ TEST(CpuGemm, BatchesRunSharedOutOrOneAfterAnother) {
 
 TEST(CpuGemm, TheChosenLibraryComputes) {
   std::vector<float> a{1, 2, 3, 4}, b{5, 6, 7, 8}, c(4);
-  ops::sgemm(false, false, 2, 2, 2, a.data(), 2, b.data(), 2, c.data(), 2);
+  cpu::sgemm(false, false, 2, 2, 2, a.data(), 2, b.data(), 2, c.data(), 2);
   EXPECT_EQ(c, (std::vector<float>{19, 22, 43, 50}));
-  EXPECT_NE(ops::gemm_libraries().find("f32: "), std::string::npos);
+  EXPECT_NE(cpu::gemm_libraries().find("f32: "), std::string::npos);
 }
 
 }  // namespace

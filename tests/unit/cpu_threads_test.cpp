@@ -1,4 +1,4 @@
-// The CPU's thread policy (ops/cpu_threads.h): ZC_NUM_THREADS, each call's share of the pool
+// The CPU's thread policy (cpu/threads.h): ZC_NUM_THREADS, each call's share of the pool
 // when calls run at once, and the caller's own OpenMP setting kept.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "ops/cpu_threads.h"
-#include "ops/onednn_conv.h"
+#include "cpu/onednn_conv.h"
+#include "cpu/threads.h"
 #include "unit/run_model.h"
 #include "unit/test_support.h"
 #include "zc/error.h"
@@ -17,11 +17,11 @@ namespace zc {
 namespace {
 
 TEST(CpuThreads, NumThreadsIsAPositiveIntegerOrUnset) {
-  EXPECT_EQ(ops::parse_num_threads(nullptr), std::nullopt);
-  EXPECT_EQ(ops::parse_num_threads(""), std::nullopt);
-  EXPECT_EQ(ops::parse_num_threads("8"), 8);
+  EXPECT_EQ(cpu::parse_num_threads(nullptr), std::nullopt);
+  EXPECT_EQ(cpu::parse_num_threads(""), std::nullopt);
+  EXPECT_EQ(cpu::parse_num_threads("8"), 8);
   for (const char* bad : {"0", "-2", "four", "8x", " 8", "99999999999"}) {
-    std::string msg = test::error_message([&] { ops::parse_num_threads(bad); });
+    std::string msg = test::error_message([&] { cpu::parse_num_threads(bad); });
     EXPECT_NE(msg.find("ZC_NUM_THREADS=\"" + std::string(bad) + "\""), std::string::npos) << msg;
     EXPECT_NE(msg.find("positive integer"), std::string::npos) << msg;
   }
@@ -39,7 +39,7 @@ TEST(CpuThreads, ZcEnvSaysHowManyAndWhy) {
   EXPECT_NE(json.out.find("\"cpu_threads\":\""), std::string::npos) << json.out;
 }
 
-// ZC_CPU_CONV and the pool's size decide how convolutions run (ops/onednn_conv.h); zc env says.
+// ZC_CPU_CONV and the pool's size decide how convolutions run (cpu/onednn_conv.h); zc env says.
 TEST(CpuThreads, ZcEnvSaysHowConvolutionsRun) {
   const test::ProcessRun bad = test::zc_cli("ZC_CPU_CONV=bogus", "env");
   ASSERT_EQ(bad.rc, 0) << bad.out;
@@ -52,7 +52,7 @@ TEST(CpuThreads, ZcEnvSaysHowConvolutionsRun) {
   const test::ProcessRun few = test::zc_cli("ZC_NUM_THREADS=2", "env");
   const test::ProcessRun many = test::zc_cli("ZC_NUM_THREADS=16", "env");
   const test::ProcessRun direct = test::zc_cli("ZC_NUM_THREADS=2 ZC_CPU_CONV=direct", "env");
-  if (!ops::onednn_conv_available()) {
+  if (!cpu::onednn_conv_available()) {
     EXPECT_NE(few.out.find("cpu conv       columns and a product (no oneDNN in this build)"),
               std::string::npos)
         << few.out;
@@ -71,15 +71,15 @@ TEST(CpuThreads, ZcEnvSaysHowConvolutionsRun) {
 }
 
 TEST(CpuThreads, CallsInFlightDivideThePool) {
-  EXPECT_EQ(ops::team_share(16, 1), 16);
-  EXPECT_EQ(ops::team_share(16, 4), 4);
-  EXPECT_EQ(ops::team_share(16, 3), 5);
-  EXPECT_EQ(ops::team_share(2, 5), 1);
-  EXPECT_EQ(ops::team_share(16, 0), 16);
+  EXPECT_EQ(cpu::team_share(16, 1), 16);
+  EXPECT_EQ(cpu::team_share(16, 4), 4);
+  EXPECT_EQ(cpu::team_share(16, 3), 5);
+  EXPECT_EQ(cpu::team_share(2, 5), 1);
+  EXPECT_EQ(cpu::team_share(16, 0), 16);
 }
 
 TEST(CpuThreads, ConcurrentCallsEachRunTheirShare) {
-  const int pool = ops::cpu_threads(), callers = 4;
+  const int pool = cpu::cpu_threads(), callers = 4;
   std::barrier all_in(callers), all_set(callers);
   std::vector<int> teams(callers), nested(callers), after(callers);
   std::vector<std::thread> threads;
@@ -87,12 +87,12 @@ TEST(CpuThreads, ConcurrentCallsEachRunTheirShare) {
     threads.emplace_back([&, i] {
       omp_set_num_threads(3);  // the caller's own setting, kept after the call
       {
-        ops::CpuCallShare share;
+        cpu::CpuCallShare share;
         all_in.arrive_and_wait();
         teams[i] = share.refresh();
         EXPECT_EQ(omp_get_max_threads(), teams[i]);
         {
-          ops::CpuCallShare part;  // a nested call counts once
+          cpu::CpuCallShare part;  // a nested call counts once
           nested[i] = part.refresh();
         }
         all_set.arrive_and_wait();
@@ -102,12 +102,12 @@ TEST(CpuThreads, ConcurrentCallsEachRunTheirShare) {
   }
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < callers; ++i) {
-    EXPECT_EQ(teams[i], ops::team_share(pool, callers)) << "caller " << i;
+    EXPECT_EQ(teams[i], cpu::team_share(pool, callers)) << "caller " << i;
     EXPECT_EQ(nested[i], teams[i]) << "caller " << i;
     EXPECT_EQ(after[i], 3) << "caller " << i;
   }
-  EXPECT_EQ(ops::CpuCallShare::calls_in_flight(), 0);
-  ops::CpuCallShare alone;
+  EXPECT_EQ(cpu::CpuCallShare::calls_in_flight(), 0);
+  cpu::CpuCallShare alone;
   EXPECT_EQ(alone.refresh(), pool);
 }
 

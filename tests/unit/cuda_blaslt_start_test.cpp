@@ -79,7 +79,7 @@ TEST(CudaBlasLtStartGpu, ProcessesExitingWhileItStartsExitCleanly) {
 }
 
 // The products a process ran are recorded in its cache when it exits, and the next process on
-// this kind of GPU loads their kernels while it starts (runtime/gemm_record.h): the first
+// this kind of GPU loads their kernels while it starts (runtime/records/gemm_record.h): the first
 // process finds no record, the second warms every product of the first, and with caches off
 // nothing is recorded, so nothing is warmed.
 TEST(CudaBlasLtStartGpu, TheNextProcessLoadsThePreviousProcessesProducts) {

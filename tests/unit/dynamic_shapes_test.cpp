@@ -442,8 +442,8 @@ void gpt_over_eight_lengths(const std::string& device, const std::string& model_
       // Compiles: the first call's (the compiler builds code for all sizes) and the second
       // size's recompile, which captures anew and finds that code; later sizes only check it.
       // On a GPU the first call compiles its own size and the code for all sizes is built on a
-      // thread of its own meanwhile (runtime/sizes_first.h): what is left of that build when
-      // the second size comes runs during its call.
+      // thread of its own meanwhile (runtime/dynamic/sizes_first.h): what is left of that build
+      // when the second size comes runs during its call.
       EXPECT_GT(c.compiler_runs[0], 0);
       EXPECT_EQ(c.recompiles[1], 1) << r.out;
       if (device == "cuda") {

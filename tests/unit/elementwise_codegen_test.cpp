@@ -9,7 +9,7 @@
 
 #include "codegen/backends/cpp/cpp_backend.h"
 #include "codegen/backends/eager/interpreter.h"
-#include "runtime/compile_graph.h"
+#include "runtime/driver/compile_graph.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 

@@ -1,14 +1,14 @@
-// A GEMM problem as generated code would pass it (ops/gemm_choice.h): row-major, each operand
+// A GEMM problem as generated code would pass it (cpu/gemm_choice.h): row-major, each operand
 // transposed or not, its leading dim `pad` elements longer than its rows (C's unpadded).
 #pragma once
 
-#include "ops/gemm_choice.h"
+#include "cpu/gemm_choice.h"
 
 namespace zc::test {
 
-inline ops::GemmProblem gemm_problem(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+inline cpu::GemmProblem gemm_problem(DType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                                      int64_t pad = 0) {
-  ops::GemmProblem p;
+  cpu::GemmProblem p;
   p.dtype = dt;
   p.ta = ta;
   p.tb = tb;

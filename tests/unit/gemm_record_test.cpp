@@ -1,5 +1,5 @@
-// The record of cuBLASLt products kept for the next process (runtime/gemm_record.h): its bytes
-// round-trip, anything that is not a record is refused with the reason, and merging puts what
+// The record of cuBLASLt products kept for the next process (runtime/records/gemm_record.h): its
+// bytes round-trip, anything that is not a record is refused with the reason, and merging puts what
 // a process ran first, keeps the rest, ignores plans only warmed and stays bounded. No GPU
 // needed: the record is bytes and problems.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/gemm_record.h"
+#include "runtime/records/gemm_record.h"
 #include "test_support.h"
 #include "zc/error.h"
 

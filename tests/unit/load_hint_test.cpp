@@ -1,4 +1,4 @@
-// Load hints (runtime/load_hint.h): the graphs a compile loaded, recorded so that the next
+// Load hints (runtime/records/load_hint.h): the graphs a compile loaded, recorded so that the next
 // compile of the same thing loads them before it has worked out that it needs them. The
 // hint's bytes round-trip and anything else is refused with the reason; a graph loads from
 // the cache by its hash alone into the entry compile_graph would use, and a load that finds
@@ -16,9 +16,9 @@
 #include "capture/capture.h"
 #include "captured_args.h"
 #include "ir/canonical.h"
-#include "runtime/code_cache.h"
-#include "runtime/compile_graph.h"
-#include "runtime/load_hint.h"
+#include "runtime/driver/code_cache.h"
+#include "runtime/driver/compile_graph.h"
+#include "runtime/records/load_hint.h"
 #include "test_support.h"
 #include "util/stats.h"
 #include "zc/zc.h"

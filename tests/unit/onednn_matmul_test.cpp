@@ -1,4 +1,4 @@
-// Products on a weight kept packed across calls (ops/onednn_matmul.h, GemmChoice::Library::
+// Products on a weight kept packed across calls (cpu/onednn_matmul.h, GemmChoice::Library::
 // onednn_packed): a weight is converted once per identity, a changed weight (a new version) is
 // converted again and the result follows it, memory zc cannot vouch for is never kept, and
 // compiled code whose products keep their weights stays right when the weights change.
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "capture/capture.h"
-#include "ops/blas.h"
-#include "ops/onednn_matmul.h"
-#include "runtime/compile_graph.h"
+#include "cpu/blas.h"
+#include "cpu/onednn_matmul.h"
+#include "runtime/driver/compile_graph.h"
 #include "tensor/assign.h"
 #include "test_support.h"
 #include "unit/captured_args.h"
@@ -22,26 +22,26 @@
 namespace zc {
 namespace {
 
-ops::WeightIdentity identity_of(const Tensor& t) {
+cpu::WeightIdentity identity_of(const Tensor& t) {
   const Storage& s = *t.impl_ptr()->storage;
   return {s.uid(), s.version()};
 }
 
 // C = A B^T through `packed`, as a Linear's product: A [m, k], B [n, k].
-Tensor product(const ops::OnednnMatmul& packed, const Tensor& a, const Tensor& b,
-               ops::WeightIdentity id) {
+Tensor product(const cpu::OnednnMatmul& packed, const Tensor& a, const Tensor& b,
+               cpu::WeightIdentity id) {
   Tensor c = Tensor::empty({a.size(0), b.size(0)});
   packed.run(false, true, a.size(0), b.size(0), a.size(1), a.data<float>(), a.size(1),
-             b.data<float>(), b.size(1), c.data<float>(), b.size(0), ops::GemmEpilogue{}, id);
+             b.data<float>(), b.size(1), c.data<float>(), b.size(0), cpu::GemmEpilogue{}, id);
   return c;
 }
 
 TEST(OnednnMatmul, AWeightIsKeptFromItsSecondSightUntilItChanges) {
-  if (!ops::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
+  if (!cpu::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
   manual_seed(5);
   const Tensor a = randn({37, 19}), w = randn({23, 19});
   const Tensor want = matmul(a, w.t());
-  ops::OnednnMatmul packed;
+  cpu::OnednnMatmul packed;
   EXPECT_TRUE(allclose(product(packed, a, w, identity_of(w)), want, 1e-5, 1e-5));
   EXPECT_EQ(packed.conversions(), 0);  // first sight: run as given
   for (int i = 0; i < 3; ++i) {
@@ -73,7 +73,7 @@ TEST(OnednnMatmul, AWeightIsKeptFromItsSecondSightUntilItChanges) {
 }
 
 TEST(OnednnMatmul, EveryLayoutEqualsTheProductAsGiven) {
-  if (!ops::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
+  if (!cpu::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
   manual_seed(6);
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
@@ -81,11 +81,11 @@ TEST(OnednnMatmul, EveryLayoutEqualsTheProductAsGiven) {
       const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
       const Tensor a = randn({ta ? k : m, lda}), b = randn({tb ? n : k, ldb});
       Tensor want = zeros({m, ldc}), got = zeros({m, ldc});
-      ops::sgemm_on(ops::GemmLibrary::openblas, ta, tb, m, n, k, a.data<float>(), lda,
+      cpu::sgemm_on(cpu::GemmLibrary::openblas, ta, tb, m, n, k, a.data<float>(), lda,
                     b.data<float>(), ldb, want.data<float>(), ldc);
-      ops::OnednnMatmul packed(ops::OnednnMatmul::Keep::first_sight);
+      cpu::OnednnMatmul packed(cpu::OnednnMatmul::Keep::first_sight);
       packed.run(ta, tb, m, n, k, a.data<float>(), lda, b.data<float>(), ldb, got.data<float>(),
-                 ldc, ops::GemmEpilogue{}, identity_of(b));
+                 ldc, cpu::GemmEpilogue{}, identity_of(b));
       EXPECT_EQ(packed.conversions(), 1);
       // C's padding columns stay as they were.
       EXPECT_TRUE(allclose(got, want, 1e-5, 1e-5)) << ta << tb;
@@ -95,7 +95,7 @@ TEST(OnednnMatmul, EveryLayoutEqualsTheProductAsGiven) {
 
 // C = act(A B^T + bias + residual) computed in double, as the reference.
 std::vector<double> reference(const Tensor& a, const Tensor& w, const Tensor* bias,
-                              const Tensor* residual, ops::GemmEpilogue::Act act) {
+                              const Tensor* residual, cpu::GemmEpilogue::Act act) {
   const int64_t m = a.size(0), n = w.size(0), k = a.size(1);
   std::vector<double> c(static_cast<size_t>(m * n));
   const float* A = a.data<float>();
@@ -107,15 +107,15 @@ std::vector<double> reference(const Tensor& a, const Tensor& w, const Tensor* bi
       if (bias) v += bias->data<float>()[j];
       if (residual) v += residual->data<float>()[i * n + j];
       switch (act) {
-        case ops::GemmEpilogue::Act::none:
+        case cpu::GemmEpilogue::Act::none:
           break;
-        case ops::GemmEpilogue::Act::relu:
+        case cpu::GemmEpilogue::Act::relu:
           v = v > 0 ? v : 0;
           break;
-        case ops::GemmEpilogue::Act::gelu_tanh:
+        case cpu::GemmEpilogue::Act::gelu_tanh:
           v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
           break;
-        case ops::GemmEpilogue::Act::gelu_erf:
+        case cpu::GemmEpilogue::Act::gelu_erf:
           v = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
           break;
       }
@@ -136,12 +136,12 @@ void expect_near(const Tensor& got, const std::vector<double>& want, const std::
 // C or C itself, and with C over A's memory (the path through a separate product): each equals
 // the float64 reference.
 TEST(OnednnMatmul, EveryEpilogueEqualsTheReference) {
-  if (!ops::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
-  using Act = ops::GemmEpilogue::Act;
+  if (!cpu::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
+  using Act = cpu::GemmEpilogue::Act;
   manual_seed(8);
   const int64_t m = 33, n = 40, k = 40;
   const Tensor a = randn({m, k}), w = randn({n, k}), bias = randn({n}), res = randn({m, n});
-  ops::OnednnMatmul site;
+  cpu::OnednnMatmul site;
   for (Act act : {Act::none, Act::relu, Act::gelu_tanh, Act::gelu_erf}) {
     for (int with : {0, 1, 2, 3}) {  // bits: bias, residual
       const bool has_bias = with & 1, has_res = with & 2;
@@ -151,16 +151,16 @@ TEST(OnednnMatmul, EveryEpilogueEqualsTheReference) {
       for (bool keep : {false, true}) {
         for (int call = 0; call < 2; ++call) {  // a kept B from the second call
           Tensor c = zeros({m, n});
-          ops::GemmEpilogue e{has_bias ? bias.data<float>() : nullptr,
+          cpu::GemmEpilogue e{has_bias ? bias.data<float>() : nullptr,
                               has_res ? res.data<float>() : nullptr, n, act};
           site.run(false, true, m, n, k, a.data<float>(), k, w.data<float>(), k, c.data<float>(), n,
-                   e, keep ? identity_of(w) : ops::WeightIdentity{});
+                   e, keep ? identity_of(w) : cpu::WeightIdentity{});
           expect_near(c, want, what);
         }
       }
       if (has_res) {  // the residual in C itself
         Tensor c = res.clone();
-        ops::GemmEpilogue e{has_bias ? bias.data<float>() : nullptr, c.data<float>(), n, act};
+        cpu::GemmEpilogue e{has_bias ? bias.data<float>() : nullptr, c.data<float>(), n, act};
         site.run(false, true, m, n, k, a.data<float>(), k, w.data<float>(), k, c.data<float>(), n,
                  e, {});
         expect_near(c, want, what + " in place");
@@ -171,7 +171,7 @@ TEST(OnednnMatmul, EveryEpilogueEqualsTheReference) {
         for (int64_t x = 0; x < k; ++x)
           both.data<float>()[i * both.size(1) + x] = a.data<float>()[i * k + x];
       }
-      ops::GemmEpilogue e{has_bias ? bias.data<float>() : nullptr,
+      cpu::GemmEpilogue e{has_bias ? bias.data<float>() : nullptr,
                           has_res ? res.data<float>() : nullptr, n, act};
       site.run(false, true, m, n, k, both.data<float>(), both.size(1), w.data<float>(), k,
                both.data<float>(), both.size(1), e, {});
@@ -186,12 +186,12 @@ TEST(OnednnMatmul, EveryEpilogueEqualsTheReference) {
 // own scratchpad; with oneDNN's default a primitive keeps the scratchpad of the thread that made
 // it, and the threads' partial sums overwrote each other.
 TEST(OnednnMatmul, PrimitivesRunFromManyThreadsAtOnce) {
-  if (!ops::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
-  using Act = ops::GemmEpilogue::Act;
+  if (!cpu::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
+  using Act = cpu::GemmEpilogue::Act;
   manual_seed(9);
   const int64_t m = 64, n = 256, k = 1024;  // gpt-small's MLP down at batch 1
   const Tensor w = randn({n, k}), bias = randn({n});
-  ops::OnednnMatmul site;
+  cpu::OnednnMatmul site;
   constexpr int kThreads = 8;
   std::vector<Tensor> as;
   std::vector<std::vector<double>> want;
@@ -199,7 +199,7 @@ TEST(OnednnMatmul, PrimitivesRunFromManyThreadsAtOnce) {
     as.push_back(randn({m, k}));
     want.push_back(reference(as.back(), w, &bias, nullptr, Act::gelu_tanh));
   }
-  const ops::GemmEpilogue e{bias.data<float>(), nullptr, n, Act::gelu_tanh};
+  const cpu::GemmEpilogue e{bias.data<float>(), nullptr, n, Act::gelu_tanh};
   Tensor first = zeros({m, n});
   site.run(false, true, m, n, k, as[0].data<float>(), k, w.data<float>(), k, first.data<float>(), n,
            e, {});
@@ -229,7 +229,7 @@ TEST(OnednnMatmul, PrimitivesRunFromManyThreadsAtOnce) {
 // Compiled code whose products keep their weights packed: right at every call, and right
 // after the weight changes between calls.
 TEST(OnednnMatmul, CompiledProductsFollowAChangedWeight) {
-  if (!ops::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
+  if (!cpu::onednn_matmul_available()) GTEST_SKIP() << "this build has no oneDNN";
   NoGradGuard no_grad;
   manual_seed(7);
   const std::vector<Tensor> in{randn({4, 96, 64}), randn({80, 64})};
@@ -243,7 +243,7 @@ TEST(OnednnMatmul, CompiledProductsFollowAChangedWeight) {
   EXPECT_TRUE(products[0].problem.b_weight) << products[0].problem.str();
   std::vector<uint8_t> choices = exec->product_choices();
   choices[static_cast<size_t>(products[0].site)] =
-      ops::GemmChoice{ops::GemmChoice::Library::onednn_packed}.code();
+      cpu::GemmChoice{cpu::GemmChoice::Library::onednn_packed}.code();
   auto tuned = exec->with_product_choices(choices);
   auto kept = [] { return zc::stats::read(zc::stats::Counter::weights_kept); };
   const int64_t before = kept();
@@ -288,13 +288,13 @@ TEST(OnednnMatmul, CompiledEpiloguesEqualEagerUnderEveryLibrary) {
     EXPECT_TRUE(allclose(exec->run(args)[0], want, 1e-4, 1e-4)) << name;
     const std::vector<codegen::LibraryProduct> products = exec->library_products();
     ASSERT_EQ(products.size(), 1u) << name;
-    for (auto lib : {ops::GemmChoice::Library::onednn_packed, ops::GemmChoice::Library::openblas}) {
+    for (auto lib : {cpu::GemmChoice::Library::onednn_packed, cpu::GemmChoice::Library::openblas}) {
       std::vector<uint8_t> choices = exec->product_choices();
-      choices[static_cast<size_t>(products[0].site)] = ops::GemmChoice{lib}.code();
+      choices[static_cast<size_t>(products[0].site)] = cpu::GemmChoice{lib}.code();
       auto tuned = exec->with_product_choices(choices);
       for (int call = 0; call < 3; ++call) {
         EXPECT_TRUE(allclose(tuned->run(args)[0], want, 1e-4, 1e-4))
-            << name << " on " << ops::GemmChoice{lib}.str(1) << ", call " << call;
+            << name << " on " << cpu::GemmChoice{lib}.str(1) << ", call " << call;
       }
     }
   }

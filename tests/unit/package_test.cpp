@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "ir/canonical.h"
-#include "runtime/package_file.h"
-#include "runtime/regions.h"
+#include "runtime/package/file.h"
+#include "runtime/regions/plan.h"
 #include "tools/pooled_gpt.h"
 #include "zc/npy.h"
 #include "zc/zc.h"

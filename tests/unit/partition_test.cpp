@@ -10,7 +10,7 @@
 #include "ir/verifier.h"
 #include "lower/autodiff.h"
 #include "lower/partition.h"
-#include "runtime/training_graphs.h"
+#include "runtime/driver/training_graphs.h"
 #include "test_support.h"
 #include "util/min_cut.h"
 #include "zc/zc.h"
@@ -173,8 +173,8 @@ TEST(Partition, IsDeterministic) {
   EXPECT_EQ(a.part.saved, b.part.saved);
 }
 
-// The partition goes through the cache (runtime/training_graphs.h): a second request reads it
-// back instead of deriving it, and the graphs read back are the derived ones in canonical form,
+// The partition goes through the cache (runtime/driver/training_graphs.h): a second request reads
+// it back instead of deriving it, and the graphs read back are the derived ones in canonical form,
 // so they hash alike and compiling them hits the same graph-level entries.
 TEST(TrainingGraphs, ReadBackFromTheCacheTheyEqualTheDerivedGraphs) {
   manual_seed(7);

@@ -8,7 +8,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/philox.h"
-#include "runtime/compiled_function.h"
+#include "runtime/call/compiled_function.h"
 #include "test_support.h"
 #include "unit/op_programs.h"
 #include "unit/random_programs.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "capture/capture.h"
-#include "runtime/regions.h"
+#include "runtime/regions/plan.h"
 #include "unit/run_model.h"
 #include "zc/zc.h"
 

@@ -8,7 +8,7 @@
 #include "codegen/pipeline.h"
 #include "codegen/verify_schedule.h"
 #include "lower/pipeline.h"
-#include "runtime/compile_keys.h"
+#include "runtime/driver/compile_keys.h"
 #include "unit/op_programs.h"
 #include "unit/test_support.h"
 #include "util/log.h"

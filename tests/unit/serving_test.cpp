@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "run_model.h"
-#include "runtime/roi.h"
+#include "runtime/debug/roi.h"
 #include "test_support.h"
 #include "threads_case.h"
 #include "zc/zc.h"

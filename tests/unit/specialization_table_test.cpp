@@ -2,7 +2,7 @@
 // lookup after the capture lock use, first match winning.
 #include <gtest/gtest.h>
 
-#include "runtime/specialization_table.h"
+#include "runtime/call/specialization.h"
 #include "zc/zc.h"
 
 namespace zc {

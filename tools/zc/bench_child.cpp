@@ -45,7 +45,7 @@ double steady_cpu_us(const std::function<zc::Tensor()>& call) {
 
 // `callers` threads calling at once for about 2 s (CPU): the median of every call's time and
 // the calls per second of them all, printed as "callers N per_call_us X calls_per_s Y". zc
-// shares the CPU's threads among calls in flight (src/ops/cpu_threads.h); each caller's call
+// shares the CPU's threads among calls in flight (src/cpu/threads.h); each caller's call
 // then runs on its share instead of all callers starting a team of every core.
 void concurrent_cpu(const std::function<zc::Tensor()>& call, int callers) {
   std::vector<std::vector<double>> us(static_cast<size_t>(callers));

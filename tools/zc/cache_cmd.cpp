@@ -9,7 +9,7 @@
 #include "cache/disk_tier.h"
 #include "cache/redis_tier.h"
 #include "cli.h"
-#include "runtime/autotune.h"
+#include "runtime/products/autotune.h"
 #include "util/json_quote.h"
 #include "zc/cache.h"
 #include "zc/error.h"
@@ -130,8 +130,8 @@ int stats(zc::cache::Cache& c, const Options& o) {
   return 0;
 }
 
-// What an autotune-level entry chose, when it is a CPU GEMM choice (runtime/autotune.h), for
-// the listing; empty for other records (cuBLASLt products, call records) or unreadable ones.
+// What an autotune-level entry chose, when it is a CPU GEMM choice (runtime/products/autotune.h),
+// for the listing; empty for other records (cuBLASLt products, call records) or unreadable ones.
 std::string autotune_choice(zc::cache::Tier& tier, const zc::cache::EntryInfo& info) {
   if (info.level != Level::autotune) return "";
   try {

@@ -14,7 +14,7 @@
     int64_t ldr;                                                                               \
     int act;                                                                                   \
   };                                                                                           \
-  /* each product's first argument: how it runs (ops/gemm_choice.h; 0: the default) */         \
+  /* each product's first argument: how it runs (cpu/gemm_choice.h; 0: the default) */         \
   struct ZcServices {                                                                          \
     void (*sgemm)(int choice, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,       \
                   const float* a, int64_t lda, const float* b, int64_t ldb, float* c,          \

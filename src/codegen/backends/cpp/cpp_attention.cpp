@@ -26,8 +26,8 @@
 #include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
 #include "codegen/c_expr.h"
+#include "cpu/gemm_choice.h"
 #include "ops/eager.h"
-#include "ops/gemm_choice.h"
 #include "util/check.h"
 
 namespace zc::codegen::cpp {
@@ -60,7 +60,7 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   const int64_t R = any_size ? kQueryRows : std::min(kQueryRows, at.tq);
   const int64_t KB = any_size ? kKeyBlock : std::max<int64_t>(1, std::min(kKeyBlock, at.tk));
   const std::string TQ = num(at.tq), TK = num(at.tk), D = num(at.d), DV = num(at.dv);
-  const std::string one_thread = str(ops::GemmChoice{.shift = ops::GemmChoice::kOneThread}.code());
+  const std::string one_thread = str(cpu::GemmChoice{.shift = cpu::GemmChoice::kOneThread}.code());
 
   // Each operand read in place (pointer, leading dim, transposed) or through a staged copy.
   struct Operand {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "codegen/backends/cpp/cpp_executable.h"
-#include "ops/onednn_conv.h"
+#include "cpu/onednn_conv.h"
 #include "toolchain/compiler.h"
 #include "toolchain/target.h"
 #include "util/hash.h"
@@ -90,7 +90,7 @@ class CppBackend final : public Backend, private SchedulePolicy {
     std::vector<ops::OpId> ops{ops::OpId::im2col};
     if (opt_.attention_kernel)
       ops.insert(ops.end(), {ops::OpId::attention, ops::OpId::attention_lse});
-    if (ops::onednn_conv_available()) {
+    if (cpu::onednn_conv_available()) {
       ops.insert(ops.end(), {ops::OpId::conv2d_nhwc, ops::OpId::max_pool2d});
     }
     return ops;

@@ -11,40 +11,40 @@
 #include "codegen/backends/cpp/cpu_kernel_profile.h"
 #include "codegen/buffer_plan.h"
 #include "codegen/call_buffers.h"
-#include "ops/blas.h"
-#include "ops/cpu_threads.h"
+#include "cpu/blas.h"
+#include "cpu/onednn_conv.h"
+#include "cpu/onednn_matmul.h"
+#include "cpu/threads.h"
 #include "ops/eager.h"
-#include "ops/onednn_conv.h"
-#include "ops/onednn_matmul.h"
 #include "util/check.h"
 
 namespace zc::codegen::cpp {
 
 namespace {
 
-// Generated code's products go where eager matmul's do (ops/blas.h picks the library), run as
+// Generated code's products go where eager matmul's do (cpu/blas.h picks the library), run as
 // the call site's choice says. Codes come from the executable's own choices, which
 // with_product_choices checked, so decoding here does not fail.
-ops::GemmChoice choice_of(int code) {
-  return ops::GemmChoice::from_code(static_cast<uint8_t>(code));
+cpu::GemmChoice choice_of(int code) {
+  return cpu::GemmChoice::from_code(static_cast<uint8_t>(code));
 }
 void sgemm(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float* c, int64_t ldc) {
-  ops::sgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
+  cpu::sgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
 void dgemm(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a,
            int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
-  ops::dgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
+  cpu::dgemm_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc);
 }
 void sgemm_batch(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const float* a,
                  int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                  const int64_t* batch) {
-  ops::sgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
+  cpu::sgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
 void dgemm_batch(int choice, int ta, int tb, int64_t m, int64_t n, int64_t k, const double* a,
                  int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc,
                  const int64_t* batch) {
-  ops::dgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
+  cpu::dgemm_batch_as(choice_of(choice), ta != 0, tb != 0, m, n, k, a, lda, b, ldb, c, ldc, batch);
 }
 void sgemm_x(const ZcArgs* a, int kernel, int ta, int tb, int64_t m, int64_t n, int64_t k,
              const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
@@ -90,13 +90,13 @@ class CppExecutable final : public RawExecutable {
       const auto call = library_call(s, s.kernels[k]);
       if (!call || call->problem.dtype != DType::f32 || !call->problem.batch.empty()) continue;
       b_weight_[k] = call->problem.b_weight;
-      if (ops::onednn_matmul_available()) sites_[k] = std::make_unique<ops::OnednnMatmul>();
+      if (cpu::onednn_matmul_available()) sites_[k] = std::make_unique<cpu::OnednnMatmul>();
     }
     convs_.resize(s.graph.nodes.size());
     for (const Step& step : steps_) {
       const ir::Node& n = s.graph.nodes[step.node];
-      if (!step.fn && n.op == ops::OpId::conv2d_nhwc && ops::onednn_conv_available()) {
-        convs_[step.node] = std::make_unique<ops::OnednnConv>(std::get<ops::Conv2dAttrs>(n.attrs));
+      if (!step.fn && n.op == ops::OpId::conv2d_nhwc && cpu::onednn_conv_available()) {
+        convs_[step.node] = std::make_unique<cpu::OnednnConv>(std::get<ops::Conv2dAttrs>(n.attrs));
         has_convs_ = true;
       }
     }
@@ -129,7 +129,7 @@ class CppExecutable final : public RawExecutable {
     const CallState call{this, identities};
     ZcArgs args{inputs,          outputs,        const_ptrs_.data(), scratch, &kServices,
                 symbols_.data(), places_.data(), gemm_.data(),       &call};
-    ops::CpuCallShare share;         // concurrent calls divide the CPU's threads among them
+    cpu::CpuCallShare share;         // concurrent calls divide the CPU's threads among them
     StepTimer timer(steps_.size());  // ZC_LOGS=kernels
     for (size_t k = 0; k < steps_.size(); ++k) {
       const Step& step = steps_[k];
@@ -165,13 +165,13 @@ class CppExecutable final : public RawExecutable {
       std::vector<uint8_t> choices) const override {
     ZC_CHECK(choices.size() == gemm_.size(),
              << choices.size() << " product choices for " << gemm_.size() << " kernels");
-    for (uint8_t c : choices) ops::GemmChoice::from_code(c);  // raises for a foreign code
+    for (uint8_t c : choices) cpu::GemmChoice::from_code(c);  // raises for a foreign code
     auto tuned = std::make_shared<CppExecutable>(schedule_, plan_, lib_, symbols_);
     tuned->gemm_ = std::move(choices);
     tuned->keeps_weights_ = false;
     for (uint8_t c : tuned->gemm_) {
       tuned->keeps_weights_ =
-          tuned->keeps_weights_ || choice_of(c).library == ops::GemmChoice::Library::onednn_packed;
+          tuned->keeps_weights_ || choice_of(c).library == cpu::GemmChoice::Library::onednn_packed;
     }
     return tuned;
   }
@@ -182,22 +182,22 @@ class CppExecutable final : public RawExecutable {
                const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
                const ZcEpilogue* ze) const {
     const size_t kk = static_cast<size_t>(kernel);
-    const ops::GemmChoice choice = choice_of(gemm_[kk]);
-    ops::GemmEpilogue e;
+    const cpu::GemmChoice choice = choice_of(gemm_[kk]);
+    cpu::GemmEpilogue e;
     if (ze) {
       e.bias = ze->bias;
       e.residual = ze->residual;
       e.ldr = ze->ldr;
-      e.act = static_cast<ops::GemmEpilogue::Act>(ze->act);
+      e.act = static_cast<cpu::GemmEpilogue::Act>(ze->act);
     }
-    ops::WeightIdentity id;
-    if (b_weight_[kk] && choice.library == ops::GemmChoice::Library::onednn_packed) {
+    cpu::WeightIdentity id;
+    if (b_weight_[kk] && choice.library == cpu::GemmChoice::Library::onednn_packed) {
       const auto* call = static_cast<const CallState*>(a.call);
       const size_t anchor = static_cast<size_t>(schedule_.kernels[kk].anchor);
       const InputIdentity in = identity(schedule_.graph.nodes[anchor].inputs[1], call->identities);
       id = {in.storage, in.version};
     }
-    ops::sgemm_ex(choice, sites_[kk].get(), id, ta, tb, m, n, k, A, lda, B, ldb, C, ldc, e);
+    cpu::sgemm_ex(choice, sites_[kk].get(), id, ta, tb, m, n, k, A, lda, B, ldb, C, ldc, e);
   }
 
  private:
@@ -269,7 +269,7 @@ class CppExecutable final : public RawExecutable {
     const ir::Node& n = s.graph.nodes[node];
     std::vector<Tensor> args;
     for (ir::ValueId u : n.inputs) args.push_back(view(u, a));
-    if (const ops::OnednnConv* conv = convs_[node].get();
+    if (const cpu::OnednnConv* conv = convs_[node].get();
         conv && std::all_of(args.begin(), args.end(),
                             [](const Tensor& t) { return t.dtype() == DType::f32; })) {
       const ops::TensorMeta& m = s.graph.meta(n.outputs[0]);
@@ -279,7 +279,7 @@ class CppExecutable final : public RawExecutable {
       const bool residual = std::get<ops::Conv2dAttrs>(n.attrs).residual;
       const size_t conv_args = args.size() - (residual ? 1 : 0);
       conv->run(args[0], args[1], conv_args > 2 ? &args[2] : nullptr,
-                residual ? &args.back() : nullptr, out, ops::WeightIdentity{w.storage, w.version});
+                residual ? &args.back() : nullptr, out, cpu::WeightIdentity{w.storage, w.version});
       return;
     }
     const ops::OpDef& def = ops::op_def(n.op);
@@ -332,11 +332,11 @@ class CppExecutable final : public RawExecutable {
   std::vector<void*> const_ptrs_;
   std::vector<ops::TensorMeta> output_metas_;
   ArenaPool arenas_;
-  std::vector<std::unique_ptr<ops::OnednnConv>> convs_;  // by node: channels-last convolutions
+  std::vector<std::unique_ptr<cpu::OnednnConv>> convs_;  // by node: channels-last convolutions
   bool has_convs_ = false;
   // By kernel: oneDNN's matmul for an unbatched f32 library product (null elsewhere), and
   // whether its B is a graph input or constant.
-  std::vector<std::unique_ptr<ops::OnednnMatmul>> sites_;
+  std::vector<std::unique_ptr<cpu::OnednnMatmul>> sites_;
   std::vector<bool> b_weight_;
   bool keeps_weights_ = false;  // some product's choice keeps its B packed
   mutable std::once_flag labels_once_;

@@ -43,7 +43,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
 
   if (call) {
     library_output_ = C;
-    const ops::GemmProblem& p = call->problem;
+    const cpu::GemmProblem& p = call->problem;
     const Shape& bshape = call->batch;
     std::string gemm = ct_d == DType::f32 ? "sgemm" : "dgemm";
     auto addr = [&](ValueId v, const Names& idx) { return "&" + element_ref(v, idx); };
@@ -60,7 +60,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
     std::string operands = a_at(first) + ", " + num(p.lda) + ", " + b_at(first) + ", " +
                            num(p.ldb) + ", " + c_at(first) + ", " + num(p.ldc);
     // A batch of products (attention's heads) is one call: the runtime decides how to share it
-    // among threads (ops/blas.h). Each batch dim is passed as its count and, per operand, the
+    // among threads (cpu/blas.h). Each batch dim is passed as its count and, per operand, the
     // distance between its products at index 1 and 0 along that dim.
     std::vector<std::string> dims;
     for (size_t x = 0; x < nb; ++x) {

@@ -44,7 +44,7 @@ std::optional<LibraryCall> library_call(const Schedule& s, const Kernel& k) {
   if (d.a_vec || d.b_vec || (dt != DType::f32 && dt != DType::f64)) return std::nullopt;
   if (shape_numel(k.space) == 0 || d.K == 0) return std::nullopt;
   LibraryCall call;
-  ops::GemmProblem& p = call.problem;
+  cpu::GemmProblem& p = call.problem;
   p.dtype = dt;
   const Shape& ast = s.values[A].view.strides;
   const Shape& bst = s.values[B].view.strides;

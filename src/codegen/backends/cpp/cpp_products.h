@@ -1,12 +1,12 @@
 // The library product (a BLAS call through ZcServices) a matmul kernel makes, if it makes one:
 // decided here once, so that the emitter writes the call it describes and max_autotune
-// (runtime/autotune.h) times the very problem the call computes.
+// (runtime/products/autotune.h) times the very problem the call computes.
 #pragma once
 
 #include <optional>
 
 #include "codegen/kernel_ir.h"
-#include "ops/gemm_choice.h"
+#include "cpu/gemm_choice.h"
 
 namespace zc::codegen::cpp {
 
@@ -14,7 +14,7 @@ struct LibraryCall {
   // ta/tb, M (the batch folded in when `folded`), N, K, leading dims; the batch dims with more
   // than one product, with numeric strides (for a size template, those of the sizes the
   // schedule was made with: the emitter prints expressions instead).
-  ops::GemmProblem problem;
+  cpu::GemmProblem problem;
   // The batch shape the call iterates over: d.batch, or all ones when the batch is folded
   // into the rows (a Linear on [B, T, d]).
   Shape batch;
@@ -31,7 +31,7 @@ bool blas_layout(const Shape& strides, int64_t rows, int64_t cols, bool* trans, 
 std::optional<LibraryCall> library_call(const Schedule& s, const Kernel& k);
 
 // A library product's epilogue that the product's call runs itself (ZcEpilogue, oneDNN's bias
-// and post-ops; ops/onednn_matmul.h): after the product C the kernel adds a row vector (`bias`,
+// and post-ops; cpu/onednn_matmul.h): after the product C the kernel adds a row vector (`bias`,
 // C's last dim, the same for every row) and/or a value of C's shape (`residual`), then applies
 // relu or gelu, each at most once and in that order, and stores only the last value (`out`),
 // whose rows, like the residual's, are evenly spaced with unit stride along them. The call then

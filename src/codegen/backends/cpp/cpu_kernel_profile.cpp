@@ -5,8 +5,8 @@
 
 #include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/kernel_table.h"
-#include "ops/cpu_threads.h"
-#include "ops/gemm_choice.h"
+#include "cpu/gemm_choice.h"
+#include "cpu/threads.h"
 #include "ops/registry.h"
 #include "util/log.h"
 
@@ -55,7 +55,7 @@ std::string step_label(const Schedule& s, size_t k, uint8_t choice) {
   os << kernel_kind_name(K.kind) << " " << shape_str(K.space);
   if (auto call = library_call(s, K)) {
     os << " (" << call->problem.str() << " on "
-       << ops::GemmChoice::from_code(choice).str(ops::cpu_threads()) << ")";
+       << cpu::GemmChoice::from_code(choice).str(cpu::cpu_threads()) << ")";
   }
   os << member_ops(s, K);
   return os.str();

@@ -133,7 +133,7 @@ class CudaExecutable final : public RawExecutable,
         }
         // CUDA loads a kernel at its first launch unless told to (lazy loading): loaded here,
         // a warm process's first call launches without those loads, and a training step's
-        // backward loads while its forward runs (runtime/graph_variants.h).
+        // backward loads while its forward runs (runtime/driver/graph_variants.h).
         if (driver().cuFuncLoad) check(driver().cuFuncLoad(fn), "loading kernel " + l.symbol);
       }
       functions_.push_back(fn);

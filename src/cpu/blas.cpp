@@ -1,0 +1,242 @@
+#include "cpu/blas.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#ifdef ZC_WITH_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#include "cpu/bf16_gemm.h"
+
+namespace zc::cpu {
+
+namespace {
+
+bool f32_to_dnnl() {
+#ifdef ZC_WITH_DNNL
+  static const bool dnnl = [] {
+    const char* v = std::getenv("ZC_CPU_GEMM");
+    if (!v || !*v || std::strcmp(v, "onednn") == 0) return true;
+    if (std::strcmp(v, "openblas") == 0) return false;
+    // Read inside a product, where no error can be raised: said once, and the default kept.
+    std::fprintf(stderr, "zc: ZC_CPU_GEMM='%s' is not 'onednn' or 'openblas'; using oneDNN\n", v);
+    return true;
+  }();
+  return dnnl;
+#else
+  return false;
+#endif
+}
+
+CBLAS_TRANSPOSE trans(bool t) {
+  return t ? CblasTrans : CblasNoTrans;
+}
+
+}  // namespace
+
+bool has_gemm_library(GemmLibrary lib) {
+#ifdef ZC_WITH_DNNL
+  return lib == GemmLibrary::openblas || lib == GemmLibrary::onednn;
+#else
+  return lib == GemmLibrary::openblas;
+#endif
+}
+
+void sgemm_on(GemmLibrary lib, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+#ifdef ZC_WITH_DNNL
+  // oneDNN checks its arguments and fails only on ones OpenBLAS would reject too, or when it
+  // cannot allocate its packing buffers: OpenBLAS then computes the product.
+  if (lib == GemmLibrary::onednn && dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.f, a, lda,
+                                               b, ldb, 0.f, c, ldc) == dnnl_success) {
+    return;
+  }
+#else
+  (void)lib;
+#endif
+  cblas_sgemm(CblasRowMajor, trans(ta), trans(tb), m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+}
+
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float* c, int64_t ldc) {
+  sgemm_on(default_f32_library(), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+           const double* b, int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, trans(ta), trans(tb), m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+bool share_batch_out(int64_t count, int64_t multiply_adds) {
+  // Multiply-adds below which one product is not worth splitting among threads (a 64x64x16).
+  constexpr int64_t kSmallProduct = 65536;
+  return count > 1 && (count >= omp_get_max_threads() || multiply_adds <= kSmallProduct);
+}
+
+namespace {
+
+// Sets this thread's OpenMP team to `choice`'s share of it for one product, and back.
+class ChoiceTeam {
+ public:
+  explicit ChoiceTeam(GemmChoice choice) : before_(omp_get_max_threads()) {
+    threads_ = choice.threads(before_);
+    if (threads_ != before_) omp_set_num_threads(threads_);
+  }
+  ~ChoiceTeam() {
+    if (threads_ != before_) omp_set_num_threads(before_);
+  }
+  ChoiceTeam(const ChoiceTeam&) = delete;
+  ChoiceTeam& operator=(const ChoiceTeam&) = delete;
+
+ private:
+  int before_, threads_;
+};
+
+GemmLibrary library_of(GemmChoice choice) {
+  switch (choice.library) {
+    case GemmChoice::Library::openblas:
+      return GemmLibrary::openblas;
+    case GemmChoice::Library::onednn:
+    case GemmChoice::Library::onednn_packed:  // where no B is kept: the same library on B as given
+      return has_gemm_library(GemmLibrary::onednn) ? GemmLibrary::onednn : GemmLibrary::openblas;
+    case GemmChoice::Library::standard:
+      break;
+  }
+  return default_f32_library();
+}
+
+template <class T, class Gemm>
+void gemm_batch(GemmChoice::Batch how, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
+                T* c, const int64_t* batch, Gemm gemm) {
+  const int nd = static_cast<int>(batch[0]);
+  int64_t total = 1;
+  for (int d = 0; d < nd; ++d) total *= batch[1 + 4 * d];
+  if (total <= 0) return;
+  const bool out = how == GemmChoice::Batch::standard ? share_batch_out(total, m * n * k)
+                                                      : how == GemmChoice::Batch::shared_out;
+#pragma omp parallel for schedule(static) if (out && total > 1)
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t oa = 0, ob = 0, oc = 0, rest = i;
+    for (int d = nd - 1; d >= 0; --d) {
+      const int64_t* dim = batch + 1 + 4 * d;
+      int64_t at = rest % dim[0];
+      rest /= dim[0];
+      oa += at * dim[1];
+      ob += at * dim[2];
+      oc += at * dim[3];
+    }
+    gemm(a + oa, b + ob, c + oc);
+  }
+}
+
+}  // namespace
+
+GemmLibrary default_f32_library() {
+  return f32_to_dnnl() ? GemmLibrary::onednn : GemmLibrary::openblas;
+}
+
+void sgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float* c, int64_t ldc, const int64_t* batch) {
+  sgemm_batch_as(GemmChoice{}, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch);
+}
+
+void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                 const double* b, int64_t ldb, double* c, int64_t ldc, const int64_t* batch) {
+  dgemm_batch_as(GemmChoice{}, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch);
+}
+
+void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
+  ChoiceTeam team(choice);
+  if (choice.bf16 && bf16_pays(m, n, k) && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc))
+    return;
+  sgemm_on(library_of(choice), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void product_then_epilogue(GemmLibrary lib, bool bf16, bool ta, bool tb, int64_t m, int64_t n,
+                           int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                           float* c, int64_t ldc, const GemmEpilogue& e) {
+  auto product = [&](float* out, int64_t ldo) {
+    if (bf16 && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, out, ldo)) return;
+    sgemm_on(lib, ta, tb, m, n, k, a, lda, b, ldb, out, ldo);
+  };
+  if (!output_is_read(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, e)) {
+    product(c, ldc);
+    apply_epilogue(m, n, c, ldc, c, ldc, e);
+    return;
+  }
+  std::vector<float> tmp(static_cast<size_t>(m * n));
+  product(tmp.data(), n);
+  apply_epilogue(m, n, tmp.data(), n, c, ldc, e);
+}
+
+void sgemm_ex(GemmChoice choice, const OnednnMatmul* site, WeightIdentity b_id, bool ta, bool tb,
+              int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& e) {
+  ChoiceTeam team(choice);
+  const bool bf16 = choice.bf16 && bf16_pays(m, n, k);
+  const GemmLibrary lib = library_of(choice);
+  const bool packed = choice.library == GemmChoice::Library::onednn_packed;
+  if (site && !bf16 && lib == GemmLibrary::onednn && (packed || !e.empty())) {
+    return site->run(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, e, packed ? b_id : WeightIdentity{});
+  }
+  product_then_epilogue(lib, bf16, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, e);
+}
+
+void dgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
+              int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+  ChoiceTeam team(choice);
+  dgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void sgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                    const int64_t* batch) {
+  ChoiceTeam team(choice);
+  const GemmLibrary lib = library_of(choice);
+  const bool bf16 = choice.bf16 && bf16_pays(m, n, k);
+  gemm_batch(choice.batch, m, n, k, a, b, c, batch,
+             [&](const float* ai, const float* bi, float* ci) {
+               if (bf16 && sgemm_bf16(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc)) return;
+               sgemm_on(lib, ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
+             });
+}
+
+void dgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                    const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
+                    int64_t ldc, const int64_t* batch) {
+  ChoiceTeam team(choice);
+  gemm_batch(choice.batch, m, n, k, a, b, c, batch,
+             [&](const double* ai, const double* bi, double* ci) {
+               dgemm(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);
+             });
+}
+
+std::string gemm_library_versions() {
+  std::string f32 = "OpenBLAS";
+#ifdef ZC_WITH_DNNL
+  if (f32_to_dnnl()) {
+    const dnnl_version_t* v = dnnl_version();
+    f32 = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+          std::to_string(v->patch) + " (dnnl_sgemm)";
+  } else {
+    f32 = "OpenBLAS (ZC_CPU_GEMM=openblas)";
+  }
+#endif
+  return "f32: " + f32 + "; f64 and the rest: " + openblas_get_config();
+}
+
+std::string gemm_libraries() {
+  // The config string names the build; the thread count is what this process will use.
+  return gemm_library_versions() + " (threads: " + std::to_string(openblas_get_num_threads()) +
+         "); bf16 products (MatmulPrecision::Bf16): " +
+         (bf16_gemm_available() ? "yes" : "no, they stay f32 (oneDNN has no bf16 matmul here)");
+}
+
+}  // namespace zc::cpu

@@ -1,0 +1,49 @@
+// The CPU threads zc's parallel work runs on. Generated loops, eager kernels and both GEMM
+// libraries (cpu/blas.h) run on libgomp's one pool and size their teams by OpenMP's
+// omp_get_max_threads(), so one number governs them all: ZC_NUM_THREADS when set, else
+// OpenMP's own (OMP_NUM_THREADS, else the cores the process may run on).
+//
+// Calls from several threads at once share that number instead of each taking all of it:
+// a compiled call holds a CpuCallShare, and before each of its kernels sets its thread's team
+// to the pool divided by the calls in flight (at least one thread), so four callers on a
+// 16-thread pool run four threads each, and a caller left alone takes the pool back at its
+// next kernel. Without it every caller starts a full team and the machine is oversubscribed
+// (N callers x 16 threads on 16 cores), which costs more than the parallelism gains.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace zc::cpu {
+
+// The pool's size for this process: ZC_NUM_THREADS, else OpenMP's, read once. Raises
+// zc::Error naming the variable when ZC_NUM_THREADS is not a positive integer.
+int cpu_threads();
+
+// ZC_NUM_THREADS's value: nullopt when unset or empty; raises zc::Error for anything but a
+// positive integer (exposed for the tests).
+std::optional<int> parse_num_threads(const char* value);
+
+// The team of one call among `calls` in flight on a pool of `threads`.
+int team_share(int threads, int calls);
+
+// One call's claim on the pool, for its lifetime (compiled calls, and eager ops on the CPU).
+// Nested calls on the same thread (a hierarchical graph's parts, an extern op inside a
+// compiled graph) count once: only the outermost counts itself in flight, and when it ends
+// the thread's OpenMP team is the caller's own again. What a claim knows is its thread's (one
+// outermost claim per thread at a time), so a nested claim is a count and costs nothing else:
+// seed64's call makes 65 of them.
+class CpuCallShare {
+ public:
+  CpuCallShare();
+  ~CpuCallShare();
+  CpuCallShare(const CpuCallShare&) = delete;
+  CpuCallShare& operator=(const CpuCallShare&) = delete;
+
+  // Sets this thread's OpenMP team to the current share; returns it.
+  int refresh();
+  // The calls in flight in this process now.
+  static int calls_in_flight();
+};
+
+}  // namespace zc::cpu

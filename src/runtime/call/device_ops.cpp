@@ -1,0 +1,133 @@
+// Eager ops on a GPU: every call of an op on CUDA tensors runs a compiled graph of that one op,
+// made by the CUDA backend through the same caches as any compiled graph and kept in this
+// process by (op, attributes, inputs' metadata). The compiler is the only source of GPU
+// kernels, so an eager op and the same op inside a compiled model compute alike, and a new op
+// needs no hand-written kernel. Views stay views: they change metadata only, as on the CPU.
+//
+// The first call of an op on a new shape costs a compile (an NVRTC run, or a cache lookup when
+// the kernel is on disk already); later calls cost a hash lookup and the launches.
+#include <mutex>
+#include <unordered_map>
+
+#include "codegen/backend.h"
+#include "ops/dispatch.h"
+#include "runtime/driver/compile_graph.h"
+#include "util/bytes.h"
+
+namespace zc::runtime {
+
+namespace {
+
+// The key of one specialization: the op, its attributes and every input's metadata.
+std::string op_key(const ops::OpDef& op, std::span<const Tensor> inputs, const ops::Attrs& attrs) {
+  ByteWriter w;
+  w.u32(static_cast<uint32_t>(op.id));
+  ops::write_attrs(w, attrs);
+  for (const Tensor& t : inputs) {
+    w.u32(static_cast<uint32_t>(t.dtype()) | static_cast<uint32_t>(t.dim()) << 8 |
+          static_cast<uint32_t>(t.unsafe_impl()->wrapped_number) << 16);
+    for (int64_t d : t.shape()) w.i64(d);
+  }
+  std::vector<uint8_t> bytes = w.take();
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// The one-node graph of `op` on inputs with these metadata.
+ir::Graph one_op_graph(const ops::OpDef& op, std::span<const Tensor> inputs,
+                       const ops::Attrs& attrs) {
+  ir::Graph g;
+  ir::Node n;
+  n.op = op.id;
+  n.attrs = attrs;
+  std::vector<ops::TensorMeta> metas;
+  for (const Tensor& t : inputs) {
+    ir::ValueId v = g.add_value(ops::meta_of(t));
+    g.inputs.push_back(ir::Input{v, ir::InputKind::user});
+    n.inputs.push_back(v);
+    metas.push_back(ops::meta_of(t));
+  }
+  for (ops::TensorMeta& m : ops::infer_outputs(op, metas, attrs)) {
+    n.outputs.push_back(g.add_value(std::move(m), 0));
+  }
+  g.outputs = n.outputs;
+  g.nodes.push_back(std::move(n));
+  return g;
+}
+
+class CompiledOps final : public ops::DeviceKernels {
+ public:
+  std::vector<Tensor> run(const ops::OpDef& op, std::span<const Tensor> inputs,
+                          const ops::Attrs& attrs,
+                          std::span<const ops::TensorMeta> outputs) override {
+    const Device device = outputs[0].device;
+    const Backend& backend = device_backend(device);
+    // Views are metadata (a reshape that cannot be one copies through the copy op).
+    if (ops::is_view(op.id)) return op.eager(inputs, attrs, outputs);
+    if (op.id == ops::OpId::copy) return {dense_copy(backend, inputs[0])};
+    // Numbers move to the device; compiled graphs read dense inputs.
+    std::vector<Tensor> args;
+    args.reserve(inputs.size());
+    for (const Tensor& t : inputs) {
+      if (t.device() != device) {
+        Tensor moved = t.to(device);
+        moved.unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
+        args.push_back(std::move(moved));
+      } else {
+        args.push_back(t.is_contiguous() ? t : dense_copy(backend, t));
+      }
+    }
+    std::shared_ptr<const Executable> exec = executable(backend, op, args, attrs);
+    std::vector<const Tensor*> ptrs;
+    for (const Tensor& t : args) ptrs.push_back(&t);
+    return exec->run(ptrs);
+  }
+
+ private:
+  // The backend's support kernels are built (or found in the cache) at their first use only,
+  // so a process that never copies a strided tensor never waits for them.
+  static Tensor dense_copy(const Backend& backend, const Tensor& t) {
+    ensure_support(backend);
+    return backend.dense_copy(t);
+  }
+
+  static const Backend& device_backend(Device device) {
+    const Backend* b = codegen::backend_for(device.type);
+    if (!b) throw Error("no backend of this build computes on " + device.str() + " tensors");
+    std::string why = b->unavailable_reason();
+    if (!why.empty()) {
+      throw Error("ops on " + device.str() + " tensors need the " + std::string(b->name()) +
+                  " backend, which cannot run here: " + why);
+    }
+    return *b;
+  }
+
+  std::shared_ptr<const Executable> executable(const Backend& backend, const ops::OpDef& op,
+                                               std::span<const Tensor> args,
+                                               const ops::Attrs& attrs) {
+    std::string key = op_key(op, args, attrs);
+    {
+      std::lock_guard lock(mu_);
+      auto it = compiled_.find(key);
+      if (it != compiled_.end()) return it->second;
+    }
+    // Compiled outside the lock (concurrent first calls of one op compile it once: the code
+    // cache waits for the first).
+    auto exec = compile_graph(one_op_graph(op, args, attrs), backend);
+    std::lock_guard lock(mu_);
+    return compiled_.emplace(std::move(key), std::move(exec)).first->second;
+  }
+
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const Executable>> compiled_;
+};
+
+// Installed when libzc loads; it does nothing until an op meets a CUDA tensor.
+[[maybe_unused]] const bool installed = [] {
+  static CompiledOps ops;
+  ops::set_device_kernels(Device::Type::cuda, &ops);
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace zc::runtime

@@ -1,0 +1,104 @@
+// From a captured graph to a loaded Executable: the one place that runs the stages after
+// capture in order, over a Backend, and consults the caches between them.
+#pragma once
+
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "codegen/backend.h"
+#include "ir/graph.h"
+#include "runtime/driver/compile_keys.h"
+#include "util/hash.h"
+#include "zc/device.h"
+
+namespace zc::cache {
+class Cache;
+}  // namespace zc::cache
+
+namespace zc::runtime {
+
+using codegen::Backend;
+using codegen::Executable;
+
+// Checks a CompileOptions::backend value before any input is seen: "auto", or the name of a
+// backend of this build that can run in this process. Raises zc::Error naming the known
+// backends for an unknown name, and the reason for one that cannot run here.
+void check_backend(const std::string& requested);
+
+// The backend that CompileOptions::backend selects for inputs on `device`. "auto" is the
+// device's code-generating backend or, when this process cannot use it (no compiler), the
+// eager backend, with one warning per process. A named backend is returned as check_backend
+// accepted it; raises zc::Error when it computes on another device than the inputs'.
+const Backend& resolve_backend(const std::string& requested, Device device);
+
+// Before compiling the graphs with these hashes at once (the parts of a hierarchical compile):
+// asks the remote cache for all of their graph-level entries (and, on a backend that serves
+// many sizes, their size-template records: runtime/dynamic/templates.h, sized_key) in one round
+// trip, so their lookups do not each wait for one (cache::Cache::prefetch).
+void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend);
+
+// Connects to the remote cache on another thread, so the connection overlaps the caller's
+// capture; only for the first compile of a process with a remote cache (otherwise the future
+// is empty). Its destructor waits for the connection. A broken cache configuration raises here,
+// as the compile's first lookup would.
+std::future<void> prefetch_remote(const Backend& backend);
+
+// How a compiled graph's library products run (CompileOptions::mode and matmul_precision).
+// Both set the executable's per-product choices (cpu/gemm_choice.h), never its source, so the
+// code and every cache level below the in-process one are shared with the default.
+struct ProductOptions {
+  bool autotune = false;  // Mode::MaxAutotune: as runtime/products/autotune.h chose
+  bool bf16 = false;      // MatmulPrecision::Bf16: runtime/products/bf16_products.h
+  bool tf32 = false;      // MatmulPrecision::Tf32: Executable::with_tf32
+  bool any() const { return autotune || bf16 || tf32; }
+};
+
+// The executable for `g` on `backend`, from the in-process code cache or made through
+// build_executable with the process cache. `hash`, when the caller already has it, must be
+// ir::graph_hash(g): it saves hashing again. `size_templates`: code made once for many sizes
+// (runtime/dynamic/templates.h) may serve it; false for a module compiled with Dynamic::Static.
+// `products` other than the default: its library products run as they say, a second
+// in-process entry beside the default one, which it starts from.
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
+                                                std::optional<Digest> hash = std::nullopt,
+                                                bool size_templates = false,
+                                                ProductOptions products = {});
+
+// The executable of the graph whose ir::graph_hash is `hash`, from the in-process code cache or
+// loaded from the graph level of the process cache, into the code cache under the key that
+// compile_graph(g, backend, hash, size_templates) uses; null when neither holds it (nothing is
+// compiled: there is no graph to compile). A compile_graph of that graph meanwhile waits for
+// it, and compiles should it come back null.
+std::shared_ptr<const Executable> load_cached_graph(const Digest& hash, const Backend& backend,
+                                                    bool size_templates);
+
+// Builds and loads the backend's support kernels (Backend::support_source) once per process,
+// through the kernel level of the process cache, before their first use (Backend::dense_copy);
+// nothing for a backend without them. Raises zc::Error when the backend cannot build or load
+// them here.
+void ensure_support(const Backend& backend);
+
+// Lowering, code generation, building and loading for a code-generating backend, through the
+// cache levels of `store` (graph, lowering, kernel; null: no cache at all). Raises zc::Error
+// when the backend's toolchain rejects the generated source (with its diagnostics) or is
+// missing. `hash` and `size_templates` as for compile_graph.
+std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
+                                                   cache::Cache* store = nullptr,
+                                                   std::optional<Digest> hash = std::nullopt,
+                                                   bool size_templates = false);
+
+// The lowering level: the canonical bytes of `captured` lowered for `backend`, from `store`
+// when it has them (null: no cache). `keys` are compile_keys() of the captured graph.
+std::vector<uint8_t> lowered_bytes(const ir::Graph& captured, const Backend& backend,
+                                   cache::Cache* store, const CompileKeys& keys);
+
+// The kernel level: the binary of `source`, from `store` or built by the backend (then
+// `build_ms` is set and the build counted as a compiler invocation).
+std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
+                                cache::Cache* store, const codegen::GeneratedSource& source,
+                                double* build_ms);
+
+}  // namespace zc::runtime

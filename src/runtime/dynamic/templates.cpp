@@ -1,0 +1,385 @@
+#include "runtime/dynamic/templates.h"
+
+#include <algorithm>
+
+#include "codegen/pipeline.h"
+#include "codegen/size_poly.h"
+#include "codegen/size_template.h"
+#include "ir/canonical.h"
+#include "runtime/driver/compile_graph.h"
+#include "toolchain/build_priority.h"
+#include "util/bytes.h"
+#include "util/log.h"
+#include "util/parallel.h"
+#include "util/stats.h"
+#include "util/timer.h"
+
+namespace zc::runtime {
+
+namespace {
+
+using codegen::SizePoly;
+
+constexpr uint32_t kRecordMagic = 0x3174737a;  // "zst1"
+
+// What is stored for one template.
+struct Record {
+  struct Symbol {
+    int32_t input = 0, dim = 0;  // the graph input and dim whose size is the symbol's value
+  };
+  std::vector<Symbol> symbols;
+  std::vector<uint64_t> varying;  // per value of the lowered graph (Schedule::varying)
+  std::string text_hex;           // SHA-256 of the text with markers
+  std::vector<SizePoly> sizes;    // one per marker
+  std::string source_hex;         // SHA-256 of the instantiated source: its kernel-level key
+};
+
+std::vector<uint8_t> encode(const Record& r) {
+  ByteWriter w;
+  w.u32(kRecordMagic);
+  w.u32(static_cast<uint32_t>(r.symbols.size()));
+  for (const Record::Symbol& s : r.symbols) {
+    w.u32(static_cast<uint32_t>(s.input));
+    w.u32(static_cast<uint32_t>(s.dim));
+  }
+  w.u64(r.varying.size());
+  for (uint64_t m : r.varying) w.u64(m);
+  w.str(r.text_hex);
+  w.u64(r.sizes.size());
+  for (const SizePoly& p : r.sizes) p.write(w);
+  w.str(r.source_hex);
+  return w.take();
+}
+
+Record decode(std::span<const uint8_t> bytes) {
+  ByteReader rd(bytes, "size template");
+  if (rd.u32() != kRecordMagic) throw Error("size template: bad magic");
+  Record r;
+  uint32_t ns = rd.u32();
+  if (ns > 64) throw Error("size template: " + std::to_string(ns) + " symbols");
+  for (uint32_t i = 0; i < ns; ++i) {
+    Record::Symbol s;
+    s.input = static_cast<int32_t>(rd.u32());
+    s.dim = static_cast<int32_t>(rd.u32());
+    r.symbols.push_back(s);
+  }
+  uint64_t nv = rd.u64();
+  if (nv > bytes.size()) throw Error("size template: truncated");
+  for (uint64_t i = 0; i < nv; ++i) r.varying.push_back(rd.u64());
+  r.text_hex = rd.str();
+  uint64_t np = rd.u64();
+  if (np > bytes.size()) throw Error("size template: truncated");
+  for (uint64_t i = 0; i < np; ++i) r.sizes.push_back(SizePoly::read(rd));
+  r.source_hex = rd.str();
+  if (rd.remaining() != 0) throw Error("size template: trailing data");
+  return r;
+}
+
+cache::Key template_key(const std::string& structure_hex, const CompileKeys& keys) {
+  cache::Key key(cache::Level::graph);
+  key.add("size_template", structure_hex)
+      .add("backend", keys.backend)
+      .add("codegen", keys.parts.codegen)
+      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
+  return key;
+}
+
+// The symbol values of `g` under `symbols`, or nullopt when an input lacks the dim.
+std::optional<std::vector<int64_t>> symbol_values(const ir::Graph& g,
+                                                  const std::vector<Record::Symbol>& symbols) {
+  std::vector<int64_t> out;
+  for (const Record::Symbol& s : symbols) {
+    if (s.input < 0 || static_cast<size_t>(s.input) >= g.inputs.size()) return std::nullopt;
+    const Shape& shape = g.meta(g.inputs[s.input].value).shape;
+    if (s.dim < 0 || static_cast<size_t>(s.dim) >= shape.size()) return std::nullopt;
+    out.push_back(shape[s.dim]);
+  }
+  return out;
+}
+
+std::nullopt_t refuse(const std::string& short_hash, const std::string& why) {
+  ZC_LOG(recompiles) << "graph " << short_hash << ": no code for many sizes: " << why;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
+                                              const codegen::Backend& backend,
+                                              cache::Cache* store) {
+  if (family.empty()) return std::nullopt;
+  const std::string first_hex = hex(ir::graph_hash(family[0]));
+  const std::string short_hash = first_hex.substr(0, 16);
+  if (!backend.serves_many_sizes())
+    return refuse(short_hash, "backend " + std::string(backend.name()) + " makes code per size");
+  Timer t;
+  // Lowered, canonically numbered: value v is the same value at every sample. The samples are
+  // lowered (and below, generated) side by side: a first call that makes templates waits for
+  // the slowest sample, not for the sum of ten.
+  std::vector<ir::Graph> lowered(family.size());
+  std::vector<std::string> structures(family.size());
+  run_indexed(
+      family.size(),
+      [&](size_t i) {
+        CompileKeys keys = compile_keys(hex(ir::graph_hash(family[i])), backend);
+        lowered[i] = ir::read_canonical(lowered_bytes(family[i], backend, store, keys));
+        structures[i] = hex(ir::structure_hash(lowered[i]));
+      },
+      toolchain::compile_threads());
+  const std::string structure = structures[0];
+  for (const std::string& s : structures) {
+    if (s != structure) return refuse(short_hash, "its lowered structure changes with its sizes");
+  }
+  const ir::Graph& g0 = lowered[0];
+  Record r;
+  r.varying.assign(g0.values.size(), 0);
+  for (size_t v = 0; v < g0.values.size(); ++v) {
+    const Shape& s0 = g0.meta(static_cast<ir::ValueId>(v)).shape;
+    for (size_t d = 0; d < s0.size() && d < 64; ++d) {
+      for (const ir::Graph& g : lowered) {
+        if (g.meta(static_cast<ir::ValueId>(v)).shape[d] != s0[d]) r.varying[v] |= uint64_t{1} << d;
+      }
+    }
+  }
+  // The symbols: the inputs' varying dims, one per distinct sequence of sizes over the samples.
+  std::vector<std::vector<int64_t>> sequences;
+  for (size_t i = 0; i < g0.inputs.size(); ++i) {
+    const ir::ValueId v = g0.inputs[i].value;
+    for (size_t d = 0; d < g0.meta(v).shape.size(); ++d) {
+      if (!(r.varying[v] >> d & 1)) continue;
+      std::vector<int64_t> seq;
+      for (const ir::Graph& g : lowered) seq.push_back(g.meta(g.inputs[i].value).shape[d]);
+      if (std::find(sequences.begin(), sequences.end(), seq) != sequences.end()) continue;
+      sequences.push_back(std::move(seq));
+      r.symbols.push_back({static_cast<int32_t>(i), static_cast<int32_t>(d)});
+    }
+  }
+  if (r.symbols.empty()) return refuse(short_hash, "none of its inputs' sizes varies");
+  if (r.symbols.size() > backend.max_symbols()) {
+    return refuse(short_hash, std::to_string(r.symbols.size()) + " symbols; backend " +
+                                  std::string(backend.name()) + " takes " +
+                                  std::to_string(backend.max_symbols()));
+  }
+  std::vector<std::vector<int64_t>> points(lowered.size()), values;
+  for (size_t p = 0; p < lowered.size(); ++p) {
+    for (const auto& seq : sequences) points[p].push_back(seq[p]);
+  }
+  std::vector<codegen::CodegenResult> codes(lowered.size());
+  run_indexed(
+      lowered.size(),
+      [&](size_t i) { codes[i] = codegen::codegen(lowered[i], backend, true, r.varying); },
+      toolchain::compile_threads());
+  const std::string text = codes[0].source.text;
+  for (codegen::CodegenResult& c : codes) {
+    if (c.source.text != text)
+      return refuse(short_hash, "its generated code takes other paths at other sizes");
+    values.push_back(std::move(c.source.sizes));
+  }
+  const codegen::CodegenResult& code = codes[0];
+  std::string why;
+  auto polys = codegen::fit_sizes(points, values, &why);
+  if (!polys) return refuse(short_hash, why);
+  r.text_hex = hex(sha256(text));
+  r.sizes = std::move(*polys);
+  codegen::GeneratedSource source = code.source;
+  source.text = codegen::instantiate_sizes(text, r.sizes, source.symbol_array);
+  source.sizes.clear();
+  r.source_hex = hex(sha256(source.text));
+  ZC_LOG(output_code) << "size template of graph " << short_hash << ":\n" << source.text;
+  double build_ms = 0;
+  CompileKeys keys = compile_keys(first_hex, backend);
+  binary_for(keys, backend, store, source, &build_ms);
+  if (store) store->put(template_key(structure, keys), encode(r), t.ms());
+  zc::stats::add(zc::stats::Counter::size_templates);
+  std::string names;
+  for (size_t s = 0; s < r.symbols.size(); ++s) {
+    names += (s ? ", s" : "s") + std::to_string(s) + " = input " +
+             std::to_string(r.symbols[s].input) + " dim " + std::to_string(r.symbols[s].dim);
+  }
+  ZC_LOG(timing) << "size template of graph " << short_hash << " (" << names << ", "
+                 << family.size() << " samples): " << t.ms() << " ms, build " << build_ms << " ms";
+  return structure;
+}
+
+bool holds_size_template(const std::string& structure_hex, const codegen::Backend& backend,
+                         cache::Cache& store) {
+  return store.get(template_key(structure_hex, compile_keys("", backend))).has_value();
+}
+
+namespace {
+
+// The executable of `lowered` from template `r` and its binary, or null when the template does
+// not serve it (`why` says how).
+std::shared_ptr<const codegen::Executable> check_and_bind(const ir::Graph& lowered,
+                                                          const codegen::Backend& backend,
+                                                          const Record& r,
+                                                          std::span<const uint8_t> binary,
+                                                          std::string* why) {
+  auto symbols = symbol_values(lowered, r.symbols);
+  if (!symbols || r.varying.size() != lowered.values.size()) {
+    *why = "its size template was made for another graph of its structure";
+    return nullptr;
+  }
+  codegen::CodegenResult code = codegen::codegen(lowered, backend, true, r.varying);
+  if (hex(sha256(code.source.text)) != r.text_hex || code.source.sizes.size() != r.sizes.size()) {
+    *why = "at these sizes its generated code takes other paths than its template's";
+    return nullptr;
+  }
+  for (size_t i = 0; i < r.sizes.size(); ++i) {
+    if (r.sizes[i].eval(*symbols) != code.source.sizes[i]) {
+      *why = "a size of its code is " + std::to_string(code.source.sizes[i]) +
+             " here, and its template's " + r.sizes[i].str() + " says " +
+             std::to_string(r.sizes[i].eval(*symbols));
+      return nullptr;
+    }
+  }
+  zc::stats::add(zc::stats::Counter::template_hits);
+  return backend.load_for_size(std::move(code.schedule), std::move(code.plan), binary,
+                               std::move(*symbols));
+}
+
+}  // namespace
+
+std::shared_ptr<const codegen::Executable> bind_size_template(const ir::Graph& lowered,
+                                                              const codegen::Backend& backend,
+                                                              std::span<const uint8_t> record,
+                                                              std::span<const uint8_t> binary,
+                                                              std::string* why) {
+  std::string ignored;
+  if (!why) why = &ignored;
+  Record r;
+  try {
+    r = decode(record);
+  } catch (const Error& e) {
+    *why = std::string("its size template is unusable (") + e.what() + ")";
+    return nullptr;
+  }
+  return check_and_bind(lowered, backend, r, binary, why);
+}
+
+std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, cache::Cache& store,
+                                                   const CompileKeys& keys) {
+  auto entry = store.get(template_key(hex(ir::structure_hash(lowered)), keys));
+  if (!entry) return std::nullopt;
+  Record r;
+  try {
+    r = decode(entry->payload);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  auto binary = store.get(keys.kernel_key(r.source_hex));
+  if (!binary) return std::nullopt;
+  return StoredTemplate{std::move(entry->payload), std::move(binary->payload)};
+}
+
+std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
+                                                                    const codegen::Backend& backend,
+                                                                    cache::Cache* store,
+                                                                    const CompileKeys& keys,
+                                                                    SizedUse* used) {
+  if (!store) return nullptr;
+  const std::string short_hash = keys.graph.substr(0, 16);
+  const std::string structure = hex(ir::structure_hash(lowered));
+  auto entry = store->get(template_key(structure, keys));
+  if (!entry) return nullptr;
+  Record r;
+  try {
+    r = decode(entry->payload);
+  } catch (const Error& e) {
+    ZC_LOG(cache) << "graph " << short_hash << ": size template unusable (" << e.what() << ")";
+    return nullptr;
+  }
+  std::vector<uint8_t> binary;
+  if (auto e = store->get(keys.kernel_key(r.source_hex))) {
+    binary = std::move(e->payload);
+  } else if (symbol_values(lowered, r.symbols) && r.varying.size() == lowered.values.size()) {
+    // The binary was evicted or never shared: built again from the template (check_and_bind()
+    // checks that the template serves this graph before the binary runs).
+    codegen::CodegenResult code = codegen::codegen(lowered, backend, true, r.varying);
+    codegen::GeneratedSource source = code.source;
+    source.text = codegen::instantiate_sizes(code.source.text, r.sizes, source.symbol_array);
+    source.sizes.clear();
+    if (hex(sha256(source.text)) != r.source_hex) {
+      zc::stats::add(zc::stats::Counter::template_refusals);
+      refuse(short_hash, "at these sizes its generated code takes other paths than its template's");
+      return nullptr;
+    }
+    double ms = 0;
+    binary = binary_for(keys, backend, store, source, &ms);
+  }
+  std::string why;
+  auto exec = check_and_bind(lowered, backend, r, binary, &why);
+  if (!exec) {
+    zc::stats::add(zc::stats::Counter::template_refusals);
+    refuse(short_hash, why);
+  } else if (used) {
+    *used = SizedUse{r.varying, *symbol_values(lowered, r.symbols), r.source_hex};
+  }
+  return exec;
+}
+
+namespace {
+constexpr uint32_t kSizedMagic = 0x3164737a;  // "zsd1"
+}  // namespace
+
+cache::Key sized_key(const CompileKeys& keys) {
+  cache::Key key(cache::Level::graph);
+  key.add("sized_from_template", keys.graph)
+      .add("backend", keys.backend)
+      .add("codegen", keys.parts.codegen)
+      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
+  return key;
+}
+
+std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const SizedUse& used) {
+  ByteWriter w;
+  w.u32(kSizedMagic);
+  w.u64(lowered.size());
+  w.raw(lowered.data(), lowered.size());
+  w.u64(used.varying.size());
+  for (uint64_t m : used.varying) w.u64(m);
+  w.u64(used.symbols.size());
+  for (int64_t v : used.symbols) w.i64(v);
+  w.str(used.source_hex);
+  return w.take();
+}
+
+std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> record,
+                                                      const codegen::Backend& backend,
+                                                      cache::Cache& store,
+                                                      const CompileKeys& keys) {
+  const std::string short_hash = keys.graph.substr(0, 16);
+  try {
+    Timer t;
+    ByteReader rd(record, "sized graph record");
+    if (rd.u32() != kSizedMagic) throw Error("sized graph record: bad magic");
+    auto lowered_bytes = rd.raw(rd.u64());
+    SizedUse u;
+    const uint64_t nv = rd.u64();
+    if (nv > record.size()) throw Error("sized graph record: truncated");
+    for (uint64_t i = 0; i < nv; ++i) u.varying.push_back(rd.u64());
+    const uint64_t ns = rd.u64();
+    if (ns > 64) throw Error("sized graph record: " + std::to_string(ns) + " symbols");
+    for (uint64_t i = 0; i < ns; ++i) u.symbols.push_back(rd.i64());
+    u.source_hex = rd.str();
+    if (rd.remaining() != 0) throw Error("sized graph record: trailing data");
+    ir::Graph lowered = ir::read_canonical(lowered_bytes);
+    if (u.varying.size() != lowered.values.size()) {
+      throw Error("sized graph record: its varying dims are another graph's");
+    }
+    auto binary = store.get(keys.kernel_key(u.source_hex));
+    if (!binary) return nullptr;  // evicted: lowered and checked against the template again
+    codegen::CodegenResult code = codegen::codegen(lowered, backend, false, u.varying);
+    auto exec = backend.load_for_size(std::move(code.schedule), std::move(code.plan),
+                                      binary->payload, std::move(u.symbols));
+    zc::stats::add(zc::stats::Counter::template_hits);
+    ZC_LOG(timing) << "graph " << short_hash << ": loaded as its size template's in " << t.ms()
+                   << " ms";
+    return exec;
+  } catch (const Error& e) {
+    ZC_LOG(cache) << "graph " << short_hash << ": sized record unusable (" << e.what() << ")";
+    return nullptr;
+  }
+}
+
+}  // namespace zc::runtime
