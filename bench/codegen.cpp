@@ -89,7 +89,8 @@ void BM_MatmulInlineVsBlas(benchmark::State& state) {
   auto cap = zc::capture::capture_module(*lin, x, nullptr, true);
   auto backend =
       zc::codegen::cpp::make_cpp_backend({.inline_matmul_max_flops = blas ? 0 : INT64_MAX});
-  auto exec = zc::runtime::build_executable(cap.graph, *backend);
+  zc::runtime::CompileContext no_cache(nullptr);
+  auto exec = zc::runtime::build_executable(cap.graph, *backend, no_cache);
   std::vector<const zc::Tensor*> args;
   for (const auto& b : cap.bindings)
     args.push_back(b.kind == zc::ir::InputKind::user ? &x : &b.tensor);
@@ -113,7 +114,8 @@ void BM_Attention(benchmark::State& state) {
     return std::vector<zc::Tensor>{zc::scaled_dot_product_attention(in[0], in[1], in[2], true)};
   });
   auto backend = zc::codegen::cpp::make_cpp_backend({.attention_kernel = fused});
-  auto exec = zc::runtime::build_executable(cap.graph, *backend);
+  zc::runtime::CompileContext no_cache(nullptr);
+  auto exec = zc::runtime::build_executable(cap.graph, *backend, no_cache);
   std::vector<const zc::Tensor*> args;
   for (const auto& t : in) args.push_back(&t);
   for (auto _ : state) benchmark::DoNotOptimize(exec->run(args));

@@ -165,7 +165,7 @@ std::optional<std::vector<uint8_t>> usable_payload(const Provenance& want, const
 
 }  // namespace
 
-std::optional<Entry> Cache::get(const Key& key) {
+std::optional<Entry> Cache::get(const Key& key, CounterTable* also) {
   Digest d = key.digest();
   Level level = key.level();
   std::vector<Tier*> tiers{memory_.get()};
@@ -183,7 +183,7 @@ std::optional<Entry> Cache::get(const Key& key) {
         r.entry.reset();
       }
     }
-    counters_.count_lookup({level, tiers[i]->kind()}, r.outcome, r.entry ? r.entry->compile_ms : 0);
+    count_lookup({level, tiers[i]->kind()}, r.outcome, r.entry ? r.entry->compile_ms : 0, also);
     ZC_LOG(cache) << "lookup " << level_name(level) << " " << tiers[i]->name() << " "
                   << (r.outcome == Outcome::hit    ? "hit"
                       : r.outcome == Outcome::miss ? "miss"
@@ -239,16 +239,23 @@ void Cache::prefetch(std::span<const Key> keys) {
   }
 }
 
-void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
-  store(key, payload, compile_ms, /*disk_behind=*/false);
+void Cache::put(const Key& key, std::vector<uint8_t> payload, double compile_ms,
+                CounterTable* also) {
+  store(key, payload, compile_ms, /*disk_behind=*/false, also);
 }
 
-void Cache::put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms) {
-  store(key, payload, compile_ms, /*disk_behind=*/disk_writer_ != nullptr);
+void Cache::put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms,
+                       CounterTable* also) {
+  store(key, payload, compile_ms, /*disk_behind=*/disk_writer_ != nullptr, also);
+}
+
+void Cache::count_lookup(CounterKey key, Outcome outcome, double saved_ms, CounterTable* also) {
+  counters_.count_lookup(key, outcome, saved_ms);
+  if (also) also->count_lookup(key, outcome, saved_ms);
 }
 
 void Cache::store(const Key& key, const std::vector<uint8_t>& payload, double compile_ms,
-                  bool disk_behind) {
+                  bool disk_behind, CounterTable* also) {
   Entry e;
   e.level = key.level();
   e.key = key.digest();
@@ -261,8 +268,9 @@ void Cache::store(const Key& key, const std::vector<uint8_t>& payload, double co
   if (remote_ && !config_.remote_read_only) tiers.push_back(remote_.get());
   for (Tier* t : tiers) {
     PutResult r = t->put(e);
-    counters_.count_put({e.level, t->kind()}, r.ok,
-                        static_cast<int64_t>(e.payload.size() + kEntryHeaderSize));
+    const int64_t bytes = static_cast<int64_t>(e.payload.size() + kEntryHeaderSize);
+    counters_.count_put({e.level, t->kind()}, r.ok, bytes);
+    if (also) also->count_put({e.level, t->kind()}, r.ok, bytes);
     if (!r.ok && !warned_put_failure_.exchange(true)) {
       std::fprintf(stderr,
                    "[zc] warning: cannot write to the %s cache (%s); compiling goes on "
@@ -281,17 +289,17 @@ void Cache::store(const Key& key, const std::vector<uint8_t>& payload, double co
   note_touched(e.level, e.key);
 }
 
-std::optional<Entry> Cache::adopt(Tier& tier, const Key& key, GetResult r) {
+std::optional<Entry> Cache::adopt(Tier& tier, const Key& key, GetResult r, CounterTable* also) {
   const Level level = key.level();
   const Digest d = key.digest();
   auto payload = usable_payload(key.provenance(), *r.entry, &r.reason);
   if (!payload) {
-    counters_.count_lookup({level, tier.kind()}, Outcome::error, 0);
+    count_lookup({level, tier.kind()}, Outcome::error, 0, also);
     ZC_LOG(cache) << "lookup " << level_name(level) << " " << tier.name() << " error (" << r.reason
                   << ") key=" << zc::hex(d).substr(0, 16);
     return std::nullopt;
   }
-  counters_.count_lookup({level, tier.kind()}, Outcome::hit, r.entry->compile_ms);
+  count_lookup({level, tier.kind()}, Outcome::hit, r.entry->compile_ms, also);
   memory_->put(*r.entry);
   if (disk_ && &tier != disk_.get()) disk_writer_->write(*r.entry);
   note_touched(level, d);
@@ -299,9 +307,9 @@ std::optional<Entry> Cache::adopt(Tier& tier, const Key& key, GetResult r) {
   return std::move(r.entry);
 }
 
-Cache::Flight Cache::begin_flight(const Key& key) {
+Cache::Flight Cache::begin_flight(const Key& key, CounterTable* also) {
   return flights_->begin(key.level(), key.digest(), [&](Tier& tier, GetResult found) {
-    return adopt(tier, key, std::move(found));
+    return adopt(tier, key, std::move(found), also);
   });
 }
 

@@ -69,17 +69,20 @@ class Cache {
 
   // The entry stored under `key` in the fastest tier that has it, or nullopt. A stored entry
   // made for another provenance than key.provenance() (a key that missed a component, a
-  // hand-edited store) is refused, counted and logged as an error.
-  std::optional<Entry> get(const Key& key);
+  // hand-edited store) is refused, counted and logged as an error. Each tier's outcome is
+  // counted in the process's table and, when given, in `also` (a compile's own).
+  std::optional<Entry> get(const Key& key, CounterTable* also = nullptr);
   // Stores `payload`, with key.provenance() ahead of it, under `key` in every tier. A failing
   // tier (read-only, full) is warned about once and skipped; the compile that produced the
   // payload is never affected.
-  void put(const Key& key, std::vector<uint8_t> payload, double compile_ms);
+  void put(const Key& key, std::vector<uint8_t> payload, double compile_ms,
+           CounterTable* also = nullptr);
   // put, with the disk tier's copy written behind on the writer thread (as a remote hit's is):
   // for a small record a call makes on its way to its result, which this process holds in
   // memory and later processes read from disk. A failed disk write is not warned about; the
   // record only saves a later process some work.
-  void put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms);
+  void put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms,
+                  CounterTable* also = nullptr);
 
   // Asks the remote tier, in one round trip, for those of `keys` (one level) that neither memory
   // nor disk holds, and keeps the answers for get(): a start that needs several entries at once
@@ -98,7 +101,7 @@ class Cache {
   // (unwritable directory, remote failure) means: compile without waiting. A process that dies
   // releases its lock file at once.
   using Flight = SingleFlight::Flight;
-  Flight begin_flight(const Key& key);
+  Flight begin_flight(const Key& key, CounterTable* also = nullptr);
   void end_flight(const Key& key, const std::string& token);
 
   // Whether a tier already holds (level, key); and an entry from elsewhere (a bundle) written
@@ -128,10 +131,11 @@ class Cache {
   // put and put_behind: the entry into every tier, the disk's copy queued on the writer thread
   // when `disk_behind`.
   void store(const Key& key, const std::vector<uint8_t>& payload, double compile_ms,
-             bool disk_behind);
+             bool disk_behind, CounterTable* also);
   // A hit under `key` found while waiting for a lock: checked, counted, copied into the faster
   // tiers.
-  std::optional<Entry> adopt(Tier& tier, const Key& key, GetResult r);
+  std::optional<Entry> adopt(Tier& tier, const Key& key, GetResult r, CounterTable* also);
+  void count_lookup(CounterKey key, Outcome outcome, double saved_ms, CounterTable* also);
   void note_touched(Level level, const Digest& key);
   CacheConfig config_;
   std::unique_ptr<Tier> memory_;

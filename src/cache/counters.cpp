@@ -2,6 +2,25 @@
 
 namespace zc::cache {
 
+void TierCounters::add(const TierCounters& o) {
+  hits += o.hits;
+  misses += o.misses;
+  errors += o.errors;
+  puts += o.puts;
+  put_failures += o.put_failures;
+  bytes_written += o.bytes_written;
+  saved_ms += o.saved_ms;
+}
+
+void CounterSnapshot::add(const CounterSnapshot& o) {
+  for (size_t i = 0; i < counters.size(); ++i) counters[i].add(o.counters[i]);
+}
+
+CounterSnapshot CounterTable::snapshot() const {
+  std::lock_guard lock(mu_);
+  return CounterSnapshot{now_};
+}
+
 void CounterTable::count_lookup(CounterKey key, Outcome outcome, double saved_ms) {
   std::lock_guard lock(mu_);
   TierCounters& c = now_[index(key)];

@@ -1,7 +1,10 @@
 // The process-wide compiler counters behind zc::compiler::stats(): any stage counts what it did
-// (compiles, recordings, replays) without knowing who reads it; lock-free increments.
+// (compiles, recordings, replays) without knowing who reads it; lock-free increments. What one
+// compile did is its own report (runtime/driver/compile_context.h), which counts into these
+// too: read them for the process, never as differences around a compile.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace zc::stats {
@@ -39,6 +42,8 @@ enum class Counter : uint8_t {
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready
 // is wall time of whole guard misses (compile is summed over parts that may run in parallel).
 enum class Stage : uint8_t { capture, compile, lower, codegen, cxx, load, ready, autotune, count };
+inline constexpr size_t kCounterCount = static_cast<size_t>(Counter::count);
+inline constexpr size_t kStageCount = static_cast<size_t>(Stage::count);
 
 void add(Counter c, int64_t n = 1);
 void add_time(Stage s, double ms);

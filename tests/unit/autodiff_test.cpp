@@ -75,8 +75,10 @@ void check_model(nn::Module& model, const Tensor& x, double tol, bool compile) {
   ir::Graph lowered = lower::lower(joint.graph, ctx);
   check_outputs(codegen::eager::interpret(lowered, args), "lowered, interpreted");
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
+  runtime::CompileContext compile_ctx;
   if (compile) {
-    check_outputs(runtime::compile_graph(joint.graph, cpp)->run(args), "compiled (cpp)");
+    check_outputs(runtime::compile_graph(joint.graph, cpp, compile_ctx)->run(args),
+                  "compiled (cpp)");
   }
 
   // Partitioned: the forward returns the saved values, the backward reads them.
@@ -98,7 +100,7 @@ void check_model(nn::Module& model, const Tensor& x, double tol, bool compile) {
                 "partitioned, interpreted");
   if (compile) {
     check_outputs(run_partition([&](const ir::Graph& g, const std::vector<const Tensor*>& a) {
-                    return runtime::compile_graph(g, cpp)->run(a);
+                    return runtime::compile_graph(g, cpp, compile_ctx)->run(a);
                   }),
                   "partitioned, compiled (cpp)");
   }

@@ -157,6 +157,13 @@ cache::CacheConfig disk_config(const std::string& dir) {
   return c;
 }
 
+// tune_products through a compile over `store` (null: no cache at all).
+std::vector<runtime::TunedProduct> tune(std::span<const GemmProblem> ps, cache::Cache* store,
+                                        const runtime::TuningHost& host) {
+  runtime::CompileContext ctx(store);
+  return runtime::tune_products(ps, ctx, host);
+}
+
 TEST(Autotune, ChoicesAreTimedOncePerMachineAndReadAfterwards) {
   const std::string dir = test::test_dir("autotune");
   const std::vector<GemmProblem> ps = {problem(DType::f32, false, true, 64, 48, 32),
@@ -168,7 +175,7 @@ TEST(Autotune, ChoicesAreTimedOncePerMachineAndReadAfterwards) {
   {
     cache::Cache store(disk_config(dir));
     const int64_t before = timings();
-    cold = runtime::tune_products(ps, &store, here);
+    cold = tune(ps, &store, here);
     EXPECT_EQ(timings() - before, 3);
     for (const auto& t : cold) {
       EXPECT_TRUE(t.timed);
@@ -180,7 +187,7 @@ TEST(Autotune, ChoicesAreTimedOncePerMachineAndReadAfterwards) {
     // byte for byte.
     cache::Cache store(disk_config(dir));
     const int64_t before = timings();
-    std::vector<runtime::TunedProduct> warm = runtime::tune_products(ps, &store, here);
+    std::vector<runtime::TunedProduct> warm = tune(ps, &store, here);
     EXPECT_EQ(timings() - before, 0);
     ASSERT_EQ(warm.size(), cold.size());
     for (size_t i = 0; i < warm.size(); ++i) {
@@ -196,13 +203,13 @@ TEST(Autotune, ChoicesAreTimedOncePerMachineAndReadAfterwards) {
   for (const runtime::TuningHost& h : {other_cpu, other_libs, other_pool}) {
     cache::Cache store(disk_config(dir));
     const int64_t before = timings();
-    runtime::tune_products(std::span(ps).first(1), &store, h);
+    tune(std::span(ps).first(1), &store, h);
     EXPECT_EQ(timings() - before, 1);
   }
   // No cache at all (ZC_FORCE_DISABLE_CACHES's path): timed every time.
   const int64_t before = timings();
-  runtime::tune_products(std::span(ps).first(1), nullptr, here);
-  runtime::tune_products(std::span(ps).first(1), nullptr, here);
+  tune(std::span(ps).first(1), nullptr, here);
+  tune(std::span(ps).first(1), nullptr, here);
   EXPECT_EQ(timings() - before, 2);
 }
 
@@ -244,10 +251,10 @@ TEST(Autotune, RecordsRoundTripAndBadOnesAreTimedAgain) {
   cache::Cache store(disk_config(test::test_dir("autotune")));
   const runtime::TuningHost host = runtime::this_host();
   const std::vector<GemmProblem> ps = {problem(DType::f32, false, false, 16, 16, 16)};
-  runtime::tune_products(ps, &store, host);
+  tune(ps, &store, host);
   store.put(runtime::tuning_record_key(ps[0], host), {1, 2, 3}, 0);
   const int64_t before = zc::stats::read(zc::stats::Counter::autotune_timings);
-  runtime::tune_products(ps, &store, host);
+  tune(ps, &store, host);
   EXPECT_EQ(zc::stats::read(zc::stats::Counter::autotune_timings) - before, 1);
 }
 
@@ -258,7 +265,8 @@ TEST(Autotune, RecordsRoundTripAndBadOnesAreTimedAgain) {
 void expect_every_choice_runs_right(const capture::Captured& cap, std::span<const Tensor> user,
                                     bool batched) {
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
-  auto exec = runtime::compile_graph(cap.graph, cpp);
+  runtime::CompileContext ctx;
+  auto exec = runtime::compile_graph(cap.graph, cpp, ctx);
   const std::vector<const Tensor*> args = test::captured_args(cap, user);
   const Tensor want = exec->run(args)[0];
   const std::vector<codegen::LibraryProduct> products = exec->library_products();

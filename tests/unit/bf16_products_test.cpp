@@ -146,9 +146,10 @@ TEST(Bf16Products, ACompiledGptSharesItsCodeAndStaysClose) {
   const std::vector<Tensor> x{models::gpt_small_tokens()};
   capture::Captured cap = capture::capture_module(*model, x[0], nullptr, true);
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
-  auto exact = runtime::compile_graph(cap.graph, cpp);
+  runtime::CompileContext ctx;
+  auto exact = runtime::compile_graph(cap.graph, cpp, ctx);
   const int64_t before = compiler::stats().compiler_invocations;
-  auto bf16 = runtime::compile_graph(cap.graph, cpp, std::nullopt, false, {.bf16 = true});
+  auto bf16 = runtime::compile_graph(cap.graph, cpp, ctx, std::nullopt, false, {.bf16 = true});
   EXPECT_EQ(compiler::stats().compiler_invocations, before) << "the bf16 executable compiled";
   // Every product's choice has the bit; the Linear products are the ones large enough to use
   // it (the rule applies per call, at the call's sizes).

@@ -494,7 +494,8 @@ TEST(CodegenExtern, ForcedExternOpRunsItsEagerKernel) {
   auto cap = capture::capture_module(m, x, nullptr, true);
   auto backend = codegen::cpp::make_cpp_backend({.force_extern = {ops::OpId::exp}});
   compiler::reset_stats();
-  auto exec = runtime::build_executable(cap.graph, *backend);
+  runtime::CompileContext no_cache(nullptr);
+  auto exec = runtime::build_executable(cap.graph, *backend, no_cache);
   EXPECT_EQ(compiler::stats().extern_ops, 1);
   const Tensor* args[] = {&x};
   Tensor got = exec->run(args)[0];

@@ -28,7 +28,8 @@ using ref::Arr;
 Tensor compiled(std::span<const Tensor> in, const std::function<Tensor()>& fn) {
   capture::Captured cap = capture::capture_function(in, [&] { return std::vector<Tensor>{fn()}; });
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
-  auto exec = runtime::compile_graph(cap.graph, cpp);
+  runtime::CompileContext ctx;
+  auto exec = runtime::compile_graph(cap.graph, cpp, ctx);
   return exec->run(test::captured_args(cap, in))[0];
 }
 

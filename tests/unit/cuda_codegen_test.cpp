@@ -237,7 +237,8 @@ TEST(CudaCodegen, AGptOfEveryLengthBuildsToOneCubin) {
   }
   const int64_t made = compiler::stats().size_templates;
   cache::Cache store(cache::CacheConfig{.persistent = false});
-  ASSERT_TRUE(runtime::make_size_template(family, *backend, &store));
+  runtime::CompileContext ctx(&store);
+  ASSERT_TRUE(runtime::make_size_template(family, *backend, ctx));
   EXPECT_EQ(compiler::stats().size_templates, made + 1);
 }
 
@@ -253,7 +254,8 @@ TEST(CudaCodegen, ACubinIsCachedAndFoundAgain) {
   auto compile_once = [&] {
     compiler::reset_stats();
     try {
-      runtime::build_executable(g, *backend, &store);
+      runtime::CompileContext ctx(&store);
+      runtime::build_executable(g, *backend, ctx);
     } catch (const Error& e) {
       EXPECT_FALSE(cuda::is_available()) << e.what();
     }

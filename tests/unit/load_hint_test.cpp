@@ -71,20 +71,27 @@ TEST(LoadHint, ALoadThatFindsNothingLeavesNoEntryAndItsWaiterCompiles) {
   std::promise<void> started, release;
   std::shared_future<void> go = release.get_future().share();
   // The load owns the entry and finds nothing once the waiter is waiting on it.
+  runtime::CompileContext load_ctx, waiter_ctx, other_ctx;
   auto load = std::async(std::launch::async, [&] {
-    return runtime::code_cache_get(key, [&]() -> std::shared_ptr<const codegen::Executable> {
-      started.set_value();
-      go.wait();
-      return nullptr;
-    });
+    return runtime::code_cache_get(
+        key,
+        [&]() -> std::shared_ptr<const codegen::Executable> {
+          started.set_value();
+          go.wait();
+          return nullptr;
+        },
+        load_ctx);
   });
   started.get_future().wait();
   std::atomic<int> compiles{0};
   auto waiter = std::async(std::launch::async, [&] {
-    return runtime::code_cache_get(key, [&] {
-      ++compiles;
-      return std::make_shared<Marked>(2);
-    });
+    return runtime::code_cache_get(
+        key,
+        [&] {
+          ++compiles;
+          return std::make_shared<Marked>(2);
+        },
+        waiter_ctx);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it wait on the load
   release.set_value();
@@ -96,7 +103,9 @@ TEST(LoadHint, ALoadThatFindsNothingLeavesNoEntryAndItsWaiterCompiles) {
   EXPECT_TRUE(runtime::code_cache_contains(key));
 
   const std::string other = key + " alone";
-  EXPECT_EQ(runtime::code_cache_get(other, [] { return nullptr; }), nullptr);
+  EXPECT_EQ(runtime::code_cache_get(
+                other, [] { return nullptr; }, other_ctx),
+            nullptr);
   EXPECT_FALSE(runtime::code_cache_contains(other));
 }
 
@@ -110,16 +119,17 @@ TEST(LoadHint, AGraphLoadsByItsHashIntoTheEntryCompileGraphUses) {
   capture::Captured cap = capture::capture_function(
       x, [&] { return std::vector<Tensor>{relu(matmul(x[0], x[1])) * salt}; });
   const Digest h = ir::graph_hash(cap.graph);
-  EXPECT_EQ(runtime::load_cached_graph(h, cpp, false), nullptr);  // never compiled
+  runtime::CompileContext ctx;
+  EXPECT_EQ(runtime::load_cached_graph(h, cpp, false, ctx), nullptr);  // never compiled
 
   const std::vector<const Tensor*> args = test::captured_args(cap, x);
-  const Tensor want = runtime::compile_graph(cap.graph, cpp, h)->run(args)[0];
+  const Tensor want = runtime::compile_graph(cap.graph, cpp, ctx, h)->run(args)[0];
   compiler::reset();  // a new process, as far as loaded code goes
   const int64_t compiles = compiler::stats().compiler_invocations;
-  auto loaded = runtime::load_cached_graph(h, cpp, false);
+  auto loaded = runtime::load_cached_graph(h, cpp, false, ctx);
   ASSERT_NE(loaded, nullptr);
   EXPECT_TRUE(allclose(loaded->run(args)[0], want, 0, 0));
-  EXPECT_EQ(runtime::compile_graph(cap.graph, cpp, h), loaded);  // the same entry
+  EXPECT_EQ(runtime::compile_graph(cap.graph, cpp, ctx, h), loaded);  // the same entry
   EXPECT_EQ(compiler::stats().compiler_invocations, compiles);
 }
 

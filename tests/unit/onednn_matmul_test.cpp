@@ -236,7 +236,8 @@ TEST(OnednnMatmul, CompiledProductsFollowAChangedWeight) {
   const capture::Captured cap = capture::capture_function(
       in, [&] { return std::vector<Tensor>{gelu(matmul(in[0], in[1].t()))}; });
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
-  auto exec = runtime::compile_graph(cap.graph, cpp);
+  runtime::CompileContext ctx;
+  auto exec = runtime::compile_graph(cap.graph, cpp, ctx);
   const std::vector<const Tensor*> args = test::captured_args(cap, in);
   const std::vector<codegen::LibraryProduct> products = exec->library_products();
   ASSERT_EQ(products.size(), 1u);
@@ -279,10 +280,11 @@ TEST(OnednnMatmul, CompiledEpiloguesEqualEagerUnderEveryLibrary) {
       {"x W^T + r", [&] { return matmul(x, w.t()) + r; }},
   };
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
+  runtime::CompileContext ctx;
   for (const auto& [name, fn] : graphs) {
     const capture::Captured cap =
         capture::capture_function(in, [&] { return std::vector<Tensor>{fn()}; });
-    auto exec = runtime::compile_graph(cap.graph, cpp);
+    auto exec = runtime::compile_graph(cap.graph, cpp, ctx);
     const std::vector<const Tensor*> args = test::captured_args(cap, in);
     const Tensor want = fn();
     EXPECT_TRUE(allclose(exec->run(args)[0], want, 1e-4, 1e-4)) << name;

@@ -185,8 +185,9 @@ TEST(TrainingGraphs, ReadBackFromTheCacheTheyEqualTheDerivedGraphs) {
     if (derived.captured.inputs[i].kind == ir::InputKind::parameter) wrt.push_back(i);
   }
   compiler::reset_stats();
-  runtime::TrainingGraphs first = runtime::training_graphs(derived.captured, wrt);
-  runtime::TrainingGraphs again = runtime::training_graphs(derived.captured, wrt);
+  runtime::CompileContext ctx;
+  runtime::TrainingGraphs first = runtime::training_graphs(derived.captured, wrt, ctx);
+  runtime::TrainingGraphs again = runtime::training_graphs(derived.captured, wrt, ctx);
   EXPECT_LE(compiler::stats().backwards_derived, 1);  // 0 when an earlier run stored it
   // The one read back leaves its backward as bytes for the backward's own thread to decode.
   EXPECT_FALSE(again.backward_bytes.empty());
@@ -194,25 +195,25 @@ TEST(TrainingGraphs, ReadBackFromTheCacheTheyEqualTheDerivedGraphs) {
     ASSERT_TRUE(t->partition.has_value());
     EXPECT_EQ(t->has_grad, derived.joint.has_grad);
     EXPECT_EQ(ir::graph_hash(t->partition->forward), ir::graph_hash(derived.part.forward));
-    ir::Graph backward = runtime::take_backward(*t, derived.captured, wrt);
+    ir::Graph backward = runtime::take_backward(*t, derived.captured, wrt, ctx);
     EXPECT_EQ(ir::graph_hash(backward), ir::graph_hash(derived.part.backward));
     EXPECT_EQ(t->partition->saved, derived.part.saved);
     ir::verify(t->partition->forward);
     ir::verify(backward);
   }
   // Stored backward bytes that do not decode: derived again, the same graph.
-  runtime::TrainingGraphs damaged = runtime::training_graphs(derived.captured, wrt);
+  runtime::TrainingGraphs damaged = runtime::training_graphs(derived.captured, wrt, ctx);
   ASSERT_GT(damaged.backward_bytes.size(), 16u);
   damaged.backward_bytes.resize(damaged.backward_bytes.size() / 2);
-  EXPECT_EQ(ir::graph_hash(runtime::take_backward(damaged, derived.captured, wrt)),
+  EXPECT_EQ(ir::graph_hash(runtime::take_backward(damaged, derived.captured, wrt, ctx)),
             ir::graph_hash(derived.part.backward));
   // The same graph with other inputs wanting gradients is another entry.
   compiler::reset_stats();
   std::vector<size_t> fewer(wrt.begin(), wrt.begin() + 3);
-  runtime::TrainingGraphs some = runtime::training_graphs(derived.captured, fewer);
+  runtime::TrainingGraphs some = runtime::training_graphs(derived.captured, fewer, ctx);
   EXPECT_EQ(some.has_grad.size(), 3u);
   ASSERT_TRUE(some.partition.has_value());
-  EXPECT_NE(ir::graph_hash(runtime::take_backward(some, derived.captured, fewer)),
+  EXPECT_NE(ir::graph_hash(runtime::take_backward(some, derived.captured, fewer, ctx)),
             ir::graph_hash(derived.part.backward));
 }
 

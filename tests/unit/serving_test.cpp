@@ -239,6 +239,25 @@ TEST(Warmup, ATrainingCallCompilesItsBackwardToo) {
   EXPECT_EQ(s.backwards_derived, 0);
 }
 
+// A warm-up's compiler runs are its own: two modules warmed up on two threads at once each
+// report what they report warmed up alone, and together what the process counted. (A count
+// taken as the difference of the process's counter around each would include the other's.)
+TEST(Warmup, TwoModulesWarmedUpAtOnceEachReportTheirOwnCompilerRuns) {
+  const std::string env = "ZC_FORCE_DISABLE_CACHES=1";
+  test::ProcessRun a = test::run_tool("concurrent_warmup", env, "--which a");
+  test::ProcessRun b = test::run_tool("concurrent_warmup", env, "--which b");
+  test::ProcessRun both = test::run_tool("concurrent_warmup", env, "--which both");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  ASSERT_EQ(b.rc, 0) << b.out;
+  ASSERT_EQ(both.rc, 0) << both.out;
+  const double alone_a = a.num("a", "compiler_runs"), alone_b = b.num("b", "compiler_runs");
+  EXPECT_GE(alone_a, 2) << a.out;  // one graph per size
+  EXPECT_GE(alone_b, 2) << b.out;
+  EXPECT_EQ(both.num("a", "compiler_runs"), alone_a) << both.out;
+  EXPECT_EQ(both.num("b", "compiler_runs"), alone_b) << both.out;
+  EXPECT_EQ(both.num("total", "compiler_runs"), alone_a + alone_b) << both.out;
+}
+
 TEST(Warmup, ManyInputCallsAndBadInputs) {
   NoGradGuard no_grad;
   auto m = std::make_shared<Mlp>(8);

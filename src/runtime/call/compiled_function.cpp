@@ -4,7 +4,7 @@
 
 #include "cache/cache.h"
 #include "capture/capture.h"
-#include "runtime/driver/compile_graph.h"
+#include "runtime/driver/compile.h"
 #include "runtime/records/call_record.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -25,13 +25,24 @@ Tensor stand_in(const ops::TensorMeta& m) {
   return t;
 }
 
+// Contiguous copies of the strided ones among `inputs`, in `dense`: code is made for contiguous
+// inputs (its executable would copy a strided one the same way).
+std::span<const Tensor> contiguous_inputs(std::span<const Tensor> inputs,
+                                          std::vector<Tensor>& dense) {
+  bool all = true;
+  for (const Tensor& t : inputs) all = all && t.is_contiguous();
+  if (all) return inputs;
+  for (const Tensor& t : inputs) dense.push_back(t.is_contiguous() ? t : t.contiguous());
+  return dense;
+}
+
 }  // namespace
 
 CompiledFunction::~CompiledFunction() {
   if (prepared_.valid()) prepared_.wait();
 }
 
-std::shared_ptr<const CompiledFunction::Variant> CompiledFunction::compile(
+std::shared_ptr<const Specialization> CompiledFunction::compile(
     std::span<const Tensor> inputs) const {
   Timer timer;
   // Distinct handles for the trace: marking the caller's tensors would make them traced while
@@ -39,8 +50,10 @@ std::shared_ptr<const CompiledFunction::Variant> CompiledFunction::compile(
   std::vector<Tensor> stand_ins;
   for (const Tensor& t : inputs) stand_ins.push_back(t.detach());
   capture::Captured cap = capture::capture_function(stand_ins, [&] { return fn_(stand_ins); });
-  auto v = std::make_shared<Variant>();
-  for (const capture::InputBinding& b : cap.bindings) {
+  auto s = std::make_shared<Specialization>();
+  for (const Tensor& t : inputs) s->guards.push_back(capture::input_guard(t));
+  for (size_t slot = 0; slot < cap.bindings.size(); ++slot) {
+    const capture::InputBinding& b = cap.bindings[slot];
     if (b.kind == ir::InputKind::seed) {
       throw Error(
           "compiled function: it draws random numbers (zc::rand_like or randn_like), which a "
@@ -51,58 +64,62 @@ std::shared_ptr<const CompiledFunction::Variant> CompiledFunction::compile(
     size_t i = 0;
     while (i < stand_ins.size() && stand_ins[i].unsafe_impl() != b.tensor.unsafe_impl()) ++i;
     ZC_CHECK(i < stand_ins.size(), "a compiled function read a tensor it was not given");
-    v->order.push_back(i);
+    s->bound.emplace_back();
+    s->user_slots.push_back({slot, i});
   }
   Device device = Device::cpu();
   for (const Tensor& t : inputs) {
     if (!t.device().is_cpu()) device = t.device();
   }
-  v->exec = compile_graph(cap.graph, resolve_backend("auto", device));
-  v->metas = call_metas(inputs);
-  ZC_LOG(timing) << "compiled function: " << timer.ms() << " ms, " << cap.graph.nodes.size()
-                 << " nodes";
-  return v;
+  const Backend& backend = resolve_backend("auto", device);
+  CompileContext ctx;
+  ctx.set_who(name_.empty() ? "compiled function" : "compiled function " + name_);
+  std::shared_ptr<const Executable> exec = runtime::compile({cap.graph, backend}, ctx).exec;
+  const size_t nodes = cap.graph.nodes.size();
+  s->code = GraphVariants::made(std::move(cap.graph), backend, std::move(exec));
+  ZC_LOG(timing) << ctx.who() << ": " << timer.ms() << " ms, " << nodes << " nodes; "
+                 << ctx.report().str();
+  return s;
 }
 
-std::shared_ptr<const CompiledFunction::Variant> CompiledFunction::find(
+std::shared_ptr<const Specialization> CompiledFunction::find(
     const std::vector<ops::TensorMeta>& metas) const {
-  for (const auto& v : variants_) {
-    if (v->metas == metas) return v;
-  }
-  return nullptr;
+  std::vector<Tensor> stand_ins;
+  for (const ops::TensorMeta& m : metas) stand_ins.push_back(stand_in(m));
+  return table_.find(stand_ins);
 }
 
-std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> inputs) {
-  std::shared_ptr<const Variant> found;
+std::vector<Tensor> CompiledFunction::operator()(std::span<const Tensor> given) {
+  std::vector<Tensor> dense;
+  const std::span<const Tensor> inputs = contiguous_inputs(given, dense);
+  std::shared_ptr<const Specialization> found;
   {
     std::unique_lock lock(mu_);
+    found = table_.find(inputs);
     const std::vector<ops::TensorMeta> metas = call_metas(inputs);
-    found = find(metas);
     if (!found && prepared_.valid() &&
         std::find(preparing_.begin(), preparing_.end(), metas) != preparing_.end()) {
       lock.unlock();
       prepared_.wait();
       lock.lock();
-      found = find(metas);
+      found = table_.find(inputs);
     }
     if (!found) {
       found = compile(inputs);
-      variants_.push_back(found);
+      table_.add(found);
     }
-    if (!found->recorded) record(*found);
+    if (!recorded_calls_.count(found.get())) record(*found, metas);
   }
-  std::vector<const Tensor*> args;
-  args.reserve(found->order.size());
-  for (size_t i : found->order) args.push_back(&inputs[i]);
-  return found->exec->run(args);
+  return run_inference(*found, *found->code->inference_if_compiled(), inputs);
 }
 
-// Under mu_, at each variant's first call: writes the record if that call changes it (a variant
-// not first in it); so calls that alternate between variants write it once each, not every call.
-void CompiledFunction::record(const Variant& v) {
-  v.recorded = true;
-  if (context_.empty() || (!recorded_.empty() && recorded_.front() == v.metas)) return;
-  recorded_ = note_call(recorded_, v.metas);
+// Under mu_, at each specialization's first call: writes the record if that call changes it (a
+// specialization not first in it); so calls that alternate between specializations write it
+// once each, not every call.
+void CompiledFunction::record(const Specialization& s, const std::vector<ops::TensorMeta>& metas) {
+  recorded_calls_.insert(&s);
+  if (context_.empty() || (!recorded_.empty() && recorded_.front() == metas)) return;
+  recorded_ = note_call(recorded_, metas);
   try {
     cache::process_cache().put(call_record_key(name_, context_), encode_call_record(recorded_), 0);
   } catch (const std::exception& e) {
@@ -142,9 +159,9 @@ void CompiledFunction::prepare_recorded(const std::vector<std::vector<ops::Tenso
     try {
       std::vector<Tensor> inputs;
       for (const ops::TensorMeta& m : metas) inputs.push_back(stand_in(m));
-      std::shared_ptr<const Variant> v = compile(inputs);
+      std::shared_ptr<const Specialization> s = compile(inputs);
       std::lock_guard lock(mu_);
-      if (!find(metas)) variants_.push_back(std::move(v));
+      if (!find(metas)) table_.add(std::move(s));
     } catch (const std::exception& e) {
       ZC_LOG(cache) << "compiled function " << name_
                     << ": a recorded call not prepared: " << e.what();

@@ -1,7 +1,8 @@
 // A function of tensors compiled as one graph: traced once (capture::capture_function), then
-// compiled through compile_graph, so every cache level holds it and a warm process compiles
-// nothing. What a compiled optimizer step is made of: a call runs the whole update of every
-// parameter as one executable instead of a dozen eager ops per parameter.
+// compiled through the driver, so every cache level holds it and a warm process compiles
+// nothing; one specialization per list of input metadata, in a SpecializationTable. What a compiled
+// optimizer step is made of: a call runs the whole update of every parameter as one executable
+// instead of a dozen eager ops per parameter.
 //
 // A named function also keeps the record of what it was called with (call_record.h), and
 // prepare() compiles what that record lists on a background thread, so that the first call
@@ -12,12 +13,14 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "codegen/executable.h"
 #include "ops/registry.h"
+#include "runtime/call/specialization.h"
 
 namespace zc::runtime {
 
@@ -47,22 +50,20 @@ class CompiledFunction {
   void prepare(std::string context);
 
  private:
-  struct Variant {
-    std::vector<ops::TensorMeta> metas;  // of the inputs it was compiled for
-    std::shared_ptr<const codegen::Executable> exec;
-    std::vector<size_t> order;      // graph input i is inputs[order[i]]
-    mutable bool recorded = false;  // its first call has been through record() (under mu_)
-  };
-  std::shared_ptr<const Variant> compile(std::span<const Tensor> inputs) const;
-  std::shared_ptr<const Variant> find(const std::vector<ops::TensorMeta>& metas) const;
+  // The specialization of `inputs` (contiguous), traced and compiled.
+  std::shared_ptr<const Specialization> compile(std::span<const Tensor> inputs) const;
+  // Under mu_: the specialization for inputs of these metadata, if compiled.
+  std::shared_ptr<const Specialization> find(const std::vector<ops::TensorMeta>& metas) const;
   void prepare_recorded(const std::vector<std::vector<ops::TensorMeta>>& calls);
-  void record(const Variant& v);
+  void record(const Specialization& s, const std::vector<ops::TensorMeta>& metas);
 
   Fn fn_;
   std::string name_;
   std::string context_;  // set by prepare(); empty: no record
   mutable std::mutex mu_;
-  std::vector<std::shared_ptr<const Variant>> variants_;
+  SpecializationTable table_;
+  // Specializations whose first call has been through record() (under mu_).
+  std::set<const Specialization*> recorded_calls_;
   std::vector<std::vector<ops::TensorMeta>> recorded_;   // the record as last read or written
   std::vector<std::vector<ops::TensorMeta>> preparing_;  // what the background thread compiles
   std::shared_future<void> prepared_;  // last member: destroyed (waited for) first

@@ -1,33 +1,29 @@
 // Eager ops on a GPU: every call of an op on CUDA tensors runs a compiled graph of that one op,
 // made by the CUDA backend through the same caches as any compiled graph and kept in this
-// process by (op, attributes, inputs' metadata). The compiler is the only source of GPU
-// kernels, so an eager op and the same op inside a compiled model compute alike, and a new op
-// needs no hand-written kernel. Views stay views: they change metadata only, as on the CPU.
+// process as specializations of (op, attributes, inputs' metadata). The compiler is the only source
+// of GPU kernels, so an eager op and the same op inside a compiled model compute alike, and a new
+// op needs no hand-written kernel. Views stay views: they change metadata only, as on the CPU.
 //
 // The first call of an op on a new shape costs a compile (an NVRTC run, or a cache lookup when
 // the kernel is on disk already); later calls cost a hash lookup and the launches.
 #include <mutex>
-#include <unordered_map>
 
+#include "capture/guards.h"
 #include "codegen/backend.h"
 #include "ops/dispatch.h"
-#include "runtime/driver/compile_graph.h"
+#include "runtime/call/specialization.h"
+#include "runtime/driver/compile.h"
 #include "util/bytes.h"
 
 namespace zc::runtime {
 
 namespace {
 
-// The key of one specialization: the op, its attributes and every input's metadata.
-std::string op_key(const ops::OpDef& op, std::span<const Tensor> inputs, const ops::Attrs& attrs) {
+// What besides its inputs' metadata decides an op's code: the op and its attributes.
+std::string op_tag(const ops::OpDef& op, const ops::Attrs& attrs) {
   ByteWriter w;
   w.u32(static_cast<uint32_t>(op.id));
   ops::write_attrs(w, attrs);
-  for (const Tensor& t : inputs) {
-    w.u32(static_cast<uint32_t>(t.dtype()) | static_cast<uint32_t>(t.dim()) << 8 |
-          static_cast<uint32_t>(t.unsafe_impl()->wrapped_number) << 16);
-    for (int64_t d : t.shape()) w.i64(d);
-  }
   std::vector<uint8_t> bytes = w.take();
   return std::string(bytes.begin(), bytes.end());
 }
@@ -76,10 +72,8 @@ class CompiledOps final : public ops::DeviceKernels {
         args.push_back(t.is_contiguous() ? t : dense_copy(backend, t));
       }
     }
-    std::shared_ptr<const Executable> exec = executable(backend, op, args, attrs);
-    std::vector<const Tensor*> ptrs;
-    for (const Tensor& t : args) ptrs.push_back(&t);
-    return exec->run(ptrs);
+    std::shared_ptr<const Specialization> spec = specialization(backend, op, args, attrs);
+    return run_inference(*spec, *spec->code->inference_if_compiled(), args);
   }
 
  private:
@@ -101,24 +95,38 @@ class CompiledOps final : public ops::DeviceKernels {
     return *b;
   }
 
-  std::shared_ptr<const Executable> executable(const Backend& backend, const ops::OpDef& op,
-                                               std::span<const Tensor> args,
-                                               const ops::Attrs& attrs) {
-    std::string key = op_key(op, args, attrs);
+  // The op's specialization for these (dense) inputs, compiled at its first call.
+  std::shared_ptr<const Specialization> specialization(const Backend& backend, const ops::OpDef& op,
+                                                       std::span<const Tensor> args,
+                                                       const ops::Attrs& attrs) {
+    std::string tag = op_tag(op, attrs);
     {
       std::lock_guard lock(mu_);
-      auto it = compiled_.find(key);
-      if (it != compiled_.end()) return it->second;
+      if (auto s = table_.find(args, tag)) return s;
     }
     // Compiled outside the lock (concurrent first calls of one op compile it once: the code
     // cache waits for the first).
-    auto exec = compile_graph(one_op_graph(op, args, attrs), backend);
+    CompileContext ctx;
+    ctx.set_who(std::string("eager ") + std::string(op.name));
+    ir::Graph g = one_op_graph(op, args, attrs);
+    auto exec = compile({g, backend}, ctx).exec;
+    auto s = std::make_shared<Specialization>();
+    for (const Tensor& t : args) s->guards.push_back(capture::input_guard(t));
+    s->tag = std::move(tag);
+    for (size_t i = 0; i < args.size(); ++i) {
+      s->bound.emplace_back();
+      s->user_slots.push_back({i, i});
+    }
+    s->code = GraphVariants::made(std::move(g), backend, std::move(exec));
     std::lock_guard lock(mu_);
-    return compiled_.emplace(std::move(key), std::move(exec)).first->second;
+    // Another thread's first call of it may have added it meanwhile: the first one stays.
+    if (auto found = table_.find(args, s->tag)) return found;
+    table_.add(s);
+    return s;
   }
 
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<const Executable>> compiled_;
+  SpecializationTable table_;
 };
 
 // Installed when libzc loads; it does nothing until an op meets a CUDA tensor.

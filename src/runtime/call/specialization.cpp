@@ -5,6 +5,7 @@
 
 #include "tensor/random.h"
 #include "util/check.h"
+#include "util/hash.h"
 #include "zc/factories.h"
 
 namespace zc::runtime {
@@ -37,8 +38,77 @@ std::vector<Tensor> call_inputs(const Specialization& s, std::span<const Tensor>
   return inputs;
 }
 
-std::shared_ptr<const Specialization> SpecializationTable::find(
-    std::span<const Tensor> inputs) const {
+std::vector<Tensor> run_inference(const Specialization& s, const Executable& exec,
+                                  std::span<const Tensor> xs) {
+  std::vector<const Tensor*> args(s.bound.size());
+  for (size_t i = 0; i < s.bound.size(); ++i) args[i] = &s.bound[i];
+  for (const UserSlot& u : s.user_slots) args[u.slot] = &xs[u.input];
+  const std::vector<Tensor> seeds = draw_seeds(s);
+  for (size_t k = 0; k < seeds.size(); ++k) args[s.seed_slots[k]] = &seeds[k];
+  return exec.run(args);
+}
+
+namespace {
+
+uint64_t tag_hash(std::string_view tag) {
+  uint64_t h = 0x5be5c1a1;
+  for (char c : tag) h = hash_combine(h, static_cast<uint8_t>(c));
+  return hash_combine(h, tag.size());
+}
+
+// The hash an exact specialization is indexed by: its guards' hashes and its tag, which the
+// call's inputs of the same metadata reproduce.
+uint64_t exact_hash(std::span<const uint64_t> guard_hashes, std::string_view tag) {
+  uint64_t h = tag_hash(tag);
+  for (uint64_t g : guard_hashes) h = hash_combine(h, g);
+  return hash_combine(h, guard_hashes.size());
+}
+
+bool in_range(const Specialization& s, size_t input, size_t dim, int64_t size) {
+  for (const SizeRange& r : s.ranges) {
+    if (r.input == input && static_cast<size_t>(r.dim) == dim) {
+      return size >= r.min && size <= r.max;
+    }
+  }
+  return false;
+}
+
+bool ranged_dim(const Specialization& s, size_t input, size_t dim) {
+  for (const SizeRange& r : s.ranges) {
+    if (r.input == input && static_cast<size_t>(r.dim) == dim) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool Specialization::matches(std::span<const Tensor> inputs, std::span<const uint64_t> hashes,
+                             std::string_view call_tag) const {
+  if (guards.size() != inputs.size() || tag != call_tag) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const capture::InputGuard& g = guards[i];
+    const Tensor& x = inputs[i];
+    if (ranges.empty()) {
+      if (!capture::guard_matches(g, hashes[i], x)) return false;
+      continue;
+    }
+    if (g.dtype != x.dtype() || g.device != x.device() || g.contiguous != x.is_contiguous() ||
+        g.wrapped_number != x.unsafe_impl()->wrapped_number ||
+        static_cast<int64_t>(g.shape.size()) != x.dim()) {
+      return false;
+    }
+    for (size_t d = 0; d < g.shape.size(); ++d) {
+      const int64_t size = x.shape()[d];
+      if (ranged_dim(*this, i, d) ? !in_range(*this, i, d, size) : size != g.shape[d]) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<const Specialization> SpecializationTable::find(std::span<const Tensor> inputs,
+                                                                std::string_view tag) const {
   constexpr size_t kInline = 8;
   std::array<uint64_t, kInline> inline_hashes;
   std::vector<uint64_t> many;
@@ -48,20 +118,49 @@ std::shared_ptr<const Specialization> SpecializationTable::find(
     hashes = many;
   }
   for (size_t i = 0; i < inputs.size(); ++i) hashes[i] = capture::input_guard_hash(inputs[i]);
-  for (const auto& s : list_) {
-    if (s->guards.size() != inputs.size()) continue;
-    bool all = true;
-    for (size_t i = 0; all && i < inputs.size(); ++i) {
-      all = capture::guard_matches(s->guards[i], hashes[i], inputs[i]);
+  size_t best = list_.size();
+  if (auto it = exact_.find(exact_hash(hashes, tag)); it != exact_.end()) {
+    for (size_t at : it->second) {
+      if (list_[at]->matches(inputs, hashes, tag)) {
+        best = at;
+        break;
+      }
     }
-    if (all) return s;
   }
-  return nullptr;
+  for (size_t at : ranged_) {
+    if (at >= best) break;
+    if (list_[at]->matches(inputs, hashes, tag)) {
+      best = at;
+      break;
+    }
+  }
+  return best < list_.size() ? list_[best] : nullptr;
 }
 
 void SpecializationTable::add(std::shared_ptr<const Specialization> s) {
   ZC_CHECK(s != nullptr, "a null specialization");
   list_.push_back(std::move(s));
+  const size_t at = list_.size() - 1;
+  const Specialization& added = *list_[at];
+  if (!added.ranges.empty()) {
+    ranged_.push_back(at);
+    return;
+  }
+  std::vector<uint64_t> hashes;
+  for (const capture::InputGuard& g : added.guards) hashes.push_back(g.hash);
+  exact_[exact_hash(hashes, added.tag)].push_back(at);
+}
+
+void SpecializationTable::clear() {
+  list_.clear();
+  exact_.clear();
+  ranged_.clear();
+}
+
+void SpecializationTable::reindex() {
+  std::vector<std::shared_ptr<const Specialization>> list = std::move(list_);
+  clear();
+  for (auto& s : list) add(std::move(s));
 }
 
 }  // namespace zc::runtime

@@ -4,7 +4,6 @@
 #include <cstdio>
 
 #include "runtime/call/module_core.h"
-#include "util/stats.h"
 #include "util/timer.h"
 
 namespace zc {
@@ -18,8 +17,7 @@ WarmupReport::Item warmup_one(const std::shared_ptr<Core>& cp, std::span<const T
   WarmupReport::Item item;
   item.inputs = inputs_str(xs);
   Timer t;
-  const int64_t runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
-  const int64_t templates = zc::stats::read(zc::stats::Counter::template_hits);
+  std::shared_ptr<runtime::CompileContext> ctx = c.new_context();
   std::shared_ptr<const Entry> hit;
   bool had_entries = false, broke = false;
   {
@@ -32,22 +30,24 @@ WarmupReport::Item warmup_one(const std::shared_ptr<Core>& cp, std::span<const T
     }
     if (hit) {
       std::vector<bool> wanted = wanted_gradients(*hit, xs);
-      prepare(*hit, wanted, /*whole_step=*/true);
+      prepare(*hit, wanted, /*whole_step=*/true, *ctx);
       item.training = !wanted.empty() && hit->code->whole();
     } else {
-      Made made = compile_for(cp, xs, /*whole_step=*/true, had_entries && !c.retrace_always);
+      Made made = compile_for(cp, xs, /*whole_step=*/true, had_entries && !c.retrace_always, *ctx);
       publish(c, made);
       broke = made.breaks > 0;
       item.training = !made.wanted.empty() && !broke;
     }
   }
   item.ms = t.ms();
-  item.compiler_runs = zc::stats::read(zc::stats::Counter::compiler_invocations) - runs;
+  // This call's own report: exact while other modules compile at the same time.
+  const runtime::CompileReport report = ctx->report();
+  item.compiler_runs = report.compiler_runs();
   if (broke) {
     item.result = "traced on every call (graph break)";
   } else if (item.compiler_runs > 0) {
     item.result = "compiled (" + std::to_string(item.compiler_runs) + " compiler runs)";
-  } else if (zc::stats::read(zc::stats::Counter::template_hits) > templates) {
+  } else if (report.count(stats::Counter::template_hits) > 0) {
     item.result = "served by a size template";
   } else if (hit) {
     item.result = "already compiled";
@@ -82,10 +82,8 @@ WarmupReport warmup_calls(const std::shared_ptr<Core>& cp,
   {
     // A warm-up leaves no compile behind: the templates a first call began on their own thread
     // are made before it returns, counted in its last item.
-    const int64_t runs = zc::stats::read(zc::stats::Counter::compiler_invocations);
     std::lock_guard capture_lock(c.capture_mu);
-    finish_sizes_first(c);
-    const int64_t more = zc::stats::read(zc::stats::Counter::compiler_invocations) - runs;
+    const int64_t more = finish_sizes_first(c).compiler_runs();
     if (!report.items.empty()) report.items.back().compiler_runs += more;
     report.compiler_runs += more;
   }

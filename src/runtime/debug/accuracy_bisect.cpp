@@ -54,7 +54,9 @@ class Search {
       host_args.push_back(&host_env_[v]);
     }
     ++compiles_;
-    std::vector<Tensor> compiled = build_executable(r.graph, backend_, nullptr)->run(args);
+    // Flat and without any cache: the search compiles graphs no call runs.
+    CompileContext no_cache(nullptr);
+    std::vector<Tensor> compiled = build_executable(r.graph, backend_, no_cache)->run(args);
     std::vector<Tensor> eager = codegen::eager::interpret(r.graph, host_args);
     for (size_t i = 0; i < compiled.size(); ++i) {
       const DType dtype = r.graph.meta(r.graph.outputs[i]).dtype;

@@ -27,6 +27,8 @@ namespace zc::runtime {
 class RoiRecord {
  public:
   explicit RoiRecord(std::string name) : name_(std::move(name)) {}
+  // "GPT#2": the module's type and creation number.
+  const std::string& name() const { return name_; }
 
   // Time spent capturing and compiling (or loading) for a call, in the foreground or not.
   void add_compile(double ms);

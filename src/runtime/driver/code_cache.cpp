@@ -12,9 +12,13 @@
 namespace zc::runtime {
 
 namespace {
+struct Entry {
+  std::shared_future<std::shared_ptr<const Executable>> exec;
+  std::shared_ptr<CompileProgress> owner;  // the compile that makes it
+};
 struct Cache {
   std::mutex mu;
-  std::unordered_map<std::string, std::shared_future<std::shared_ptr<const Executable>>> entries;
+  std::unordered_map<std::string, Entry> entries;
   std::atomic<uint64_t> generation{1};
 };
 Cache& cache() {
@@ -23,7 +27,8 @@ Cache& cache() {
 }
 }  // namespace
 
-std::shared_ptr<const Executable> code_cache_get(const std::string& key, const CompileFn& compile) {
+std::shared_ptr<const Executable> code_cache_get(const std::string& key, const CompileFn& compile,
+                                                 CompileContext& ctx) {
   Cache& c = cache();
   for (;;) {
     std::promise<std::shared_ptr<const Executable>> promise;
@@ -33,10 +38,13 @@ std::shared_ptr<const Executable> code_cache_get(const std::string& key, const C
       std::lock_guard lock(c.mu);
       auto it = c.entries.find(key);
       if (it != c.entries.end()) {
-        future = it->second;
+        future = it->second.exec;
+        // The wait lasts as long as the owner's work: a caller waiting only while the caches
+        // serve its compile stops waiting when the owner's compile goes cold.
+        if (it->second.owner) it->second.owner->forward_cold_to(ctx.progress());
       } else {
         future = promise.get_future().share();
-        c.entries.emplace(key, future);
+        c.entries.emplace(key, Entry{future, ctx.progress()});
         owner = true;
       }
     }
@@ -44,7 +52,7 @@ std::shared_ptr<const Executable> code_cache_get(const std::string& key, const C
       // Null: the owner only tried to load (a preload that found nothing); try again, which
       // finds the entry gone and compiles.
       if (auto exec = future.get()) {  // rethrows the owner's error, if any
-        zc::stats::add(zc::stats::Counter::code_cache_hits);
+        ctx.count(stats::Counter::code_cache_hits);
         return exec;
       }
       continue;
@@ -61,12 +69,16 @@ std::shared_ptr<const Executable> code_cache_get(const std::string& key, const C
       promise.set_exception(std::current_exception());
       throw;
     }
-    if (!exec) {
+    {
       std::lock_guard lock(c.mu);
-      c.entries.erase(key);
-    } else {
-      zc::stats::add(zc::stats::Counter::code_cache_misses);
+      if (!exec) {
+        c.entries.erase(key);
+      } else if (auto it = c.entries.find(key);
+                 it != c.entries.end() && it->second.owner == ctx.progress()) {
+        it->second.owner.reset();  // made: nobody waits on its work any more
+      }
     }
+    if (exec) ctx.count(stats::Counter::code_cache_misses);
     promise.set_value(exec);
     return exec;
   }

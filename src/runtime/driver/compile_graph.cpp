@@ -12,7 +12,6 @@
 #include "lower/pipeline.h"
 #include "runtime/driver/artifact.h"
 #include "runtime/driver/code_cache.h"
-#include "runtime/driver/compile_events.h"
 #include "runtime/driver/compile_keys.h"
 #include "runtime/dynamic/templates.h"
 #include "runtime/products/autotune.h"
@@ -25,24 +24,16 @@ namespace zc::runtime {
 
 namespace {
 
-// One compile of one graph on one backend, and the cache levels it goes through.
-struct Compile {
-  const ir::Graph& graph;
-  const Backend& backend;
-  cache::Cache* store;  // null: no cache
-  CompileKeys keys;
-  std::string short_hash;
-};
-
 // Graph level: an executable from a stored artifact, or null when the artifact, though it
 // verified, does not load (another format): then the graph is compiled afresh.
 std::shared_ptr<const Executable> load_graph_entry(const Backend& backend,
                                                    const std::string& short_hash,
-                                                   const std::vector<uint8_t>& payload) {
+                                                   const std::vector<uint8_t>& payload,
+                                                   CompileContext& ctx) {
   try {
     Timer t;
     auto exec = load_artifact(decode_artifact(payload), backend);
-    zc::stats::add_time(zc::stats::Stage::load, t.ms());
+    ctx.add_time(stats::Stage::load, t.ms());
     ZC_LOG(timing) << "graph " << short_hash << ": loaded from the cache in " << t.ms() << " ms";
     return exec;
   } catch (const Error& err) {
@@ -55,75 +46,113 @@ std::shared_ptr<const Executable> load_graph_entry(const Backend& backend,
 }  // namespace
 
 std::vector<uint8_t> lowered_bytes(const ir::Graph& captured, const Backend& backend,
-                                   cache::Cache* store, const CompileKeys& keys) {
+                                   CompileContext& ctx, const CompileKeys& keys) {
   Timer t;
   const cache::Key key = keys.lowering_key();
+  cache::Cache* store = ctx.store();
   if (store) {
-    if (auto e = store->get(key)) return std::move(e->payload);
+    if (auto e = store->get(key, ctx.lookups())) return std::move(e->payload);
   }
-  lower::LowerContext ctx;
-  ctx.keep = backend.native_ops();
-  ctx.split_long_reductions = backend.splits_long_reductions();
-  std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(captured, ctx));
+  lower::LowerContext lowering;
+  lowering.keep = backend.native_ops();
+  lowering.split_long_reductions = backend.splits_long_reductions();
+  std::vector<uint8_t> bytes = ir::canonical_bytes(lower::lower(captured, lowering));
   // Written to disk behind the compile: a disk write cost a size template's check on the GPU
   // host as much as the lowering itself.
-  if (store) store->put_behind(key, bytes, t.ms());
+  if (store) store->put_behind(key, bytes, t.ms(), ctx.lookups());
   return bytes;
 }
 
 std::vector<uint8_t> binary_for(const CompileKeys& keys, const Backend& backend,
-                                cache::Cache* store, const codegen::GeneratedSource& source,
+                                CompileContext& ctx, const codegen::GeneratedSource& source,
                                 double* build_ms) {
   if (!backend.needs_build(source)) return {};
   Timer t;
   const cache::Key key = keys.kernel_key(hex(sha256(source.text)));
+  cache::Cache* store = ctx.store();
   if (store) {
-    if (auto e = store->get(key)) return std::move(e->payload);
+    if (auto e = store->get(key, ctx.lookups())) return std::move(e->payload);
   }
-  note_cold_work();
+  ctx.note_cold_work();
   std::vector<uint8_t> binary = backend.build(source);
   *build_ms = t.ms();
-  zc::stats::add(zc::stats::Counter::compiler_invocations);
-  zc::stats::add_time(zc::stats::Stage::cxx, *build_ms);
-  if (store) store->put(key, binary, *build_ms);
+  ctx.count(stats::Counter::compiler_invocations);
+  ctx.add_time(stats::Stage::cxx, *build_ms);
+  if (store) store->put(key, binary, *build_ms, ctx.lookups());
   return binary;
 }
 
-std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
-                                                   cache::Cache* store, std::optional<Digest> hash,
-                                                   bool size_templates) {
+namespace {
+
+// A lowered graph's generated code and its binary: what a graph the graph level lacks costs.
+struct Built {
+  codegen::CodegenResult code;
+  std::vector<uint8_t> binary;
+  double codegen_ms = 0, build_ms = 0;
+};
+
+Built generate_and_build(const ir::Graph& lowered, const Backend& backend, CompileContext& ctx,
+                         const CompileKeys& keys) {
+  ctx.note_cold_work();
+  Built b;
+  Timer t;
+  b.code = codegen::codegen(lowered, backend);
+  b.codegen_ms = t.ms();
+  ctx.add_time(stats::Stage::codegen, b.codegen_ms);
+  ctx.count(stats::Counter::kernels_generated, b.code.source.generated_kernels);
+  ctx.count(stats::Counter::extern_ops, b.code.source.extern_ops);
+  if (b.code.source.extern_ops) {
+    ZC_LOG(output_code) << b.code.source.extern_ops << " op(s) of graph "
+                        << keys.graph.substr(0, 16)
+                        << " run as extern calls to their eager kernels";
+  }
+  b.binary = binary_for(keys, backend, ctx, b.code.source, &b.build_ms);
+  return b;
+}
+
+void check_usable(const Backend& backend) {
   std::string why = backend.unavailable_reason();
   if (!why.empty()) throw Error(why);
+}
+
+}  // namespace
+
+std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Backend& backend,
+                                                   CompileContext& ctx, std::optional<Digest> hash,
+                                                   bool size_templates) {
+  check_usable(backend);
   const std::string graph_hex = hex(hash ? *hash : ir::graph_hash(g));
-  Compile c{g, backend, store, compile_keys(graph_hex, backend), graph_hex.substr(0, 16)};
+  const CompileKeys keys = compile_keys(graph_hex, backend);
+  const std::string short_hash = graph_hex.substr(0, 16);
+  cache::Cache* store = ctx.store();
   Timer total;
   const bool templates = size_templates && backend.serves_many_sizes();
   // A size template served this graph before: its record loads it as an artifact would, with
   // no graph-level lookup or single-flight lock first (each a round trip to a remote tier).
   if (templates && store) {
-    if (auto e = store->get(sized_key(c.keys))) {
-      if (auto exec = load_sized(e->payload, backend, *store, c.keys)) return exec;
+    if (auto e = store->get(sized_key(keys), ctx.lookups())) {
+      if (auto exec = load_sized(e->payload, backend, ctx, keys)) return exec;
     }
   }
-  const cache::Key graph_key = c.keys.graph_key();
+  const cache::Key graph_key = keys.graph_key();
   if (store) {
-    if (auto e = store->get(graph_key)) {
-      if (auto exec = load_graph_entry(c.backend, c.short_hash, e->payload)) return exec;
+    if (auto e = store->get(graph_key, ctx.lookups())) {
+      if (auto exec = load_graph_entry(backend, short_hash, e->payload, ctx)) return exec;
     } else {
-      ZC_LOG(cache) << "graph " << c.short_hash << ": not cached; its key's parts:\n"
-                    << c.keys.details();
+      ZC_LOG(cache) << "graph " << short_hash << ": not cached; its key's parts:\n"
+                    << keys.details();
     }
   }
   const double lookup_ms = total.ms();
 
   // Without a size template to serve it, a graph the graph level lacks is compiled.
-  if (!templates) note_cold_work();
+  if (!templates) ctx.note_cold_work();
   Timer t;
-  std::vector<uint8_t> lowered = lowered_bytes(g, backend, store, c.keys);
+  std::vector<uint8_t> lowered = lowered_bytes(g, backend, ctx, keys);
   // Scheduled from canonical numbering, exactly as a later load of the artifact will be.
   ir::Graph lowered_graph = ir::read_canonical(lowered);
   double lower_ms = t.ms();
-  zc::stats::add_time(zc::stats::Stage::lower, lower_ms);
+  ctx.add_time(stats::Stage::lower, lower_ms);
 
   // Code made once for many sizes of this graph serves it when it verifies for these sizes:
   // no compiler runs, so this comes before the single-flight lock (there is no compile for
@@ -133,10 +162,12 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   if (templates) {
     SizedUse used;
     Timer check;
-    if (auto exec = executable_from_template(lowered_graph, backend, store, c.keys, &used)) {
+    if (auto exec = executable_from_template(lowered_graph, backend, ctx, keys, &used)) {
       const double check_ms = check.ms();
-      if (store) store->put_behind(sized_key(c.keys), encode_sized(lowered, used), total.ms());
-      ZC_LOG(timing) << "graph " << c.short_hash << ": from its size template in " << total.ms()
+      if (store) {
+        store->put_behind(sized_key(keys), encode_sized(lowered, used), total.ms(), ctx.lookups());
+      }
+      ZC_LOG(timing) << "graph " << short_hash << ": from its size template in " << total.ms()
                      << " ms (lookups " << lookup_ms << " ms, lower " << lower_ms
                      << " ms, check and bind " << check_ms << " ms)";
       return exec;
@@ -147,9 +178,10 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   // the work. The lock, if taken, is released once the entry is stored (or on an exception).
   cache::Cache::Flight flight;
   if (store) {
-    flight = store->begin_flight(graph_key);
+    flight = store->begin_flight(graph_key, ctx.lookups());
     if (flight.entry) {
-      if (auto exec = load_graph_entry(c.backend, c.short_hash, flight.entry->payload)) return exec;
+      if (auto exec = load_graph_entry(backend, short_hash, flight.entry->payload, ctx))
+        return exec;
     }
   }
   struct Release {
@@ -161,32 +193,46 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
     }
   } release{store, graph_key, flight.token};
 
-  note_cold_work();
+  Built built = generate_and_build(lowered_graph, backend, ctx, keys);
   t = Timer();
-  codegen::CodegenResult code = codegen::codegen(lowered_graph, backend);
-  double codegen_ms = t.ms();
-  zc::stats::add_time(zc::stats::Stage::codegen, codegen_ms);
-  zc::stats::add(zc::stats::Counter::kernels_generated, code.source.generated_kernels);
-  zc::stats::add(zc::stats::Counter::extern_ops, code.source.extern_ops);
-  if (code.source.extern_ops) {
-    ZC_LOG(output_code) << code.source.extern_ops << " op(s) of graph " << c.short_hash
-                        << " run as extern calls to their eager kernels";
-  }
-
-  double build_ms = 0;
-  std::vector<uint8_t> binary = binary_for(c.keys, backend, store, code.source, &build_ms);
-
-  t = Timer();
-  auto exec = backend.load(std::move(code.schedule), std::move(code.plan), binary);
+  auto exec =
+      backend.load(std::move(built.code.schedule), std::move(built.code.plan), built.binary);
   double load_ms = t.ms();
-  zc::stats::add_time(zc::stats::Stage::load, load_ms);
+  ctx.add_time(stats::Stage::load, load_ms);
   if (store) {
-    Artifact artifact{std::string(backend.name()), std::move(lowered), std::move(binary)};
-    store->put(graph_key, encode_artifact(artifact), total.ms());
+    Artifact artifact{std::string(backend.name()), std::move(lowered), std::move(built.binary)};
+    store->put(graph_key, encode_artifact(artifact), total.ms(), ctx.lookups());
   }
-  ZC_LOG(timing) << "graph " << c.short_hash << ": lower " << lower_ms << " ms, codegen "
-                 << codegen_ms << " ms, build " << build_ms << " ms, load " << load_ms << " ms";
+  ZC_LOG(timing) << "graph " << short_hash << ": lower " << lower_ms << " ms, codegen "
+                 << built.codegen_ms << " ms, build " << built.build_ms << " ms, load " << load_ms
+                 << " ms";
   return exec;
+}
+
+std::vector<uint8_t> graph_artifact(const ir::Graph& g, const Digest& hash, const Backend& backend,
+                                    CompileContext& ctx) {
+  check_usable(backend);
+  const CompileKeys keys = compile_keys(hex(hash), backend);
+  const cache::Key graph_key = keys.graph_key();
+  cache::Cache* store = ctx.store();
+  if (store) {
+    if (auto e = store->get(graph_key, ctx.lookups())) {
+      try {
+        if (decode_artifact(e->payload).backend == backend.name()) return e->payload;
+      } catch (const Error& err) {
+        ZC_LOG(cache) << "graph " << hex(hash).substr(0, 16) << ": cached artifact unusable ("
+                      << err.what() << "); building it afresh";
+      }
+    }
+  }
+  Timer timer;
+  ir::verify(g);
+  std::vector<uint8_t> lowered = lowered_bytes(g, backend, ctx, keys);
+  Built built = generate_and_build(ir::read_canonical(lowered), backend, ctx, keys);
+  std::vector<uint8_t> bytes = encode_artifact(
+      Artifact{std::string(backend.name()), std::move(lowered), std::move(built.binary)});
+  if (store) store->put(graph_key, bytes, timer.ms(), ctx.lookups());
+  return bytes;
 }
 
 void ensure_support(const Backend& backend) {
@@ -202,22 +248,26 @@ void ensure_support(const Backend& backend) {
   if (!source.empty()) {
     std::string why = backend.unavailable_reason();
     if (!why.empty()) throw Error(why);
-    cache::Cache* store = &cache::process_cache();
+    // Once per process, for whichever compile or eager op first needs them: a context of its
+    // own, its report in the log.
+    CompileContext ctx;
     double ms = 0;
     CompileKeys keys = compile_keys("", backend);
     std::vector<uint8_t> binary =
-        binary_for(keys, backend, store, codegen::GeneratedSource{std::move(source), 0, 0}, &ms);
+        binary_for(keys, backend, ctx, codegen::GeneratedSource{std::move(source), 0, 0}, &ms);
     backend.load_support(binary);
     ZC_LOG(timing) << backend.name() << " support kernels ready"
-                   << (ms > 0 ? " (built in " + std::to_string(ms) + " ms)" : " (cached)");
+                   << (ms > 0 ? " (built in " + std::to_string(ms) + " ms)" : " (cached)") << ": "
+                   << ctx.report().str();
   }
   ready.insert(id);
 }
 
-void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend) {
+void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backend,
+                            CompileContext& ctx) {
   if (backend.interprets() || !backend.unavailable_reason().empty()) return;
-  cache::Cache& store = cache::process_cache();
-  if (!store.remote()) return;
+  cache::Cache* store = ctx.store();
+  if (!store || !store->remote()) return;
   std::vector<cache::Key> keys;
   for (const Digest& h : hashes) {
     // Graphs this process has loaded already are not looked up again.
@@ -227,12 +277,13 @@ void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backe
     // Where a size template served the graph, its record is what the compile looks up.
     if (backend.serves_many_sizes()) keys.push_back(sized_key(ck));
   }
-  store.prefetch(keys);
+  store->prefetch(keys);
 }
 
-std::future<void> prefetch_remote(const Backend& backend) {
+std::future<void> prefetch_remote(const Backend& backend, CompileContext& ctx) {
   if (backend.interprets()) return {};
-  return cache::process_cache().connect_remote_async();
+  cache::Cache* store = ctx.store();
+  return store ? store->connect_remote_async() : std::future<void>{};
 }
 
 namespace {
@@ -299,52 +350,61 @@ std::string code_key(const Digest& h, const Backend& backend, bool size_template
 }  // namespace
 
 std::shared_ptr<const Executable> load_cached_graph(const Digest& hash, const Backend& backend,
-                                                    bool size_templates) {
+                                                    bool size_templates, CompileContext& ctx) {
   if (backend.interprets() || !backend.unavailable_reason().empty()) return nullptr;
-  return code_cache_get(code_key(hash, backend, size_templates),
-                        [&]() -> std::shared_ptr<const Executable> {
-                          const std::string graph_hex = hex(hash);
-                          const cache::Key key = compile_keys(graph_hex, backend).graph_key();
-                          auto e = cache::process_cache().get(key);
-                          if (!e) return nullptr;
-                          return load_graph_entry(backend, graph_hex.substr(0, 16), e->payload);
-                        });
+  return code_cache_get(
+      code_key(hash, backend, size_templates),
+      [&]() -> std::shared_ptr<const Executable> {
+        cache::Cache* store = ctx.store();
+        if (!store) return nullptr;
+        const std::string graph_hex = hex(hash);
+        auto e = store->get(compile_keys(graph_hex, backend).graph_key(), ctx.lookups());
+        if (!e) return nullptr;
+        return load_graph_entry(backend, graph_hex.substr(0, 16), e->payload, ctx);
+      },
+      ctx);
 }
 
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backend& backend,
-                                                std::optional<Digest> hash, bool size_templates,
-                                                ProductOptions products) {
+                                                CompileContext& ctx, std::optional<Digest> hash,
+                                                bool size_templates, ProductOptions products) {
   Digest h = hash ? *hash : ir::graph_hash(g);
   if (products.any() && !backend.interprets()) {
     std::string key = hex(h) + ":" + std::string(backend.name()) +
                       (size_templates ? ":any-size" : "") +
                       (products.autotune ? ":autotuned" : "") + (products.bf16 ? ":bf16" : "") +
                       (products.tf32 ? ":tf32" : "");
-    return code_cache_get(key, [&] {
-      std::shared_ptr<const Executable> exec = compile_graph(g, backend, h, size_templates);
-      if (products.autotune) exec = autotuned(std::move(exec));
-      if (products.bf16) exec = with_bf16_products(std::move(exec));
-      if (products.tf32) {
-        if (auto t = exec->with_tf32()) exec = std::move(t);
-      }
-      return exec;
-    });
+    return code_cache_get(
+        key,
+        [&] {
+          std::shared_ptr<const Executable> exec =
+              compile_graph(g, backend, ctx, h, size_templates);
+          if (products.autotune) exec = autotuned(std::move(exec), ctx);
+          if (products.bf16) exec = with_bf16_products(std::move(exec));
+          if (products.tf32) {
+            if (auto t = exec->with_tf32()) exec = std::move(t);
+          }
+          return exec;
+        },
+        ctx);
   }
   const std::string key = code_key(h, backend, size_templates);
   std::string short_hash = hex(h).substr(0, 16);
-  return code_cache_get(key, [&]() -> std::shared_ptr<const Executable> {
-    Timer t;
-    ir::verify(g);
-    ZC_LOG(graph) << "captured graph " << short_hash << ":\n" << ir::print(g);
-    std::shared_ptr<const Executable> exec =
-        backend.interprets()
-            ? backend.interpret(g)
-            : build_executable(g, backend, &cache::process_cache(), h, size_templates);
-    zc::stats::add_time(zc::stats::Stage::compile, t.ms());
-    ZC_LOG(timing) << "compile " << short_hash << " (" << backend.name() << "): " << t.ms()
-                   << " ms";
-    return exec;
-  });
+  return code_cache_get(
+      key,
+      [&]() -> std::shared_ptr<const Executable> {
+        Timer t;
+        ir::verify(g);
+        ZC_LOG(graph) << "captured graph " << short_hash << ":\n" << ir::print(g);
+        std::shared_ptr<const Executable> exec =
+            backend.interprets() ? backend.interpret(g)
+                                 : build_executable(g, backend, ctx, h, size_templates);
+        ctx.add_time(stats::Stage::compile, t.ms());
+        ZC_LOG(timing) << "compile " << short_hash << " (" << backend.name() << ")"
+                       << (ctx.who().empty() ? "" : " for " + ctx.who()) << ": " << t.ms() << " ms";
+        return exec;
+      },
+      ctx);
 }
 
 }  // namespace zc::runtime

@@ -6,10 +6,8 @@
 #include "autograd/record.h"
 #include "ir/canonical.h"
 #include "lower/autodiff.h"
-#include "runtime/driver/compile_graph.h"
 #include "runtime/driver/training_graphs.h"
 #include "runtime/records/load_hint.h"
-#include "runtime/regions/compile.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -22,31 +20,45 @@ GraphVariants::GraphVariants(ir::Graph graph, const codegen::Backend& backend, O
       backend_(backend),
       options_(std::move(options)) {}
 
-std::shared_ptr<const codegen::Executable> GraphVariants::compile(const ir::Graph& g, bool replay,
-                                                                  const codegen::Backend& backend,
-                                                                  const Options& options,
-                                                                  std::vector<Digest>* graphs) {
-  const bool any = options.size_templates;
-  const ProductOptions& products = options.products;
-  std::shared_ptr<const codegen::Executable> exec;
-  if (options.hierarchical) {
-    exec = compile_hierarchical(g, backend, RegionRule{}, any, products, graphs);
-  } else {
-    const Digest h = ir::graph_hash(g);
-    if (graphs) *graphs = {h};
-    exec = compile_graph(g, backend, h, any, products);
-  }
-  if (replay && options.replay) exec = backend.replayable(std::move(exec), options.per_call);
-  return exec;
+std::shared_ptr<GraphVariants> GraphVariants::made(
+    ir::Graph graph, const codegen::Backend& backend,
+    std::shared_ptr<const codegen::Executable> inference) {
+  auto v = std::make_shared<GraphVariants>(std::move(graph), backend, Options{.whole = false});
+  v->inference_ = std::move(inference);
+  return v;
 }
 
-std::shared_ptr<const codegen::Executable> GraphVariants::inference() {
+Compiled GraphVariants::compile(const ir::Graph& g, bool replay, const codegen::Backend& backend,
+                                const Options& options, CompileContext& ctx) {
+  CompileRequest request{g, backend};
+  request.hierarchical = options.hierarchical;
+  request.size_templates = options.size_templates;
+  request.products = options.products;
+  request.replay = replay && options.replay;
+  request.per_call = options.per_call;
+  return runtime::compile(request, ctx);
+}
+
+std::shared_ptr<const codegen::Executable> GraphVariants::inference_if_compiled() {
   std::lock_guard lock(mu_);
-  if (!inference_) inference_ = compile(*graph_, /*replay=*/true, backend_, options_);
   return inference_;
 }
 
-std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bool>& wanted) {
+std::shared_ptr<const codegen::Executable> GraphVariants::inference(CompileContext& ctx) {
+  std::lock_guard lock(mu_);
+  if (!inference_) inference_ = compile(*graph_, /*replay=*/true, backend_, options_, ctx).exec;
+  return inference_;
+}
+
+std::shared_ptr<const TrainingPlan> GraphVariants::training_if_compiled(
+    const std::vector<bool>& wanted) {
+  std::lock_guard lock(mu_);
+  auto it = training_.find(wanted);
+  return it == training_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bool>& wanted,
+                                                            CompileContext& ctx) {
   ZC_CHECK(options_.whole, "a training plan for a graph break's segment");
   ZC_CHECK(wanted.size() == graph_->inputs.size(),
            "wanted flags for " << wanted.size() << " inputs");
@@ -58,7 +70,7 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
   for (size_t i = 0; i < wanted.size(); ++i) {
     if (wanted[i]) wrt.push_back(i);
   }
-  TrainingGraphs graphs = training_graphs(*graph_, wrt);
+  TrainingGraphs graphs = training_graphs(*graph_, wrt, ctx);
   auto plan = std::make_shared<TrainingPlan>();
   plan->outputs = graph_->outputs.size();
   plan->has_grad.assign(wanted.size(), false);
@@ -70,43 +82,50 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
     with_grad += graphs.has_grad[k] ? 1 : 0;
   }
   if (!graphs.partition) {
-    plan->forward = compile(*graph_, /*replay=*/true, backend_, options_);
-    std::promise<std::shared_ptr<const codegen::Executable>> none;
-    none.set_value(nullptr);
+    plan->forward = compile(*graph_, /*replay=*/true, backend_, options_, ctx).exec;
+    std::promise<Compiled> none;
+    none.set_value(Compiled{});
     plan->backward_ = none.get_future().share();
   } else {
     lower::Partition& part = *graphs.partition;
     // The two halves compile side by side (on a warm start each is mostly decoding, region
     // planning and cache loads, on a cold one compiler runs), and the first forward runs as
-    // soon as its half is there. The backward's thread holds what it reads: the plan may
-    // outlive this.
+    // soon as its half is there. The backward's thread holds what it reads, its own part of
+    // the caller's context among them: the plan may outlive this call.
     TrainingGraphs back;
     back.partition.emplace();
     back.partition->backward = std::move(part.backward);
     back.backward_bytes = std::move(graphs.backward_bytes);
     back.key = graphs.key;
+    auto back_ctx = std::make_shared<CompileContext>(CompileContext::PartOf{}, ctx);
     // The graphs the previous process's backward loaded start loading once the forward is
     // loaded (loads slow each other: the first forward waits for its own alone), beside the
     // decoding and region planning that name them again (runtime/records/load_hint.h).
     std::promise<void> forward_loaded;
-    plan->backward_ =
-        std::async(std::launch::async, [back = std::move(back), captured = graph_, wrt,
-                                        &backend = backend_, options = options_,
-                                        after = forward_loaded.get_future().share()]() mutable {
-          Timer t;
-          GraphPreload preload(
-              load_hint_key("training backward", back.key, backend, options.size_templates),
-              backend, options.size_templates, after);
-          ir::Graph backward = take_backward(back, *captured, wrt);
-          std::vector<Digest> graphs;
-          auto exec = compile(backward, /*replay=*/false, backend, options, &graphs);
-          preload.finish(graphs);
-          ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms ("
-                         << preload.hinted().size() << " graphs hinted)";
-          return exec;
-        }).share();
+    plan->backward_ = std::async(std::launch::async, [back = std::move(back), captured = graph_,
+                                                      wrt, &backend = backend_, options = options_,
+                                                      after = forward_loaded.get_future().share(),
+                                                      back_ctx]() mutable {
+                        Timer t;
+                        CompileContext& bctx = *back_ctx;
+                        Compiled out;
+                        {
+                          GraphPreload preload(load_hint_key("training backward", back.key, backend,
+                                                             options.size_templates),
+                                               backend, options.size_templates, after, bctx);
+                          ir::Graph backward = take_backward(back, *captured, wrt, bctx);
+                          out = compile(backward, /*replay=*/false, backend, options, bctx);
+                          preload.finish(out.graphs);
+                          ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms ("
+                                         << preload.hinted().size() << " graphs hinted)";
+                        }
+                        // Everything the backward's thread did: the hint, its preloads, the
+                        // derivation read back, the compile.
+                        out.report = bctx.report();
+                        return out;
+                      }).share();
     try {
-      plan->forward = compile(part.forward, /*replay=*/true, backend_, options_);
+      plan->forward = compile(part.forward, /*replay=*/true, backend_, options_, ctx).exec;
       forward_loaded.set_value();
     } catch (...) {
       forward_loaded.set_value();

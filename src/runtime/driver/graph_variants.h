@@ -5,8 +5,8 @@
 //              keeps, and the backward that reads them, recomputes cheap ops and returns the
 //              gradients. The backward compiles while the first forward runs.
 // A process that only trains never compiles the inference graph, and one that only infers
-// never derives a backward. Everything goes through compile_graph (or compile_hierarchical),
-// so every cache level holds every variant and a warm process compiles nothing.
+// never derives a backward. Everything goes through the driver's compile, so every cache level
+// holds every variant and a warm process compiles nothing.
 #pragma once
 
 #include <future>
@@ -19,7 +19,7 @@
 #include "codegen/backend.h"
 #include "codegen/executable.h"
 #include "ir/graph.h"
-#include "runtime/driver/compile_graph.h"
+#include "runtime/driver/compile.h"
 
 namespace zc::runtime {
 
@@ -28,8 +28,11 @@ struct TrainingPlan {
   // The backward, null when no input gets a gradient. It compiles on a thread of its own while
   // the first forward runs: loading it took a warm gpt12 step 4 ms of the GPU's time before
   // the forward could start. Waits for it, and raises what compiling it raised.
-  std::shared_ptr<const codegen::Executable> backward() const { return backward_.get(); }
-  std::shared_future<std::shared_ptr<const codegen::Executable>> backward_;
+  std::shared_ptr<const codegen::Executable> backward() const { return backward_.get().exec; }
+  // What compiling the backward did; waits for it too. A caller that waited for the backward
+  // (a warm-up, a recompile) merges it into its own report.
+  const CompileReport& backward_report() const { return backward_.get().report; }
+  std::shared_future<Compiled> backward_;
   size_t outputs = 0;          // the graph's own outputs
   std::vector<size_t> saved;   // the backward's saved inputs: indices into forward's outputs
   std::vector<bool> has_grad;  // per graph input
@@ -55,22 +58,27 @@ class GraphVariants {
     ProductOptions products;
   };
   GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options);
+  // `graph`'s inference executable made elsewhere (by a compiled function or an eager op
+  // through the driver, or loaded from a package): inference only, nothing left to compile.
+  static std::shared_ptr<GraphVariants> made(ir::Graph graph, const codegen::Backend& backend,
+                                             std::shared_ptr<const codegen::Executable> inference);
 
   bool whole() const { return options_.whole; }
   const ir::Graph& graph() const { return *graph_; }
   const codegen::Backend& backend() const { return backend_; }
 
-  // Thread-safe; the first call of each compiles.
-  std::shared_ptr<const codegen::Executable> inference();
+  // Thread-safe. The variant when compiled already, else null: what a call asks first.
+  std::shared_ptr<const codegen::Executable> inference_if_compiled();
   // `wanted`: one flag per graph input. Requires whole().
-  std::shared_ptr<const TrainingPlan> training(const std::vector<bool>& wanted);
+  std::shared_ptr<const TrainingPlan> training_if_compiled(const std::vector<bool>& wanted);
+  // The variant, compiled into `ctx` when first asked for.
+  std::shared_ptr<const codegen::Executable> inference(CompileContext& ctx);
+  std::shared_ptr<const TrainingPlan> training(const std::vector<bool>& wanted,
+                                               CompileContext& ctx);
 
  private:
-  // `graphs`, when given, receives the distinct graphs compiled (compile_hierarchical).
-  static std::shared_ptr<const codegen::Executable> compile(const ir::Graph& g, bool replay,
-                                                            const codegen::Backend& backend,
-                                                            const Options& options,
-                                                            std::vector<Digest>* graphs = nullptr);
+  static Compiled compile(const ir::Graph& g, bool replay, const codegen::Backend& backend,
+                          const Options& options, CompileContext& ctx);
 
   // Shared, not copied, with the thread that compiles a training backward (which may outlive
   // this and needs the graph only should the stored backward not decode).

@@ -79,9 +79,9 @@ TrainingGraphs decode(std::span<const uint8_t> bytes, const ir::Graph& captured,
   return t;
 }
 
-TrainingGraphs derive(const ir::Graph& captured, std::span<const size_t> wrt) {
+TrainingGraphs derive(const ir::Graph& captured, std::span<const size_t> wrt, CompileContext& ctx) {
   lower::JointGraph joint = lower::joint_graph(captured, wrt);
-  zc::stats::add(zc::stats::Counter::backwards_derived);
+  ctx.count(stats::Counter::backwards_derived);
   TrainingGraphs t;
   t.has_grad = joint.has_grad;
   for (bool b : joint.has_grad) {
@@ -95,11 +95,12 @@ TrainingGraphs derive(const ir::Graph& captured, std::span<const size_t> wrt) {
 
 }  // namespace
 
-TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt) {
+TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt,
+                               CompileContext& ctx) {
   Timer timer;
-  cache::Cache& store = cache::process_cache();
+  cache::Cache* store = ctx.store();
   const cache::Key key = training_key(captured, wrt);
-  if (auto e = store.get(key)) {
+  if (auto e = store ? store->get(key, ctx.lookups()) : std::nullopt) {
     try {
       TrainingGraphs t = decode(e->payload, captured, wrt.size());
       t.key = key.digest();
@@ -109,15 +110,16 @@ TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t
       ZC_LOG(cache) << "stored training graphs unusable (" << err.what() << "); deriving them";
     }
   }
-  TrainingGraphs t = derive(captured, wrt);
+  TrainingGraphs t = derive(captured, wrt, ctx);
   t.key = key.digest();
   const double ms = timer.ms();
-  store.put(key, encode(t), ms);
+  if (store) store->put(key, encode(t), ms, ctx.lookups());
   ZC_LOG(timing) << "training graphs derived and partitioned in " << ms << " ms";
   return t;
 }
 
-ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt) {
+ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt,
+                        CompileContext& ctx) {
   ZC_CHECK(t.partition, "take_backward: no partition");
   if (t.backward_bytes.empty()) return std::move(t.partition->backward);
   std::vector<uint8_t> bytes = std::move(t.backward_bytes);
@@ -130,7 +132,7 @@ ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<
   } catch (const Error& err) {
     ZC_LOG(cache) << "stored backward graph unusable (" << err.what() << "); deriving it";
   }
-  TrainingGraphs derived = derive(captured, wrt);
+  TrainingGraphs derived = derive(captured, wrt, ctx);
   ZC_CHECK(derived.partition, "take_backward: the derivation has no backward");
   return std::move(derived.partition->backward);
 }

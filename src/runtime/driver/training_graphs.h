@@ -1,5 +1,5 @@
 // The forward and backward graphs of a compiled training call, through the lowering level of
-// the process cache.
+// the compile's cache.
 //
 // Input: a captured graph (verified) and `wrt`, the indices of its inputs that want gradients.
 // Output: for each entry of `wrt` whether it gets a gradient, and, when any does, the
@@ -21,6 +21,7 @@
 
 #include "ir/graph.h"
 #include "lower/partition.h"
+#include "runtime/driver/compile_context.h"
 #include "util/hash.h"
 
 namespace zc::runtime {
@@ -38,11 +39,14 @@ struct TrainingGraphs {
   Digest key{};
 };
 
-TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt);
+// Through the lowering level of the context's cache.
+TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt,
+                               CompileContext& ctx);
 
 // The backward graph of `t` (moved out of it): partition->backward, or backward_bytes decoded.
 // Stored bytes that do not decode are logged and the graphs derived again from `captured` and
 // `wrt` (the derivation is deterministic, so the backward fits the forward already read).
-ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt);
+ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt,
+                        CompileContext& ctx);
 
 }  // namespace zc::runtime

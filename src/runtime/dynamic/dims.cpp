@@ -371,7 +371,7 @@ std::optional<SizeSamples> trace_size_samples(nn::Module& module, std::span<cons
 }
 
 AllSizes make_templates_of_samples(SizeSamples samples, const codegen::Backend& backend,
-                                   bool hierarchical) {
+                                   bool hierarchical, CompileContext& ctx) {
   AllSizes result;
   Timer t;
   const std::string& who = samples.who;
@@ -408,14 +408,14 @@ AllSizes make_templates_of_samples(SizeSamples samples, const codegen::Backend& 
   // Parts whose sizes do not vary (a head over a fixed dim) have nothing to template: each is
   // compiled for its one size when the call needs it, as now.
   std::vector<std::future<std::optional<std::string>>> made;
-  cache::Cache* store = &cache::process_cache();
   for (const auto& family : families) {
     bool varies = false;
     const Digest h0 = ir::graph_hash(family[0]);
     for (const ir::Graph& g : family) varies = varies || ir::graph_hash(g) != h0;
     if (!varies) continue;
-    made.push_back(std::async(std::launch::async, [&family, &backend, store] {
-      return make_size_template(family, backend, store);
+    // Side by side, sharing the context: every future is waited for before it goes.
+    made.push_back(std::async(std::launch::async, [&family, &backend, &ctx] {
+      return make_size_template(family, backend, ctx);
     }));
   }
   result.all = true;
@@ -435,17 +435,19 @@ AllSizes make_templates_of_samples(SizeSamples samples, const codegen::Backend& 
 AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inputs,
                                  const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                                  const codegen::Backend& backend, bool hierarchical,
-                                 bool leave_out_refused) {
+                                 bool leave_out_refused, CompileContext& ctx) {
   std::optional<SizeSamples> samples =
       trace_size_samples(module, inputs, dims, captured, backend, leave_out_refused);
   if (!samples) return {};
-  return make_templates_of_samples(std::move(*samples), backend, hierarchical);
+  return make_templates_of_samples(std::move(*samples), backend, hierarchical, ctx);
 }
 
 bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
-                           const codegen::Backend& backend, bool hierarchical) {
-  return make_all_size_templates(module, inputs, dims, captured, backend, hierarchical, false).all;
+                           const codegen::Backend& backend, bool hierarchical,
+                           CompileContext& ctx) {
+  return make_all_size_templates(module, inputs, dims, captured, backend, hierarchical, false, ctx)
+      .all;
 }
 
 }  // namespace zc::runtime

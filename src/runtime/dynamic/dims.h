@@ -22,6 +22,7 @@
 
 #include "codegen/backend.h"
 #include "ir/graph.h"
+#include "runtime/driver/compile_context.h"
 #include "zc/compile.h"
 
 namespace zc::runtime {
@@ -110,7 +111,7 @@ class DynamicShapes {
 // its own size.
 bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
-                           const codegen::Backend& backend, bool hierarchical);
+                           const codegen::Backend& backend, bool hierarchical, CompileContext& ctx);
 
 // compile_for_all_sizes in full: what it made, and, with `leave_out_refused` (sizes first,
 // runtime/dynamic/sizes_first.h), a group of dims that does not trace alike at enough sizes (a
@@ -123,7 +124,7 @@ struct AllSizes {
 AllSizes make_all_size_templates(nn::Module& module, std::span<const Tensor> inputs,
                                  const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                                  const codegen::Backend& backend, bool hierarchical,
-                                 bool leave_out_refused);
+                                 bool leave_out_refused, CompileContext& ctx);
 
 // make_all_size_templates in two steps. The first runs the module's forward (traces mark its
 // parameters in place), so it runs under the module's capture lock while none of its code runs;
@@ -142,6 +143,6 @@ std::optional<SizeSamples> trace_size_samples(nn::Module& module, std::span<cons
                                               const codegen::Backend& backend,
                                               bool leave_out_refused);
 AllSizes make_templates_of_samples(SizeSamples samples, const codegen::Backend& backend,
-                                   bool hierarchical);
+                                   bool hierarchical, CompileContext& ctx);
 
 }  // namespace zc::runtime

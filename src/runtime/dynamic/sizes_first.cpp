@@ -142,20 +142,19 @@ bool sizes_first_in_background(const codegen::Backend& backend) {
   return backend.device() != Device::Type::cpu && std::thread::hardware_concurrency() >= 4;
 }
 
-std::optional<std::vector<DynamicRange>> recorded_sizes_first(const std::string& who,
-                                                              const std::vector<DynamicRange>& dims,
-                                                              const ir::Graph& captured,
-                                                              const codegen::Backend& backend,
-                                                              bool hierarchical) {
-  cache::Cache& store = cache::process_cache();
-  auto e = store.get(record_key(captured, backend, hierarchical));
+std::optional<std::vector<DynamicRange>> recorded_sizes_first(
+    const std::string& who, const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+    const codegen::Backend& backend, bool hierarchical, CompileContext& ctx) {
+  cache::Cache* store = ctx.store();
+  if (!store) return std::nullopt;
+  auto e = store->get(record_key(captured, backend, hierarchical), ctx.lookups());
   if (!e) return std::nullopt;
   try {
     Record rec = decode(e->payload, dims);
     // A template evicted since (or never carried here): made again.
     const bool all_held =
         std::all_of(rec.templates.begin(), rec.templates.end(),
-                    [&](const std::string& s) { return holds_size_template(s, backend, store); });
+                    [&](const std::string& s) { return holds_size_template(s, backend, ctx); });
     if (all_held) return rec.covered;
     ZC_LOG(recompiles) << who << ": a template its sizes-first record names is gone; made again";
   } catch (const Error& err) {
@@ -172,14 +171,17 @@ std::optional<SizeSamples> trace_sizes_first(nn::Module& module, std::span<const
 }
 
 std::vector<DynamicRange> build_sizes_first(SizeSamples samples, const ir::Graph& captured,
-                                            const codegen::Backend& backend, bool hierarchical) {
+                                            const codegen::Backend& backend, bool hierarchical,
+                                            CompileContext& ctx) {
   Timer t;
   // Parts whose templates could not be made (a slice that covers its input at this size) are
   // compiled per size, as under marked dims; the dims count as covered by the others.
-  AllSizes made = make_templates_of_samples(std::move(samples), backend, hierarchical);
+  AllSizes made = make_templates_of_samples(std::move(samples), backend, hierarchical, ctx);
   if (made.covered.empty()) return {};
-  cache::process_cache().put(record_key(captured, backend, hierarchical),
-                             encode(Record{made.covered, made.templates}), t.ms());
+  if (cache::Cache* store = ctx.store()) {
+    store->put(record_key(captured, backend, hierarchical),
+               encode(Record{made.covered, made.templates}), t.ms(), ctx.lookups());
+  }
   return made.covered;
 }
 
@@ -208,19 +210,23 @@ SizesFirstBuild::SizesFirstBuild(std::string who, std::span<const Tensor> inputs
                                  const codegen::Backend& backend, bool hierarchical,
                                  std::function<void()> done)
     : inputs_(inputs.begin(), inputs.end()) {
-  auto promise = std::make_shared<std::promise<std::vector<DynamicRange>>>();
-  covered_ = promise->get_future().share();
+  auto promise = std::make_shared<std::promise<Built>>();
+  built_ = promise->get_future().share();
   auto shared = std::make_shared<SizeSamples>(std::move(samples));
   auto build = [who = std::move(who), shared, captured = std::move(captured), &backend,
                 hierarchical, promise, done = std::move(done)] {
-    std::vector<DynamicRange> covered;
+    // A compile of its own: the first call that began it has returned.
+    CompileContext ctx;
+    ctx.set_who(who);
+    Built built;
     try {
-      covered = build_sizes_first(std::move(*shared), captured, backend, hierarchical);
+      built.covered = build_sizes_first(std::move(*shared), captured, backend, hierarchical, ctx);
     } catch (const std::exception& e) {
       // Later sizes then compile as they would without sizes first; nothing was recorded.
       ZC_LOG(recompiles) << who << ": code for all sizes failed on its thread: " << e.what();
     }
-    promise->set_value(std::move(covered));
+    built.report = ctx.report();
+    promise->set_value(std::move(built));
     done();
   };
   try {

@@ -28,6 +28,7 @@
 
 #include "codegen/backend.h"
 #include "ir/graph.h"
+#include "runtime/driver/compile_context.h"
 #include "runtime/dynamic/dims.h"
 
 namespace zc::runtime {
@@ -45,11 +46,9 @@ bool sizes_first_in_background(const codegen::Backend& backend);
 // The dims covered by the templates a stored record names (`dims`: GuardMiss::sizes_first), when
 // the record and every one of its templates are held: a fresh process's first call that finds
 // them traces and makes nothing. nullopt otherwise.
-std::optional<std::vector<DynamicRange>> recorded_sizes_first(const std::string& who,
-                                                              const std::vector<DynamicRange>& dims,
-                                                              const ir::Graph& captured,
-                                                              const codegen::Backend& backend,
-                                                              bool hierarchical);
+std::optional<std::vector<DynamicRange>> recorded_sizes_first(
+    const std::string& who, const std::vector<DynamicRange>& dims, const ir::Graph& captured,
+    const codegen::Backend& backend, bool hierarchical, CompileContext& ctx);
 
 // Making them, in two steps (runtime/dynamic/dims.h, SizeSamples). The first traces the
 // module at sample sizes of `dims`, leaving out dims that do not trace alike, under its capture
@@ -62,7 +61,8 @@ std::optional<SizeSamples> trace_sizes_first(nn::Module& module, std::span<const
                                              const ir::Graph& captured,
                                              const codegen::Backend& backend);
 std::vector<DynamicRange> build_sizes_first(SizeSamples samples, const ir::Graph& captured,
-                                            const codegen::Backend& backend, bool hierarchical);
+                                            const codegen::Backend& backend, bool hierarchical,
+                                            CompileContext& ctx);
 
 // In the background (sizes_first_in_background), in two steps beside the first call's own build.
 // trace_sizes_first_beside() traces the samples on another thread while the call builds its own
@@ -78,20 +78,26 @@ std::future<std::optional<SizeSamples>> trace_sizes_first_beside(nn::Module& mod
 
 class SizesFirstBuild {
  public:
-  // Starts build_sizes_first on a thread (here, when none can be made); `done` runs on that
-  // thread once it has ended, whichever way. A failed build is logged (ZC_LOGS=recompiles) and
-  // covers nothing.
+  // Starts build_sizes_first on a thread (here, when none can be made), a compile with a context
+  // of its own; `done` runs on that thread once it has ended, whichever way. A failed build is
+  // logged (ZC_LOGS=recompiles) and covers nothing.
   SizesFirstBuild(std::string who, std::span<const Tensor> inputs, SizeSamples samples,
                   ir::Graph captured, const codegen::Backend& backend, bool hierarchical,
                   std::function<void()> done);
   // The first call's inputs: only their shapes, dtypes and devices are read.
   const std::vector<Tensor>& inputs() const { return inputs_; }
   // Waits for the build; the dims its templates cover (empty: none made).
-  std::vector<DynamicRange> covered() const { return covered_.get(); }
+  const std::vector<DynamicRange>& covered() const { return built_.get().covered; }
+  // Waits for the build; what it did.
+  const CompileReport& report() const { return built_.get().report; }
 
  private:
+  struct Built {
+    std::vector<DynamicRange> covered;
+    CompileReport report;
+  };
   std::vector<Tensor> inputs_;
-  std::shared_future<std::vector<DynamicRange>> covered_;
+  std::shared_future<Built> built_;
 };
 
 }  // namespace zc::runtime

@@ -106,7 +106,8 @@ std::nullopt_t refuse(const std::string& short_hash, const std::string& why) {
 
 std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
                                               const codegen::Backend& backend,
-                                              cache::Cache* store) {
+                                              CompileContext& ctx) {
+  cache::Cache* store = ctx.store();
   if (family.empty()) return std::nullopt;
   const std::string first_hex = hex(ir::graph_hash(family[0]));
   const std::string short_hash = first_hex.substr(0, 16);
@@ -122,7 +123,7 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
       family.size(),
       [&](size_t i) {
         CompileKeys keys = compile_keys(hex(ir::graph_hash(family[i])), backend);
-        lowered[i] = ir::read_canonical(lowered_bytes(family[i], backend, store, keys));
+        lowered[i] = ir::read_canonical(lowered_bytes(family[i], backend, ctx, keys));
         structures[i] = hex(ir::structure_hash(lowered[i]));
       },
       toolchain::compile_threads());
@@ -188,9 +189,9 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
   ZC_LOG(output_code) << "size template of graph " << short_hash << ":\n" << source.text;
   double build_ms = 0;
   CompileKeys keys = compile_keys(first_hex, backend);
-  binary_for(keys, backend, store, source, &build_ms);
-  if (store) store->put(template_key(structure, keys), encode(r), t.ms());
-  zc::stats::add(zc::stats::Counter::size_templates);
+  binary_for(keys, backend, ctx, source, &build_ms);
+  if (store) store->put(template_key(structure, keys), encode(r), t.ms(), ctx.lookups());
+  ctx.count(stats::Counter::size_templates);
   std::string names;
   for (size_t s = 0; s < r.symbols.size(); ++s) {
     names += (s ? ", s" : "s") + std::to_string(s) + " = input " +
@@ -202,8 +203,10 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
 }
 
 bool holds_size_template(const std::string& structure_hex, const codegen::Backend& backend,
-                         cache::Cache& store) {
-  return store.get(template_key(structure_hex, compile_keys("", backend))).has_value();
+                         CompileContext& ctx) {
+  cache::Cache* store = ctx.store();
+  return store && store->get(template_key(structure_hex, compile_keys("", backend)), ctx.lookups())
+                      .has_value();
 }
 
 namespace {
@@ -214,7 +217,7 @@ std::shared_ptr<const codegen::Executable> check_and_bind(const ir::Graph& lower
                                                           const codegen::Backend& backend,
                                                           const Record& r,
                                                           std::span<const uint8_t> binary,
-                                                          std::string* why) {
+                                                          std::string* why, CompileContext* ctx) {
   auto symbols = symbol_values(lowered, r.symbols);
   if (!symbols || r.varying.size() != lowered.values.size()) {
     *why = "its size template was made for another graph of its structure";
@@ -233,7 +236,12 @@ std::shared_ptr<const codegen::Executable> check_and_bind(const ir::Graph& lower
       return nullptr;
     }
   }
-  zc::stats::add(zc::stats::Counter::template_hits);
+  // A package binds without a compile (no context): the process still counts the use.
+  if (ctx) {
+    ctx->count(stats::Counter::template_hits);
+  } else {
+    stats::add(stats::Counter::template_hits);
+  }
   return backend.load_for_size(std::move(code.schedule), std::move(code.plan), binary,
                                std::move(*symbols));
 }
@@ -254,12 +262,14 @@ std::shared_ptr<const codegen::Executable> bind_size_template(const ir::Graph& l
     *why = std::string("its size template is unusable (") + e.what() + ")";
     return nullptr;
   }
-  return check_and_bind(lowered, backend, r, binary, why);
+  return check_and_bind(lowered, backend, r, binary, why, nullptr);
 }
 
-std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, cache::Cache& store,
+std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, CompileContext& ctx,
                                                    const CompileKeys& keys) {
-  auto entry = store.get(template_key(hex(ir::structure_hash(lowered)), keys));
+  cache::Cache* store = ctx.store();
+  if (!store) return std::nullopt;
+  auto entry = store->get(template_key(hex(ir::structure_hash(lowered)), keys), ctx.lookups());
   if (!entry) return std::nullopt;
   Record r;
   try {
@@ -267,20 +277,21 @@ std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, cac
   } catch (const Error&) {
     return std::nullopt;
   }
-  auto binary = store.get(keys.kernel_key(r.source_hex));
+  auto binary = store->get(keys.kernel_key(r.source_hex), ctx.lookups());
   if (!binary) return std::nullopt;
   return StoredTemplate{std::move(entry->payload), std::move(binary->payload)};
 }
 
 std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
                                                                     const codegen::Backend& backend,
-                                                                    cache::Cache* store,
+                                                                    CompileContext& ctx,
                                                                     const CompileKeys& keys,
                                                                     SizedUse* used) {
+  cache::Cache* store = ctx.store();
   if (!store) return nullptr;
   const std::string short_hash = keys.graph.substr(0, 16);
   const std::string structure = hex(ir::structure_hash(lowered));
-  auto entry = store->get(template_key(structure, keys));
+  auto entry = store->get(template_key(structure, keys), ctx.lookups());
   if (!entry) return nullptr;
   Record r;
   try {
@@ -290,7 +301,7 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
     return nullptr;
   }
   std::vector<uint8_t> binary;
-  if (auto e = store->get(keys.kernel_key(r.source_hex))) {
+  if (auto e = store->get(keys.kernel_key(r.source_hex), ctx.lookups())) {
     binary = std::move(e->payload);
   } else if (symbol_values(lowered, r.symbols) && r.varying.size() == lowered.values.size()) {
     // The binary was evicted or never shared: built again from the template (check_and_bind()
@@ -300,17 +311,17 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
     source.text = codegen::instantiate_sizes(code.source.text, r.sizes, source.symbol_array);
     source.sizes.clear();
     if (hex(sha256(source.text)) != r.source_hex) {
-      zc::stats::add(zc::stats::Counter::template_refusals);
+      ctx.count(stats::Counter::template_refusals);
       refuse(short_hash, "at these sizes its generated code takes other paths than its template's");
       return nullptr;
     }
     double ms = 0;
-    binary = binary_for(keys, backend, store, source, &ms);
+    binary = binary_for(keys, backend, ctx, source, &ms);
   }
   std::string why;
-  auto exec = check_and_bind(lowered, backend, r, binary, &why);
+  auto exec = check_and_bind(lowered, backend, r, binary, &why, &ctx);
   if (!exec) {
-    zc::stats::add(zc::stats::Counter::template_refusals);
+    ctx.count(stats::Counter::template_refusals);
     refuse(short_hash, why);
   } else if (used) {
     *used = SizedUse{r.varying, *symbol_values(lowered, r.symbols), r.source_hex};
@@ -346,9 +357,11 @@ std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const Siz
 
 std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> record,
                                                       const codegen::Backend& backend,
-                                                      cache::Cache& store,
+                                                      CompileContext& ctx,
                                                       const CompileKeys& keys) {
   const std::string short_hash = keys.graph.substr(0, 16);
+  cache::Cache* store = ctx.store();
+  if (!store) return nullptr;
   try {
     Timer t;
     ByteReader rd(record, "sized graph record");
@@ -367,12 +380,12 @@ std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> r
     if (u.varying.size() != lowered.values.size()) {
       throw Error("sized graph record: its varying dims are another graph's");
     }
-    auto binary = store.get(keys.kernel_key(u.source_hex));
+    auto binary = store->get(keys.kernel_key(u.source_hex), ctx.lookups());
     if (!binary) return nullptr;  // evicted: lowered and checked against the template again
     codegen::CodegenResult code = codegen::codegen(lowered, backend, false, u.varying);
     auto exec = backend.load_for_size(std::move(code.schedule), std::move(code.plan),
                                       binary->payload, std::move(u.symbols));
-    zc::stats::add(zc::stats::Counter::template_hits);
+    ctx.count(stats::Counter::template_hits);
     ZC_LOG(timing) << "graph " << short_hash << ": loaded as its size template's in " << t.ms()
                    << " ms";
     return exec;

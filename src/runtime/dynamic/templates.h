@@ -26,6 +26,7 @@
 #include "cache/cache.h"
 #include "codegen/backend.h"
 #include "ir/graph.h"
+#include "runtime/driver/compile_context.h"
 #include "runtime/driver/compile_keys.h"
 
 namespace zc::runtime {
@@ -33,15 +34,15 @@ namespace zc::runtime {
 // `family`: captured graphs with equal structure hashes after lowering, one per sample; two or
 // more sizes of each varying dim beyond a fit's degree (size_poly.h). Returns the lowered
 // structure (hex) the template is stored under, or nullopt when none was made
-// (ZC_LOGS=recompiles says why not). Builds through the kernel level of `store` (null: no
-// cache, and the template is kept nowhere).
+// (ZC_LOGS=recompiles says why not). Builds through the kernel level of the context's cache
+// (without one, the template is kept nowhere).
 std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
-                                              const codegen::Backend& backend, cache::Cache* store);
+                                              const codegen::Backend& backend, CompileContext& ctx);
 
-// Whether `store` holds a template made on `backend` (with this build, target and toolchain)
-// under the lowered structure `structure_hex`.
+// Whether the context's cache holds a template made on `backend` (with this build, target and
+// toolchain) under the lowered structure `structure_hex`.
 bool holds_size_template(const std::string& structure_hex, const codegen::Backend& backend,
-                         cache::Cache& store);
+                         CompileContext& ctx);
 
 // How a template served one graph: what loads that graph again without generating its code.
 struct SizedUse {
@@ -54,7 +55,7 @@ struct SizedUse {
 // `used`, when given and the template serves, says how.
 std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
                                                                     const codegen::Backend& backend,
-                                                                    cache::Cache* store,
+                                                                    CompileContext& ctx,
                                                                     const CompileKeys& keys,
                                                                     SizedUse* used = nullptr);
 
@@ -69,16 +70,16 @@ std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const Siz
 // Null when the record is unusable or the binary is no longer at the kernel level.
 std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> record,
                                                       const codegen::Backend& backend,
-                                                      cache::Cache& store, const CompileKeys& keys);
+                                                      CompileContext& ctx, const CompileKeys& keys);
 
 // A template as stored: its record and its binary.
 struct StoredTemplate {
   std::vector<uint8_t> record, binary;
 };
 
-// The template `store` holds for graphs of `lowered`'s structure, with its binary; nullopt when
-// it holds none or lacks the binary.
-std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, cache::Cache& store,
+// The template the context's cache holds for graphs of `lowered`'s structure, with its binary;
+// nullopt when it holds none or lacks the binary.
+std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, CompileContext& ctx,
                                                    const CompileKeys& keys);
 
 // The check and bind of executable_from_template, from a record and binary given directly (a

@@ -50,36 +50,6 @@ WeightId weight_id(const Tensor& t) {
   return {t.unsafe_impl()->storage.get(), t.storage_offset(), t.shape(), t.strides(), t.dtype()};
 }
 
-// The encoded artifact of graph `g` (whose ir::graph_hash is `hash`) on `backend`: the graph
-// level's entry when the process cache holds one, else lowered, generated and built through
-// the lowering and kernel levels, and stored at the graph level as compile_graph would. Not
-// through compile_graph: an executable made from a size template leaves no graph-level entry,
-// and a package needs the graph's own binary.
-std::vector<uint8_t> graph_artifact(const ir::Graph& g, const Digest& hash,
-                                    const Backend& backend) {
-  cache::Cache& store = cache::process_cache();
-  const runtime::CompileKeys keys = runtime::compile_keys(hex(hash), backend);
-  const cache::Key graph_key = keys.graph_key();
-  if (auto e = store.get(graph_key)) {
-    try {
-      if (runtime::decode_artifact(e->payload).backend == backend.name()) return e->payload;
-    } catch (const Error& err) {
-      ZC_LOG(cache) << "graph " << hex(hash).substr(0, 16) << ": cached artifact unusable ("
-                    << err.what() << "); building it for the package";
-    }
-  }
-  Timer timer;
-  ir::verify(g);
-  std::vector<uint8_t> lowered = runtime::lowered_bytes(g, backend, &store, keys);
-  codegen::CodegenResult code = codegen::codegen(ir::read_canonical(lowered), backend);
-  double build_ms = 0;
-  std::vector<uint8_t> binary = runtime::binary_for(keys, backend, &store, code.source, &build_ms);
-  std::vector<uint8_t> bytes = runtime::encode_artifact(
-      runtime::Artifact{std::string(backend.name()), std::move(lowered), std::move(binary)});
-  store.put(graph_key, bytes, timer.ms());
-  return bytes;
-}
-
 // The distinct graphs a specialization runs: the whole graph, or the distinct parts that
 // plan_regions finds in it (what the loader finds again from the same graph).
 std::vector<std::pair<Digest, const ir::Graph*>> distinct_graphs(const ir::Graph& g,
@@ -163,6 +133,9 @@ struct Builder {
   std::map<Digest, bool> have_graph;
   std::map<Digest, size_t> have_template;  // structure hash -> contents.templates
   const Backend* backend = nullptr;
+  // The build's one compile: every graph and template goes through its cache and counts into
+  // its report (the builds of distinct graphs side by side share it).
+  runtime::CompileContext ctx;
 
   struct Capture {
     capture::Captured cap;
@@ -233,8 +206,8 @@ void Builder::add_graphs(const ir::Graph& g, const Backend& b) {
   for (const auto& [hash, part] : distinct_graphs(g, plan ? &*plan : nullptr)) {
     if (have_graph[hash]) continue;
     have_graph[hash] = true;
-    builds.emplace_back(hash, std::async(std::launch::async, [part = part, hash = hash, &b] {
-                          return graph_artifact(*part, hash, b);
+    builds.emplace_back(hash, std::async(std::launch::async, [part = part, hash = hash, &b, this] {
+                          return runtime::graph_artifact(*part, hash, b, ctx);
                         }));
   }
   for (auto& [hash, f] : builds) contents.graphs.emplace_back(hash, f.get());
@@ -324,11 +297,10 @@ void Builder::add_ranged(const std::vector<Tensor>& xs, size_t k, PackageCall& p
     if (!b.serves_many_sizes()) break;
     const std::vector<Tensor> probes = probes_at(sizes);
     Capture c = capture_call(probes);
-    if (runtime::compile_for_all_sizes(module, probes, dims, c.cap.graph, b, pc.hierarchical))
+    if (runtime::compile_for_all_sizes(module, probes, dims, c.cap.graph, b, pc.hierarchical, ctx))
       break;
   }
   // Each distinct graph: served by a template (checked as the loader will), else compiled.
-  cache::Cache& store = cache::process_cache();
   std::vector<std::pair<Digest, ir::Graph>> own;
   std::map<Digest, bool> checked;
   for (const std::vector<uint8_t>& bytes : pc.size_graphs) {
@@ -339,13 +311,13 @@ void Builder::add_ranged(const std::vector<Tensor>& xs, size_t k, PackageCall& p
       if (have_graph[hash] || checked[hash]) continue;
       checked[hash] = true;
       const runtime::CompileKeys keys = runtime::compile_keys(hex(hash), b);
-      const ir::Graph lowered = ir::read_canonical(runtime::lowered_bytes(*part, b, &store, keys));
+      const ir::Graph lowered = ir::read_canonical(runtime::lowered_bytes(*part, b, ctx, keys));
       const Digest structure = ir::structure_hash(lowered);
       bool served = false;
       if (auto t = have_template.find(structure); t != have_template.end()) {
         const runtime::PackageTemplate& pt = contents.templates[t->second].second;
         served = runtime::bind_size_template(lowered, b, pt.record, pt.binary) != nullptr;
-      } else if (auto st = runtime::stored_size_template(lowered, store, keys)) {
+      } else if (auto st = runtime::stored_size_template(lowered, ctx, keys)) {
         served = runtime::bind_size_template(lowered, b, st->record, st->binary) != nullptr;
         if (served) {
           have_template[structure] = contents.templates.size();
@@ -366,8 +338,8 @@ void Builder::add_ranged(const std::vector<Tensor>& xs, size_t k, PackageCall& p
   std::vector<std::pair<Digest, std::future<std::vector<uint8_t>>>> builds;
   for (const auto& [hash, g] : own) {
     have_graph[hash] = true;
-    builds.emplace_back(hash, std::async(std::launch::async, [&g = g, hash = hash, &b] {
-                          return graph_artifact(g, hash, b);
+    builds.emplace_back(hash, std::async(std::launch::async, [&g = g, hash = hash, &b, this] {
+                          return runtime::graph_artifact(g, hash, b, ctx);
                         }));
   }
   for (auto& [hash, f] : builds) contents.graphs.emplace_back(hash, f.get());
@@ -389,7 +361,7 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
   check_options(options);
   runtime::check_backend(options.backend);
   Timer timer;
-  Builder builder{*module, options, {}, {}, {}, {}, {}, nullptr};
+  Builder builder{*module, options};
   runtime::PackageContents& contents = builder.contents;
   runtime::PackageManifest& m = contents.manifest;
   m.zc_version = zc::version();
@@ -473,7 +445,7 @@ std::vector<uint8_t> build(std::shared_ptr<nn::Module> module,
   ZC_LOG(timing) << "package of " << m.calls.size() << " call(s), " << contents.graphs.size()
                  << " graph(s), " << contents.templates.size() << " size template(s), "
                  << contents.weights.size() << " weight(s): " << bytes.size() << " bytes in "
-                 << timer.ms() << " ms";
+                 << timer.ms() << " ms; " << builder.ctx.report().str();
   return bytes;
 }
 

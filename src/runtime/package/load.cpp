@@ -22,8 +22,10 @@
 
 #include "cache/bundle.h"
 #include "cache/cache.h"
+#include "capture/guards.h"
 #include "codegen/backend.h"
 #include "ir/canonical.h"
+#include "runtime/call/specialization.h"
 #include "runtime/driver/artifact.h"
 #include "runtime/driver/compile_graph.h"
 #include "runtime/driver/compile_keys.h"
@@ -40,22 +42,18 @@ namespace zc::package {
 
 namespace {
 
-struct Specialization {
-  std::shared_ptr<const codegen::Executable> exec;
-  std::vector<Tensor> bound;  // graph inputs; the user slots are left undefined
-  std::vector<std::pair<size_t, size_t>> user_slots;  // (graph input, call input)
-};
+using runtime::Specialization;
 
 std::string dtype_str(DType d) {
   return std::string(dtype_name(d));
 }
 
-// A call that serves ranges of sizes: what binds a size, and the sizes bound so far.
+// A call that serves ranges of sizes: what binds a size. Each size bound is added to the
+// package's table as a specialization of its own.
 struct Ranged {
   runtime::PackageCall call;  // its ranges, sizes, graphs and binding lists
   std::map<std::vector<int64_t>, size_t> size_index;
-  mutable std::mutex mu;
-  mutable std::map<std::vector<int64_t>, std::shared_ptr<const Specialization>> bound;
+  mutable std::mutex mu;  // one size bound at a time
 };
 
 }  // namespace
@@ -63,7 +61,6 @@ struct Ranged {
 struct Package::State {
   runtime::PackageManifest manifest;  // its calls' graph bytes dropped once loaded
   std::vector<CallSignature> calls, outputs;
-  std::vector<std::shared_ptr<const Specialization>> specs;  // null for a ranged call
   std::vector<std::unique_ptr<Ranged>> ranged;  // per call: null for one of fixed shapes
   const codegen::Backend* backend = nullptr;
   std::map<Digest, std::shared_ptr<const codegen::Executable>> execs;
@@ -72,6 +69,11 @@ struct Package::State {
   Device device;
   size_t graphs = 0, weights_count = 0;
   int64_t weight_bytes = 0;
+  // Every call's specialization, looked up as any compiled code is: the fixed calls', the
+  // ranged calls' (matched by their ranges, then bound per size) and each size bound so far.
+  mutable std::mutex mu;  // guards `table`
+  mutable runtime::SpecializationTable table;
+  std::map<const Specialization*, size_t> ranged_call;  // a ranged call's specialization: its call
 };
 
 std::string CallSignature::str() const {
@@ -99,42 +101,59 @@ std::string serves(const std::vector<CallSignature>& calls) {
   return s;
 }
 
+// The guards of a call of `shapes` and `dtypes` on the package's device: dense inputs (a call
+// makes its strided ones contiguous before the lookup).
+std::vector<capture::InputGuard> guards_of(const Package::State& s,
+                                           const std::vector<Shape>& shapes,
+                                           const std::vector<DType>& dtypes) {
+  std::vector<capture::InputGuard> guards;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Tensor probe = Tensor::view_of(Storage::borrow(nullptr, 0, s.device), shapes[i],
+                                   contiguous_strides(shapes[i]), 0, dtypes[i]);
+    guards.push_back(capture::input_guard(probe));
+  }
+  return guards;
+}
+
 // The specialization of `g` (read back from canonical bytes) with `bindings`: each graph (or
 // part) from `part_exec`, the weights bound.
-Specialization assemble(const Package::State& s, const ir::Graph& g, bool hierarchical,
-                        const std::vector<runtime::PackageBinding>& bindings,
-                        const std::function<std::shared_ptr<const codegen::Executable>(
-                            const Digest&, const ir::Graph&)>& part_exec) {
+std::shared_ptr<Specialization> assemble(
+    const Package::State& s, ir::Graph g, bool hierarchical,
+    const std::vector<runtime::PackageBinding>& bindings,
+    const std::function<std::shared_ptr<const codegen::Executable>(const Digest&,
+                                                                   const ir::Graph&)>& part_exec) {
   if (bindings.size() != g.inputs.size()) {
     throw Error("package is inconsistent: a graph of " + std::to_string(g.inputs.size()) +
                 " inputs has " + std::to_string(bindings.size()) + " bindings");
   }
-  Specialization spec;
+  auto spec = std::make_shared<Specialization>();
   std::optional<runtime::RegionPlan> plan;
   if (hierarchical) plan = runtime::plan_regions(g, runtime::RegionRule{});
+  std::shared_ptr<const codegen::Executable> exec;
   if (plan && plan->outlined_calls > 0) {
-    spec.exec = runtime::hierarchical_executable(
+    exec = runtime::plan_executable(
         g, *plan, [&](const runtime::GraphPart& gp) { return part_exec(gp.hash, gp.sub.graph); });
   } else {
-    spec.exec = part_exec(ir::graph_hash(g), g);
+    exec = part_exec(ir::graph_hash(g), g);
   }
-  if (s.manifest.bf16_products) spec.exec = runtime::with_bf16_products(std::move(spec.exec));
+  if (s.manifest.bf16_products) exec = runtime::with_bf16_products(std::move(exec));
   std::vector<bool> per_call;
   for (size_t i = 0; i < bindings.size(); ++i) {
     const runtime::PackageBinding& b = bindings[i];
     per_call.push_back(b.user);
     if (b.user) {
-      spec.bound.emplace_back();
-      spec.user_slots.emplace_back(i, b.input);
+      spec->bound.emplace_back();
+      spec->user_slots.push_back({i, static_cast<size_t>(b.input)});
       continue;
     }
     auto w = s.weights.find(b.weight);
     if (w == s.weights.end()) {
       throw Error("package is inconsistent: it lacks weight " + b.weight + "; build it again");
     }
-    spec.bound.push_back(w->second);
+    spec->bound.push_back(w->second);
   }
-  if (s.manifest.replay) spec.exec = s.backend->replayable(std::move(spec.exec), per_call);
+  if (s.manifest.replay) exec = s.backend->replayable(std::move(exec), per_call);
+  spec->code = runtime::GraphVariants::made(std::move(g), *s.backend, std::move(exec));
   return spec;
 }
 
@@ -147,13 +166,31 @@ std::shared_ptr<const codegen::Executable> exec_of(const Package::State& s, cons
   return it->second;
 }
 
-// Call `k`'s specialization at the sizes `at` of its ranges, bound on the first call of them.
+CallSignature signature_of(std::span<const Tensor> xs) {
+  CallSignature got;
+  for (const Tensor& x : xs) {
+    got.shapes.push_back(x.shape());
+    got.dtypes.push_back(x.dtype());
+  }
+  return got;
+}
+
+// Ranged call `k` bound at the sizes of `xs` (which its ranges hold): a specialization of those
+// sizes, added to the package's table.
 std::shared_ptr<const Specialization> bind_size(const Package::State& s, size_t k,
-                                                const std::vector<int64_t>& at,
-                                                const CallSignature& got) {
+                                                std::span<const Tensor> xs) {
   const Ranged& r = *s.ranged[k];
   std::lock_guard<std::mutex> lock(r.mu);
-  if (auto it = r.bound.find(at); it != r.bound.end()) return it->second;
+  {
+    // Bound by another call meanwhile.
+    std::lock_guard table_lock(s.mu);
+    if (auto found = s.table.find(xs); found && found->ranges.empty()) return found;
+  }
+  std::vector<int64_t> at;
+  for (const runtime::PackageRange& range : r.call.ranges) {
+    at.push_back(xs[range.input].shape()[static_cast<size_t>(range.dim)]);
+  }
+  const CallSignature got = signature_of(xs);
   auto index = r.size_index.find(at);
   if (index == r.size_index.end()) {
     throw Error("package is inconsistent: it lacks inputs " + got.str() +
@@ -161,15 +198,16 @@ std::shared_ptr<const Specialization> bind_size(const Package::State& s, size_t 
   }
   Timer timer;
   const runtime::PackageSize& size = r.call.sizes[index->second];
-  const ir::Graph g = ir::read_canonical(r.call.size_graphs[size.graph]);
+  ir::Graph g = ir::read_canonical(r.call.size_graphs[size.graph]);
   // A repeated block is bound once per size, as the builder stored it once.
   std::map<Digest, std::shared_ptr<const codegen::Executable>> done;
   auto part_exec = [&](const Digest& hash, const ir::Graph& part) {
     if (s.execs.count(hash)) return exec_of(s, hash);
     if (auto d = done.find(hash); d != done.end()) return d->second;
-    // Lowering is pure: no keys or cache are needed without a store.
+    // Lowering is pure: no keys or cache are needed without a store, and a package reads none.
+    runtime::CompileContext no_cache(nullptr);
     const ir::Graph lowered =
-        ir::read_canonical(runtime::lowered_bytes(part, *s.backend, nullptr, {}));
+        ir::read_canonical(runtime::lowered_bytes(part, *s.backend, no_cache, {}));
     auto t = s.templates.find(ir::structure_hash(lowered));
     std::string why = "the package holds no size template of its structure";
     std::shared_ptr<const codegen::Executable> exec;
@@ -187,24 +225,25 @@ std::shared_ptr<const Specialization> bind_size(const Package::State& s, size_t 
     done.emplace(hash, exec);
     return exec;
   };
-  auto spec = std::make_shared<const Specialization>(
-      assemble(s, g, r.call.hierarchical, r.call.size_bindings[size.bindings], part_exec));
-  r.bound.emplace(at, spec);
+  std::shared_ptr<Specialization> spec = assemble(s, std::move(g), r.call.hierarchical,
+                                                  r.call.size_bindings[size.bindings], part_exec);
+  for (const Tensor& x : xs) spec->guards.push_back(capture::input_guard(x));
+  {
+    std::lock_guard table_lock(s.mu);
+    s.table.add(spec);
+  }
   ZC_LOG(timing) << "package: inputs " << got.str() << " bound from " << done.size()
                  << " size template(s) in " << timer.ms() << " ms";
   return spec;
 }
 
-std::shared_ptr<const Specialization> match(const Package::State& s, std::span<const Tensor> xs) {
-  CallSignature got;
-  for (const Tensor& x : xs) {
-    got.shapes.push_back(x.shape());
-    got.dtypes.push_back(x.dtype());
-  }
+// Why no specialization serves `xs`: what the ranged calls whose other dims match say of the
+// sizes outside their ranges, then what the package serves.
+Error no_match(const Package::State& s, std::span<const Tensor> xs) {
+  const CallSignature got = signature_of(xs);
   std::string outside;
-  for (size_t k = 0; k < s.calls.size(); ++k) {
-    const CallSignature& c = s.calls[k];
-    if (c.shapes.size() != xs.size()) continue;
+  for (const CallSignature& c : s.calls) {
+    if (c.shapes.size() != xs.size() || c.ranges.empty()) continue;
     bool ok = true;
     for (size_t i = 0; i < xs.size() && ok; ++i) {
       ok = xs[i].dtype() == c.dtypes[i] && xs[i].shape().size() == c.shapes[i].size();
@@ -216,8 +255,6 @@ std::shared_ptr<const Specialization> match(const Package::State& s, std::span<c
       }
     }
     if (!ok) continue;
-    if (c.ranges.empty()) return s.specs[k];
-    std::vector<int64_t> at;
     for (const DynamicDim& r : c.ranges) {
       const int64_t v = xs[r.input].shape()[static_cast<size_t>(r.dim)];
       if (v < r.min || v > r.max) {
@@ -225,41 +262,36 @@ std::shared_ptr<const Specialization> match(const Package::State& s, std::span<c
                    std::to_string(v) + ", and " + c.str() + " takes " + std::to_string(r.min) +
                    ".." + std::to_string(r.max) + " there";
       }
-      at.push_back(v);
     }
-    if (outside.empty()) return bind_size(s, k, at, got);
   }
-  throw Error("package: inputs " + got.str() + " match none of its specializations" + outside +
-              "; it serves " + serves(s.calls) +
-              " (build it with an example call of these shapes, or dynamic_dims ranges that "
-              "hold them, to serve them)");
+  return Error("package: inputs " + got.str() + " match none of its specializations" + outside +
+               "; it serves " + serves(s.calls) +
+               " (build it with an example call of these shapes, or dynamic_dims ranges that "
+               "hold them, to serve them)");
 }
 
-std::vector<Tensor> run(const Package::State& s, std::span<const Tensor> xs) {
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (!xs[i].defined()) {
+std::vector<Tensor> run(const Package::State& s, std::span<const Tensor> given) {
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!given[i].defined()) {
       throw Error("package: input " + std::to_string(i) + " is an undefined Tensor");
     }
-    if (xs[i].device() != s.device) {
-      throw Error("package: input " + std::to_string(i) + " is on " + xs[i].device().str() +
+    if (given[i].device() != s.device) {
+      throw Error("package: input " + std::to_string(i) + " is on " + given[i].device().str() +
                   " and the package runs on " + s.device.str() + "; move it with .to()");
     }
   }
-  const std::shared_ptr<const Specialization> held = match(s, xs);
-  const Specialization& spec = *held;
-  std::vector<Tensor> dense;  // keeps copies of non-contiguous inputs alive for the call
-  dense.reserve(xs.size());
-  std::vector<const Tensor*> args(spec.bound.size());
-  for (size_t i = 0; i < spec.bound.size(); ++i) args[i] = &spec.bound[i];
-  for (const auto& [slot, input] : spec.user_slots) {
-    if (xs[input].is_contiguous()) {
-      args[slot] = &xs[input];
-    } else {
-      dense.push_back(xs[input].contiguous());
-      args[slot] = &dense.back();
-    }
+  // The code is made for contiguous inputs: strided ones are copied for the call.
+  std::vector<Tensor> dense;
+  dense.reserve(given.size());
+  for (const Tensor& x : given) dense.push_back(x.is_contiguous() ? x : x.contiguous());
+  std::shared_ptr<const Specialization> spec;
+  {
+    std::lock_guard lock(s.mu);
+    spec = s.table.find(dense);
   }
-  return spec.exec->run(args);
+  if (!spec) throw no_match(s, dense);
+  if (!spec->ranges.empty()) spec = bind_size(s, s.ranged_call.at(spec.get()), dense);
+  return runtime::run_inference(*spec, *spec->code->inference_if_compiled(), dense);
 }
 
 // The file mapped read-only: verifying and copying out of the page cache directly saves
@@ -339,27 +371,32 @@ Package load(std::span<const uint8_t> bytes) {
   for (runtime::PackageCall& c : m.calls) {
     ir::Graph g = ir::read_canonical(c.graph);
     CallSignature sig{c.shapes, c.dtypes, {}};
-    if (c.ranges.empty()) {
-      state->specs.push_back(std::make_shared<const Specialization>(
-          assemble(*state, g, c.hierarchical, c.bindings,
-                   [&](const Digest& h, const ir::Graph&) { return exec_of(*state, h); })));
-      state->ranged.emplace_back();
-    } else {
-      for (const runtime::PackageRange& r : c.ranges) {
-        sig.ranges.push_back(DynamicDim{static_cast<size_t>(r.input), r.dim, r.min, r.max});
-      }
-      auto ranged = std::make_unique<Ranged>();
-      for (size_t i = 0; i < c.sizes.size(); ++i) ranged->size_index[c.sizes[i].at] = i;
-      ranged->call = std::move(c);
-      state->specs.emplace_back();
-      state->ranged.push_back(std::move(ranged));
-    }
-    state->calls.push_back(std::move(sig));
     CallSignature out;
     for (ir::ValueId v : g.outputs) {
       out.shapes.push_back(g.meta(v).shape);
       out.dtypes.push_back(g.meta(v).dtype);
     }
+    std::shared_ptr<Specialization> spec;
+    if (c.ranges.empty()) {
+      spec = assemble(*state, std::move(g), c.hierarchical, c.bindings,
+                      [&](const Digest& h, const ir::Graph&) { return exec_of(*state, h); });
+      state->ranged.emplace_back();
+    } else {
+      // Matched by its ranges, its code bound per size at the first call of that size.
+      spec = std::make_shared<Specialization>();
+      for (const runtime::PackageRange& r : c.ranges) {
+        sig.ranges.push_back(DynamicDim{static_cast<size_t>(r.input), r.dim, r.min, r.max});
+        spec->ranges.push_back({static_cast<size_t>(r.input), r.dim, r.min, r.max});
+      }
+      auto ranged = std::make_unique<Ranged>();
+      for (size_t i = 0; i < c.sizes.size(); ++i) ranged->size_index[c.sizes[i].at] = i;
+      ranged->call = std::move(c);
+      state->ranged_call[spec.get()] = state->ranged.size();
+      state->ranged.push_back(std::move(ranged));
+    }
+    spec->guards = guards_of(*state, sig.shapes, sig.dtypes);
+    state->table.add(spec);
+    state->calls.push_back(std::move(sig));
     state->outputs.push_back(std::move(out));
     c.graph = {};
   }

@@ -243,14 +243,15 @@ std::string describe_tuned(const TunedProduct& t) {
 }
 
 std::vector<TunedProduct> tune_products(std::span<const cpu::GemmProblem> problems,
-                                        cache::Cache* store, const TuningHost& host) {
+                                        CompileContext& ctx, const TuningHost& host) {
   static std::mutex turns;  // timings that overlap would measure each other
+  cache::Cache* store = ctx.store();
   std::vector<TunedProduct> out;
   for (const cpu::GemmProblem& p : problems) {
     const cache::Key key = tuning_record_key(p, host);
     std::optional<TunedProduct> found;
     if (store) {
-      if (auto e = store->get(key)) {
+      if (auto e = store->get(key, ctx.lookups())) {
         try {
           found = decode_tuned(e->payload);
           if (!(found->problem == p)) malformed("it is for " + found->problem.str());
@@ -262,24 +263,24 @@ std::vector<TunedProduct> tune_products(std::span<const cpu::GemmProblem> proble
       }
     }
     if (found) {
-      zc::stats::add(zc::stats::Counter::autotune_hits);
+      ctx.count(stats::Counter::autotune_hits);
       out.push_back(std::move(*found));
       continue;
     }
     std::lock_guard lock(turns);
     Timer t;
     TunedProduct tuned = time_candidates(p);
-    zc::stats::add(zc::stats::Counter::autotune_timings);
+    ctx.count(stats::Counter::autotune_timings);
     ZC_LOG(timing) << "autotune " << describe_tuned(tuned) << ": " << tuned.medians_us.size()
                    << " candidates in " << t.ms() << " ms";
-    if (store) store->put(key, encode_tuned(tuned), t.ms());
+    if (store) store->put(key, encode_tuned(tuned), t.ms(), ctx.lookups());
     out.push_back(std::move(tuned));
   }
   return out;
 }
 
 std::shared_ptr<const codegen::Executable> autotuned(
-    std::shared_ptr<const codegen::Executable> exec) {
+    std::shared_ptr<const codegen::Executable> exec, CompileContext& ctx) {
   const std::vector<codegen::LibraryProduct> products = exec->library_products();
   if (products.empty()) return exec;
   Timer t;
@@ -289,8 +290,7 @@ std::shared_ptr<const codegen::Executable> autotuned(
       distinct.push_back(lp.problem);
     }
   }
-  const std::vector<TunedProduct> tuned =
-      tune_products(distinct, &cache::process_cache(), this_host());
+  const std::vector<TunedProduct> tuned = tune_products(distinct, ctx, this_host());
   std::vector<uint8_t> choices = exec->product_choices();
   for (const auto& lp : products) {
     const size_t at = std::find(distinct.begin(), distinct.end(), lp.problem) - distinct.begin();
@@ -302,7 +302,7 @@ std::shared_ptr<const codegen::Executable> autotuned(
     for (const TunedProduct& x : tuned) c.by_problem[x.problem.str()] = x;
   }
   auto out = exec->with_product_choices(std::move(choices));
-  zc::stats::add_time(zc::stats::Stage::autotune, t.ms());
+  ctx.add_time(stats::Stage::autotune, t.ms());
   return out;
 }
 

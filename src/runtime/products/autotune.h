@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "codegen/executable.h"
+#include "runtime/driver/compile_context.h"
 
 namespace zc::cache {
 class Cache;
@@ -61,14 +62,15 @@ struct TunedProduct {
 // The autotune-level key of `p`'s record on `host`.
 cache::Key tuning_record_key(const cpu::GemmProblem& p, const TuningHost& host);
 
-// The choice for each problem, from `store` (null: none) or timed now and put there.
+// The choice for each problem, from the context's cache (it may have none) or timed now and
+// put there.
 std::vector<TunedProduct> tune_products(std::span<const cpu::GemmProblem> problems,
-                                        cache::Cache* store, const TuningHost& host);
+                                        CompileContext& ctx, const TuningHost& host);
 
-// `exec` with its library products tuned through the process cache (a new executable sharing
+// `exec` with its library products tuned through the context's cache (a new executable sharing
 // its code), or `exec` itself when it has none to tune.
 std::shared_ptr<const codegen::Executable> autotuned(
-    std::shared_ptr<const codegen::Executable> exec);
+    std::shared_ptr<const codegen::Executable> exec, CompileContext& ctx);
 
 // The choices this process made or read so far, ordered by problem.
 std::vector<TunedProduct> chosen_products();

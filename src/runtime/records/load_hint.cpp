@@ -66,21 +66,24 @@ std::vector<Digest> decode_load_hint(std::span<const uint8_t> bytes) {
 }
 
 GraphPreload::GraphPreload(cache::Key key, const codegen::Backend& backend, bool size_templates,
-                           std::shared_future<void> after)
-    : key_(std::move(key)) {
+                           std::shared_future<void> after, CompileContext& ctx)
+    : key_(std::move(key)), ctx_(ctx) {
+  cache::Cache* store = ctx.store();
   try {
-    if (auto e = cache::process_cache().get(key_)) hinted_ = decode_load_hint(e->payload);
+    if (auto e = store ? store->get(key_, ctx.lookups()) : std::nullopt) {
+      hinted_ = decode_load_hint(e->payload);
+    }
   } catch (const std::exception& e) {
     ZC_LOG(cache) << "load hint unusable (" << e.what() << "); loading as the compile asks";
     hinted_.clear();
   }
   for (const Digest& h : hinted_) {
     try {
-      loads_.push_back(std::async(std::launch::async, [h, &backend, size_templates, after] {
+      loads_.push_back(std::async(std::launch::async, [h, &backend, size_templates, after, &ctx] {
         try {
           if (after.valid()) after.wait();
-          if (load_cached_graph(h, backend, size_templates)) {
-            zc::stats::add(zc::stats::Counter::graphs_preloaded);
+          if (load_cached_graph(h, backend, size_templates, ctx)) {
+            ctx.count(stats::Counter::graphs_preloaded);
           }
         } catch (const std::exception& e) {
           // The compile that needs this graph meets the same problem and reports it.
@@ -100,7 +103,9 @@ GraphPreload::~GraphPreload() {
 void GraphPreload::finish(std::span<const Digest> used) {
   if (!std::equal(used.begin(), used.end(), hinted_.begin(), hinted_.end())) {
     try {
-      cache::process_cache().put(key_, encode_load_hint(used), 0);
+      if (cache::Cache* store = ctx_.store()) {
+        store->put(key_, encode_load_hint(used), 0, ctx_.lookups());
+      }
     } catch (const std::exception& e) {
       ZC_LOG(cache) << "load hint not written: " << e.what();
     }

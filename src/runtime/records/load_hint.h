@@ -24,6 +24,7 @@
 
 #include "cache/keys.h"
 #include "codegen/backend.h"
+#include "runtime/driver/compile_context.h"
 #include "util/hash.h"
 
 namespace zc::runtime {
@@ -37,13 +38,14 @@ cache::Key load_hint_key(std::string_view what, const Digest& context,
 std::vector<uint8_t> encode_load_hint(std::span<const Digest> graphs);
 std::vector<Digest> decode_load_hint(std::span<const uint8_t> bytes);
 
-// One compile's use of a hint: reads it and loads each graph it names, each on a thread of its
-// own that starts once `after` is ready (another load the caller wants first: loads slow each
-// other down); finish() records what the compile used. Destroying it waits for the loads.
+// One compile's use of a hint: reads it from the compile's cache and loads each graph it
+// names, each on a thread of its own that starts once `after` is ready (another load the
+// caller wants first: loads slow each other down); finish() records what the compile used.
+// Destroying it waits for the loads, which count into the compile's context.
 class GraphPreload {
  public:
   GraphPreload(cache::Key key, const codegen::Backend& backend, bool size_templates,
-               std::shared_future<void> after);
+               std::shared_future<void> after, CompileContext& ctx);
   ~GraphPreload();
   GraphPreload(const GraphPreload&) = delete;
   GraphPreload& operator=(const GraphPreload&) = delete;
@@ -56,6 +58,7 @@ class GraphPreload {
 
  private:
   cache::Key key_;
+  CompileContext& ctx_;
   std::vector<Digest> hinted_;
   std::vector<std::future<void>> loads_;
 };
