@@ -2,19 +2,14 @@
 
 #include "codegen/pipeline.h"
 #include "ir/canonical.h"
-#include "util/bytes.h"
+#include "runtime/records/codec.h"
 #include "util/log.h"
 #include "util/timer.h"
 
 namespace zc::runtime {
 
-namespace {
-constexpr uint32_t kMagic = 0x32616370;  // "pca2"
-}  // namespace
-
 std::vector<uint8_t> encode_artifact(const Artifact& a) {
-  ByteWriter w;
-  w.u32(kMagic);
+  RecordWriter w(kArtifactFormat);
   w.str(a.backend);
   w.u64(a.lowered.size());
   w.raw(a.lowered.data(), a.lowered.size());
@@ -24,15 +19,14 @@ std::vector<uint8_t> encode_artifact(const Artifact& a) {
 }
 
 Artifact decode_artifact(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, "compiled graph artifact");
-  if (r.u32() != kMagic) throw Error("compiled graph artifact: bad magic");
+  RecordReader r(bytes, kArtifactFormat);
   Artifact a;
   a.backend = r.str();
   auto lowered = r.raw(r.u64());
   a.lowered.assign(lowered.begin(), lowered.end());
   auto binary = r.raw(r.u64());
   a.binary.assign(binary.begin(), binary.end());
-  if (r.remaining() != 0) throw Error("compiled graph artifact: trailing bytes");
+  r.finish("binary");
   return a;
 }
 

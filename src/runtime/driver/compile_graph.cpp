@@ -130,7 +130,7 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   // A size template served this graph before: its record loads it as an artifact would, with
   // no graph-level lookup or single-flight lock first (each a round trip to a remote tier).
   if (templates && store) {
-    if (auto e = store->get(sized_key(keys), ctx.lookups())) {
+    if (auto e = store->get(keys.sized_graph_key(), ctx.lookups())) {
       if (auto exec = load_sized(e->payload, backend, ctx, keys)) return exec;
     }
   }
@@ -157,7 +157,7 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
   // Code made once for many sizes of this graph serves it when it verifies for these sizes:
   // no compiler runs, so this comes before the single-flight lock (there is no compile for
   // other processes to wait for). Such executables are recorded at the graph level without
-  // their binary (each size would store a copy of the shared one): sized_key. The record is
+  // their binary (each size would store a copy of the shared one): sized_graph_key. The record is
   // written to disk behind the call: this process holds it in memory.
   if (templates) {
     SizedUse used;
@@ -165,7 +165,8 @@ std::shared_ptr<const Executable> build_executable(const ir::Graph& g, const Bac
     if (auto exec = executable_from_template(lowered_graph, backend, ctx, keys, &used)) {
       const double check_ms = check.ms();
       if (store) {
-        store->put_behind(sized_key(keys), encode_sized(lowered, used), total.ms(), ctx.lookups());
+        store->put_behind(keys.sized_graph_key(), encode_sized(lowered, used), total.ms(),
+                          ctx.lookups());
       }
       ZC_LOG(timing) << "graph " << short_hash << ": from its size template in " << total.ms()
                      << " ms (lookups " << lookup_ms << " ms, lower " << lower_ms
@@ -271,11 +272,11 @@ void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backe
   std::vector<cache::Key> keys;
   for (const Digest& h : hashes) {
     // Graphs this process has loaded already are not looked up again.
-    if (code_cache_contains(hex(h) + ":" + std::string(backend.name()))) continue;
+    if (code_cache_contains(code_key(h, backend, false))) continue;
     const CompileKeys ck = compile_keys(hex(h), backend);
     keys.push_back(ck.graph_key());
     // Where a size template served the graph, its record is what the compile looks up.
-    if (backend.serves_many_sizes()) keys.push_back(sized_key(ck));
+    if (backend.serves_many_sizes()) keys.push_back(ck.sized_graph_key());
   }
   store->prefetch(keys);
 }
@@ -339,16 +340,6 @@ const Backend& resolve_backend(const std::string& requested, Device device) {
   return *codegen::find_backend("eager");
 }
 
-namespace {
-
-// The in-process code cache's key of a graph. Code for this size only, or possibly a
-// template's: they differ (in the last bits, and in speed), so they are two entries.
-std::string code_key(const Digest& h, const Backend& backend, bool size_templates) {
-  return hex(h) + ":" + std::string(backend.name()) + (size_templates ? ":any-size" : "");
-}
-
-}  // namespace
-
 std::shared_ptr<const Executable> load_cached_graph(const Digest& hash, const Backend& backend,
                                                     bool size_templates, CompileContext& ctx) {
   if (backend.interprets() || !backend.unavailable_reason().empty()) return nullptr;
@@ -370,12 +361,8 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& g, const Backen
                                                 bool size_templates, ProductOptions products) {
   Digest h = hash ? *hash : ir::graph_hash(g);
   if (products.any() && !backend.interprets()) {
-    std::string key = hex(h) + ":" + std::string(backend.name()) +
-                      (size_templates ? ":any-size" : "") +
-                      (products.autotune ? ":autotuned" : "") + (products.bf16 ? ":bf16" : "") +
-                      (products.tf32 ? ":tf32" : "");
     return code_cache_get(
-        key,
+        code_key(h, backend, size_templates, products),
         [&] {
           std::shared_ptr<const Executable> exec =
               compile_graph(g, backend, ctx, h, size_templates);

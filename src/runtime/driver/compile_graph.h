@@ -13,6 +13,7 @@
 #include "ir/graph.h"
 #include "runtime/driver/compile_context.h"
 #include "runtime/driver/compile_keys.h"
+#include "runtime/driver/product_options.h"
 #include "util/hash.h"
 #include "zc/device.h"
 
@@ -44,16 +45,6 @@ void prefetch_graph_entries(std::span<const Digest> hashes, const Backend& backe
 // is empty). Its destructor waits for the connection. A broken cache configuration raises here,
 // as the compile's first lookup would.
 std::future<void> prefetch_remote(const Backend& backend, CompileContext& ctx);
-
-// How a compiled graph's library products run (CompileOptions::mode and matmul_precision).
-// Both set the executable's per-product choices (cpu/gemm_choice.h), never its source, so the
-// code and every cache level below the in-process one are shared with the default.
-struct ProductOptions {
-  bool autotune = false;  // Mode::MaxAutotune: as runtime/products/autotune.h chose
-  bool bf16 = false;      // MatmulPrecision::Bf16: runtime/products/bf16_products.h
-  bool tf32 = false;      // MatmulPrecision::Tf32: Executable::with_tf32
-  bool any() const { return autotune || bf16 || tf32; }
-};
 
 // The executable for `g` on `backend`, from the in-process code cache or made through
 // build_executable with the context's cache. `hash`, when the caller already has it, must be

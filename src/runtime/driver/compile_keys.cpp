@@ -1,5 +1,6 @@
 #include "runtime/driver/compile_keys.h"
 
+#include "runtime/records/codec.h"
 #include "util/hash.h"
 #include "zc/version.h"
 
@@ -40,6 +41,36 @@ cache::Key CompileKeys::kernel_key(const std::string& source_hex) const {
   return key;
 }
 
+cache::Key CompileKeys::size_template_key(const std::string& structure_hex) const {
+  cache::Key key(cache::Level::graph);
+  key.add("size_template", structure_hex)
+      .add("backend", backend)
+      .add("codegen", parts.codegen)
+      .made_for({build, parts.target, parts.toolchain});
+  return key;
+}
+
+cache::Key CompileKeys::sized_graph_key() const {
+  cache::Key key(cache::Level::graph);
+  key.add("sized_from_template", graph)
+      .add("backend", backend)
+      .add("codegen", parts.codegen)
+      .made_for({build, parts.target, parts.toolchain});
+  return key;
+}
+
+cache::Key CompileKeys::sizes_first_key(const std::string& structure_hex, const std::string& shapes,
+                                        bool hierarchical) const {
+  cache::Key key(cache::Level::graph);
+  key.add("sizes_first", structure_hex)
+      .add("shapes", shapes)
+      .add("hierarchical", hierarchical ? "1" : "0")
+      .add("backend", backend)
+      .add("codegen", parts.codegen)
+      .made_for({build, parts.target, parts.toolchain});
+  return key;
+}
+
 std::string CompileKeys::details() const {
   const std::pair<const char*, const std::string*> rows[] = {{"graph", &graph},
                                                              {"backend", &backend},
@@ -54,6 +85,58 @@ std::string CompileKeys::details() const {
     out += "  " + std::string(name) + " " + hex(sha256(*value)).substr(0, 12) + " " + shown + "\n";
   }
   return out;
+}
+
+cache::Key training_graphs_key(const std::string& graph_hex, std::span<const size_t> wrt) {
+  std::string inputs;
+  for (size_t i : wrt) inputs += (inputs.empty() ? "" : ",") + std::to_string(i);
+  cache::Key key(cache::Level::lowering);
+  key.add("graph", graph_hex)
+      .add("training", record_key_name(kTrainingGraphsFormat) + " wrt " + inputs)
+      .made_for({zc::build_id(), "", ""});
+  return key;
+}
+
+cache::Key load_hint_key(std::string_view what, const Digest& context,
+                         const codegen::Backend& backend, bool size_templates) {
+  cache::Key key(cache::Level::autotune);
+  key.add("record", record_key_name(kLoadHintFormat))
+      .add("compile", std::string(what))
+      .add("context", hex(context))
+      .add("backend", std::string(backend.name()))
+      .add("sizes", size_templates ? "any" : "own");
+  return key;
+}
+
+cache::Key call_record_key(std::string_view name, std::string_view context) {
+  cache::Key key(cache::Level::autotune);
+  key.add("record", record_key_name(kCallRecordFormat))
+      .add("function", std::string(name))
+      .add("context", std::string(context));
+  return key;
+}
+
+cache::Key cublaslt_record_key(const std::string& gpu, const std::string& libraries) {
+  cache::Key key(cache::Level::autotune);
+  key.add("record", record_key_name(kGemmRecordFormat)).made_for({"", gpu, libraries});
+  return key;
+}
+
+cache::Key cpu_gemm_choice_key(const std::string& problem, int threads,
+                               const cache::Provenance& host) {
+  cache::Key key(cache::Level::autotune);
+  key.add("record", record_key_name(kTuningFormat))
+      .add("problem", problem)
+      .add("threads", std::to_string(threads))
+      .made_for(host);
+  return key;
+}
+
+std::string code_key(const Digest& graph, const codegen::Backend& backend, bool size_templates,
+                     const ProductOptions& products) {
+  return hex(graph) + ":" + std::string(backend.name()) + (size_templates ? ":any-size" : "") +
+         (products.autotune ? ":autotuned" : "") + (products.bf16 ? ":bf16" : "") +
+         (products.tf32 ? ":tf32" : "");
 }
 
 }  // namespace zc::runtime

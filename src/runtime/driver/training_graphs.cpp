@@ -3,7 +3,8 @@
 #include "cache/cache.h"
 #include "ir/canonical.h"
 #include "lower/autodiff.h"
-#include "util/bytes.h"
+#include "runtime/driver/compile_keys.h"
+#include "runtime/records/codec.h"
 #include "util/check.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -14,21 +15,8 @@
 namespace zc::runtime {
 namespace {
 
-// Bumped when the stored form changes in a way the build id would not show.
-constexpr const char* kTrainingGraphsVersion = "v1";
-
-cache::Key training_key(const ir::Graph& captured, std::span<const size_t> wrt) {
-  std::string inputs;
-  for (size_t i : wrt) inputs += (inputs.empty() ? "" : ",") + std::to_string(i);
-  cache::Key key(cache::Level::lowering);
-  key.add("graph", hex(ir::graph_hash(captured)))
-      .add("training", std::string(kTrainingGraphsVersion) + " wrt " + inputs)
-      .made_for({zc::build_id(), "", ""});
-  return key;
-}
-
 std::vector<uint8_t> encode(const TrainingGraphs& t) {
-  ByteWriter w;
+  RecordWriter w(kTrainingGraphsFormat);
   w.u64(t.has_grad.size());
   for (bool b : t.has_grad) w.u8(b ? 1 : 0);
   w.u8(t.partition ? 1 : 0);
@@ -46,12 +34,10 @@ std::vector<uint8_t> encode(const TrainingGraphs& t) {
 
 // Raises zc::Error for bytes that do not decode, or that do not fit `wrt` and `captured`.
 TrainingGraphs decode(std::span<const uint8_t> bytes, const ir::Graph& captured, size_t wrt) {
-  ByteReader r(bytes, "stored training graphs");
+  RecordReader r(bytes, kTrainingGraphsFormat);
   TrainingGraphs t;
   const uint64_t n = r.u64();
-  if (n != wrt)
-    throw Error("stored training graphs for " + std::to_string(n) + " inputs, not " +
-                std::to_string(wrt));
+  if (n != wrt) r.fail("for " + std::to_string(n) + " inputs, not " + std::to_string(wrt));
   for (uint64_t i = 0; i < n; ++i) t.has_grad.push_back(r.u8() != 0);
   if (r.u8() != 0) {
     lower::Partition p;
@@ -61,20 +47,20 @@ TrainingGraphs decode(std::span<const uint8_t> bytes, const ir::Graph& captured,
     const uint64_t saved = r.u64();
     for (uint64_t i = 0; i < saved; ++i) {
       const uint64_t s = r.u64();
-      if (s >= p.forward.outputs.size()) throw Error("stored training graphs: a bad saved index");
+      if (s >= p.forward.outputs.size()) r.fail("a bad saved index");
       p.saved.push_back(s);
     }
     if (p.forward.inputs.size() != captured.inputs.size() ||
         p.forward.outputs.size() < captured.outputs.size()) {
-      throw Error("stored training graphs do not fit the captured graph");
+      r.fail("they do not fit the captured graph");
     }
     t.partition = std::move(p);
   }
-  if (r.remaining() != 0) throw Error("stored training graphs: trailing bytes");
+  r.finish("saved index");
   bool any = false;
   for (bool b : t.has_grad) any = any || b;
   if (any != t.partition.has_value()) {
-    throw Error("stored training graphs: gradients and partition disagree");
+    r.fail("gradients and partition disagree");
   }
   return t;
 }
@@ -99,7 +85,7 @@ TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t
                                CompileContext& ctx) {
   Timer timer;
   cache::Cache* store = ctx.store();
-  const cache::Key key = training_key(captured, wrt);
+  const cache::Key key = training_graphs_key(hex(ir::graph_hash(captured)), wrt);
   if (auto e = store ? store->get(key, ctx.lookups()) : std::nullopt) {
     try {
       TrainingGraphs t = decode(e->payload, captured, wrt.size());

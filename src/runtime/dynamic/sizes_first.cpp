@@ -12,6 +12,7 @@
 #include "ops/shape_rules.h"
 #include "runtime/driver/compile_keys.h"
 #include "runtime/dynamic/templates.h"
+#include "runtime/records/codec.h"
 #include "util/bytes.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -59,8 +60,6 @@ bool sizes_first_pays(const ir::Graph& captured, const codegen::Backend& backend
 
 namespace {
 
-constexpr uint32_t kRecordMagic = 0x3166737a;  // "zsf1"
-
 // The record's key: the captured graph's structure with every input's and constant's shape, the
 // user inputs' dims of size 2 or more left out (the sizes the templates serve), and what the
 // templates were made with.
@@ -76,15 +75,8 @@ cache::Key record_key(const ir::Graph& captured, const codegen::Backend& backend
     add(captured.meta(in.value).shape, in.kind == ir::InputKind::user);
   }
   for (const ir::Constant& c : captured.constants) add(captured.meta(c.value).shape, false);
-  const CompileKeys keys = compile_keys("", backend);
-  cache::Key key(cache::Level::graph);
-  key.add("sizes_first", hex(ir::structure_hash(captured)))
-      .add("shapes", shapes)
-      .add("hierarchical", hierarchical ? "1" : "0")
-      .add("backend", keys.backend)
-      .add("codegen", keys.parts.codegen)
-      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
-  return key;
+  return compile_keys("", backend)
+      .sizes_first_key(hex(ir::structure_hash(captured)), shapes, hierarchical);
 }
 
 // What a record says: the dims covered and the templates' structures.
@@ -94,8 +86,7 @@ struct Record {
 };
 
 std::vector<uint8_t> encode(const Record& r) {
-  ByteWriter w;
-  w.u32(kRecordMagic);
+  RecordWriter w(kSizesFirstFormat);
   w.u32(static_cast<uint32_t>(r.covered.size()));
   for (const DynamicRange& d : r.covered) {
     w.u32(static_cast<uint32_t>(d.input));
@@ -108,23 +99,20 @@ std::vector<uint8_t> encode(const Record& r) {
 
 // Raises zc::Error for malformed bytes, or dims this call does not have among `dims`.
 Record decode(std::span<const uint8_t> bytes, const std::vector<DynamicRange>& dims) {
-  ByteReader r(bytes, "sizes-first record");
-  if (r.u32() != kRecordMagic) throw Error("sizes-first record: bad magic");
+  RecordReader r(bytes, kSizesFirstFormat);
   Record rec;
-  const uint32_t n = r.u32();
-  if (n > dims.size()) throw Error("sizes-first record: more dims than the call has");
+  const uint32_t n = r.count32(static_cast<uint32_t>(dims.size()), "dims the call varies");
   for (uint32_t i = 0; i < n; ++i) {
     const size_t input = r.u32();
     const int64_t dim = r.u32();
     auto d = std::find_if(dims.begin(), dims.end(),
                           [&](const DynamicRange& x) { return x.input == input && x.dim == dim; });
-    if (d == dims.end()) throw Error("sizes-first record: a dim this call does not vary");
+    if (d == dims.end()) r.fail("a dim this call does not vary");
     rec.covered.push_back(*d);
   }
-  const uint32_t t = r.u32();
-  if (t > 4096) throw Error("sizes-first record: " + std::to_string(t) + " templates");
+  const uint32_t t = r.count32(4096, "templates");
   for (uint32_t i = 0; i < t; ++i) rec.templates.push_back(r.str());
-  if (r.remaining() != 0) throw Error("sizes-first record: trailing data");
+  r.finish("template");
   return rec;
 }
 

@@ -7,6 +7,7 @@
 #include "codegen/size_template.h"
 #include "ir/canonical.h"
 #include "runtime/driver/compile_graph.h"
+#include "runtime/records/codec.h"
 #include "toolchain/build_priority.h"
 #include "util/bytes.h"
 #include "util/log.h"
@@ -19,8 +20,6 @@ namespace zc::runtime {
 namespace {
 
 using codegen::SizePoly;
-
-constexpr uint32_t kRecordMagic = 0x3174737a;  // "zst1"
 
 // What is stored for one template.
 struct Record {
@@ -35,8 +34,7 @@ struct Record {
 };
 
 std::vector<uint8_t> encode(const Record& r) {
-  ByteWriter w;
-  w.u32(kRecordMagic);
+  RecordWriter w(kSizeTemplateFormat);
   w.u32(static_cast<uint32_t>(r.symbols.size()));
   for (const Record::Symbol& s : r.symbols) {
     w.u32(static_cast<uint32_t>(s.input));
@@ -52,36 +50,23 @@ std::vector<uint8_t> encode(const Record& r) {
 }
 
 Record decode(std::span<const uint8_t> bytes) {
-  ByteReader rd(bytes, "size template");
-  if (rd.u32() != kRecordMagic) throw Error("size template: bad magic");
+  RecordReader rd(bytes, kSizeTemplateFormat);
   Record r;
-  uint32_t ns = rd.u32();
-  if (ns > 64) throw Error("size template: " + std::to_string(ns) + " symbols");
+  const uint32_t ns = rd.count32(64, "symbols");
   for (uint32_t i = 0; i < ns; ++i) {
     Record::Symbol s;
     s.input = static_cast<int32_t>(rd.u32());
     s.dim = static_cast<int32_t>(rd.u32());
     r.symbols.push_back(s);
   }
-  uint64_t nv = rd.u64();
-  if (nv > bytes.size()) throw Error("size template: truncated");
+  const uint64_t nv = rd.count(bytes.size(), "varying values");
   for (uint64_t i = 0; i < nv; ++i) r.varying.push_back(rd.u64());
   r.text_hex = rd.str();
-  uint64_t np = rd.u64();
-  if (np > bytes.size()) throw Error("size template: truncated");
+  const uint64_t np = rd.count(bytes.size(), "sizes");
   for (uint64_t i = 0; i < np; ++i) r.sizes.push_back(SizePoly::read(rd));
   r.source_hex = rd.str();
-  if (rd.remaining() != 0) throw Error("size template: trailing data");
+  rd.finish("field");
   return r;
-}
-
-cache::Key template_key(const std::string& structure_hex, const CompileKeys& keys) {
-  cache::Key key(cache::Level::graph);
-  key.add("size_template", structure_hex)
-      .add("backend", keys.backend)
-      .add("codegen", keys.parts.codegen)
-      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
-  return key;
 }
 
 // The symbol values of `g` under `symbols`, or nullopt when an input lacks the dim.
@@ -190,7 +175,7 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
   double build_ms = 0;
   CompileKeys keys = compile_keys(first_hex, backend);
   binary_for(keys, backend, ctx, source, &build_ms);
-  if (store) store->put(template_key(structure, keys), encode(r), t.ms(), ctx.lookups());
+  if (store) store->put(keys.size_template_key(structure), encode(r), t.ms(), ctx.lookups());
   ctx.count(stats::Counter::size_templates);
   std::string names;
   for (size_t s = 0; s < r.symbols.size(); ++s) {
@@ -205,8 +190,9 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
 bool holds_size_template(const std::string& structure_hex, const codegen::Backend& backend,
                          CompileContext& ctx) {
   cache::Cache* store = ctx.store();
-  return store && store->get(template_key(structure_hex, compile_keys("", backend)), ctx.lookups())
-                      .has_value();
+  return store &&
+         store->get(compile_keys("", backend).size_template_key(structure_hex), ctx.lookups())
+             .has_value();
 }
 
 namespace {
@@ -269,7 +255,7 @@ std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, Com
                                                    const CompileKeys& keys) {
   cache::Cache* store = ctx.store();
   if (!store) return std::nullopt;
-  auto entry = store->get(template_key(hex(ir::structure_hash(lowered)), keys), ctx.lookups());
+  auto entry = store->get(keys.size_template_key(hex(ir::structure_hash(lowered))), ctx.lookups());
   if (!entry) return std::nullopt;
   Record r;
   try {
@@ -291,7 +277,7 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
   if (!store) return nullptr;
   const std::string short_hash = keys.graph.substr(0, 16);
   const std::string structure = hex(ir::structure_hash(lowered));
-  auto entry = store->get(template_key(structure, keys), ctx.lookups());
+  auto entry = store->get(keys.size_template_key(structure), ctx.lookups());
   if (!entry) return nullptr;
   Record r;
   try {
@@ -329,22 +315,8 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
   return exec;
 }
 
-namespace {
-constexpr uint32_t kSizedMagic = 0x3164737a;  // "zsd1"
-}  // namespace
-
-cache::Key sized_key(const CompileKeys& keys) {
-  cache::Key key(cache::Level::graph);
-  key.add("sized_from_template", keys.graph)
-      .add("backend", keys.backend)
-      .add("codegen", keys.parts.codegen)
-      .made_for({keys.build, keys.parts.target, keys.parts.toolchain});
-  return key;
-}
-
 std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const SizedUse& used) {
-  ByteWriter w;
-  w.u32(kSizedMagic);
+  RecordWriter w(kSizedGraphFormat);
   w.u64(lowered.size());
   w.raw(lowered.data(), lowered.size());
   w.u64(used.varying.size());
@@ -364,18 +336,15 @@ std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> r
   if (!store) return nullptr;
   try {
     Timer t;
-    ByteReader rd(record, "sized graph record");
-    if (rd.u32() != kSizedMagic) throw Error("sized graph record: bad magic");
+    RecordReader rd(record, kSizedGraphFormat);
     auto lowered_bytes = rd.raw(rd.u64());
     SizedUse u;
-    const uint64_t nv = rd.u64();
-    if (nv > record.size()) throw Error("sized graph record: truncated");
+    const uint64_t nv = rd.count(record.size(), "varying values");
     for (uint64_t i = 0; i < nv; ++i) u.varying.push_back(rd.u64());
-    const uint64_t ns = rd.u64();
-    if (ns > 64) throw Error("sized graph record: " + std::to_string(ns) + " symbols");
+    const uint64_t ns = rd.count(64, "symbols");
     for (uint64_t i = 0; i < ns; ++i) u.symbols.push_back(rd.i64());
     u.source_hex = rd.str();
-    if (rd.remaining() != 0) throw Error("sized graph record: trailing data");
+    rd.finish("field");
     ir::Graph lowered = ir::read_canonical(lowered_bytes);
     if (u.varying.size() != lowered.values.size()) {
       throw Error("sized graph record: its varying dims are another graph's");

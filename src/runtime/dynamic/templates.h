@@ -59,13 +59,12 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
                                                                     const CompileKeys& keys,
                                                                     SizedUse* used = nullptr);
 
-// A graph a template served, recorded at the graph level under its own key (not the graph key:
-// a package takes the graph key's artifact for the graph's own binary): its lowered bytes and
-// SizedUse, a few kilobytes, with the binary left at the kernel level where the template's
-// other sizes share it. A later process loads it as it loads any artifact (schedule, plan,
-// load), without lowering, generating or checking the template again: the record was made for
-// this exact graph under the same keys.
-cache::Key sized_key(const CompileKeys& keys);
+// A graph a template served, recorded at the graph level under its own key
+// (CompileKeys::sized_graph_key, not the graph key: a package takes the graph key's artifact for
+// the graph's own binary): its lowered bytes and SizedUse, a few kilobytes, with the binary left
+// at the kernel level where the template's other sizes share it. A later process loads it as it
+// loads any artifact (schedule, plan, load), without lowering, generating or checking the
+// template again: the record was made for this exact graph under the same keys.
 std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const SizedUse& used);
 // Null when the record is unusable or the binary is no longer at the kernel level.
 std::shared_ptr<const codegen::Executable> load_sized(std::span<const uint8_t> record,

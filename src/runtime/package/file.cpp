@@ -6,6 +6,7 @@
 
 #include "cache/bundle.h"
 #include "codegen/backend.h"
+#include "runtime/records/codec.h"
 #include "toolchain/target.h"
 #include "util/bytes.h"
 #include "zc/error.h"
@@ -16,8 +17,6 @@ namespace zc::runtime {
 namespace {
 
 constexpr std::array<uint8_t, 8> kMagic = {'Z', 'C', 'P', 'A', 'C', 'K', 'G', '1'};
-constexpr uint32_t kManifestVersion = 2;
-constexpr uint32_t kWeightsVersion = 1;
 // A package names the distinct graphs and weights of a model: bounds what a crafted count can
 // make a reader reserve before the bytes run out.
 constexpr uint64_t kMaxCount = uint64_t{1} << 20;
@@ -27,31 +26,13 @@ Digest fixed_key(const char* what) {
   return sha256(std::string("zc package ") + what + " v1");
 }
 
-// A section's format version, which must be the one this zc writes: a package is only ever
-// read by the zc build that made it, so an older format is a damaged or forged file.
-void expect_version(ByteReader& r, uint32_t want, const char* section) {
-  if (const uint32_t v = r.u32(); v != want) {
-    throw Error(std::string("package ") + section + " version " + std::to_string(v) +
-                ", this zc reads version " + std::to_string(want));
-  }
-}
-
-uint64_t count(ByteReader& r, const char* what) {
-  const uint64_t n = r.u64();
-  if (n > kMaxCount || n > r.remaining()) {
-    throw Error(std::string("package: ") + std::to_string(n) + " " + what + " claimed in " +
-                std::to_string(r.remaining()) + " bytes");
-  }
-  return n;
-}
-
-DType read_dtype(ByteReader& r) {
+DType read_dtype(RecordReader& r) {
   const uint8_t d = r.u8();
   if (d >= kNumDTypes) throw Error("package: unknown dtype " + std::to_string(d));
   return static_cast<DType>(d);
 }
 
-Shape read_shape(ByteReader& r) {
+Shape read_shape(RecordReader& r) {
   const uint64_t rank = r.u64();
   if (rank > kMaxRank) throw Error("package: a shape of more than 64 dims");
   Shape s;
@@ -74,9 +55,9 @@ void write_bindings(ByteWriter& w, const std::vector<PackageBinding>& bindings) 
   }
 }
 
-std::vector<PackageBinding> read_bindings(ByteReader& r, uint64_t inputs) {
+std::vector<PackageBinding> read_bindings(RecordReader& r, uint64_t inputs) {
   std::vector<PackageBinding> out;
-  const uint64_t bindings = count(r, "bindings");
+  const uint64_t bindings = r.count(kMaxCount, "bindings");
   for (uint64_t i = 0; i < bindings; ++i) {
     PackageBinding b;
     b.user = r.u8() != 0;
@@ -109,8 +90,7 @@ void check_ranges(const PackageCall& c) {
 }
 
 std::vector<uint8_t> encode_manifest(const PackageManifest& m) {
-  ByteWriter w;
-  w.u32(kManifestVersion);
+  RecordWriter w(kPackageManifestFormat);
   w.str(m.zc_version);
   w.str(m.build_id);
   w.str(m.backend);
@@ -155,8 +135,9 @@ std::vector<uint8_t> encode_manifest(const PackageManifest& m) {
 }
 
 PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, "package manifest");
-  expect_version(r, kManifestVersion, "manifest");
+  // A package is only ever read by the zc build that made it: another version is a damaged or
+  // forged file.
+  RecordReader r(bytes, kPackageManifestFormat);
   PackageManifest m;
   m.zc_version = r.str();
   m.build_id = r.str();
@@ -166,10 +147,10 @@ PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
   m.target = r.str();
   m.bf16_products = r.u8() != 0;
   m.replay = r.u8() != 0;
-  const uint64_t calls = count(r, "calls");
+  const uint64_t calls = r.count(kMaxCount, "calls");
   for (uint64_t k = 0; k < calls; ++k) {
     PackageCall c;
-    const uint64_t inputs = count(r, "inputs");
+    const uint64_t inputs = r.count(kMaxCount, "inputs");
     for (uint64_t i = 0; i < inputs; ++i) {
       c.dtypes.push_back(read_dtype(r));
       c.shapes.push_back(read_shape(r));
@@ -178,7 +159,7 @@ PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
     c.graph.assign(graph.begin(), graph.end());
     c.bindings = read_bindings(r, inputs);
     c.hierarchical = r.u8() != 0;
-    const uint64_t ranges = count(r, "ranges");
+    const uint64_t ranges = r.count(kMaxCount, "ranges");
     for (uint64_t i = 0; i < ranges; ++i) {
       PackageRange pr;
       pr.input = r.u64();
@@ -187,7 +168,7 @@ PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
       pr.max = r.i64();
       c.ranges.push_back(pr);
     }
-    const uint64_t sizes = count(r, "sizes");
+    const uint64_t sizes = r.count(kMaxCount, "sizes");
     for (uint64_t i = 0; i < sizes; ++i) {
       PackageSize ps;
       ps.at = r.i64s();
@@ -195,17 +176,17 @@ PackageManifest decode_manifest(std::span<const uint8_t> bytes) {
       ps.bindings = r.u64();
       c.sizes.push_back(std::move(ps));
     }
-    const uint64_t graphs = count(r, "graphs");
+    const uint64_t graphs = r.count(kMaxCount, "graphs");
     for (uint64_t i = 0; i < graphs; ++i) {
       auto g = r.raw(r.u64());
       c.size_graphs.emplace_back(g.begin(), g.end());
     }
-    const uint64_t lists = count(r, "binding lists");
+    const uint64_t lists = r.count(kMaxCount, "binding lists");
     for (uint64_t i = 0; i < lists; ++i) c.size_bindings.push_back(read_bindings(r, inputs));
     check_ranges(c);
     m.calls.push_back(std::move(c));
   }
-  if (r.remaining() != 0) throw Error("package manifest: trailing bytes");
+  r.finish("call");
   return m;
 }
 
@@ -243,8 +224,7 @@ WeightSection lay_out_weights(const std::vector<std::pair<std::string, Tensor>>&
 }
 
 std::vector<uint8_t> encode_weight_index(const WeightSection& s) {
-  ByteWriter w;
-  w.u32(kWeightsVersion);
+  RecordWriter w(kPackageWeightsFormat);
   w.u64(s.records.size());
   for (const WeightRecord& r : s.records) {
     w.str(r.name);
@@ -266,10 +246,9 @@ struct WeightIndex {
 };
 
 WeightIndex decode_weight_index(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, "package weight index");
-  expect_version(r, kWeightsVersion, "weight index");
+  RecordReader r(bytes, kPackageWeightsFormat);
   WeightIndex index;
-  const uint64_t n = count(r, "weights");
+  const uint64_t n = r.count(kMaxCount, "weights");
   for (uint64_t k = 0; k < n; ++k) {
     WeightRecord w;
     w.name = r.str();
@@ -282,7 +261,7 @@ WeightIndex decode_weight_index(std::span<const uint8_t> bytes) {
   index.section_size = r.u64();
   std::span<const uint8_t> sum = r.raw(index.sum.size());
   std::memcpy(index.sum.data(), sum.data(), sum.size());
-  if (r.remaining() != 0) throw Error("package weight index: trailing bytes");
+  r.finish("field");
   for (const WeightRecord& w : index.records) {
     // The product is checked against the bytes present, so sizes that overflow it cannot pass.
     uint64_t numel = 1;

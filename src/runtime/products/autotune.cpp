@@ -8,6 +8,8 @@
 #include "cache/cache.h"
 #include "cpu/blas.h"
 #include "cpu/threads.h"
+#include "runtime/driver/compile_keys.h"
+#include "runtime/records/codec.h"
 #include "toolchain/target.h"
 #include "util/bytes.h"
 #include "util/log.h"
@@ -18,9 +20,6 @@ namespace zc::runtime {
 
 namespace {
 
-// 2: problems say whether B is a weight (GemmProblem::b_weight), which adds packed candidates.
-constexpr uint32_t kRecordVersion = 2;
-constexpr const char* kWhat = "autotune record (CPU GEMM choice)";
 // Warm-up: at least kWarmups runs, then more until kWarmupMs have passed or kMaxWarmups ran.
 constexpr int kWarmups = 2, kMaxWarmups = 32, kTimed = 5;
 constexpr double kWarmupMs = 50;
@@ -31,18 +30,13 @@ constexpr double kMargin = 0.97;
 constexpr uint64_t kMaxCandidates = 64, kMaxBatchDims = 16;
 
 [[noreturn]] void malformed(const std::string& what) {
-  throw Error(std::string(kWhat) + ": " + what);
+  throw Error(std::string(kTuningFormat.name) + ": " + what);
 }
 
 }  // namespace
 
 cache::Key tuning_record_key(const cpu::GemmProblem& p, const TuningHost& host) {
-  cache::Key key(cache::Level::autotune);
-  key.add("record", "cpu gemm choice v" + std::to_string(kRecordVersion))
-      .add("problem", p.str())
-      .add("threads", std::to_string(host.threads))
-      .made_for(tuning_provenance(host));
-  return key;
+  return cpu_gemm_choice_key(p.str(), host.threads, tuning_provenance(host));
 }
 
 namespace {
@@ -151,19 +145,17 @@ void write_problem(ByteWriter& w, const cpu::GemmProblem& p) {
   w.u8(p.b_weight);
 }
 
-cpu::GemmProblem read_problem(ByteReader& r) {
+cpu::GemmProblem read_problem(RecordReader& r) {
   cpu::GemmProblem p;
   const uint8_t dt = r.u8();
   if (dt != static_cast<uint8_t>(DType::f32) && dt != static_cast<uint8_t>(DType::f64)) {
-    malformed("dtype code " + std::to_string(dt) + ", expected f32 or f64");
+    r.fail("dtype code " + std::to_string(dt) + ", expected f32 or f64");
   }
   p.dtype = static_cast<DType>(dt);
   p.ta = r.u8() != 0;
   p.tb = r.u8() != 0;
   for (int64_t* v : {&p.m, &p.n, &p.k, &p.lda, &p.ldb, &p.ldc}) *v = r.i64();
-  const uint64_t nb = r.u64();
-  if (nb > kMaxBatchDims) malformed(std::to_string(nb) + " batch dims");
-  p.batch.resize(nb);
+  p.batch.resize(r.count(kMaxBatchDims, "batch dims"));
   for (auto& d : p.batch) {
     for (int64_t& v : d) v = r.i64();
   }
@@ -193,8 +185,7 @@ cache::Provenance tuning_provenance(const TuningHost& host) {
 }
 
 std::vector<uint8_t> encode_tuned(const TunedProduct& t) {
-  ByteWriter w;
-  w.u32(kRecordVersion);
+  RecordWriter w(kTuningFormat);
   write_problem(w, t.problem);
   w.u8(t.choice.code());
   w.u32(static_cast<uint32_t>(t.team));
@@ -207,22 +198,18 @@ std::vector<uint8_t> encode_tuned(const TunedProduct& t) {
 }
 
 TunedProduct decode_tuned(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, kWhat);
-  if (const uint32_t v = r.u32(); v != kRecordVersion) {
-    malformed("version " + std::to_string(v) + ", expected " + std::to_string(kRecordVersion));
-  }
+  RecordReader r(bytes, kTuningFormat);
   TunedProduct t;
   t.problem = read_problem(r);
   t.choice = cpu::GemmChoice::from_code(r.u8());
   t.team = static_cast<int>(r.u32());
-  if (t.team < 1) malformed("a team of " + std::to_string(t.team) + " threads");
-  const uint64_t n = r.u64();
-  if (n > kMaxCandidates) malformed(std::to_string(n) + " candidates");
+  if (t.team < 1) r.fail("a team of " + std::to_string(t.team) + " threads");
+  const uint64_t n = r.count(kMaxCandidates, "candidates");
   for (uint64_t i = 0; i < n; ++i) {
     const cpu::GemmChoice c = cpu::GemmChoice::from_code(r.u8());
     t.medians_us.emplace_back(c, r.f64());
   }
-  if (r.remaining() != 0) malformed(std::to_string(r.remaining()) + " bytes after the record");
+  r.finish("candidate");
   return t;
 }
 

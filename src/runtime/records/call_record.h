@@ -23,8 +23,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/keys.h"
+// The record of function `name` in `context` is kept under call_record_key.
 #include "ops/registry.h"
+#include "runtime/driver/compile_keys.h"
 
 namespace zc::runtime {
 
@@ -39,8 +40,5 @@ std::vector<CallMetas> decode_call_record(std::span<const uint8_t> bytes);
 
 // The record after a call with `call`: it first, then the rest of `found` without it, capped.
 std::vector<CallMetas> note_call(std::span<const CallMetas> found, const CallMetas& call);
-
-// The cache key of the record of function `name` in `context`.
-cache::Key call_record_key(std::string_view name, std::string_view context);
 
 }  // namespace zc::runtime

@@ -13,7 +13,8 @@
 #include "cuda/blaslt_library.h"
 #include "cuda/blaslt_warm.h"
 #include "cuda/driver.h"
-#include "util/bytes.h"
+#include "runtime/driver/compile_keys.h"
+#include "runtime/records/codec.h"
 #include "util/log.h"
 #include "zc/cuda.h"
 #include "zc/error.h"
@@ -21,8 +22,6 @@
 namespace zc::runtime {
 
 namespace {
-
-constexpr uint32_t kRecordVersion = 1;
 
 bool same(const cuda::GemmUse& x, const cuda::GemmUse& y) {
   cuda::GemmProblem a = x.problem, b = y.problem;
@@ -37,31 +36,28 @@ bool contains(std::span<const cuda::GemmUse> in, const cuda::GemmUse& u) {
   return false;
 }
 
-DType read_dtype(ByteReader& r) {
+DType read_dtype(RecordReader& r) {
   const uint8_t v = r.u8();
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     if (static_cast<uint8_t>(t) == v) return t;
   }
-  throw Error("cuBLASLt products record: dtype " + std::to_string(v) +
-              " is not one cuBLASLt multiplies (f32, f64, f16, bf16)");
+  r.fail("dtype " + std::to_string(v) + " is not one cuBLASLt multiplies (f32, f64, f16, bf16)");
 }
 
-uint32_t read_alignment(ByteReader& r) {
+uint32_t read_alignment(RecordReader& r) {
   const uint32_t v = r.u32();
   if (v == 0 || v > 256 || (v & (v - 1)) != 0) {
-    throw Error("cuBLASLt products record: alignment " + std::to_string(v) +
-                " is not a power of two up to 256");
+    r.fail("alignment " + std::to_string(v) + " is not a power of two up to 256");
   }
   return v;
 }
 
 // A size or leading dimension (cuBLASLt takes at most 2^31 - 1), or a batch stride.
-int64_t read_size(ByteReader& r, const char* what, bool stride) {
+int64_t read_size(RecordReader& r, const char* what, bool stride) {
   const int64_t v = r.i64();
   const int64_t most = stride ? int64_t{1} << 48 : (int64_t{1} << 31) - 1;
   if (v < 0 || v > most) {
-    throw Error(std::string("cuBLASLt products record: ") + what + " " + std::to_string(v) +
-                " is outside 0.." + std::to_string(most));
+    r.fail(std::string(what) + " " + std::to_string(v) + " is outside 0.." + std::to_string(most));
   }
   return v;
 }
@@ -74,10 +70,7 @@ cache::Key record_key(int device) {
                           std::to_string(props.multiprocessor_count) + " SMs";
   const std::string libraries = "cuBLASLt " + std::to_string(cuda::blaslt().version) + ", driver " +
                                 std::to_string(cuda::driver().version);
-  cache::Key key(cache::Level::autotune);
-  key.add("record", "cublaslt products v" + std::to_string(kRecordVersion))
-      .made_for({"", gpu, libraries});
-  return key;
+  return cublaslt_record_key(gpu, libraries);
 }
 
 // What each device's warm-up found, for the write at exit.
@@ -135,8 +128,7 @@ std::vector<cuda::GemmUse> recorded_products(int device) {
 }  // namespace
 
 std::vector<uint8_t> encode_gemm_record(std::span<const cuda::GemmUse> products) {
-  ByteWriter w;
-  w.u32(kRecordVersion);
+  RecordWriter w(kGemmRecordFormat);
   w.u64(products.size());
   for (const cuda::GemmUse& u : products) {
     const cuda::GemmProblem& p = u.problem;
@@ -156,17 +148,8 @@ std::vector<uint8_t> encode_gemm_record(std::span<const cuda::GemmUse> products)
 }
 
 std::vector<cuda::GemmUse> decode_gemm_record(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, "cuBLASLt products record");
-  const uint32_t version = r.u32();
-  if (version != kRecordVersion) {
-    throw Error("cuBLASLt products record of version " + std::to_string(version) + ", expected " +
-                std::to_string(kRecordVersion));
-  }
-  const uint64_t n = r.u64();
-  if (n > kMaxRecordedProducts) {
-    throw Error("cuBLASLt products record of " + std::to_string(n) + " products, at most " +
-                std::to_string(kMaxRecordedProducts) + " expected");
-  }
+  RecordReader r(bytes, kGemmRecordFormat);
+  const uint64_t n = r.count(kMaxRecordedProducts, "products");
   std::vector<cuda::GemmUse> out;
   for (uint64_t i = 0; i < n; ++i) {
     cuda::GemmUse u;
@@ -185,11 +168,11 @@ std::vector<cuda::GemmUse> decode_gemm_record(std::span<const uint8_t> bytes) {
       *field = read_size(r, what, what[0] == 's');
     }
     const uint8_t flags = r.u8();
-    if (flags > 7) throw Error("cuBLASLt products record: unknown flags");
+    if (flags > 7) r.fail("unknown flags");
     p.trans_a = flags & 1, p.trans_b = flags & 2, p.allow_tf32 = flags & 4;
     const uint8_t epilogue = r.u8();
     if (epilogue > static_cast<uint8_t>(cuda::Epilogue::bias_relu)) {
-      throw Error("cuBLASLt products record: unknown epilogue " + std::to_string(epilogue));
+      r.fail("unknown epilogue " + std::to_string(epilogue));
     }
     p.epilogue = static_cast<cuda::Epilogue>(epilogue);
     u.align.a = read_alignment(r), u.align.b = read_alignment(r);
@@ -197,14 +180,14 @@ std::vector<cuda::GemmUse> decode_gemm_record(std::span<const uint8_t> bytes) {
     // What gemm() would refuse as a caller's bug is a bad record here, and so is an empty
     // product, which never makes a plan.
     if (p.M == 0 || p.N == 0 || p.K == 0 || p.batch == 0) {
-      throw Error("cuBLASLt products record: an invalid product, empty: " + cuda::describe(p));
+      r.fail("an invalid product, empty: " + cuda::describe(p));
     }
     if (const std::string fault = cuda::gemm_problem_fault(p); !fault.empty()) {
-      throw Error("cuBLASLt products record: an invalid product, " + fault);
+      r.fail("an invalid product, " + fault);
     }
     out.push_back(u);
   }
-  if (r.remaining() != 0) throw Error("cuBLASLt products record: trailing bytes");
+  r.finish("product");
   return out;
 }
 

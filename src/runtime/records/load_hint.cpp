@@ -6,7 +6,7 @@
 
 #include "cache/cache.h"
 #include "runtime/driver/compile_graph.h"
-#include "util/bytes.h"
+#include "runtime/records/codec.h"
 #include "util/log.h"
 #include "util/stats.h"
 #include "zc/error.h"
@@ -15,53 +15,27 @@ namespace zc::runtime {
 
 namespace {
 
-constexpr uint32_t kHintVersion = 1;
 // A hint names the distinct graphs of one compile: a few, or a few hundred for a model whose
 // blocks all differ.
 constexpr uint64_t kMaxGraphs = 4096;
-constexpr const char* kWhat = "load hint";
 
 }  // namespace
 
-cache::Key load_hint_key(std::string_view what, const Digest& context,
-                         const codegen::Backend& backend, bool size_templates) {
-  cache::Key key(cache::Level::autotune);
-  key.add("record", "load hint v" + std::to_string(kHintVersion))
-      .add("compile", std::string(what))
-      .add("context", hex(context))
-      .add("backend", std::string(backend.name()))
-      .add("sizes", size_templates ? "any" : "own");
-  return key;
-}
-
 std::vector<uint8_t> encode_load_hint(std::span<const Digest> graphs) {
-  ByteWriter w;
-  w.u32(kHintVersion);
+  RecordWriter w(kLoadHintFormat);
   w.u64(graphs.size());
   for (const Digest& d : graphs) w.raw(d.data(), d.size());
   return w.take();
 }
 
 std::vector<Digest> decode_load_hint(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes, kWhat);
-  if (const uint32_t v = r.u32(); v != kHintVersion) {
-    throw Error(std::string(kWhat) + ": version " + std::to_string(v) + ", expected " +
-                std::to_string(kHintVersion));
-  }
-  const uint64_t n = r.u64();
-  if (n > kMaxGraphs) {
-    throw Error(std::string(kWhat) + ": " + std::to_string(n) + " graphs, at most " +
-                std::to_string(kMaxGraphs));
-  }
-  std::vector<Digest> graphs(n);
+  RecordReader r(bytes, kLoadHintFormat);
+  std::vector<Digest> graphs(r.count(kMaxGraphs, "graphs"));
   for (Digest& d : graphs) {
     std::span<const uint8_t> s = r.raw(d.size());
     std::copy(s.begin(), s.end(), d.begin());
   }
-  if (r.remaining() != 0) {
-    throw Error(std::string(kWhat) + ": " + std::to_string(r.remaining()) +
-                " bytes after the last graph");
-  }
+  r.finish("graph");
   return graphs;
 }
 

@@ -29,10 +29,9 @@
 
 namespace zc::runtime {
 
-// The key of the hint for compiling `what` (e.g. "training backward") of `context` (a digest
-// naming the graph being compiled, such as its training key's) on `backend`.
-cache::Key load_hint_key(std::string_view what, const Digest& context,
-                         const codegen::Backend& backend, bool size_templates);
+// A hint's key is load_hint_key (runtime/driver/compile_keys.h): what is compiled (e.g.
+// "training backward") of which context (a digest naming the graph being compiled, such as its
+// training key's), on which backend.
 
 // A hint's bytes, and back; decoding raises zc::Error naming what is malformed.
 std::vector<uint8_t> encode_load_hint(std::span<const Digest> graphs);
