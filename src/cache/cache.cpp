@@ -10,6 +10,7 @@
 #include "cache/redis_tier.h"
 #include "util/bytes.h"
 #include "util/cache_dir.h"
+#include "util/env.h"
 #include "util/log.h"
 
 namespace zc::cache {
@@ -18,20 +19,17 @@ namespace {
 
 constexpr uint32_t kProvenanceMagic = 0x31766f70;  // "pov1"
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
+using env::Var;
 
 // An unsigned number from the environment, or `fallback` when unset.
-uint64_t env_uint(const char* name, uint64_t fallback, const char* example) {
-  std::string v = env_or(name, "");
+uint64_t env_uint(Var var, uint64_t fallback, const char* example) {
+  std::string v = env::non_empty(var).value_or("");
   if (v.empty()) return fallback;
   char* end = nullptr;
   unsigned long long n = std::strtoull(v.c_str(), &end, 10);
   if (end == v.c_str() || *end != '\0' || v[0] == '-') {
-    throw Error(std::string(name) + "=\"" + v + "\" is not a number; expected digits, e.g. " +
-                example);
+    throw Error(std::string(env::name(var)) + "=\"" + v +
+                "\" is not a number; expected digits, e.g. " + example);
   }
   return n;
 }
@@ -48,23 +46,22 @@ CacheConfig CacheConfig::from_env() {
                  "persisted; set ZC_CACHE_DIR to a directory\n");
     c.persistent = false;
   }
-  c.max_bytes = env_uint("ZC_CACHE_MAX_BYTES", 0, "ZC_CACHE_MAX_BYTES=1073741824");
-  c.hmac_key_file = env_or("ZC_CACHE_HMAC_KEY_FILE", "");
-  c.remote_url = env_or("ZC_REMOTE_CACHE", "");
+  c.max_bytes = env_uint(Var::cache_max_bytes, 0, "ZC_CACHE_MAX_BYTES=1073741824");
+  c.hmac_key_file = env::non_empty(Var::cache_hmac_key_file).value_or("");
+  c.remote_url = env::non_empty(Var::remote_cache).value_or("");
   if (!c.remote_url.empty()) parse_redis_url(c.remote_url);  // a malformed URL fails here
-  c.remote_ttl_seconds = env_uint("ZC_REMOTE_CACHE_TTL", 0, "ZC_REMOTE_CACHE_TTL=604800");
-  std::string ro = env_or("ZC_REMOTE_CACHE_READONLY", "");
-  c.remote_read_only = !ro.empty() && ro != "0";
+  c.remote_ttl_seconds = env_uint(Var::remote_cache_ttl, 0, "ZC_REMOTE_CACHE_TTL=604800");
+  c.remote_read_only = env::flag(Var::remote_cache_readonly);
   // Capped so a typo cannot turn the bound on a dead server's cost into minutes.
   c.remote_connect_timeout_ms = static_cast<int>(std::min<uint64_t>(
-      env_uint("ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS", 200, "ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS=200"),
+      env_uint(Var::remote_cache_connect_timeout_ms, 200, "ZC_REMOTE_CACHE_CONNECT_TIMEOUT_MS=200"),
       60000));
   c.remote_timeout_ms = static_cast<int>(std::min<uint64_t>(
-      env_uint("ZC_REMOTE_CACHE_TIMEOUT_MS", 500, "ZC_REMOTE_CACHE_TIMEOUT_MS=500"), 60000));
+      env_uint(Var::remote_cache_timeout_ms, 500, "ZC_REMOTE_CACHE_TIMEOUT_MS=500"), 60000));
   c.remote_lock_ms = static_cast<int>(std::min<uint64_t>(
-      env_uint("ZC_REMOTE_CACHE_LOCK_MS", 60000, "ZC_REMOTE_CACHE_LOCK_MS=60000"), 3600000));
+      env_uint(Var::remote_cache_lock_ms, 60000, "ZC_REMOTE_CACHE_LOCK_MS=60000"), 3600000));
   c.local_lock_ms = static_cast<int>(
-      std::min<uint64_t>(env_uint("ZC_CACHE_LOCK_MS", 60000, "ZC_CACHE_LOCK_MS=60000"), 3600000));
+      std::min<uint64_t>(env_uint(Var::cache_lock_ms, 60000, "ZC_CACHE_LOCK_MS=60000"), 3600000));
   return c;
 }
 

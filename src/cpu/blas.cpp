@@ -4,8 +4,6 @@
 #include <omp.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #ifdef ZC_WITH_DNNL
@@ -13,6 +11,7 @@
 #endif
 
 #include "cpu/bf16_gemm.h"
+#include "util/env.h"
 
 namespace zc::cpu {
 
@@ -21,11 +20,12 @@ namespace {
 bool f32_to_dnnl() {
 #ifdef ZC_WITH_DNNL
   static const bool dnnl = [] {
-    const char* v = std::getenv("ZC_CPU_GEMM");
-    if (!v || !*v || std::strcmp(v, "onednn") == 0) return true;
-    if (std::strcmp(v, "openblas") == 0) return false;
+    const std::optional<std::string> v = env::non_empty(env::Var::cpu_gemm);
+    if (!v || *v == "onednn") return true;
+    if (*v == "openblas") return false;
     // Read inside a product, where no error can be raised: said once, and the default kept.
-    std::fprintf(stderr, "zc: ZC_CPU_GEMM='%s' is not 'onednn' or 'openblas'; using oneDNN\n", v);
+    std::fprintf(stderr, "zc: ZC_CPU_GEMM='%s' is not 'onednn' or 'openblas'; using oneDNN\n",
+                 v->c_str());
     return true;
   }();
   return dnnl;

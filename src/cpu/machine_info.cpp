@@ -1,12 +1,12 @@
 // What the CPU kernel library runs on this machine, for `zc env` (zc/version.h): its GEMM
 // libraries, its convolutions and its threads. Each answer is an error text rather than an
 // exception when the environment names something invalid: `zc env` must print the rest.
-#include <cstdlib>
 #include <string>
 
 #include "cpu/blas.h"
 #include "cpu/onednn_conv.h"
 #include "cpu/threads.h"
+#include "util/env.h"
 #include "zc/error.h"
 #include "zc/version.h"
 
@@ -18,8 +18,7 @@ std::string blas_info() {
 
 std::string cpu_conv_info() {
   try {
-    const char* set = std::getenv("ZC_CPU_CONV");
-    const std::string why = set && *set ? " (ZC_CPU_CONV)" : "";
+    const std::string why = env::non_empty(env::Var::cpu_conv) ? " (ZC_CPU_CONV)" : "";
     if (!cpu::onednn_conv_available()) {
       return "columns and a product" + (why.empty() ? " (no oneDNN in this build)" : why);
     }
@@ -37,9 +36,9 @@ std::string cpu_conv_info() {
 
 std::string cpu_threads_info() {
   try {
-    const char* set = std::getenv("ZC_NUM_THREADS");
+    const bool set = env::non_empty(env::Var::num_threads).has_value();
     return std::to_string(cpu::cpu_threads()) +
-           (set && *set ? " (ZC_NUM_THREADS)" : " (OpenMP's: OMP_NUM_THREADS, else the cores)") +
+           (set ? " (ZC_NUM_THREADS)" : " (OpenMP's: OMP_NUM_THREADS, else the cores)") +
            "; calls running at once share them";
   } catch (const Error& e) {
     return std::string("error: ") + e.what();

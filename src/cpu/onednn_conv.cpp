@@ -2,8 +2,6 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -19,6 +17,7 @@
 #include "ops/eager.h"
 #include "ops/window.h"
 #include "util/check.h"
+#include "util/env.h"
 #include "util/stats.h"
 
 namespace zc::cpu {
@@ -37,12 +36,12 @@ enum class ConvSetting { automatic, direct, winograd, columns };
 
 ConvSetting conv_setting() {
   static const ConvSetting setting = [] {
-    const char* v = std::getenv("ZC_CPU_CONV");
-    if (!v || !*v || std::strcmp(v, "auto") == 0) return ConvSetting::automatic;
-    if (std::strcmp(v, "direct") == 0) return ConvSetting::direct;
-    if (std::strcmp(v, "winograd") == 0) return ConvSetting::winograd;
-    if (std::strcmp(v, "columns") == 0) return ConvSetting::columns;
-    throw Error(std::string("ZC_CPU_CONV=") + v +
+    const std::optional<std::string> v = env::non_empty(env::Var::cpu_conv);
+    if (!v || *v == "auto") return ConvSetting::automatic;
+    if (*v == "direct") return ConvSetting::direct;
+    if (*v == "winograd") return ConvSetting::winograd;
+    if (*v == "columns") return ConvSetting::columns;
+    throw Error("ZC_CPU_CONV=" + *v +
                 ": expected auto, direct, winograd or columns (docs/onnx.md)");
   }();
   return setting;

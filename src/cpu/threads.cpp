@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "util/env.h"
 #include "zc/error.h"
 
 namespace zc::cpu {
@@ -44,7 +45,8 @@ std::optional<int> parse_num_threads(const char* value) {
 int cpu_threads() {
   // OpenMP's count is read on the first call's thread before any share is set there.
   static const int threads = [] {
-    std::optional<int> n = parse_num_threads(std::getenv("ZC_NUM_THREADS"));
+    const std::optional<std::string> value = env::get(env::Var::num_threads);
+    std::optional<int> n = parse_num_threads(value ? value->c_str() : nullptr);
     return n ? *n : std::max(1, omp_get_max_threads());
   }();
   return threads;

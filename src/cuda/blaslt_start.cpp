@@ -2,11 +2,9 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "cuda/blaslt_library.h"
 #include "cuda/blaslt_warm.h"
 #include "cuda/device.h"
+#include "util/env.h"
 #include "zc/cuda.h"
 
 namespace zc::cuda {
@@ -151,8 +150,7 @@ void run_preload() {
 // ZC_CUDA_PRESTART=0 (or disable_prestart) leaves cuBLASLt alone until a compiled graph needs it.
 bool prestart_enabled() {
   if (prestart_disabled.load(std::memory_order_relaxed)) return false;
-  const char* v = std::getenv("ZC_CUDA_PRESTART");
-  return !(v && std::string_view(v) == "0");
+  return env::flag(env::Var::cuda_prestart, true);
 }
 
 void disable_prestart() {

@@ -3,14 +3,13 @@
 #include <dlfcn.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "cuda/device.h"
 #include "cuda/driver.h"
+#include "util/env.h"
 #include "util/log.h"
 #include "zc/error.h"
 
@@ -261,8 +260,7 @@ std::string cudnn_identity() {
 
 bool cudnn_convolutions() {
   static const bool on = [] {
-    const char* v = std::getenv("ZC_CUDA_CONV");
-    return v && std::strcmp(v, "cudnn") == 0 && found().file.has_value();
+    return env::get(env::Var::cuda_conv) == "cudnn" && found().file.has_value();
   }();
   return on;
 }

@@ -1,13 +1,13 @@
 #include "cuda/device.h"
 
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 
 #include "cuda/blaslt_start.h"
 #include "cuda/driver.h"
 #include "toolchain/nvrtc_workers.h"
+#include "util/env.h"
 #include "util/log.h"
 #include "util/timer.h"
 #include "zc/error.h"
@@ -72,9 +72,9 @@ Devices* discover() {
     return out;
   }
   if (out->slots.empty()) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    const auto visible = env::get(env::Var::cuda_visible_devices);
     out->error = "CUDA is not available: the NVIDIA driver is loaded but reports no CUDA device";
-    if (visible) out->error += std::string(" (CUDA_VISIBLE_DEVICES=") + visible + " hides others)";
+    if (visible) out->error += " (CUDA_VISIBLE_DEVICES=" + *visible + " hides others)";
     return out;
   }
   // A process that looks for CUDA devices and finds one will most likely multiply matrices on

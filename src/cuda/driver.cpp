@@ -2,8 +2,7 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
-
+#include "util/env.h"
 #include "zc/error.h"
 
 namespace zc::cuda {
@@ -68,8 +67,8 @@ Loaded load() {
       out.error +=
           ": the CUDA toolkit's stub libcuda.so was loaded instead of the driver's; take the "
           "stubs directory out of LD_LIBRARY_PATH";
-    } else if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-      out.error += std::string(" with CUDA_VISIBLE_DEVICES=") + visible + kFix;
+    } else if (const auto visible = env::get(env::Var::cuda_visible_devices)) {
+      out.error += " with CUDA_VISIBLE_DEVICES=" + *visible + kFix;
     } else {
       out.error += kFix;
     }

@@ -24,6 +24,7 @@
 #include "toolchain/build_priority.h"
 #include "util/cache_dir.h"
 #include "util/check.h"
+#include "util/env.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -38,12 +39,6 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxProcessOutput = 1 << 20;
 constexpr size_t kMaxReportedOutput = 4096;
-
-std::optional<std::string> env_value(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
-}
 
 bool is_executable_file(const std::string& path) {
   struct stat st;
@@ -307,7 +302,8 @@ std::string CompilerInfo::identity() const {
 
 CompilerSearch CompilerSearch::from_env() {
   std::optional<std::string> cache_dir = persistent_cache_dir();
-  return {env_value("ZC_CXX"), env_value("CXX"), env_value("PATH").value_or("/usr/bin:/bin"),
+  return {env::non_empty(env::Var::cxx), env::non_empty(env::Var::make_cxx),
+          env::non_empty(env::Var::path).value_or("/usr/bin:/bin"),
           cache_dir ? *cache_dir + "/toolchain" : ""};
 }
 
@@ -432,7 +428,7 @@ int sweep_work_dir(const std::string& dir, int keep_failed_days) {
 }
 
 std::string default_work_dir() {
-  std::string base = env_value("TMPDIR").value_or("/tmp");
+  std::string base = env::non_empty(env::Var::tmpdir).value_or("/tmp");
   std::string dir = base + "/zc-" + std::to_string(::getuid());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     throw Error("cannot create the work directory " + dir + ": " + std::strerror(errno) +

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/env.h"
+
 namespace zc::toolchain {
 
 namespace {
@@ -65,12 +67,12 @@ std::string LibraryFile::identity(std::string_view kind) const {
 
 std::vector<std::string> cuda_library_dirs() {
   std::vector<std::string> dirs;
-  if (const char* home = std::getenv("CUDA_HOME")) add_home(dirs, home);
+  if (const auto home = env::get(env::Var::cuda_home)) add_home(dirs, *home);
 #ifdef ZC_CUDA_HOME
   add_home(dirs, ZC_CUDA_HOME);
 #endif
   add_home(dirs, "/usr/local/cuda");
-  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) add_path_list(dirs, ld);
+  if (const auto ld = env::get(env::Var::ld_library_path)) add_path_list(dirs, *ld);
   for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib64"}) {
     dirs.push_back(d);
   }

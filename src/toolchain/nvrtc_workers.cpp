@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "util/env.h"
+
 extern char** environ;
 
 namespace zc::toolchain {
@@ -93,9 +95,9 @@ void end_helper(int fd, int pid) {
 }  // namespace
 
 size_t nvrtc_worker_count() {
-  if (const char* v = std::getenv("ZC_NVRTC_WORKERS"); v && *v) {
+  if (const std::optional<std::string> v = env::non_empty(env::Var::nvrtc_workers)) {
     char* end = nullptr;
-    long n = std::strtol(v, &end, 10);
+    long n = std::strtol(v->c_str(), &end, 10);
     if (end && *end == '\0' && n >= 0) return static_cast<size_t>(std::min<long>(n, 16));
   }
   // Half the cores, at most 3: a model's distinct parts are a few, and a helper's start (NVRTC
@@ -106,8 +108,8 @@ size_t nvrtc_worker_count() {
 
 std::string nvrtc_helper_path() {
   namespace fs = std::filesystem;
-  if (const char* v = std::getenv("ZC_NVRTC_HELPER"); v && *v) {
-    return ::access(v, X_OK) == 0 ? std::string(v) : std::string();
+  if (const std::optional<std::string> v = env::non_empty(env::Var::nvrtc_helper)) {
+    return ::access(v->c_str(), X_OK) == 0 ? *v : std::string();
   }
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&nvrtc_helper_path), &info) == 0 || !info.dli_fname) {

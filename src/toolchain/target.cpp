@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -12,6 +11,7 @@
 #endif
 
 #include "toolchain/compiler.h"
+#include "util/env.h"
 #include "zc/error.h"
 
 namespace zc::toolchain {
@@ -169,8 +169,7 @@ Target make_target(std::string isa, const CompilerInfo* cxx) {
 const Target& cpu_target() {
   static const EnvTarget cached = [] {
     EnvTarget r;
-    const char* env = std::getenv("ZC_CPU_ISA");
-    std::string isa = env == nullptr || *env == '\0' ? "native" : env;
+    std::string isa = env::non_empty(env::Var::cpu_isa).value_or("native");
     try {
       r.target = make_target(isa);
       if (!host_supports(isa)) {

@@ -1,29 +1,20 @@
 #include "util/cache_dir.h"
 
-#include <cstdlib>
+#include "util/env.h"
 
 namespace zc {
-namespace {
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
-}  // namespace
+using env::Var;
 
 bool caches_force_disabled() {
-  std::string off = env_or_empty("ZC_FORCE_DISABLE_CACHES");
-  return !off.empty() && off != "0";
+  return env::flag(Var::force_disable_caches);
 }
 
 std::string configured_cache_dir() {
-  std::string dir = env_or_empty("ZC_CACHE_DIR");
-  if (!dir.empty()) return dir;
-  std::string xdg = env_or_empty("XDG_CACHE_HOME");
-  if (!xdg.empty()) return xdg + "/zerocompile";
-  std::string home = env_or_empty("HOME");
-  return home.empty() ? "" : home + "/.cache/zerocompile";
+  if (auto dir = env::non_empty(Var::cache_dir)) return *dir;
+  if (auto xdg = env::non_empty(Var::xdg_cache_home)) return *xdg + "/zerocompile";
+  auto home = env::non_empty(Var::home);
+  return home ? *home + "/.cache/zerocompile" : "";
 }
 
 std::optional<std::string> persistent_cache_dir() {

@@ -3,9 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
+
+#include "util/env.h"
 
 namespace zc::logging {
 
@@ -18,9 +20,9 @@ struct Config {
   std::atomic<bool> on[static_cast<int>(Topic::count)];
   Config() {
     for (auto& b : on) b = false;
-    const char* env = std::getenv("ZC_LOGS");
-    if (!env) return;
-    std::string s(env);
+    const std::optional<std::string> value = env::get(env::Var::logs);
+    if (!value) return;
+    const std::string& s = *value;
     size_t pos = 0;
     while (pos <= s.size()) {
       size_t end = s.find(',', pos);

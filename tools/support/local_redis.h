@@ -14,10 +14,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "util/env.h"
 
 namespace zc_support {
 
@@ -47,8 +48,8 @@ inline bool can_connect(int port) {
 
 // The path of a program on PATH or in the usual system directories, or "" when there is none.
 inline std::string find_program(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = std::string(path ? path : "") + ":/usr/bin:/usr/local/bin:/usr/sbin";
+  std::string dirs =
+      zc::env::get(zc::env::Var::path).value_or("") + ":/usr/bin:/usr/local/bin:/usr/sbin";
   for (size_t at = 0; at <= dirs.size();) {
     size_t end = dirs.find(':', at);
     if (end == std::string::npos) end = dirs.size();

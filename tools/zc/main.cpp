@@ -2,7 +2,6 @@
 // options (--version, --help) are handled before dispatch.
 #include <sys/utsname.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <initializer_list>
@@ -19,13 +18,12 @@
 #include "toolchain/nvrtc.h"
 #include "toolchain/nvrtc_workers.h"
 #include "toolchain/target.h"
+#include "util/env.h"
 #include "util/json_quote.h"
 #include "util/size_text.h"
 #include "zc/cuda.h"
 #include "zc/error.h"
 #include "zc/version.h"
-
-extern char** environ;
 
 namespace {
 
@@ -110,19 +108,12 @@ std::vector<std::string> split_words(const std::string& s) {
   return words;
 }
 
-// The ZC_* variables of this process, as NAME=value: they change what zc does, so a report of
-// the environment should carry them.
-std::vector<std::pair<std::string, std::string>> zc_variables() {
-  std::vector<std::pair<std::string, std::string>> vars;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view entry(*e);
-    if (!entry.starts_with("ZC_")) continue;
-    size_t eq = entry.find('=');
-    if (eq == std::string_view::npos) continue;
-    vars.emplace_back(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
-  }
-  std::sort(vars.begin(), vars.end());
-  return vars;
+// A ZC_* variable that zc does not read is most likely misspelt, and what it was meant to set
+// is silently not in force: the warning names the variable it probably meant.
+std::string unknown_variable_text(const std::string& name) {
+  const std::string_view meant = zc::env::closest_known(name);
+  return name + " is set but zc reads no such variable" +
+         (meant.empty() ? "" : "; did you mean " + std::string(meant) + "?");
 }
 
 std::string os_description() {
@@ -222,7 +213,13 @@ int cmd_env(Args args) {
   const std::vector<std::string> features = split_words(features_str);
   const std::string isa = zc::toolchain::host_isa_level();
   const unsigned cores = std::thread::hardware_concurrency();
-  const auto vars = zc_variables();
+  // Every ZC_* one set, known or not: they change what zc does, so a report of the environment
+  // should carry them.
+  const auto vars = zc::env::zc_variables_set();
+  std::vector<std::string> unknown;
+  for (const auto& var : vars) {
+    if (!zc::env::known(var.first)) unknown.push_back(var.first);
+  }
 
   if (json) {
     std::string out = "{";
@@ -258,7 +255,15 @@ int cmd_env(Args args) {
       if (i) out += ",";
       out += zc::json::quote(vars[i].first) + ":" + zc::json::quote(vars[i].second);
     }
-    out += "}}";
+    out += "},\"unknown_variables\":[";
+    for (size_t i = 0; i < unknown.size(); ++i) {
+      if (i) out += ",";
+      out += "{\"name\":" + zc::json::quote(unknown[i]);
+      const std::string_view meant = zc::env::closest_known(unknown[i]);
+      if (!meant.empty()) out += ",\"did_you_mean\":" + zc::json::quote(meant);
+      out += "}";
+    }
+    out += "]}";
     std::cout << out << "\n";
     return 0;
   }
@@ -282,6 +287,7 @@ int cmd_env(Args args) {
     set_vars += (set_vars.empty() ? "" : " ") + name + "=" + value;
   }
   row("variables", set_vars.empty() ? "(no ZC_* set)" : set_vars);
+  for (const std::string& name : unknown) row("warning", unknown_variable_text(name));
   return 0;
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/debug/accuracy_bisect.h"
 #include "runtime/debug/accuracy_compare.h"
+#include "util/env.h"
 #include "util/log.h"
 #include "util/stats.h"
 #include "zc/autograd.h"
@@ -126,12 +127,12 @@ void find_culprit(const CompileOptions& options, const Specialization& spec,
 
 AccuracyCheck resolve_accuracy_check(AccuracyCheck asked) {
   if (asked.calls > 0) return asked;
-  const char* env = std::getenv("ZC_ACCURACY_CHECK");
-  if (!env || !*env) return asked;
+  const std::optional<std::string> value = env::non_empty(env::Var::accuracy_check);
+  if (!value) return asked;
   char* end = nullptr;
-  const long long n = std::strtoll(env, &end, 10);
+  const long long n = std::strtoll(value->c_str(), &end, 10);
   if (*end != '\0' || n < 0) {
-    throw Error(std::string("ZC_ACCURACY_CHECK=") + env +
+    throw Error(std::string("ZC_ACCURACY_CHECK=") + *value +
                 ": expected the number of first calls to check per compiled graph (1 or more; "
                 "0 or unset: off)");
   }

@@ -1,7 +1,6 @@
 #include "runtime/dynamic/sizes_first.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -14,6 +13,7 @@
 #include "runtime/dynamic/templates.h"
 #include "runtime/records/codec.h"
 #include "util/bytes.h"
+#include "util/env.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
@@ -119,8 +119,8 @@ Record decode(std::span<const uint8_t> bytes, const std::vector<DynamicRange>& d
 }  // namespace
 
 bool sizes_first_in_background(const codegen::Backend& backend) {
-  if (const char* v = std::getenv("ZC_SIZES_FIRST"); v && *v) {
-    const std::string_view mode(v);
+  if (const std::optional<std::string> v = env::non_empty(env::Var::sizes_first)) {
+    const std::string_view mode(*v);
     if (mode == "background") return true;
     if (mode == "inline") return false;
     throw Error("ZC_SIZES_FIRST=" + std::string(mode) +
