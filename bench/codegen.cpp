@@ -7,7 +7,7 @@
 #include <climits>
 
 #include "capture/capture.h"
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "runtime/driver/compile_graph.h"
 #include "zc/zc.h"
 

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "capture/capture.h"
-#include "codegen/backends/cuda/cuda_backend.h"
+#include "codegen/backends/cuda/backend.h"
 #include "codegen/pipeline.h"
 #include "cuda/device.h"
 #include "cuda/driver.h"

@@ -2,10 +2,10 @@
 
 #include <cstdlib>
 #include <mutex>
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "codegen/backends/eager/interpreter.h"
 #if ZC_WITH_CUDA
-#include "codegen/backends/cuda/cuda_backend.h"
+#include "codegen/backends/cuda/backend.h"
 #endif
 
 #include "ops/eager.h"

@@ -1,7 +1,7 @@
 // ZC_LOGS=kernels' table: time per kernel label summed over a process, printed longest total
 // first with launches, mean and share, then the totals by kind (a label's first word). The CUDA
 // backend fills one from CUDA events (backends/cuda/kernel_profile.h), the C++ backend from
-// the wall clock around each step (backends/cpp/cpu_kernel_profile.h).
+// the wall clock around each step (backends/cpp/kernel_profile.h).
 #pragma once
 
 #include <cstdint>

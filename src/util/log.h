@@ -3,7 +3,7 @@
 // disabled topic costs one predictable branch and builds no message. `all` is every topic but
 // kernels and roi: timing each CUDA kernel changes how compiled graphs run (no CUDA graphs, a
 // wait per call; codegen/backends/cuda/kernel_profile.h; the CPU's steps are timed by the wall
-// clock, codegen/backends/cpp/cpu_kernel_profile.h), and roi runs a few calls eagerly to
+// clock, codegen/backends/cpp/kernel_profile.h), and roi runs a few calls eagerly to
 // time them (runtime/debug/roi.h), which a debugging log should not do unasked.
 // Timing lines also say when: "[zc:timing] [812.40 ms] ...", ms since libzc was loaded, so work
 // that overlaps (a background start, a wait for it) shows as such.

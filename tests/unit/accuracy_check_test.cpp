@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "codegen/backend.h"
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "runtime/debug/accuracy_compare.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"

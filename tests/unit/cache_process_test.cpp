@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "cache/keys.h"
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "nn/json.h"
 #include "zc/zc.h"
 

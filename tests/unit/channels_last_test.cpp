@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "capture/capture.h"
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "codegen/backends/eager/interpreter.h"
 #include "codegen/buffer_plan.h"
 #include "codegen/pipeline.h"

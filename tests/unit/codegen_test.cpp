@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "capture/capture.h"
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "codegen/pipeline.h"
 #include "lower/pipeline.h"
 #include "runtime/driver/compile_graph.h"

@@ -1,4 +1,4 @@
-// The C++ backend's attention kernel (codegen/backends/cpp/cpp_attention.cpp): compiled
+// The C++ backend's attention kernel (codegen/backends/cpp/attention.cpp): compiled
 // scaled_dot_product_attention against a float64 reference over shapes that take each of its
 // paths (several key blocks, a partial query block, causal limits inside a block, broadcast
 // batch dims, odd head dims, no keys), operands read in place (strided views, column-major)

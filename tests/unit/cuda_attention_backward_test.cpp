@@ -1,7 +1,7 @@
 // The fused attention backward on the CUDA backend: attention_lse and attention_grad (see
 // src/ops/attention_grad.cpp) kept whole, one kernel each (attention_lse: the forward's kernel
-// without V, kernel_attention_tiled.cpp and kernel_attention.cpp; the gradients:
-// kernel_attention_backward_tiled.cpp and kernel_attention_backward.cpp).
+// without V, attention_tiled.cpp and attention.cpp; the gradients:
+// attention_backward_tiled.cpp and attention_backward.cpp).
 //  - Without a GPU (CudaCodegen.*): NVRTC builds every form of the kernels for sm_90, and a
 //    compiled training step's attention backward is these kernels, with no product or softmax
 //    recomputed.

@@ -1,7 +1,7 @@
 // The ops attention's derivative is made of (attention_lse, attention_grad; see
 // src/ops/attention_grad.cpp) on CUDA against the CPU's eager kernels: on a GPU each call runs
-// the fused backward kernels (kernel_attention_tiled.cpp without V for lse,
-// kernel_attention_backward*.cpp for the gradients), in both forms: tiled (f32 and bf16 with
+// the fused backward kernels (attention_tiled.cpp without V for lse,
+// attention_backward*.cpp for the gradients), in both forms: tiled (f32 and bf16 with
 // head dims that are multiples of 4 up to 128) and rows (f64, odd head dims, dims above 128).
 // The harness, input kinds and tolerances are in cuda_ops_harness.h. Eager CUDA ops make strided
 // inputs dense first, so layouts are tested by the compiled tests (cuda_codegen_test.cpp).

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "codegen/backends/eager/interpreter.h"
 #include "runtime/driver/compile_graph.h"
 #include "unit/test_support.h"

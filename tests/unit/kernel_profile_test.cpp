@@ -1,5 +1,5 @@
 // ZC_LOGS=kernels: the process-wide table of kernel times (codegen/kernel_table.h), and its CPU
-// side (codegen/backends/cpp/cpu_kernel_profile.h): every step of a compiled call is timed
+// side (codegen/backends/cpp/kernel_profile.h): every step of a compiled call is timed
 // under a label that says what it is, and nothing is printed with the topic off.
 #include <gtest/gtest.h>
 

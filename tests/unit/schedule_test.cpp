@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "capture/capture.h"
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 #include "codegen/pipeline.h"
 #include "codegen/verify_schedule.h"
 #include "lower/pipeline.h"

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "codegen/backends/cuda/cuda_backend.h"
+#include "codegen/backends/cuda/backend.h"
 
 namespace zc::test {
 

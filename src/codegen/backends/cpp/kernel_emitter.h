@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/backends/cpp/cpp_emit.h"
+#include "codegen/backends/cpp/emit.h"
 #include "codegen/c_expr.h"
 #include "codegen/c_like_emitter.h"
 
@@ -38,7 +38,7 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_copy(const Kernel& k);
   void emit_concat(const Kernel& k);
   void emit_gather(const Kernel& k);
-  void emit_attention(const Kernel& k);  // cpp_attention.cpp
+  void emit_attention(const Kernel& k);  // attention.cpp
 
   // Which loops of a nest OpenMP shares out among its threads.
   enum class Share {

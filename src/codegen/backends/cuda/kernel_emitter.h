@@ -56,7 +56,7 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_attention_grad_tiled(const AttentionOperands& at, const Launch& l,
                                  const AttentionGradTiling& t);
 
-  // The tiled attention kernels' staging (kernel_attention_tiles.cpp): a tile of `rows` rows
+  // The tiled attention kernels' staging (attention_tiles.cpp): a tile of `rows` rows
   // and all `width` columns of operand `src`, loaded into registers (as f32) by fetch_tile and
   // stored from them into a shared array by put_tile, so that the loads of the next tile are in
   // flight while the current one is used.

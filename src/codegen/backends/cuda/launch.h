@@ -55,7 +55,7 @@ inline constexpr int kColumnRows = 8;
 inline constexpr int kColumnThreads = 32;
 inline constexpr int64_t kColumnMinRows = 2048;
 
-// The generated matmul kernel (kernel_matmul.cpp): blocks of kMatmulThreads x kMatmulThreads
+// The generated matmul kernel (matmul.cpp): blocks of kMatmulThreads x kMatmulThreads
 // threads, each thread computing micro x micro elements, over slices of kMatmulTileK along k.
 inline constexpr int kMatmulThreads = 16;
 inline constexpr int kMatmulTileK = 16;
@@ -64,11 +64,11 @@ inline constexpr int kMatmulTileK = 16;
 // would otherwise compute mostly padding.
 int matmul_micro_tile(int64_t M, int64_t N);
 // The fused attention kernel's blocks, kAttentionThreads threads each, in one of two forms:
-//  - tiled (kernel_attention_tiled.cpp): f32 compute (f32, f16 and bf16 operands) with head dims
+//  - tiled (attention_tiled.cpp): f32 compute (f32, f16 and bf16 operands) with head dims
 //    that are multiples of 4, up to 128. A block takes kAttentionTileRows query rows and walks
 //    the keys in tiles of `keys` through shared memory; scores and the output are small
 //    register tiles per thread, as in a matrix product.
-//  - rows (kernel_attention.cpp), for the rest (f64, odd head dims, dims above 128):
+//  - rows (attention.cpp), for the rest (f64, odd head dims, dims above 128):
 //    `threads_per_row` threads share a query row (each holds every threads_per_row-th element
 //    of its query and output, and a score is summed across them with shuffles), so a block
 //    takes `rows` query rows. Head dims above 64 use more threads per row, keeping a thread's
@@ -85,9 +85,9 @@ AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_
 // attention_lse takes the forward's kernel without its value product (its value dim is its
 // head dim here), attention_grad its own (below).
 
-// attention_grad's kernels (kernel_attention_backward*.cpp), kAttentionThreads threads a block, in
+// attention_grad's kernels (attention_backward*.cpp), kAttentionThreads threads a block, in
 // the same two forms as the forward:
-//  - tiled (kernel_attention_backward_tiled.cpp): f32 compute (f32, f16 and bf16 operands) with
+//  - tiled (attention_backward_tiled.cpp): f32 compute (f32, f16 and bf16 operands) with
 //    head and value dims that are multiples of 4 up to 128. A block owns `rows` rows of its side
 //    (query rows for dq, key rows for dk and dv) and walks the other side in tiles of `cols`
 //    rows through shared memory, everything it stages within the 48 KiB of static shared memory:
@@ -96,7 +96,7 @@ AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_
 //    as many blocks, each with half the causal imbalance, keep a 132-multiprocessor GPU busier,
 //    for 2 x 2 register tiles instead of 4 x 2); above 64 dims, 16 x 16. Code for many sizes
 //    (`any_size`) takes 16 rows whatever the sizes.
-//  - rows (kernel_attention_backward.cpp), for the rest: `threads_per_row` threads share a row
+//  - rows (attention_backward.cpp), for the rest: `threads_per_row` threads share a row
 //    (each holds every threads_per_row-th element of its operands and gradients), so a block takes
 //    `rows` rows; the other side's tiles hold as many rows as fit 32 KiB.
 // `side_rows` is the length of the block's side (Tq for dq, Tk for dk and dv), `batch` the

@@ -1,4 +1,4 @@
-#include "codegen/backends/cpp/cpp_emit.h"
+#include "codegen/backends/cpp/emit.h"
 
 #include "codegen/backends/cpp/abi.h"
 #include "codegen/backends/cpp/kernel_emitter.h"

@@ -1,4 +1,4 @@
-#include "codegen/backends/cpp/cpp_backend.h"
+#include "codegen/backends/cpp/backend.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include <string_view>
 #include <thread>
 
-#include "codegen/backends/cpp/cpp_executable.h"
+#include "codegen/backends/cpp/executable.h"
 #include "cpu/onednn_conv.h"
 #include "toolchain/compiler.h"
 #include "toolchain/target.h"
@@ -79,7 +79,7 @@ class CppBackend final : public Backend, private SchedulePolicy {
   const SchedulePolicy& policy() const override { return *this; }
 
   // Attention and its log-sum-exp (the forward of training) as one kernel each whose scores
-  // stay in cache-sized blocks (cpp_attention.cpp). The gradients are decomposed: their
+  // stay in cache-sized blocks (attention.cpp). The gradients are decomposed: their
   // products run as batched BLAS. A convolution's columns (im2col) are one pass of the op's
   // own kernel, writing into the graph's buffer, rather than generated copies of a padded
   // input: they leave the product (and its fused epilogue) as the only generated work.

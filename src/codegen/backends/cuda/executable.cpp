@@ -1,4 +1,4 @@
-#include "codegen/backends/cuda/cuda_executable.h"
+#include "codegen/backends/cuda/executable.h"
 
 #include <algorithm>
 #include <array>

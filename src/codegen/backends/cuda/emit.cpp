@@ -1,4 +1,4 @@
-#include "codegen/backends/cuda/cuda_emit.h"
+#include "codegen/backends/cuda/emit.h"
 
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/launch.h"

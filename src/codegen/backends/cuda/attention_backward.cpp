@@ -12,7 +12,7 @@
 // its last query row; for dk and dv, the queries from its first key row on.
 //
 // Two forms, as the forward's (launch.h's attention_grad_tiling): the tiled form
-// (kernel_attention_backward_tiled.cpp) for f32 compute and head dims that are multiples of 4
+// (attention_backward_tiled.cpp) for f32 compute and head dims that are multiples of 4
 // up to 128, and this file's rows form for the rest (f64, odd head dims, dims above 128). In
 // the rows form `threads_per_row` threads share a row: thread j holds the dims
 // g * W * TPR + j * W + c (c < W) of the row's operands and gradients in registers, as the

@@ -23,8 +23,8 @@
 #include <algorithm>
 
 #include "codegen/backends/cpp/abi.h"
-#include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
+#include "codegen/backends/cpp/library_matmul.h"
 #include "codegen/c_expr.h"
 #include "cpu/gemm_choice.h"
 #include "ops/eager.h"

@@ -1,4 +1,4 @@
-#include "codegen/backends/cpp/cpp_executable.h"
+#include "codegen/backends/cpp/executable.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -6,9 +6,9 @@
 #include <mutex>
 
 #include "codegen/backends/cpp/abi.h"
-#include "codegen/backends/cpp/cpp_emit.h"
-#include "codegen/backends/cpp/cpp_products.h"
-#include "codegen/backends/cpp/cpu_kernel_profile.h"
+#include "codegen/backends/cpp/emit.h"
+#include "codegen/backends/cpp/kernel_profile.h"
+#include "codegen/backends/cpp/library_matmul.h"
 #include "codegen/buffer_plan.h"
 #include "codegen/call_buffers.h"
 #include "cpu/blas.h"

@@ -1,9 +1,9 @@
-#include "codegen/backends/cpp/cpu_kernel_profile.h"
+#include "codegen/backends/cpp/kernel_profile.h"
 
 #include <mutex>
 #include <sstream>
 
-#include "codegen/backends/cpp/cpp_products.h"
+#include "codegen/backends/cpp/library_matmul.h"
 #include "codegen/kernel_table.h"
 #include "cpu/gemm_choice.h"
 #include "cpu/threads.h"

@@ -1,6 +1,6 @@
-// attention_grad, the tiled form (launch.h's attention_grad_tiling; kernel_attention_backward.cpp
+// attention_grad, the tiled form (launch.h's attention_grad_tiling; attention_backward.cpp
 // says what the kernels compute): f32 registers, head and value dims that are multiples of 4 up
-// to 128, written like the tiled forward (kernel_attention_tiled.cpp) as small register-tiled
+// to 128, written like the tiled forward (attention_tiled.cpp) as small register-tiled
 // matrix products over shared tiles, so that each value read from shared memory feeds several
 // multiply-adds.
 //

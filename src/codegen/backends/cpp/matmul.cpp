@@ -3,8 +3,8 @@
 // runtime's services, then run the epilogue over the result in memory.
 #include <algorithm>
 
-#include "codegen/backends/cpp/cpp_products.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
+#include "codegen/backends/cpp/library_matmul.h"
 #include "codegen/c_expr.h"
 #include "ops/registry.h"
 #include "ops/shape_rules.h"

@@ -1,5 +1,5 @@
-// What the tiled attention kernels (the forward and log-sum-exp in kernel_attention_tiled.cpp,
-// the gradients in kernel_attention_backward_tiled.cpp) share: tiles of an operand loaded into
+// What the tiled attention kernels (the forward and log-sum-exp in attention_tiled.cpp,
+// the gradients in attention_backward_tiled.cpp) share: tiles of an operand loaded into
 // registers as f32 (16 bytes a load where the layout allows) and stored from them into shared
 // memory, and outputs that leave four columns a store.
 #include <algorithm>

@@ -33,7 +33,7 @@ CppModule emit(const Schedule& s, const BufferPlan& plan, const EmitOptions& opt
 
 // Each kernel's code starts on a line with this prefix, after everything the kernels share
 // (the prelude, the helpers and the ABI): where a source may be cut into units that compile
-// side by side (compile_units in cpp_backend.cpp).
+// side by side (compile_units in backend.cpp).
 inline constexpr const char* kKernelLine = "// kernel ";
 
 // The launch plan alone: the same steps emit() returns, without writing any source.

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codegen/backend.h"
-#include "codegen/backends/cpp/cpp_emit.h"
+#include "codegen/backends/cpp/emit.h"
 
 namespace zc::codegen::cpp {
 
@@ -17,7 +17,7 @@ struct CppOptions {
   // BLAS from 16^3; the threshold sits between them.
   int64_t inline_matmul_max_flops = 12 * 12 * 12;
   EmitOptions emit;
-  // Attention as one kernel whose scores stay in cache-sized blocks (cpp_attention.cpp); off,
+  // Attention as one kernel whose scores stay in cache-sized blocks (attention.cpp); off,
   // it is decomposed into batched products around a softmax kernel (bench/codegen's
   // BM_Attention compares the two).
   bool attention_kernel = true;

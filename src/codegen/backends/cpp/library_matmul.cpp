@@ -1,4 +1,4 @@
-#include "codegen/backends/cpp/cpp_products.h"
+#include "codegen/backends/cpp/library_matmul.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-#include "codegen/backends/cuda/cuda_backend.h"
+#include "codegen/backends/cuda/backend.h"
 
 #include <mutex>
 
-#include "codegen/backends/cuda/cuda_emit.h"
-#include "codegen/backends/cuda/cuda_executable.h"
+#include "codegen/backends/cuda/emit.h"
+#include "codegen/backends/cuda/executable.h"
 #include "codegen/backends/cuda/graph_executable.h"
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/kernel_profile.h"
@@ -76,7 +76,7 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   const SchedulePolicy& policy() const override { return *this; }
 
   // Attention and its backward as fused kernels: no [Tq, Tk] scores in memory
-  // (kernel_attention*.cpp). Convolutions are generated as columns and a cuBLASLt product, or
+  // (attention*.cpp). Convolutions are generated as columns and a cuBLASLt product, or
   // with ZC_CUDA_CONV=cudnn run by cuDNN (cuda/cudnn.h) with what follows them (bias, residual,
   // ReLU) in the same call (lower/channels_last.h: conv_epilogues).
   std::vector<ops::OpId> native_ops() const override {
@@ -124,7 +124,7 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   void load_support(std::span<const uint8_t> binary) const override { set_support_binary(binary); }
   Tensor dense_copy(const Tensor& t) const override { return cuda::dense_copy(t); }
 
-  // One block per row (kernel_reduce.cpp): a loss over a whole batch would be one block.
+  // One block per row (reductions.cpp): a loss over a whole batch would be one block.
   bool splits_long_reductions() const override { return true; }
 
   std::shared_ptr<const Executable> replayable(std::shared_ptr<const Executable> exec,

@@ -1,6 +1,6 @@
 // Attention as one kernel: softmax(q k^T * scale [causal]) v without the [Tq, Tk] scores in
 // memory. This is the "rows" form (launch.h's attention_tiling), for what the tiled form
-// (kernel_attention_tiled.cpp) does not take: f64, head dims that are not a multiple of 4 or
+// (attention_tiled.cpp) does not take: f64, head dims that are not a multiple of 4 or
 // exceed 128. A block takes `rows` query rows of one batch item;
 // the `threads_per_row` threads of a row split its head dims, each holding its share of the
 // query and of the output accumulator in registers. The block stages tiles of K and V through
