@@ -154,12 +154,23 @@ CLikeEmitter::Names CLikeEmitter::MatmulIndex::b(const Names& batch, const std::
   return out;
 }
 
-std::string CLikeEmitter::concat_store(ValueId out, ValueId u, const Names& names, int64_t dim,
-                                       int64_t shift) const {
-  Names dst = names;
-  dst[dim] = "(" + names[dim] + " + " + num(shift) + ")";
-  return store(out, dst,
-               "(" + compute_type(s_.graph.meta(out).dtype) + ")(" + load(u, names) + ")");
+void CLikeEmitter::emit_concat(const Kernel& k) {
+  const ir::Node& n = s_.graph.nodes[k.anchor];
+  const ValueId out = n.outputs[0];
+  const int64_t dim = std::get<ops::DimAttrs>(n.attrs).dim;
+  int64_t shift = 0;
+  for (ValueId u : n.inputs) {
+    const Shape& shape = s_.graph.meta(u).shape;
+    if (shape_numel(shape) > 0) {
+      const Names names = open_elements(shape, varies(u));
+      Names dst = names;
+      dst[dim] = "(" + names[dim] + " + " + num(shift) + ")";
+      w_.line(store(out, dst,
+                    "(" + compute_type(s_.graph.meta(out).dtype) + ")(" + load(u, names) + ")"));
+      close_elements();
+    }
+    shift += shape[dim];
+  }
 }
 
 CLikeEmitter::Names CLikeEmitter::AttentionOperands::names(const Shape& operand, const Names& b,

@@ -1,8 +1,10 @@
 // The value-access layer every C-like kernel emitter shares (C++ on the CPU, CUDA C++): where a
 // value of the schedule is read or written at an index, which values are registers of the
-// kernel being written, and the code of an elementwise member node (c_expr.h). A backend's
-// emitter derives from it, says how a kernel reaches the buffers it touches (buffer()), and
-// writes the loops or thread mapping of each kernel kind itself.
+// kernel being written, and the code of an elementwise member node (c_expr.h); and the
+// structure of the kernel kinds whose code differs between the backends only in how the work
+// maps onto loops or threads (concatenations). A backend's emitter derives from it, says how a
+// kernel reaches the buffers it touches (buffer()) and how those kinds' work is mapped (the
+// hooks), and writes the other kinds itself.
 #pragma once
 
 #include <string>
@@ -114,10 +116,16 @@ class CLikeEmitter {
   };
   AttentionOperands attention_operands(const Kernel& k) const;
 
-  // The statement copying input u of a cat at its index `names` into the output `out`, whose
-  // index along `dim` is shifted by `shift`.
-  std::string concat_store(ir::ValueId out, ir::ValueId u, const Names& names, int64_t dim,
-                           int64_t shift) const;
+  // A cat: each input with elements copied into its place in the output, in a scope of its own.
+  void emit_concat(const Kernel& k);
+
+  // The hooks: how the shared kinds' work maps onto the backend's loops or threads.
+  //
+  // Opens a scope that visits every element of `shape` once (`varies`: its dims may vary
+  // between the sizes the code serves) and returns the elements' index names ("0" for size-1
+  // dims); close_elements() closes it.
+  virtual Names open_elements(const Shape& shape, bool varies) = 0;
+  virtual void close_elements() = 0;
 
   const Schedule& s_;
   const BufferPlan& plan_;

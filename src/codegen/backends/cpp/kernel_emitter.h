@@ -36,7 +36,6 @@ class KernelEmitter final : private CLikeEmitter {
   // the last is stored, with at least one transcendental among them. Empty when there is none.
   std::vector<int32_t> costly_unary_tail(const Kernel& k, ir::ValueId C) const;
   void emit_copy(const Kernel& k);
-  void emit_concat(const Kernel& k);
   void emit_gather(const Kernel& k);
   void emit_attention(const Kernel& k);  // attention.cpp
 
@@ -54,6 +53,10 @@ class KernelEmitter final : private CLikeEmitter {
                    bool varies = false, int64_t work_per_iteration = 1);
   void close_loops(int opened);
 
+  // A loop nest in a block of its own, shared out when large.
+  Names open_elements(const Shape& shape, bool varies) override;
+  void close_elements() override;
+
   // Each buffer a kernel touches is hoisted into a __restrict local at the top of the kernel:
   // the planner guarantees that a kernel's buffers do not overlap, and telling the compiler
   // so is what lets it vectorize loops that read one buffer and write another.
@@ -62,6 +65,8 @@ class KernelEmitter final : private CLikeEmitter {
   const EmitOptions& opt_;
   CodeWriter& out_;
   mutable std::vector<std::pair<std::string, std::string>> locals_;  // name, declaration
+  // What each open hook opened that its close hook closes (loops and blocks), innermost last.
+  std::vector<int> scopes_;
 };
 
 }  // namespace zc::codegen::cpp

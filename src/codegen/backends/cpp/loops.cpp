@@ -1,4 +1,4 @@
-// Loop-nest kernels: pointwise, copy, concat and gather.
+// Loop-nest kernels: pointwise, copy and gather, and the element loops of concatenations.
 #include "codegen/backends/cpp/abi.h"
 #include "codegen/backends/cpp/kernel_emitter.h"
 #include "codegen/c_expr.h"
@@ -33,23 +33,17 @@ void KernelEmitter::emit_copy(const Kernel& k) {
   close_loops(opened);
 }
 
-void KernelEmitter::emit_concat(const Kernel& k) {
-  const ir::Node& n = s_.graph.nodes[k.anchor];
-  ValueId out = n.outputs[0];
-  int64_t dim = std::get<ops::DimAttrs>(n.attrs).dim;
-  int64_t shift = 0;
-  for (ValueId u : n.inputs) {
-    const Shape& shape = s_.graph.meta(u).shape;
-    if (shape_numel(shape) > 0) {
-      w_.open("");
-      int opened = 0;
-      Names names = open_loops(shape, "i", Share::outer, &opened, varies(u));
-      w_.line(concat_store(out, u, names, dim, shift));
-      close_loops(opened);
-      w_.close();
-    }
-    shift += shape[dim];
-  }
+KernelEmitter::Names KernelEmitter::open_elements(const Shape& shape, bool varies) {
+  w_.open("");
+  int opened = 0;
+  Names names = open_loops(shape, "i", Share::outer, &opened, varies);
+  scopes_.push_back(opened + 1);
+  return names;
+}
+
+void KernelEmitter::close_elements() {
+  close_loops(scopes_.back());
+  scopes_.pop_back();
 }
 
 void KernelEmitter::emit_gather(const Kernel& k) {

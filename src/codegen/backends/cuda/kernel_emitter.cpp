@@ -37,7 +37,7 @@ void KernelEmitter::emit(int32_t k, const Launch& launch) {
       emit_copy(K, launch);
       break;
     case KernelKind::concat:
-      emit_concat(K, launch);
+      emit_concat(K);
       break;
     case KernelKind::gather:
       emit_gather(K, launch);

@@ -44,7 +44,6 @@ class KernelEmitter final : private CLikeEmitter {
 
   void emit_pointwise(const Kernel& k, const Launch& l);
   void emit_copy(const Kernel& k, const Launch& l);
-  void emit_concat(const Kernel& k, const Launch& l);
   void emit_gather(const Kernel& k, const Launch& l);
   void emit_row_reduce(const Kernel& k, const Launch& l);
   void emit_matmul(const Kernel& k, const Launch& l);
@@ -87,6 +86,9 @@ class KernelEmitter final : private CLikeEmitter {
 
   // Opens a grid-stride loop over `n` elements: the linear index is "zc_i".
   void open_grid_loop(int64_t n);
+  // A grid-stride loop over the shape's elements.
+  Names open_elements(const Shape& shape, bool varies) override;
+  void close_elements() override;
   // The body of a pointwise kernel (or a library epilogue) over k.space: member nodes other
   // than the anchor, then the stores other than `skip`; in vector steps of launch.vector
   // elements when the pointers are aligned, element by element otherwise.

@@ -1,5 +1,5 @@
-// Grid-stride kernels: pointwise (with vector steps where the operands allow), copy, concat and
-// gather.
+// Grid-stride kernels: pointwise (with vector steps where the operands allow), copy and gather,
+// and the element loops of concatenations.
 #include <algorithm>
 
 #include "codegen/backends/cuda/kernel_emitter.h"
@@ -127,21 +127,15 @@ void KernelEmitter::emit_copy(const Kernel& k, const Launch&) {
   w_.close();
 }
 
-void KernelEmitter::emit_concat(const Kernel& k, const Launch&) {
-  const ir::Node& n = s_.graph.nodes[k.anchor];
-  ValueId out = n.outputs[0];
-  int64_t dim = std::get<ops::DimAttrs>(n.attrs).dim;
-  int64_t shift = 0;
-  for (ValueId u : n.inputs) {
-    const Shape& shape = s_.graph.meta(u).shape;
-    if (shape_numel(shape) > 0) {
-      open_grid_loop(shape_numel(shape));
-      Names names = decompose(shape, "zc_i", "i");
-      w_.line(concat_store(out, u, names, dim, shift));
-      w_.close();
-    }
-    shift += shape[dim];
-  }
+// A grid-stride loop decides nothing by size (the C++ backend's threads do), so it is the same
+// whether the sizes vary or not.
+KernelEmitter::Names KernelEmitter::open_elements(const Shape& shape, bool) {
+  open_grid_loop(shape_numel(shape));
+  return decompose(shape, "zc_i", "i");
+}
+
+void KernelEmitter::close_elements() {
+  w_.close();
 }
 
 void KernelEmitter::emit_gather(const Kernel& k, const Launch&) {
