@@ -4,6 +4,7 @@
 #include <set>
 
 #include "codegen/c_expr.h"
+#include "ops/registry.h"
 #include "tensor/element.h"
 #include "util/check.h"
 
@@ -152,6 +153,65 @@ CLikeEmitter::Names CLikeEmitter::MatmulIndex::b(const Names& batch, const std::
   out.push_back(k);
   if (!d.b_vec) out.push_back(j);
   return out;
+}
+
+void CLikeEmitter::emit_row_reduce(const Kernel& k) {
+  Shape outer = k.space, inner(k.space.size(), 1);
+  for (int64_t d : k.reduce_dims) {
+    outer[d] = 1;
+    inner[d] = k.space[d];
+  }
+  const std::optional<Names> row = open_rows(k, outer, inner);
+  if (!row) return;
+  // Row values are named by the kept dims only, with or without the reduced dims as 1.
+  const RowIndex rows = row_index(k, *row);
+  auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };
+  // A pass's index names: the row's, and the pass's own for the reduced dims.
+  auto open_row_pass = [&](const Reduction* r) {
+    const Names in = open_pass(inner, r);
+    Names full = *row;
+    for (int64_t d : k.reduce_dims) full[d] = in[d];
+    return full;
+  };
+  auto emit_elements = [&](const std::vector<ValueId>& targets, const Names& full) {
+    for (int32_t n : element_closure(targets)) emit_node(n, full);
+  };
+
+  for (int32_t idx : k.nodes) {
+    const ir::Node& n = s_.graph.nodes[idx];
+    const ValueId o = n.outputs[0];
+    if (!s_.at(o).row_level) continue;  // element values are computed where they are used
+    if (!ops::is_primitive_reduction(n.op)) {
+      emit_node(idx, row_names(o));
+      continue;
+    }
+    const Reduction r{n.op, n.inputs[0], o, s_.graph.meta(n.inputs[0]).dtype,
+                      "acc" + std::to_string(o)};
+    declare_accumulator(r);
+    const Names full = open_row_pass(&r);
+    emit_elements({r.in}, full);
+    accumulate(r, operand(r.in, k.space, full));
+    close_pass();
+    const std::string result = reduced(r);
+    const std::string ct = compute_type(s_.graph.meta(o).dtype);
+    w_.line(ct + " v" + std::to_string(o) + " = (" + ct + ")" + result + ";");
+  }
+  // Stores: element values in one more pass over the row, row values once per row.
+  std::vector<ValueId> element_stores, row_stores;
+  for (ValueId v : k.stores) (s_.at(v).row_level ? row_stores : element_stores).push_back(v);
+  if (!element_stores.empty()) {
+    const Names full = open_row_pass(nullptr);
+    emit_elements(element_stores, full);
+    for (ValueId v : element_stores) w_.line(store(v, full, "v" + std::to_string(v)));
+    close_pass();
+  }
+  if (!row_stores.empty()) {
+    const std::string only = row_store_condition();
+    if (!only.empty()) w_.open("if (" + only + ")");
+    for (ValueId v : row_stores) w_.line(store(v, row_names(v), "v" + std::to_string(v)));
+    if (!only.empty()) w_.close();
+  }
+  close_rows();
 }
 
 void CLikeEmitter::emit_concat(const Kernel& k) {

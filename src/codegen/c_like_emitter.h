@@ -2,11 +2,12 @@
 // value of the schedule is read or written at an index, which values are registers of the
 // kernel being written, and the code of an elementwise member node (c_expr.h); and the
 // structure of the kernel kinds whose code differs between the backends only in how the work
-// maps onto loops or threads (concatenations). A backend's emitter derives from it, says how a
-// kernel reaches the buffers it touches (buffer()) and how those kinds' work is mapped (the
-// hooks), and writes the other kinds itself.
+// maps onto loops or threads (row reductions, concatenations). A backend's emitter derives
+// from it, says how a kernel reaches the buffers it touches (buffer()) and how those kinds' work
+// is mapped (the hooks), and writes the other kinds itself.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -116,14 +117,47 @@ class CLikeEmitter {
   };
   AttentionOperands attention_operands(const Kernel& k) const;
 
+  // A row_reduce kernel, row by row: its row-level member nodes in graph order, each reduction
+  // a pass over the row's elements that computes the element values it needs on the way; then
+  // one more pass for the element values stored, and the row values' stores.
+  void emit_row_reduce(const Kernel& k);
   // A cat: each input with elements copied into its place in the output, in a scope of its own.
   void emit_concat(const Kernel& k);
 
-  // The hooks: how the shared kinds' work maps onto the backend's loops or threads.
+  // The hooks: how the work of the two kinds above maps onto the backend's loops or threads.
   //
-  // Opens a scope that visits every element of `shape` once (`varies`: its dims may vary
-  // between the sizes the code serves) and returns the elements' index names ("0" for size-1
-  // dims); close_elements() closes it.
+  // Row reductions. One reduction of a row_reduce kernel: `op` (sum, amax, amin or argmax) of
+  // element value `in`, of dtype `type`, into row value `out`, through the accumulator `acc`.
+  struct Reduction {
+    ops::OpId op;
+    ir::ValueId in, out;
+    DType type;
+    std::string acc;
+  };
+  // Opens what visits the rows of row_reduce kernel k, whose space is `outer` (the reduced dims
+  // as 1) by `inner` (the kept dims as 1), and returns a row's index names (the kept dims'
+  // names, "0" for the reduced ones); nothing when the kernel has no work, which then writes
+  // nothing (not even close_rows()).
+  virtual std::optional<Names> open_rows(const Kernel& k, const Shape& outer,
+                                         const Shape& inner) = 0;
+  virtual void close_rows() = 0;
+  // Declares r's accumulator, before the pass that fills it.
+  virtual void declare_accumulator(const Reduction& r) = 0;
+  // Opens a pass over the row's elements (`inner`'s dims) for reduction `r`, or for the element
+  // stores when null; returns the index names of the reduced dims. close_pass() closes it.
+  virtual Names open_pass(const Shape& inner, const Reduction* r) = 0;
+  virtual void close_pass() = 0;
+  // The statements adding element `x` (r's input, in its compute type) to r's accumulator.
+  virtual void accumulate(const Reduction& r, const std::string& x) = 0;
+  // After r's pass: combines what it accumulated; returns the expression of r's value.
+  virtual std::string reduced(const Reduction& r) = 0;
+  // Which of the threads that share a row store its row values: a condition, empty where each
+  // row is one thread's.
+  virtual std::string row_store_condition() const = 0;
+  //
+  // Concatenations. Opens a scope that visits every element of `shape` once (`varies`: its
+  // dims may vary between the sizes the code serves) and returns the elements' index names ("0"
+  // for size-1 dims); close_elements() closes it.
   virtual Names open_elements(const Shape& shape, bool varies) = 0;
   virtual void close_elements() = 0;
 

@@ -80,6 +80,11 @@ void KernelEmitter::close_loops(int opened) {
   for (int i = 0; i < opened; ++i) w_.close();
 }
 
+void KernelEmitter::close_scope() {
+  close_loops(scopes_.back());
+  scopes_.pop_back();
+}
+
 // A kernel reaches its buffers through the ZcArgs its caller passes.
 std::string KernelEmitter::buffer(ValueId base) const {
   const BufferPlan::Slot& slot = plan_.slot[base];

@@ -24,7 +24,6 @@ class KernelEmitter final : private CLikeEmitter {
 
  private:
   void emit_pointwise(const Kernel& k);
-  void emit_row_reduce(const Kernel& k);
   void emit_matmul(const Kernel& k);
   // The matmul result `value` at C's index `names`, then the epilogue nodes and the stores:
   // the nodes before node `stop_at` only, and every store but `not_stored`, when given (an
@@ -52,10 +51,22 @@ class KernelEmitter final : private CLikeEmitter {
   Names open_loops(const Shape& shape, const std::string& prefix, Share share, int* opened,
                    bool varies = false, int64_t work_per_iteration = 1);
   void close_loops(int opened);
+  // Closes what the innermost open hook opened.
+  void close_scope();
 
   // A loop nest in a block of its own, shared out when large.
   Names open_elements(const Shape& shape, bool varies) override;
-  void close_elements() override;
+  void close_elements() override { close_scope(); }
+  // Row reductions: the rows a loop nest shared out among threads, each pass a nest of its own
+  // within one thread's row, with `omp simd` where its reduction has one.
+  std::optional<Names> open_rows(const Kernel& k, const Shape& outer, const Shape& inner) override;
+  void close_rows() override { close_scope(); }
+  void declare_accumulator(const Reduction& r) override;
+  Names open_pass(const Shape& inner, const Reduction* r) override;
+  void close_pass() override { close_scope(); }
+  void accumulate(const Reduction& r, const std::string& x) override;
+  std::string reduced(const Reduction& r) override;
+  std::string row_store_condition() const override { return ""; }
 
   // Each buffer a kernel touches is hoisted into a __restrict local at the top of the kernel:
   // the planner guarantees that a kernel's buffers do not overlap, and telling the compiler

@@ -41,11 +41,6 @@ KernelEmitter::Names KernelEmitter::open_elements(const Shape& shape, bool varie
   return names;
 }
 
-void KernelEmitter::close_elements() {
-  close_loops(scopes_.back());
-  scopes_.pop_back();
-}
-
 void KernelEmitter::emit_gather(const Kernel& k) {
   const ir::Node& n = s_.graph.nodes[k.anchor];
   ValueId table = n.inputs[0], idx = n.inputs[1], out = n.outputs[0];

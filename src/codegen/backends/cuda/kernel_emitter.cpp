@@ -28,7 +28,7 @@ void KernelEmitter::emit(int32_t k, const Launch& launch) {
       emit_pointwise(K, launch);
       break;
     case KernelKind::row_reduce:
-      emit_row_reduce(K, launch);
+      emit_row_reduce(K);
       break;
     case KernelKind::matmul:
       emit_matmul(K, launch);

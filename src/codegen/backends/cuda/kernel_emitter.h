@@ -45,7 +45,6 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_pointwise(const Kernel& k, const Launch& l);
   void emit_copy(const Kernel& k, const Launch& l);
   void emit_gather(const Kernel& k, const Launch& l);
-  void emit_row_reduce(const Kernel& k, const Launch& l);
   void emit_matmul(const Kernel& k, const Launch& l);
   void emit_library_epilogue(const Kernel& k, const Launch& l);
   void emit_attention(const Kernel& k, const Launch& l);
@@ -88,7 +87,18 @@ class KernelEmitter final : private CLikeEmitter {
   void open_grid_loop(int64_t n);
   // A grid-stride loop over the shape's elements.
   Names open_elements(const Shape& shape, bool varies) override;
-  void close_elements() override;
+  void close_elements() override { w_.close(); }
+  // Row reductions: a block per row (or, in the column form, kColumnRows rows per block along x,
+  // each shared by the threads along y); a pass strides over the row by the threads sharing
+  // it, whose partial results the block then combines.
+  std::optional<Names> open_rows(const Kernel& k, const Shape& outer, const Shape& inner) override;
+  void close_rows() override { w_.close(); }
+  void declare_accumulator(const Reduction& r) override;
+  Names open_pass(const Shape& inner, const Reduction* r) override;
+  void close_pass() override { w_.close(); }
+  void accumulate(const Reduction& r, const std::string& x) override;
+  std::string reduced(const Reduction& r) override;
+  std::string row_store_condition() const override;
   // The body of a pointwise kernel (or a library epilogue) over k.space: member nodes other
   // than the anchor, then the stores other than `skip`; in vector steps of launch.vector
   // elements when the pointers are aligned, element by element otherwise.

@@ -134,10 +134,6 @@ KernelEmitter::Names KernelEmitter::open_elements(const Shape& shape, bool) {
   return decompose(shape, "zc_i", "i");
 }
 
-void KernelEmitter::close_elements() {
-  w_.close();
-}
-
 void KernelEmitter::emit_gather(const Kernel& k, const Launch&) {
   const ir::Node& n = s_.graph.nodes[k.anchor];
   ValueId table = n.inputs[0], idx = n.inputs[1], out = n.outputs[0];

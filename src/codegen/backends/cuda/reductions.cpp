@@ -6,27 +6,35 @@
 // and the threads along y share a row: the same passes, striding by blockDim.y, and the
 // partial results combined per row. Floating sums accumulate in double and integer ones in int64,
 // as the eager kernels do.
-#include <algorithm>
-
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/c_expr.h"
-#include "util/check.h"
 
 namespace zc::codegen::cuda {
 
-using ir::ValueId;
 using ops::OpId;
 
-void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
-  const Shape& S = k.space;
-  Shape outer = S, inner(S.size(), 1);
-  int64_t row = 1;
-  for (int64_t d : k.reduce_dims) {
-    outer[d] = 1;
-    inner[d] = S[d];
-    row *= S[d];
-  }
-  if (l.work == 0) return;
+namespace {
+
+std::string sum_type(DType type) {
+  return is_floating(type) ? "double" : "int64_t";
+}
+
+// amax, amin, argmax keep a value and its position. Bools compare as 0 and 1 (shuffles move
+// no bools).
+std::string pick_type(DType type) {
+  return type == DType::boolean ? "int32_t" : compute_type(type);
+}
+
+std::string pick_max(OpId op) {
+  return op == OpId::amin ? "false" : "true";
+}
+
+}  // namespace
+
+std::optional<KernelEmitter::Names> KernelEmitter::open_rows(const Kernel&, const Shape& outer,
+                                                             const Shape&) {
+  const Launch& l = *launch_;
+  if (l.work == 0) return std::nullopt;
   const std::string work = num(l.work);
   if (l.columns) {
     // kColumnRows rows a block, one per x; a thread past the last row reads the last row
@@ -42,80 +50,52 @@ void KernelEmitter::emit_row_reduce(const Kernel& k, const Launch& l) {
     w_.line("__shared__ __align__(16) unsigned char zc_smem[32 * 16];");
     w_.open("for (idx_t zc_row = blockIdx.x; zc_row < " + work + "; zc_row += gridDim.x)");
   }
-  Names rowv = decompose(outer, "zc_row", "i");
-  const RowIndex rows = row_index(k, rowv);
-  auto row_names = [&](ValueId v) { return rows.of(s_.graph.meta(v).shape); };
-  const std::string thread = l.columns ? "threadIdx.y" : "threadIdx.x";
-  // Opens a pass over the row's elements; returns the full index names.
-  auto open_pass = [&] {
-    // The column form's threads each take few rows' elements far apart: unrolled, a thread
-    // has several loads in flight (its sum still adds them in order).
-    if (l.columns) w_.line("#pragma unroll 8");
-    w_.open("for (idx_t zc_j = " + thread + "; zc_j < " + num(row) + "; zc_j += " +
-            (l.columns ? std::to_string(kColumnThreads) : std::string("blockDim.x")) + ")");
-    Names in = decompose(inner, "zc_j", "r");
-    Names full = rowv;
-    for (int64_t d : k.reduce_dims) full[d] = in[d];
-    return full;
-  };
-  auto emit_elements = [&](const std::vector<ValueId>& targets, const Names& full) {
-    for (int32_t n : element_closure(targets)) emit_node(n, full);
-  };
+  return decompose(outer, "zc_row", "i");
+}
 
-  for (int32_t idx : k.nodes) {
-    const ir::Node& n = s_.graph.nodes[idx];
-    ValueId o = n.outputs[0];
-    if (!s_.at(o).row_level) continue;  // element values are computed where they are used
-    if (!ops::is_primitive_reduction(n.op)) {
-      emit_node(idx, row_names(o));
-      continue;
-    }
-    ValueId in = n.inputs[0];
-    DType it = s_.graph.meta(in).dtype, ot = s_.graph.meta(o).dtype;
-    std::string acc = "acc" + std::to_string(o);
-    if (n.op == OpId::sum) {
-      std::string A = is_floating(it) ? "double" : "int64_t";
-      w_.line(A + " " + acc + " = 0;");
-      Names full = open_pass();
-      emit_elements({in}, full);
-      w_.line(acc + " += " + operand(in, S, full) + ";");
-      w_.close();
-      w_.line(acc + " = " + (l.columns ? "zc_column_sum(" : "zc_block_sum(") + acc + ", (" + A +
-              "*)zc_smem);");
-      w_.line(compute_type(ot) + " v" + std::to_string(o) + " = (" + compute_type(ot) + ")" + acc +
-              ";");
-      continue;
-    }
-    // amax, amin, argmax: a value and its position. Bools compare as 0 and 1 (shuffles move
-    // no bools).
-    std::string T = it == DType::boolean ? "int32_t" : compute_type(it);
-    std::string P = "ZcPick<" + T + ">";
-    std::string max = n.op == OpId::amin ? "false" : "true";
-    w_.line(P + " " + acc + "{(" + T + ")0, -1};");
-    Names full = open_pass();
-    emit_elements({in}, full);
-    w_.line(acc + " = zc_pick<" + max + ">(" + acc + ", " + P + "{(" + T + ")(" +
-            operand(in, S, full) + "), (int64_t)zc_j});");
-    w_.close();
-    w_.line(acc + " = zc_block_pick<" + max + ">(" + acc + ", (" + P + "*)zc_smem);");
-    std::string result = n.op == OpId::argmax ? acc + ".at" : acc + ".v";
-    w_.line(compute_type(ot) + " v" + std::to_string(o) + " = (" + compute_type(ot) + ")" + result +
-            ";");
+void KernelEmitter::declare_accumulator(const Reduction& r) {
+  if (r.op == OpId::sum) {
+    w_.line(sum_type(r.type) + " " + r.acc + " = 0;");
+    return;
   }
-  std::vector<ValueId> element_stores, row_stores;
-  for (ValueId v : k.stores) (s_.at(v).row_level ? row_stores : element_stores).push_back(v);
-  if (!element_stores.empty()) {
-    Names full = open_pass();
-    emit_elements(element_stores, full);
-    for (ValueId v : element_stores) w_.line(store(v, full, "v" + std::to_string(v)));
-    w_.close();
+  const std::string T = pick_type(r.type);
+  w_.line("ZcPick<" + T + "> " + r.acc + "{(" + T + ")0, -1};");
+}
+
+KernelEmitter::Names KernelEmitter::open_pass(const Shape& inner, const Reduction*) {
+  const Launch& l = *launch_;
+  // The column form's threads each take few rows' elements far apart: unrolled, a thread
+  // has several loads in flight (its sum still adds them in order).
+  if (l.columns) w_.line("#pragma unroll 8");
+  w_.open("for (idx_t zc_j = " + std::string(l.columns ? "threadIdx.y" : "threadIdx.x") +
+          "; zc_j < " + num(shape_numel(inner)) + "; zc_j += " +
+          (l.columns ? std::to_string(kColumnThreads) : std::string("blockDim.x")) + ")");
+  return decompose(inner, "zc_j", "r");
+}
+
+void KernelEmitter::accumulate(const Reduction& r, const std::string& x) {
+  if (r.op == OpId::sum) {
+    w_.line(r.acc + " += " + x + ";");
+    return;
   }
-  if (!row_stores.empty()) {
-    w_.open(l.columns ? "if (zc_on && threadIdx.y == 0)" : "if (threadIdx.x == 0)");
-    for (ValueId v : row_stores) w_.line(store(v, row_names(v), "v" + std::to_string(v)));
-    w_.close();
+  const std::string T = pick_type(r.type);
+  w_.line(r.acc + " = zc_pick<" + pick_max(r.op) + ">(" + r.acc + ", ZcPick<" + T + ">{(" + T +
+          ")(" + x + "), (int64_t)zc_j});");
+}
+
+std::string KernelEmitter::reduced(const Reduction& r) {
+  if (r.op == OpId::sum) {
+    w_.line(r.acc + " = " + (launch_->columns ? "zc_column_sum(" : "zc_block_sum(") + r.acc +
+            ", (" + sum_type(r.type) + "*)zc_smem);");
+    return r.acc;
   }
-  w_.close();
+  w_.line(r.acc + " = zc_block_pick<" + pick_max(r.op) + ">(" + r.acc + ", (ZcPick<" +
+          pick_type(r.type) + ">*)zc_smem);");
+  return r.op == OpId::argmax ? r.acc + ".at" : r.acc + ".v";
+}
+
+std::string KernelEmitter::row_store_condition() const {
+  return launch_->columns ? "zc_on && threadIdx.y == 0" : "threadIdx.x == 0";
 }
 
 }  // namespace zc::codegen::cuda
