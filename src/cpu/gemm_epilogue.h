@@ -6,12 +6,14 @@
 
 #include <cstdint>
 
+#include "ops/epilogue_act.h"
+
 namespace zc::cpu {
 
 // In this order: adds `bias` (n values, the same for every row), adds `residual` (an [m, n]
 // matrix, row-major with leading dim ldr), then applies `act`. Empty: C as the product.
 struct GemmEpilogue {
-  enum class Act : uint8_t { none, relu, gelu_tanh, gelu_erf };
+  using Act = ops::EpilogueAct;
   const float* bias = nullptr;
   const float* residual = nullptr;
   int64_t ldr = 0;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "lower/graph_builder.h"
+#include "ops/registry.h"
 
 namespace zc::lower {
 
@@ -22,6 +23,12 @@ bool converts(const ir::Graph& g, const ir::Node& n, bool channels_last) {
     const ops::TensorMeta& m = g.meta(v);
     return channels_last ? m.dtype == DType::f32 && m.device.is_cpu() : is_floating(m.dtype);
   });
+}
+
+// Whether n is a ReLU as the registry defines one, the one activation a convolution library
+// applies in its own call.
+bool epilogue_relu(const ir::Node& n) {
+  return ops::epilogue_act(n.op, n.attrs) == ops::EpilogueAct::relu;
 }
 
 class Pass {
@@ -111,7 +118,7 @@ class Pass {
       auto it = pending_.find(n.inputs[k]);
       if (it == pending_.end() || uses_[n.inputs[k]] != 1) continue;
       Pending p = it->second;
-      if (n.op == ops::OpId::relu && !p.attrs.relu) {
+      if (epilogue_relu(n) && !p.attrs.relu) {
         p.attrs.relu = true;
       } else if (n.op == ops::OpId::add && n.inputs.size() == 2 && !p.attrs.residual &&
                  !p.attrs.relu) {
@@ -140,7 +147,7 @@ class Pass {
     bool may_join = false;
     if (uses_[v] == 1 && reader_[v] >= 0) {
       const ir::Node& r = g_.nodes[reader_[v]];
-      may_join = (r.op == ops::OpId::relu && !p.attrs.relu) ||
+      may_join = (epilogue_relu(r) && !p.attrs.relu) ||
                  (r.op == ops::OpId::add && !p.attrs.residual && !p.attrs.relu);
     }
     if (!may_join) emit_pending(v);

@@ -85,6 +85,11 @@ const OpDef* find_op(std::string_view name) {
   return nullptr;
 }
 
+EpilogueAct epilogue_act(OpId id, const Attrs& attrs) {
+  const EpilogueActFn f = op_def(id).epilogue_act;
+  return f ? f(attrs) : EpilogueAct::none;
+}
+
 bool is_elementwise(OpId id) {
   OpClass c = op_def(id).cls;
   return c == OpClass::unary || c == OpClass::binary || c == OpClass::ternary;

@@ -10,6 +10,7 @@
 
 #include "ops/attrs.h"
 #include "ops/elementwise.h"
+#include "ops/epilogue_act.h"
 #include "ops/op_list.h"
 #include "zc/tensor.h"
 
@@ -63,6 +64,9 @@ struct VjpArgs {
 // integer input, or one not wanted). The caller converts results to the input's dtype.
 using DerivativeFn = std::vector<Tensor> (*)(const VjpArgs& args);
 
+// Which activation of a library product's epilogue computes the op under these attributes.
+using EpilogueActFn = EpilogueAct (*)(const Attrs& attrs);
+
 struct OpDef {
   OpId id = OpId::count;
   std::string_view name;
@@ -93,6 +97,10 @@ struct OpDef {
   // a counter-based generator's draw for that index): generated code passes the index as one
   // more operand of its C expression, after the inputs.
   bool reads_element_index = false;
+  // An activation that a library product can apply in its own call (ReLU, GELU): a backend
+  // runs the op there, after the product's bias and residual, instead of as a loop over the
+  // product in memory. Null for every other op.
+  EpilogueActFn epilogue_act = nullptr;
 };
 
 const OpDef& op_def(OpId id);
@@ -103,6 +111,10 @@ const OpDef& op_def(OpId id);
 std::vector<TensorMeta> infer_outputs(const OpDef& op, std::span<const TensorMeta> inputs,
                                       const Attrs& attrs);
 const OpDef* find_op(std::string_view name);  // nullptr when unknown
+
+// The activation op `id` is as a library product's epilogue under `attrs`, or
+// EpilogueAct::none when it is none of them.
+EpilogueAct epilogue_act(OpId id, const Attrs& attrs);
 
 // The op classes the code generators handle, asked of the registry rather than listed again:
 // elementwise ops (one output element from the same position of each broadcast input);

@@ -77,6 +77,7 @@ struct Relu {
   static Tensor vjp(const Tensor& g, const Tensor&, const Tensor& y, const Attrs&) {
     return where(gt(y, 0.0), g, zero_like(g));
   }
+  static EpilogueAct epilogue_act(const Attrs&) { return EpilogueAct::relu; }
 };
 struct Exp {
   static constexpr bool float_valued = true;
@@ -190,6 +191,10 @@ struct Gelu {
     Tensor cdf = 0.5 * (1.0 + zc::erf(x * 0.7071067811865476));
     Tensor pdf = zc::exp(-0.5 * x * x) * 0.3989422804014327;
     return g * (cdf + x * pdf);
+  }
+  static EpilogueAct epilogue_act(const Attrs& attrs) {
+    return std::get<GeluAttrs>(attrs).approximate == GeluApprox::tanh ? EpilogueAct::gelu_tanh
+                                                                      : EpilogueAct::gelu_erf;
   }
 };
 struct Clamp {
@@ -313,14 +318,16 @@ std::vector<Tensor> cast_vjp(const VjpArgs& a) {
 
 template <class F, class A = NoAttrs>
 OpDef unary_def(OpId id) {
-  return OpDef{.id = id,
-               .attrs_index = attrs_index_of<A>(),
-               .infer = unary_infer<F>,
-               .eager = unary_eager<F>,
-               .derivative = unary_vjp<F>,
-               .compute = ComputeRule::output,
-               .c_expr = F::c,
-               .transcendental = F::transcendental};
+  OpDef def{.id = id,
+            .attrs_index = attrs_index_of<A>(),
+            .infer = unary_infer<F>,
+            .eager = unary_eager<F>,
+            .derivative = unary_vjp<F>,
+            .compute = ComputeRule::output,
+            .c_expr = F::c,
+            .transcendental = F::transcendental};
+  if constexpr (requires { F::epilogue_act; }) def.epilogue_act = F::epilogue_act;
+  return def;
 }
 
 }  // namespace

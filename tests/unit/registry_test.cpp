@@ -95,6 +95,25 @@ TEST(Registry, TranscendentalOpsAreThoseWhoseCExpressionIsASeries) {
   EXPECT_EQ(marked, 7);  // exp, log, tanh, sigmoid, erf, gelu, pow
 }
 
+// The activations a library product's call applies itself are the registry's to name: ReLU,
+// and GELU as its approximation says; every other op is none.
+TEST(Registry, EpilogueActivationsAreReluAndGelu) {
+  for (const auto& l : listed()) {
+    const ops::OpDef& def = ops::op_def(l.id);
+    if (l.id == ops::OpId::relu || l.id == ops::OpId::gelu) {
+      EXPECT_NE(def.epilogue_act, nullptr) << l.name;
+    } else {
+      EXPECT_EQ(def.epilogue_act, nullptr) << l.name;
+      EXPECT_EQ(ops::epilogue_act(l.id, default_attrs(def.attrs_index)), ops::EpilogueAct::none);
+    }
+  }
+  EXPECT_EQ(ops::epilogue_act(ops::OpId::relu, ops::NoAttrs{}), ops::EpilogueAct::relu);
+  EXPECT_EQ(ops::epilogue_act(ops::OpId::gelu, ops::GeluAttrs{zc::GeluApprox::tanh}),
+            ops::EpilogueAct::gelu_tanh);
+  EXPECT_EQ(ops::epilogue_act(ops::OpId::gelu, ops::GeluAttrs{zc::GeluApprox::none}),
+            ops::EpilogueAct::gelu_erf);
+}
+
 TEST(Registry, NamesAreUniqueAndLookupsOfUnknownNamesFail) {
   std::set<std::string_view> names;
   for (const auto& l : listed()) names.insert(ops::op_def(l.id).name);

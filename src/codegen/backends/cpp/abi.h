@@ -4,10 +4,12 @@
 
 #include <cstdint>
 
+#include "ops/epilogue_act.h"
+
 #define ZC_ABI_DEFINITIONS                                                                     \
   struct ZcArgs;                                                                               \
-  /* C = act(C + bias[col] + residual[row * ldr + col]); act 0 none, 1 relu, 2 gelu (tanh), */ \
-  /* 3 gelu (erf); a null pointer adds nothing */                                              \
+  /* C = act(C + bias[col] + residual[row * ldr + col]); act an EpilogueAct: 0 none, */        \
+  /* 1 relu, 2 gelu (tanh), 3 gelu (erf); a null pointer adds nothing */                       \
   struct ZcEpilogue {                                                                          \
     const float* bias;                                                                         \
     const float* residual;                                                                     \
@@ -60,5 +62,13 @@ inline constexpr int kErrIndexOutOfRange = 1;
 inline constexpr int kErrNoMemory = 2;  // a kernel could not allocate its scratch
 
 inline constexpr const char* kAbiSource = ZC_ABI_STRING(ZC_ABI_DEFINITIONS);
+
+// Generated code prints an ops::EpilogueAct's number as ZcEpilogue::act, and the runtime reads
+// it back as one: the numbers above are the enum's.
+static_assert(static_cast<int>(ops::EpilogueAct::none) == 0 &&
+                  static_cast<int>(ops::EpilogueAct::relu) == 1 &&
+                  static_cast<int>(ops::EpilogueAct::gelu_tanh) == 2 &&
+                  static_cast<int>(ops::EpilogueAct::gelu_erf) == 3,
+              "ZcEpilogue::act and ops::EpilogueAct are out of step");
 
 }  // namespace zc::codegen::cpp

@@ -16,6 +16,7 @@
 #include "cpu/onednn_matmul.h"
 #include "cpu/threads.h"
 #include "ops/eager.h"
+#include "ops/epilogue_act.h"
 #include "util/check.h"
 
 namespace zc::codegen::cpp {
@@ -188,7 +189,7 @@ class CppExecutable final : public RawExecutable {
       e.bias = ze->bias;
       e.residual = ze->residual;
       e.ldr = ze->ldr;
-      e.act = static_cast<cpu::GemmEpilogue::Act>(ze->act);
+      e.act = static_cast<ops::EpilogueAct>(ze->act);
     }
     cpu::WeightIdentity id;
     if (b_weight_[kk] && choice.library == cpu::GemmChoice::Library::onednn_packed) {

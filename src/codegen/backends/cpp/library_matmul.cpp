@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/registry.h"
 #include "ops/shape_rules.h"
 
 namespace zc::codegen::cpp {
@@ -148,7 +149,7 @@ std::optional<FusedEpilogue> fused_epilogue(const Schedule& s, const Kernel& k,
     if (idx == k.anchor) continue;
     const ir::Node& n = s.graph.nodes[idx];
     if (n.outputs.size() != 1 || s.graph.meta(n.outputs[0]).dtype != DType::f32 ||
-        s.graph.meta(n.outputs[0]).shape != k.space || f.act != 0) {
+        s.graph.meta(n.outputs[0]).shape != k.space || f.act != ops::EpilogueAct::none) {
       return std::nullopt;
     }
     if (n.op == ops::OpId::add && n.inputs.size() == 2 && n.inputs[0] != n.inputs[1] &&
@@ -165,10 +166,9 @@ std::optional<FusedEpilogue> fused_epilogue(const Schedule& s, const Kernel& k,
       } else {
         return std::nullopt;
       }
-    } else if (n.op == ops::OpId::relu && n.inputs.size() == 1 && n.inputs[0] == cur) {
-      f.act = 1;
-    } else if (n.op == ops::OpId::gelu && n.inputs.size() == 1 && n.inputs[0] == cur) {
-      f.act = std::get<ops::GeluAttrs>(n.attrs).approximate == GeluApprox::tanh ? 2 : 3;
+    } else if (const ops::EpilogueAct act = ops::epilogue_act(n.op, n.attrs);
+               act != ops::EpilogueAct::none && n.inputs.size() == 1 && n.inputs[0] == cur) {
+      f.act = act;
     } else {
       return std::nullopt;
     }

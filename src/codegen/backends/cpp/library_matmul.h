@@ -7,6 +7,7 @@
 
 #include "codegen/kernel_ir.h"
 #include "cpu/gemm_choice.h"
+#include "ops/epilogue_act.h"
 
 namespace zc::codegen::cpp {
 
@@ -33,15 +34,16 @@ std::optional<LibraryCall> library_call(const Schedule& s, const Kernel& k);
 // A library product's epilogue that the product's call runs itself (ZcEpilogue, oneDNN's bias
 // and post-ops; cpu/onednn_matmul.h): after the product C the kernel adds a row vector (`bias`,
 // C's last dim, the same for every row) and/or a value of C's shape (`residual`), then applies
-// relu or gelu, each at most once and in that order, and stores only the last value (`out`),
-// whose rows, like the residual's, are evenly spaced with unit stride along them. The call then
-// writes `out` and the kernel runs no loop after it.
+// an op whose registry entry is an epilogue activation (relu, gelu), each at most once and in
+// that order, and stores only the last value (`out`), whose rows, like the residual's, are
+// evenly spaced with unit stride along them. The call then writes `out` and the kernel runs no
+// loop after it.
 struct FusedEpilogue {
   ir::ValueId out = -1;
   int64_t ldo = 0;
   ir::ValueId bias = -1, residual = -1;
   int64_t ldr = 0;
-  int act = 0;  // ZcEpilogue's code: 0 none, 1 relu, 2 gelu (tanh), 3 gelu (erf)
+  ops::EpilogueAct act = ops::EpilogueAct::none;
 };
 // Null when the epilogue is anything else, or the call is a batch or not f32. In code that
 // serves many sizes (a size template) the decision is part of the template's text, which is

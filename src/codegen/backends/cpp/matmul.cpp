@@ -83,7 +83,7 @@ void KernelEmitter::emit_matmul(const Kernel& k) {
       w_.open("");
       w_.line("const ZcEpilogue e = {" + (f.bias >= 0 ? origin(f.bias) : std::string("0")) + ", " +
               (f.residual >= 0 ? origin(f.residual) : std::string("0")) + ", " + num(f.ldr) + ", " +
-              std::to_string(f.act) + "};");
+              std::to_string(static_cast<int>(f.act)) + "};");
       w_.line("a->svc->sgemm_x(a, " + site + ", " + shape + ", " + in + ", &e);");
       w_.close();
       return;
