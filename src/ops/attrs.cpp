@@ -1,77 +1,232 @@
 #include "ops/attrs.h"
 
 #include <sstream>
+#include <type_traits>
+
+#include "util/bytes.h"
 
 namespace zc::ops {
 
 namespace {
-std::string list_str(const std::vector<int64_t>& v) {
-  return shape_str(v);
+
+// Each field type's printed value, bytes and reading of those bytes.
+
+std::string text(int64_t v) {
+  return std::to_string(v);
 }
-std::string opt_str(const std::optional<double>& v) {
-  if (!v) return "none";
-  std::ostringstream os;
-  os << *v;
-  return os.str();
+std::string text(bool v) {
+  return v ? "true" : "false";
 }
-std::string num_str(double v) {
+// Every digit, so that attributes that differ print differently.
+std::string text(double v) {
   std::ostringstream os;
   os.precision(17);
   os << v;
   return os.str();
 }
+// A clamp's bounds, unlike other doubles, have always printed with the stream's six digits.
+std::string text(const std::optional<double>& v) {
+  if (!v) return "none";
+  std::ostringstream os;
+  os << *v;
+  return os.str();
+}
+std::string text(const std::vector<int64_t>& v) {
+  return shape_str(v);
+}
+std::string text(GeluApprox v) {
+  return v == GeluApprox::tanh ? "tanh" : "none";
+}
+std::string text(DType v) {
+  return std::string(dtype_name(v));
+}
+std::string text(AttentionWrt v) {
+  return attention_wrt_name(v);
+}
 
-struct Printer {
-  std::string operator()(const NoAttrs&) const { return ""; }
-  std::string operator()(const GeluAttrs& a) const {
-    return a.approximate == GeluApprox::tanh ? "approximate=tanh" : "approximate=none";
-  }
-  std::string operator()(const CastAttrs& a) const {
-    return "dtype=" + std::string(dtype_name(a.dtype));
-  }
-  std::string operator()(const ClampAttrs& a) const {
-    return "min=" + opt_str(a.min) + ", max=" + opt_str(a.max);
-  }
-  std::string operator()(const ReduceAttrs& a) const {
-    return "dims=" + list_str(a.dims) + ", keepdim=" + (a.keepdim ? "true" : "false") +
-           ", correction=" + std::to_string(a.correction);
-  }
-  std::string operator()(const ShapeAttrs& a) const { return "shape=" + list_str(a.shape); }
-  std::string operator()(const PermuteAttrs& a) const { return "dims=" + list_str(a.dims); }
-  std::string operator()(const SliceAttrs& a) const {
-    return "dim=" + std::to_string(a.dim) + ", start=" + std::to_string(a.start) +
-           ", end=" + std::to_string(a.end) + ", step=" + std::to_string(a.step);
-  }
-  std::string operator()(const DimAttrs& a) const { return "dim=" + std::to_string(a.dim); }
-  std::string operator()(const LayerNormAttrs& a) const {
-    return "normalized_ndim=" + std::to_string(a.normalized_ndim) + ", eps=" + num_str(a.eps) +
-           ", weight=" + (a.has_weight ? "true" : "false") +
-           ", bias=" + (a.has_bias ? "true" : "false");
-  }
-  std::string operator()(const AttentionAttrs& a) const {
-    return std::string("causal=") + (a.causal ? "true" : "false") + ", scale=" + num_str(a.scale);
-  }
-  std::string operator()(const AttentionGradAttrs& a) const {
-    return std::string("causal=") + (a.causal ? "true" : "false") + ", scale=" + num_str(a.scale) +
-           ", wrt=" + attention_wrt_name(a.wrt);
-  }
-  std::string operator()(const Conv2dAttrs& a) const {
-    return "stride=" + list_str({a.stride_h, a.stride_w}) +
-           ", pads=" + list_str({a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}) +
-           ", dilation=" + list_str({a.dilation_h, a.dilation_w}) +
-           ", groups=" + std::to_string(a.groups) + (a.residual ? ", residual" : "") +
-           (a.relu ? ", relu" : "");
-  }
-  std::string operator()(const Pool2dAttrs& a) const {
-    return "kernel=" + list_str({a.kernel_h, a.kernel_w}) +
-           ", stride=" + list_str({a.stride_h, a.stride_w}) +
-           ", pads=" + list_str({a.pad_top, a.pad_left, a.pad_bottom, a.pad_right}) +
-           ", dilation=" + list_str({a.dilation_h, a.dilation_w}) +
-           ", ceil_mode=" + (a.ceil_mode ? "true" : "false") +
-           ", count_include_pad=" + (a.count_include_pad ? "true" : "false") +
-           (a.channels_last ? ", channels_last" : "");
-  }
+void put(ByteWriter& w, int64_t v) {
+  w.i64(v);
+}
+void put(ByteWriter& w, bool v) {
+  w.u8(v);
+}
+void put(ByteWriter& w, double v) {
+  w.f64(v);
+}
+void put(ByteWriter& w, const std::optional<double>& v) {
+  w.u8(v.has_value());
+  w.f64(v.value_or(0.0));
+}
+void put(ByteWriter& w, const std::vector<int64_t>& v) {
+  w.i64s(v);
+}
+template <class E>
+requires std::is_enum_v<E>
+void put(ByteWriter& w, E v) {
+  w.u8(static_cast<uint8_t>(v));
+}
+
+void get(ByteReader& r, int64_t& v) {
+  v = r.i64();
+}
+void get(ByteReader& r, bool& v) {
+  v = r.u8() != 0;
+}
+void get(ByteReader& r, double& v) {
+  v = r.f64();
+}
+void get(ByteReader& r, std::optional<double>& v) {
+  const bool has = r.u8() != 0;
+  const double x = r.f64();
+  v = has ? std::optional<double>(x) : std::nullopt;
+}
+void get(ByteReader& r, std::vector<int64_t>& v) {
+  v = r.i64s();
+}
+
+// An enum's number of values, and what it is called in the error for a byte past them.
+struct EnumRange {
+  int count;
+  const char* noun;
 };
+EnumRange range_of(GeluApprox) {
+  return {static_cast<int>(GeluApprox::tanh) + 1, "gelu approximation"};
+}
+EnumRange range_of(DType) {
+  return {kNumDTypes, "dtype"};
+}
+EnumRange range_of(AttentionWrt) {
+  return {static_cast<int>(AttentionWrt::kv) + 1, "attention gradient operand"};
+}
+
+template <class E>
+requires std::is_enum_v<E>
+void get(ByteReader& r, E& v) {
+  const uint8_t x = r.u8();
+  const EnumRange range = range_of(E{});
+  if (x >= range.count) {
+    throw Error("attributes: bad " + std::string(range.noun) + " " + std::to_string(x));
+  }
+  v = static_cast<E>(x);
+}
+
+// Each descriptor printed (as parts joined by ", "), written and read.
+
+template <class Tuple, class F>
+void for_each_item(const Tuple& t, F&& fn) {
+  std::apply([&](const auto&... x) { (fn(x), ...); }, t);
+}
+
+template <class T>
+void print(std::vector<std::string>& parts, const Field<T>& f) {
+  parts.push_back(std::string(f.name) + "=" + text(f.value));
+}
+template <class B>
+void print(std::vector<std::string>& parts, const Flag<B>& f) {
+  if (f.value) parts.emplace_back(f.name);
+}
+template <class I, size_t N>
+void print(std::vector<std::string>& parts, const IntList<I, N>& l) {
+  std::vector<int64_t> v;
+  for (I* x : l.values) v.push_back(*x);
+  parts.push_back(std::string(l.name) + "=" + shape_str(v));
+}
+template <class... Items>
+void print(std::vector<std::string>& parts, const Packed<Items...>& p) {
+  for_each_item(p.items, [&](const auto& item) { print(parts, item); });
+}
+
+// A packed list: its integers, and back.
+template <class T>
+void pack(std::vector<int64_t>& v, const Field<T>& f) {
+  static_assert(std::is_same_v<std::remove_const_t<T>, int64_t> ||
+                    std::is_same_v<std::remove_const_t<T>, bool>,
+                "a packed field is an integer or a bool");
+  v.push_back(static_cast<int64_t>(f.value));
+}
+template <class B>
+void pack(std::vector<int64_t>& v, const Flag<B>& f) {
+  v.push_back(static_cast<int64_t>(f.value));
+}
+template <class I, size_t N>
+void pack(std::vector<int64_t>& v, const IntList<I, N>& l) {
+  for (I* x : l.values) v.push_back(*x);
+}
+
+template <class T>
+void unpack(const std::vector<int64_t>& v, size_t& at, const Field<T>& f) {
+  if constexpr (std::is_same_v<T, bool>) {
+    f.value = v[at++] != 0;
+  } else {
+    f.value = v[at++];
+  }
+}
+template <class B>
+void unpack(const std::vector<int64_t>& v, size_t& at, const Flag<B>& f) {
+  f.value = v[at++] != 0;
+}
+template <class I, size_t N>
+void unpack(const std::vector<int64_t>& v, size_t& at, const IntList<I, N>& l) {
+  for (I* x : l.values) *x = v[at++];
+}
+
+template <class T>
+void write(ByteWriter& w, const Field<T>& f) {
+  put(w, f.value);
+}
+template <class B>
+void write(ByteWriter& w, const Flag<B>& f) {
+  put(w, f.value);
+}
+template <class I, size_t N>
+void write(ByteWriter& w, const IntList<I, N>& l) {
+  for (I* x : l.values) put(w, *x);
+}
+template <class... Items>
+void write(ByteWriter& w, const Packed<Items...>& p) {
+  std::vector<int64_t> v;
+  for_each_item(p.items, [&](const auto& item) { pack(v, item); });
+  w.i64s(v);
+}
+
+template <class T>
+void read(ByteReader& r, const Field<T>& f) {
+  get(r, f.value);
+}
+template <class B>
+void read(ByteReader& r, const Flag<B>& f) {
+  get(r, f.value);
+}
+template <class I, size_t N>
+void read(ByteReader& r, const IntList<I, N>& l) {
+  for (I* x : l.values) get(r, *x);
+}
+template <class... Items>
+void read(ByteReader& r, const Packed<Items...>& p) {
+  std::vector<int64_t> now;  // as many integers as the list holds
+  for_each_item(p.items, [&](const auto& item) { pack(now, item); });
+  const std::vector<int64_t> v = r.i64s();
+  if (v.size() != now.size()) {
+    throw Error("attributes: " + std::string(p.what) + " needs " + std::to_string(now.size()) +
+                " integers");
+  }
+  size_t at = 0;
+  for_each_item(p.items, [&](const auto& item) { unpack(v, at, item); });
+}
+
+template <size_t I = 0>
+Attrs read_alternative(size_t index, ByteReader& r) {
+  if constexpr (I < std::variant_size_v<Attrs>) {
+    if (index != I) return read_alternative<I + 1>(index, r);
+    using A = std::variant_alternative_t<I, Attrs>;
+    A a{};
+    for_each_item(A::fields(a), [&](const auto& f) { read(r, f); });
+    return a;
+  } else {
+    throw Error("attributes: unknown kind " + std::to_string(index));
+  }
+}
+
 }  // namespace
 
 const char* attention_wrt_name(AttentionWrt w) {
@@ -89,148 +244,22 @@ const char* attention_wrt_name(AttentionWrt w) {
 }
 
 std::string attrs_str(const Attrs& attrs) {
-  return std::visit(Printer{}, attrs);
+  return std::visit(
+      [](const auto& a) {
+        std::vector<std::string> parts;
+        for_each_item(a.fields(a), [&](const auto& f) { print(parts, f); });
+        std::string out;
+        for (const std::string& part : parts) out += (out.empty() ? "" : ", ") + part;
+        return out;
+      },
+      attrs);
 }
-
-}  // namespace zc::ops
-
-#include "util/bytes.h"
-
-namespace zc::ops {
-
-namespace {
-void write_opt(ByteWriter& w, const std::optional<double>& v) {
-  w.u8(v.has_value());
-  w.f64(v.value_or(0.0));
-}
-std::optional<double> read_opt(ByteReader& r) {
-  bool has = r.u8() != 0;
-  double v = r.f64();
-  return has ? std::optional<double>(v) : std::nullopt;
-}
-
-struct Writer {
-  ByteWriter& w;
-  void operator()(const NoAttrs&) const {}
-  void operator()(const GeluAttrs& a) const { w.u8(static_cast<uint8_t>(a.approximate)); }
-  void operator()(const CastAttrs& a) const { w.u8(static_cast<uint8_t>(a.dtype)); }
-  void operator()(const ClampAttrs& a) const {
-    write_opt(w, a.min);
-    write_opt(w, a.max);
-  }
-  void operator()(const ReduceAttrs& a) const {
-    w.i64s(a.dims);
-    w.u8(a.keepdim);
-    w.i64(a.correction);
-  }
-  void operator()(const ShapeAttrs& a) const { w.i64s(a.shape); }
-  void operator()(const PermuteAttrs& a) const { w.i64s(a.dims); }
-  void operator()(const SliceAttrs& a) const {
-    w.i64(a.dim);
-    w.i64(a.start);
-    w.i64(a.end);
-    w.i64(a.step);
-  }
-  void operator()(const DimAttrs& a) const { w.i64(a.dim); }
-  void operator()(const LayerNormAttrs& a) const {
-    w.i64(a.normalized_ndim);
-    w.f64(a.eps);
-    w.u8(a.has_weight);
-    w.u8(a.has_bias);
-  }
-  void operator()(const AttentionAttrs& a) const {
-    w.u8(a.causal);
-    w.f64(a.scale);
-  }
-  void operator()(const AttentionGradAttrs& a) const {
-    w.u8(a.causal);
-    w.f64(a.scale);
-    w.u8(static_cast<uint8_t>(a.wrt));
-  }
-  void operator()(const Conv2dAttrs& a) const {
-    w.i64s(std::vector<int64_t>{a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
-                                a.pad_right, a.dilation_h, a.dilation_w, a.groups,
-                                int64_t{a.residual}, int64_t{a.relu}});
-  }
-  void operator()(const Pool2dAttrs& a) const {
-    w.i64s(std::vector<int64_t>{a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
-                                a.pad_left, a.pad_bottom, a.pad_right, a.dilation_h, a.dilation_w});
-    w.u8(a.ceil_mode);
-    w.u8(a.count_include_pad);
-    w.u8(a.channels_last);
-  }
-};
-
-template <size_t I = 0>
-Attrs read_alternative(size_t index, ByteReader& r) {
-  if constexpr (I < std::variant_size_v<Attrs>) {
-    if (index != I) return read_alternative<I + 1>(index, r);
-    using A = std::variant_alternative_t<I, Attrs>;
-    A a{};
-    if constexpr (std::is_same_v<A, GeluAttrs>) {
-      uint8_t v = r.u8();
-      if (v > 1) throw Error("attributes: bad gelu approximation " + std::to_string(v));
-      a.approximate = static_cast<GeluApprox>(v);
-    } else if constexpr (std::is_same_v<A, CastAttrs>) {
-      uint8_t v = r.u8();
-      if (v >= kNumDTypes) throw Error("attributes: bad dtype " + std::to_string(v));
-      a.dtype = static_cast<DType>(v);
-    } else if constexpr (std::is_same_v<A, ClampAttrs>) {
-      a.min = read_opt(r);
-      a.max = read_opt(r);
-    } else if constexpr (std::is_same_v<A, ReduceAttrs>) {
-      a.dims = r.i64s();
-      a.keepdim = r.u8() != 0;
-      a.correction = r.i64();
-    } else if constexpr (std::is_same_v<A, ShapeAttrs>) {
-      a.shape = r.i64s();
-    } else if constexpr (std::is_same_v<A, PermuteAttrs>) {
-      a.dims = r.i64s();
-    } else if constexpr (std::is_same_v<A, SliceAttrs>) {
-      a.dim = r.i64();
-      a.start = r.i64();
-      a.end = r.i64();
-      a.step = r.i64();
-    } else if constexpr (std::is_same_v<A, DimAttrs>) {
-      a.dim = r.i64();
-    } else if constexpr (std::is_same_v<A, LayerNormAttrs>) {
-      a.normalized_ndim = r.i64();
-      a.eps = r.f64();
-      a.has_weight = r.u8() != 0;
-      a.has_bias = r.u8() != 0;
-    } else if constexpr (std::is_same_v<A, AttentionAttrs>) {
-      a.causal = r.u8() != 0;
-      a.scale = r.f64();
-    } else if constexpr (std::is_same_v<A, AttentionGradAttrs>) {
-      a.causal = r.u8() != 0;
-      a.scale = r.f64();
-      uint8_t wrt = r.u8();
-      if (wrt > static_cast<uint8_t>(AttentionWrt::kv)) {
-        throw Error("attributes: bad attention gradient operand " + std::to_string(wrt));
-      }
-      a.wrt = static_cast<AttentionWrt>(wrt);
-    } else if constexpr (std::is_same_v<A, Conv2dAttrs>) {
-      std::vector<int64_t> v = r.i64s();
-      if (v.size() != 11) throw Error("attributes: conv2d needs 11 integers");
-      a = Conv2dAttrs{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9] != 0, v[10] != 0};
-    } else if constexpr (std::is_same_v<A, Pool2dAttrs>) {
-      std::vector<int64_t> v = r.i64s();
-      if (v.size() != 10) throw Error("attributes: a 2-d pool needs 10 integers");
-      a = Pool2dAttrs{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
-      a.ceil_mode = r.u8() != 0;
-      a.count_include_pad = r.u8() != 0;
-      a.channels_last = r.u8() != 0;
-    }
-    return a;
-  } else {
-    throw Error("attributes: unknown kind " + std::to_string(index));
-  }
-}
-}  // namespace
 
 void write_attrs(ByteWriter& w, const Attrs& attrs) {
   w.u8(static_cast<uint8_t>(attrs.index()));
-  std::visit(Writer{w}, attrs);
+  std::visit(
+      [&](const auto& a) { for_each_item(a.fields(a), [&](const auto& f) { write(w, f); }); },
+      attrs);
 }
 
 Attrs read_attrs(ByteReader& r) {
