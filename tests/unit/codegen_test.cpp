@@ -194,6 +194,30 @@ int count_kind(const codegen::Schedule& s, codegen::KernelKind k) {
   return n;
 }
 
+// Tensors with a dim of size 0: a sum over an empty dim is its identity per row (the row loop
+// runs, the empty one does not), and a kernel over no elements writes nothing.
+TEST(CodegenNumerics, EmptyDimsMatchEager) {
+  NoGradGuard no_grad;
+  const std::vector<std::pair<test::Program, Shape>> cases = {
+      {[](const Tensor& x) { return sum(x * 2.0, {1}) + 1.0; }, {3, 0}},
+      {[](const Tensor& x) {
+         return sum(exp(x), {0, 2}, true) - 2.0;
+       },
+       {4, 0, 5}},
+      {[](const Tensor& x) { return relu(x * 2.0) + 1.0; }, {0, 3}},
+      {[](const Tensor& x) { return sum(x, {1}); }, {0, 6}},
+      {[](const Tensor& x) { return sum(x, {0}); }, {0, 600}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto m = std::make_shared<test::Fn>(cases[i].first);
+    const Tensor x = randn(cases[i].second);
+    const Tensor want = (*m)(x);
+    const Tensor got = compile(m)(x);
+    ASSERT_EQ(got.shape(), want.shape()) << "case " << i;
+    EXPECT_TRUE(allclose(got, want, 1e-5, 1e-6)) << "case " << i;
+  }
+}
+
 TEST(CodegenFusion, LayerNormIsOneKernel) {
   auto ln = std::make_shared<nn::LayerNorm>(64);
   auto r = generate(*ln, randn({8, 64}));

@@ -346,6 +346,31 @@ TEST(CudaCompile, Seed64AndGptMatchTheCpu) {
   EXPECT_TRUE(allclose(gpt_got.to(Device::cpu()), gpt_want, 1e-3, 1e-4));
 }
 
+// Dims of size 0 on a GPU: a sum over an empty dim stores its identity per row (its rows are
+// launched though none has an element), and a kernel over no elements launches nothing.
+TEST(CudaCompile, EmptyDimsMatchTheCpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  NoGradGuard no_grad;
+  const std::vector<std::pair<test::Program, Shape>> cases = {
+      {[](const Tensor& x) { return sum(x * 2.0, {1}) + 1.0; }, {3, 0}},
+      {[](const Tensor& x) {
+         return sum(exp(x), {0, 2}, true) - 2.0;
+       },
+       {4, 0, 5}},
+      {[](const Tensor& x) { return relu(x * 2.0) + 1.0; }, {0, 3}},
+      {[](const Tensor& x) { return sum(x, {1}); }, {0, 6}},
+      {[](const Tensor& x) { return sum(x, {0}); }, {0, 600}},  // the column form's rows
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto m = std::make_shared<test::Fn>(cases[i].first);
+    const Tensor x = randn(cases[i].second);
+    const Tensor want = (*m)(x);
+    const Tensor got = compile(m)(x.to(Device::cuda(0))).to(Device::cpu());
+    ASSERT_EQ(got.shape(), want.shape()) << "case " << i;
+    EXPECT_TRUE(allclose(got, want, 1e-5, 1e-6)) << "case " << i;
+  }
+}
+
 // The tiled attention reads its q/k/v tiles 16 bytes at a time and writes four output columns
 // at once when the pointers allow; the same compiled kernel over q, k and v that start 4 bytes
 // (f32) or 2 bytes (bf16) into their storage reads the same elements one at a time.

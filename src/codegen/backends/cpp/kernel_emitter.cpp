@@ -52,9 +52,11 @@ void KernelEmitter::emit(int32_t k, const std::string& name) {
 KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::string& prefix,
                                                Share share, int* opened, bool varies,
                                                int64_t work_per_iteration) {
+  // A dim of size 1 needs no loop; one of size 0 gets one that never runs (the kernel then
+  // touches no element of it, where treating it as size 1 would read or write one).
   Names names(shape.size(), "0");
   int loops = 0;
-  for (int64_t d : shape) loops += d > 1;
+  for (int64_t d : shape) loops += d != 1;
   const int shared = share == Share::all ? loops : loops - 1;
   const int64_t work = shape_numel(shape) * work_per_iteration;
   const bool large = work >= opt_.parallel_threshold;
@@ -67,7 +69,7 @@ KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::st
   }
   *opened = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] <= 1) continue;
+    if (shape[d] == 1) continue;
     names[d] = prefix + std::to_string(d);
     w_.open("for (int64_t " + names[d] + " = 0; " + names[d] + " < " + num(shape[d]) + "; ++" +
             names[d] + ")");

@@ -175,9 +175,15 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         break;
       }
       case KernelKind::row_reduce: {
-        int64_t row = 1;
-        for (int64_t d : K.reduce_dims) row *= K.space[d];
-        l.work = row == 0 ? 0 : shape_numel(K.space) / row;
+        // The rows are the kept dims' elements, counted directly: a row may be empty (a sum
+        // over a dim of size 0 stores its identity), and its result is stored all the same.
+        int64_t row = 1, rows = 1;
+        for (size_t d = 0; d < K.space.size(); ++d) {
+          const bool reduced = std::find(K.reduce_dims.begin(), K.reduce_dims.end(),
+                                         static_cast<int64_t>(d)) != K.reduce_dims.end();
+          (reduced ? row : rows) *= K.space[d];
+        }
+        l.work = rows;
         l.grid_x = l.work;
         // Code for many sizes keeps one block size for rows of every length.
         l.block_x = s.varies(K) ? 256 : row_block(row);
