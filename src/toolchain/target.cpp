@@ -69,7 +69,7 @@ CpuId read_cpuid() {
   if (max_ext >= 0x80000004u) {
     char brand[49] = {};
     for (unsigned i = 0; i < 3; ++i) {
-      unsigned r[4];
+      unsigned r[4] = {};  // __get_cpuid leaves it unwritten for a missing leaf
       __get_cpuid(0x80000002u + i, &r[0], &r[1], &r[2], &r[3]);
       std::memcpy(brand + 16 * i, r, 16);
     }
