@@ -198,16 +198,7 @@ int count_kind(const codegen::Schedule& s, codegen::KernelKind k) {
 // runs, the empty one does not), and a kernel over no elements writes nothing.
 TEST(CodegenNumerics, EmptyDimsMatchEager) {
   NoGradGuard no_grad;
-  const std::vector<std::pair<test::Program, Shape>> cases = {
-      {[](const Tensor& x) { return sum(x * 2.0, {1}) + 1.0; }, {3, 0}},
-      {[](const Tensor& x) {
-         return sum(exp(x), {0, 2}, true) - 2.0;
-       },
-       {4, 0, 5}},
-      {[](const Tensor& x) { return relu(x * 2.0) + 1.0; }, {0, 3}},
-      {[](const Tensor& x) { return sum(x, {1}); }, {0, 6}},
-      {[](const Tensor& x) { return sum(x, {0}); }, {0, 600}},
-  };
+  const std::vector<std::pair<test::Program, Shape>> cases = test::empty_dim_programs();
   for (size_t i = 0; i < cases.size(); ++i) {
     auto m = std::make_shared<test::Fn>(cases[i].first);
     const Tensor x = randn(cases[i].second);

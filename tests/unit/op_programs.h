@@ -19,6 +19,21 @@ struct Fn : nn::Module {
   Tensor forward(const Tensor& x) override { return f(x); }
 };
 
+// Programs over a tensor with a dim of size 0, each with its input's shape: sums over an empty
+// dim (the identity per row, the column form's rows among them) and kernels over no element.
+inline std::vector<std::pair<Program, Shape>> empty_dim_programs() {
+  return {
+      {[](const Tensor& x) { return sum(x * 2.0, {1}) + 1.0; }, {3, 0}},
+      {[](const Tensor& x) {
+         return sum(exp(x), {0, 2}, true) - 2.0;
+       },
+       {4, 0, 5}},
+      {[](const Tensor& x) { return relu(x * 2.0) + 1.0; }, {0, 3}},
+      {[](const Tensor& x) { return sum(x, {1}); }, {0, 6}},
+      {[](const Tensor& x) { return sum(x, {0}); }, {0, 600}},
+  };
+}
+
 // `w` [5, 4] and `b` [5] for the linear layers, `table` [7, 4] for the embedding.
 inline std::vector<Program> every_op_programs(const Tensor& w, const Tensor& b,
                                               const Tensor& table) {

@@ -20,13 +20,19 @@ CompileKeys compile_keys(const std::string& graph_hex, const codegen::Backend& b
                      backend.key_parts()};
 }
 
-cache::Key CompileKeys::graph_key() const {
-  cache::Key key(cache::Level::graph);
-  key.add("graph", graph)
-      .add("backend", backend)
+// A graph-level entry, after what names it: made by this backend with these codegen options,
+// for this build, target and toolchain, as a compiled graph is.
+cache::Key CompileKeys::graph_level(cache::Key key) const {
+  key.add("backend", backend)
       .add("codegen", parts.codegen)
       .made_for({build, parts.target, parts.toolchain});
   return key;
+}
+
+cache::Key CompileKeys::graph_key() const {
+  cache::Key key(cache::Level::graph);
+  key.add("graph", graph);
+  return graph_level(std::move(key));
 }
 
 cache::Key CompileKeys::lowering_key() const {
@@ -43,20 +49,14 @@ cache::Key CompileKeys::kernel_key(const std::string& source_hex) const {
 
 cache::Key CompileKeys::size_template_key(const std::string& structure_hex) const {
   cache::Key key(cache::Level::graph);
-  key.add("size_template", structure_hex)
-      .add("backend", backend)
-      .add("codegen", parts.codegen)
-      .made_for({build, parts.target, parts.toolchain});
-  return key;
+  key.add("size_template", structure_hex);
+  return graph_level(std::move(key));
 }
 
 cache::Key CompileKeys::sized_graph_key() const {
   cache::Key key(cache::Level::graph);
-  key.add("sized_from_template", graph)
-      .add("backend", backend)
-      .add("codegen", parts.codegen)
-      .made_for({build, parts.target, parts.toolchain});
-  return key;
+  key.add("sized_from_template", graph);
+  return graph_level(std::move(key));
 }
 
 cache::Key CompileKeys::sizes_first_key(const std::string& structure_hex, const std::string& shapes,
@@ -64,11 +64,8 @@ cache::Key CompileKeys::sizes_first_key(const std::string& structure_hex, const 
   cache::Key key(cache::Level::graph);
   key.add("sizes_first", structure_hex)
       .add("shapes", shapes)
-      .add("hierarchical", hierarchical ? "1" : "0")
-      .add("backend", backend)
-      .add("codegen", parts.codegen)
-      .made_for({build, parts.target, parts.toolchain});
-  return key;
+      .add("hierarchical", hierarchical ? "1" : "0");
+  return graph_level(std::move(key));
 }
 
 std::string CompileKeys::details() const {

@@ -45,6 +45,9 @@ struct CompileKeys {
 
   // One line per part: its name, a SHA-256 prefix of its value, and the value (long ones cut).
   std::string details() const;
+
+ private:
+  cache::Key graph_level(cache::Key key) const;
 };
 
 CompileKeys compile_keys(const std::string& graph_hex, const codegen::Backend& backend);
