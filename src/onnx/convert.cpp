@@ -85,8 +85,10 @@ const std::vector<OpRule>& rules() {
   static const std::vector<OpRule> all = [] {
     std::vector<OpRule> r;
     add_math_rules(r);
+    add_activation_rules(r);
     add_nn_rules(r);
     add_shape_rules(r);
+    add_layout_rules(r);
     std::sort(r.begin(), r.end(), [](const OpRule& a, const OpRule& b) { return a.op < b.op; });
     return r;
   }();

@@ -60,10 +60,12 @@ struct OpRule {
   std::vector<std::string_view> attrs;  // every attribute it reads; others are unsupported
 };
 
-// The rules of each family of operators (convert_math.cpp, convert_nn.cpp, convert_shape.cpp).
+// The rules of each family of operators (convert_<family>.cpp).
 void add_math_rules(std::vector<OpRule>& rules);
+void add_activation_rules(std::vector<OpRule>& rules);
 void add_nn_rules(std::vector<OpRule>& rules);
 void add_shape_rules(std::vector<OpRule>& rules);
+void add_layout_rules(std::vector<OpRule>& rules);
 
 const OpRule* find_rule(std::string_view op);
 std::vector<std::string> rule_names();

@@ -97,6 +97,36 @@ V reduce(const NodeArgs& a) {
   return {F(x, axes, keep)};
 }
 
+// The reductions ONNX names beyond sum, mean, max and min, as their compositions.
+Tensor reduce_l1(const Tensor& x, const std::vector<int64_t>& dims, bool keep) {
+  return sum(abs(x), dims, keep);
+}
+Tensor reduce_l2(const Tensor& x, const std::vector<int64_t>& dims, bool keep) {
+  return sqrt(sum(x * x, dims, keep));
+}
+Tensor reduce_sum_square(const Tensor& x, const std::vector<int64_t>& dims, bool keep) {
+  return sum(x * x, dims, keep);
+}
+Tensor reduce_log_sum(const Tensor& x, const std::vector<int64_t>& dims, bool keep) {
+  return log(sum(x, dims, keep));
+}
+// log(sum(exp(x))) shifted by the maximum, so that no exp overflows.
+Tensor reduce_log_sum_exp(const Tensor& x, const std::vector<int64_t>& dims, bool keep) {
+  const Tensor m = amax(x, dims, true);
+  return log(sum(exp(x - m), dims, keep)) + (keep ? m : amax(x, dims, false));
+}
+
+// The first index of the maximum (ArgMax) or minimum (ArgMin) along `axis`, as i64.
+template <bool Min>
+V arg_extreme(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  if (a.i("select_last_index", 0) != 0) {
+    throw a.error("select_last_index 1 (the last of equal extremes) is not supported");
+  }
+  const int64_t axis = axis_of(a, a.i("axis", 0), x.dim());
+  return {argmax(Min ? -x : x, axis, a.i("keepdims", 1) != 0)};
+}
+
 V where_op(const NodeArgs& a) {
   return {where(a.in(0), a.in(1), a.in(2))};
 }
@@ -181,11 +211,21 @@ void add_math_rules(std::vector<OpRule>& r) {
   r.push_back({"Softmax", softmax_op, {"axis"}});
   r.push_back({"LogSoftmax", log_softmax_op, {"axis"}});
   r.push_back({"ReduceSum", reduce<sum>, {"keepdims", "noop_with_empty_axes"}});
-  r.push_back({"ReduceMean", reduce<mean>, {"axes", "keepdims"}});
-  r.push_back({"ReduceMax", reduce<amax>, {"axes", "keepdims"}});
-  r.push_back({"ReduceMin", reduce<amin>, {"axes", "keepdims"}});
+  // From opset 18 every reduction takes its axes as an input, and noop_with_empty_axes.
+  const std::vector<std::string_view> reduce_attrs{"axes", "keepdims", "noop_with_empty_axes"};
+  r.push_back({"ReduceMean", reduce<mean>, reduce_attrs});
+  r.push_back({"ReduceMax", reduce<amax>, reduce_attrs});
+  r.push_back({"ReduceMin", reduce<amin>, reduce_attrs});
+  r.push_back({"ReduceL1", reduce<reduce_l1>, reduce_attrs});
+  r.push_back({"ReduceL2", reduce<reduce_l2>, reduce_attrs});
+  r.push_back({"ReduceSumSquare", reduce<reduce_sum_square>, reduce_attrs});
+  r.push_back({"ReduceLogSum", reduce<reduce_log_sum>, reduce_attrs});
+  r.push_back({"ReduceLogSumExp", reduce<reduce_log_sum_exp>, reduce_attrs});
+  r.push_back({"ArgMax", arg_extreme<false>, {"axis", "keepdims", "select_last_index"}});
+  r.push_back({"ArgMin", arg_extreme<true>, {"axis", "keepdims", "select_last_index"}});
   r.push_back({"Clip", clip, {}});
-  r.push_back({"Cast", cast_op, {"to"}});
+  // saturate (opset 19) concerns the float8 types alone, which zc does not read.
+  r.push_back({"Cast", cast_op, {"to", "saturate"}});
   r.push_back({"Identity", identity, {}});
   r.push_back({"Dropout", dropout_op, {"seed"}});
 }

@@ -97,7 +97,11 @@ V pool(const NodeArgs& a, bool max) {
   const std::vector<int64_t> k = a.ints("kernel_shape");
   if (k.size() != 2) throw a.error("kernel_shape must have 2 numbers");
   const std::vector<int64_t> s = pair_attr(a, "strides");
-  const std::vector<int64_t> d = max ? pair_attr(a, "dilations") : std::vector<int64_t>{1, 1};
+  const std::vector<int64_t> d = pair_attr(a, "dilations");
+  // AveragePool takes dilations from opset 19; zc's average pool has none.
+  if (!max && d != std::vector<int64_t>{1, 1}) {
+    throw a.error("dilations other than 1 are not supported for AveragePool");
+  }
   const std::vector<int64_t> p = pads_of(a, x.shape(), k, s, d);
   const bool ceil = a.i("ceil_mode", 0) != 0;
   if (max) return {max_pool2d(x, k, s, p, d, ceil)};
@@ -136,6 +140,51 @@ V layer_norm_op(const NodeArgs& a) {
   return {layer_norm(x, normalized, a.in(1), a.has(2) ? a.in(2) : Tensor(), a.f("epsilon", 1e-5f))};
 }
 
+// (x - mean) / sqrt(var + epsilon) over `dims` (biased variance, as every ONNX normalization).
+Tensor normalized(const Tensor& x, const std::vector<int64_t>& dims, double epsilon) {
+  const Tensor m = mean(x, dims, true);
+  return (x - m) * rsqrt(var(x, dims, 0, true) + epsilon);
+}
+
+// A per-channel vector [C] as [C, 1, ...] against x [N, C, ...].
+Tensor per_channel(const Tensor& v, const Tensor& x) {
+  Shape s(static_cast<size_t>(x.dim() - 1), 1);
+  s[0] = v.numel();
+  return v.reshape(s);
+}
+
+// Each channel over its own spatial dims, then scaled and shifted per channel.
+V instance_norm(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  const Tensor y = normalized(x, spatial(a, x), a.f("epsilon", 1e-5f));
+  return {y * per_channel(a.in(1), x) + per_channel(a.in(2), x)};
+}
+
+// Channels in `num_groups` groups, each normalized over its channels and spatial dims. The
+// scale and bias are per group until opset 21 and per channel from it.
+V group_norm(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  spatial(a, x);
+  const int64_t groups = a.i("num_groups", 0), channels = x.size(1);
+  if (groups < 1 || channels % groups != 0) {
+    throw a.error(std::to_string(channels) + " channels do not make " + std::to_string(groups) +
+                  " groups");
+  }
+  const Tensor g = x.reshape({x.size(0), groups, -1});
+  const Tensor y = normalized(g, {2}, a.f("epsilon", 1e-5f)).reshape(x.shape());
+  Tensor scale = a.in(1), bias = a.in(2);
+  if (scale.numel() == groups && groups != channels) {
+    // One value per group: repeated over the group's channels.
+    const int64_t per = channels / groups;
+    scale = scale.reshape({groups, 1}).expand({groups, per}).reshape({channels});
+    bias = bias.reshape({groups, 1}).expand({groups, per}).reshape({channels});
+  }
+  if (scale.numel() != channels || bias.numel() != channels) {
+    throw a.error("scale and bias must have one value per group or per channel");
+  }
+  return {y * per_channel(scale, x) + per_channel(bias, x)};
+}
+
 }  // namespace
 
 void add_nn_rules(std::vector<OpRule>& r) {
@@ -148,10 +197,13 @@ void add_nn_rules(std::vector<OpRule>& r) {
        {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}});
   r.push_back({"AveragePool",
                average_pool,
-               {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}});
+               {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads",
+                "strides"}});
   r.push_back({"GlobalAveragePool", global_average_pool, {}});
   r.push_back({"GlobalMaxPool", global_max_pool, {}});
   r.push_back({"LayerNormalization", layer_norm_op, {"axis", "epsilon", "stash_type"}});
+  r.push_back({"InstanceNormalization", instance_norm, {"epsilon"}});
+  r.push_back({"GroupNormalization", group_norm, {"epsilon", "num_groups", "stash_type"}});
 }
 
 }  // namespace zc::onnx_import

@@ -101,6 +101,16 @@ V split_op(const NodeArgs& a) {
   const int64_t axis = axis_in(a, a.i("axis", 0), x.dim()), n = x.size(axis);
   std::vector<int64_t> sizes = a.has(1) ? a.values(1, "split") : std::vector<int64_t>{};
   const int64_t parts = static_cast<int64_t>(a.outputs());
+  if (sizes.empty() && a.attr("num_outputs")) {
+    // Opset 18: num_outputs parts of ceil(n / num_outputs), the last one what is left.
+    const int64_t k = a.i("num_outputs", 0);
+    if (k < 1 || k != parts) {
+      throw a.error("num_outputs " + std::to_string(k) + " for " + std::to_string(parts) +
+                    " outputs");
+    }
+    const int64_t chunk = (n + k - 1) / k;
+    for (int64_t i = 0; i < k; ++i) sizes.push_back(std::clamp<int64_t>(n - i * chunk, 0, chunk));
+  }
   if (sizes.empty()) {
     if (parts < 1 || n % parts != 0) {
       throw a.error("dim " + std::to_string(n) + " does not split into " + std::to_string(parts) +
@@ -266,7 +276,7 @@ void add_shape_rules(std::vector<OpRule>& r) {
   r.push_back({"Transpose", transpose_op, {"perm"}});
   r.push_back({"Slice", slice_op, {}});
   r.push_back({"Concat", concat_op, {"axis"}});
-  r.push_back({"Split", split_op, {"axis"}});
+  r.push_back({"Split", split_op, {"axis", "num_outputs"}});
   r.push_back({"Gather", gather_op, {"axis"}});
   r.push_back({"Unsqueeze", unsqueeze_op, {}});
   r.push_back({"Squeeze", squeeze_op, {}});

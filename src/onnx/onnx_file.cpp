@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "onnx/functions.h"
 #include "zc/error.h"
 
 namespace zc::onnx_file {
@@ -178,8 +179,9 @@ ParsedModel parse_model(std::span<const uint8_t> bytes, const std::string& what,
   if (m.opset < kMinOpset || m.opset > kMaxOpset) {
     throw Error(what + ": opset " + std::to_string(m.opset) + " of the default domain; zc reads " +
                 std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-                " (export with opset_version=17)");
+                " (export with an opset_version in that range)");
   }
+  inline_local_functions(m.proto, what);
   const ::onnx::GraphProto& g = m.proto.graph();
   // Where each value is defined: -1 graph input or initializer, else the node's index.
   std::map<std::string, int> defined;

@@ -5,9 +5,10 @@
 // harness builds it alone.
 //
 // Validated: the bytes parse as a ModelProto with a graph; the default domain's opset is one zc
-// reads; names are unique (each value defined once); every node input is a graph input, an
-// initializer or a node output, and the nodes form no cycle; every graph output is defined; each
-// node passes the caller's check (its op and attributes supported), all failures reported at once.
+// reads; its local functions are inlined (onnx/functions.h); names are unique (each value defined
+// once); every node input is a graph input, an initializer or a node output, and the nodes form no
+// cycle; every graph output is defined; each node passes the caller's check (its op and attributes
+// supported), all failures reported at once.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@
 
 namespace zc::onnx_file {
 
-inline constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
+inline constexpr int64_t kMinOpset = 13, kMaxOpset = 21;
 
 struct ParsedModel {
   ::onnx::ModelProto proto;

@@ -83,6 +83,39 @@ std::vector<uint8_t> onnx_seed(bool raw) {
   std::string s = m.SerializeAsString();
   return std::vector<uint8_t>(s.begin(), s.end());
 }
+
+// The same with its Relu a call of a local function (as torch's dynamo exporter writes
+// modules), whose body reads an attribute of the call.
+std::vector<uint8_t> onnx_function_seed() {
+  std::vector<uint8_t> bytes = onnx_seed(true);
+  ::onnx::ModelProto m;
+  m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  m.add_opset_import()->set_domain("pkg.seed");
+  auto* f = m.add_functions();
+  f->set_name("Act");
+  f->set_domain("pkg.seed");
+  f->add_input("a");
+  f->add_output("b");
+  f->add_attribute("alpha");
+  f->add_opset_import()->set_version(17);
+  auto* leaky = f->add_node();
+  leaky->set_op_type("LeakyRelu");
+  leaky->add_input("a");
+  leaky->add_output("b");
+  auto* ref = leaky->add_attribute();
+  ref->set_name("alpha");
+  ref->set_ref_attr_name("alpha");
+  ref->set_type(::onnx::AttributeProto::FLOAT);
+  auto* call = m.mutable_graph()->mutable_node(2);
+  call->set_op_type("Act");
+  call->set_domain("pkg.seed");
+  auto* alpha = call->add_attribute();
+  alpha->set_name("alpha");
+  alpha->set_type(::onnx::AttributeProto::FLOAT);
+  alpha->set_f(0.1f);
+  std::string s = m.SerializeAsString();
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 #endif
 
 }  // namespace
@@ -109,6 +142,7 @@ int main(int argc, char** argv) {
 #if ZC_FUZZ_HAVE_ONNX
   write(root / "onnx_fuzz", "conv_raw", onnx_seed(true));
   write(root / "onnx_fuzz", "conv_fields", onnx_seed(false));
+  write(root / "onnx_fuzz", "conv_function", onnx_function_seed());
 #endif
   return 0;
 }

@@ -83,7 +83,8 @@ struct Attr {
 class Builder {
  public:
   explicit Builder(int64_t opset = 17) {
-    m_.set_ir_version(8);
+    // The IR version each opset came with (ONNX Runtime refuses an older one for newer opsets).
+    m_.set_ir_version(opset <= 18 ? 8 : opset <= 20 ? 9 : 10);
     m_.set_producer_name("zc tests");
     auto* op = m_.add_opset_import();
     op->set_domain("");

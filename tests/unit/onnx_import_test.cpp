@@ -10,6 +10,10 @@
 #ifdef ZC_WITH_ONNX
 #include <filesystem>
 #include <functional>
+#include <limits>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/unknown_field_set.h>
 
 #include "unit/onnx_builder.h"
 
@@ -38,10 +42,11 @@ Tensor i64_scalar(int64_t v) {
   return full({}, static_cast<double>(v), DType::i64);
 }
 
-// One node from inputs "x" (and "y") to output "out".
+// One node from inputs "x" (and "y") to output "out", in a file of `opset`.
 Builder one(const std::string& op, const Shape& x, std::vector<Attr> attrs = {},
-            const std::vector<std::pair<std::string, Tensor>>& inits = {}, int outputs = 1) {
-  Builder b;
+            const std::vector<std::pair<std::string, Tensor>>& inits = {}, int outputs = 1,
+            int64_t opset = 17) {
+  Builder b(opset);
   b.input("x", DType::f32, x);
   std::vector<std::string> in{"x"};
   for (const auto& [name, t] : inits) {
@@ -59,6 +64,134 @@ Builder one(const std::string& op, const Shape& x, std::vector<Attr> attrs = {},
   }
   b.node(op, in, out, std::move(attrs));
   return b;
+}
+
+// Operators and opset semantics from opset 18 to 21, and the activations, reductions and layout
+// operators exporters use beyond the first set.
+void add_newer_cases(std::vector<Case>& c) {
+  const Shape s{2, 3, 4};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // Inputs with NaN, +inf and -inf among ordinary values.
+  Tensor special = randn(s);
+  special = where(gt(special, 1.0), full({}, nan), special);
+  special = where(lt(special, -1.2), full({}, -inf), special);
+  special = where(lt(abs(special), 0.05), full({}, inf), special);
+  for (const char* op : {"IsNaN", "IsInf"}) {
+    Builder b;
+    b.input("x", DType::f32, s).output("out", DType::boolean);
+    b.node(op, {"x"}, {"out"});
+    c.push_back({op, b, {special}});
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, s).output("out", DType::boolean);
+    b.node("IsInf", {"x"}, {"out"}, {Attr("detect_negative", 0)});
+    c.push_back({"IsInf positive only", b, {special}});
+  }
+  for (const char* op : {"HardSwish", "Softplus", "Softsign", "Sign", "HardSigmoid", "LeakyRelu",
+                         "Elu", "Selu", "Celu", "ThresholdedRelu", "Shrink"}) {
+    c.push_back({op, one(op, s), {randn(s) * 3.0}});
+  }
+  c.push_back({"HardSigmoid alpha, beta",
+               one("HardSigmoid", s, {Attr("alpha", 0.3f), Attr("beta", 0.4f)}),
+               {randn(s) * 3.0}});
+  c.push_back({"LeakyRelu alpha", one("LeakyRelu", s, {Attr("alpha", 0.1f)}), {randn(s)}});
+  c.push_back({"Elu alpha", one("Elu", s, {Attr("alpha", 0.7f)}), {randn(s)}});
+  c.push_back(
+      {"ThresholdedRelu alpha", one("ThresholdedRelu", s, {Attr("alpha", 0.5f)}), {randn(s)}});
+  c.push_back({"Shrink bias, lambd",
+               one("Shrink", s, {Attr("bias", 0.2f), Attr("lambd", 0.6f)}),
+               {randn(s)}});
+  c.push_back({"Mish (opset 18)", one("Mish", s, {}, {}, 1, 18), {randn(s) * 3.0}});
+  c.push_back({"PRelu per channel", one("PRelu", s, {}, {{"slope", randn({4})}}), {randn(s)}});
+  c.push_back(
+      {"Mean of three", one("Mean", s, {}, {{"y", randn({4})}, {"z", randn(s)}}), {randn(s)}});
+  {
+    Builder b;
+    b.input("x", DType::f32, s).input("y", DType::f32, s).output("out", DType::boolean);
+    b.node("Less", {"x", "y"}, {"lt"}).node("Greater", {"x", "y"}, {"gt"});
+    b.node("Xor", {"lt", "gt"}, {"out"});
+    c.push_back({"Xor", b, {randn(s), randn(s)}});
+  }
+  // Reductions: the newer names, and opset 18's axes as an input for every reduction.
+  c.push_back({"ReduceL1", one("ReduceL1", s, {Attr("axes", {1})}), {randn(s)}});
+  c.push_back({"ReduceL2 keepdims 0",
+               one("ReduceL2", s, {Attr("axes", {2}), Attr("keepdims", 0)}),
+               {randn(s)}});
+  c.push_back({"ReduceSumSquare", one("ReduceSumSquare", s), {randn(s)}});
+  c.push_back({"ReduceLogSum", one("ReduceLogSum", s, {Attr("axes", {0, 2})}), {positive(s)}});
+  c.push_back({"ReduceLogSumExp (opset 18, axes input)",
+               one("ReduceLogSumExp", s, {Attr("keepdims", 0)}, {{"axes", i64s({-1})}}, 1, 18),
+               {randn(s) * 20.0}});
+  c.push_back({"ReduceMean (opset 18, axes input)",
+               one("ReduceMean", s, {}, {{"axes", i64s({0, 1})}}, 1, 18),
+               {randn(s)}});
+  c.push_back(
+      {"ReduceMax (opset 18, no axes: all)", one("ReduceMax", s, {}, {}, 1, 18), {randn(s)}});
+  c.push_back({"ReduceMin (opset 20, noop_with_empty_axes)",
+               one("ReduceMin", s, {Attr("noop_with_empty_axes", 1)}, {}, 1, 20),
+               {randn(s)}});
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    Builder b;
+    b.input("x", DType::f32, s).output("out", DType::i64).output("k", DType::i64);
+    b.node(op, {"x"}, {"out"}, {Attr("axis", 1), Attr("keepdims", 0)});
+    b.node(op, {"x"}, {"k"}, {Attr("axis", -1)});
+    c.push_back({op, b, {randn(s)}});
+  }
+  // Normalizations over channels.
+  const Shape img{2, 6, 5, 4};
+  c.push_back({"InstanceNormalization",
+               one("InstanceNormalization", img, {Attr("epsilon", 1e-3f)},
+                   {{"scale", randn({6})}, {"b", randn({6})}}),
+               {randn(img)}});
+  c.push_back({"GroupNormalization (opset 18: per group)",
+               one("GroupNormalization", img, {Attr("num_groups", 3)},
+                   {{"scale", randn({3})}, {"b", randn({3})}}, 1, 18),
+               {randn(img)}});
+  c.push_back({"GroupNormalization (opset 21: per channel)",
+               one("GroupNormalization", img, {Attr("num_groups", 2), Attr("epsilon", 1e-3f)},
+                   {{"scale", randn({6})}, {"b", randn({6})}}, 1, 21),
+               {randn(img)}});
+  // Layout.
+  c.push_back({"Pad constant, negative and one-sided",
+               one("Pad", {3, 5}, {}, {{"pads", i64s({1, -1, 0, 2})}, {"v", full({}, 1.5)}}),
+               {randn({3, 5})}});
+  c.push_back({"Pad reflect",
+               one("Pad", {4, 5}, {Attr("mode", "reflect")}, {{"pads", i64s({2, 1, 1, 3})}}),
+               {randn({4, 5})}});
+  c.push_back({"Pad edge",
+               one("Pad", {2, 3, 4}, {Attr("mode", "edge")}, {{"pads", i64s({0, 2, 1, 0, 1, 2})}}),
+               {randn({2, 3, 4})}});
+  c.push_back({"Pad (opset 18, axes input)",
+               one("Pad", img, {},
+                   {{"pads", i64s({1, 2, 1, 0})}, {"", Tensor()}, {"axes", i64s({-1, 2})}}, 1, 18),
+               {randn(img)}});
+  c.push_back({"Tile", one("Tile", s, {}, {{"repeats", i64s({2, 1, 3})}}), {randn(s)}});
+  c.push_back({"DepthToSpace DCR",
+               one("DepthToSpace", {1, 8, 2, 3}, {Attr("blocksize", 2)}),
+               {randn({1, 8, 2, 3})}});
+  c.push_back({"DepthToSpace CRD",
+               one("DepthToSpace", {2, 8, 3, 2}, {Attr("blocksize", 2), Attr("mode", "CRD")}),
+               {randn({2, 8, 3, 2})}});
+  c.push_back({"SpaceToDepth",
+               one("SpaceToDepth", {2, 3, 4, 6}, {Attr("blocksize", 2)}),
+               {randn({2, 3, 4, 6})}});
+  {
+    Builder b;
+    b.input("x", DType::f32, s).output("out", DType::i64);
+    b.node("Size", {"x"}, {"out"});
+    c.push_back({"Size", b, {randn(s)}});
+  }
+  c.push_back({"Split (opset 18, num_outputs, uneven)",
+               one("Split", {2, 7}, {Attr("axis", 1), Attr("num_outputs", 3)}, {}, 3, 18),
+               {randn({2, 7})}});
+  c.push_back(
+      {"AveragePool (opset 19, dilations 1)",
+       one("AveragePool", img,
+           {Attr("kernel_shape", {2, 2}), Attr("strides", {2, 2}), Attr("dilations", {1, 1})}, {},
+           1, 19),
+       {randn(img)}});
 }
 
 std::vector<Case> cases() {
@@ -245,6 +378,7 @@ std::vector<Case> cases() {
                {randn(img)}});
   c.push_back({"GlobalAveragePool", one("GlobalAveragePool", img), {randn(img)}});
   c.push_back({"GlobalMaxPool", one("GlobalMaxPool", img), {randn(img)}});
+  add_newer_cases(c);
   return c;
 }
 
@@ -387,6 +521,99 @@ TEST(OnnxImport, EveryUnsupportedNodeIsListedInOneError) {
   EXPECT_TRUE(test::contains(msg, "'rnn' (LSTM): operator LSTM is not supported")) << msg;
   EXPECT_TRUE(test::contains(msg, "'leaky' (Relu): attribute(s) alpha not supported")) << msg;
   EXPECT_TRUE(test::contains(msg, "'up' (Resize)")) << msg;
+}
+
+// A local function of the model: inputs, outputs, an attribute with its default, the nodes.
+::onnx::FunctionProto* add_function(::onnx::ModelProto& m, const std::string& name,
+                                    std::vector<std::string> in, std::vector<std::string> out) {
+  auto* f = m.add_functions();
+  f->set_name(name);
+  f->set_domain("pkg.zc");
+  for (auto& i : in) f->add_input(i);
+  for (auto& o : out) f->add_output(o);
+  f->add_opset_import()->set_version(19);
+  auto* own = f->add_opset_import();  // for the calls of the other functions
+  own->set_domain("pkg.zc");
+  own->set_version(1);
+  return f;
+}
+
+::onnx::NodeProto* add_node(::onnx::FunctionProto* f, const std::string& op,
+                            std::vector<std::string> in, std::vector<std::string> out,
+                            const std::string& domain = "") {
+  auto* n = f->add_node();
+  n->set_op_type(op);
+  n->set_domain(domain);
+  for (auto& i : in) n->add_input(i);
+  for (auto& o : out) n->add_output(o);
+  return n;
+}
+
+// An attribute with its default value (FunctionProto.attribute_proto, field 11, which Debian's
+// onnx library predates: written as the bytes of that field then).
+void add_default(::onnx::FunctionProto* f, const ::onnx::AttributeProto& a) {
+  const auto* reflection = f->GetReflection();
+  if (const auto* field = f->GetDescriptor()->FindFieldByName("attribute_proto")) {
+    reflection->AddMessage(f, field)->CopyFrom(a);
+  } else {
+    reflection->MutableUnknownFields(f)->AddLengthDelimited(11, a.SerializeAsString());
+  }
+}
+
+// An attribute that takes the calling node's value of `ref`.
+void add_ref(::onnx::NodeProto* n, const std::string& name, const std::string& ref) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_ref_attr_name(ref);
+  a->set_type(::onnx::AttributeProto::FLOAT);
+}
+
+// torch's dynamo exporter writes modules as local functions of their own domain: they are
+// inlined, each call with its own values and attributes, a function calling another, against
+// ONNX Runtime (which runs them as functions).
+TEST(OnnxImport, LocalFunctionsAreInlinedAndMatchOnnxRuntime) {
+  Builder b(19);
+  ::onnx::ModelProto& m = b.proto();
+  auto* dom = m.add_opset_import();
+  dom->set_domain("pkg.zc");
+  dom->set_version(1);
+  // Act(a) = LeakyRelu(a, alpha), alpha 0.2 unless the call says.
+  auto* act = add_function(m, "Act", {"a"}, {"b"});
+  ::onnx::AttributeProto alpha;
+  alpha.set_name("alpha");
+  alpha.set_type(::onnx::AttributeProto::FLOAT);
+  alpha.set_f(0.2f);
+  add_default(act, alpha);
+  add_ref(add_node(act, "LeakyRelu", {"a"}, {"b"}), "alpha", "alpha");
+  // Block(x, w) = Act(x w) + x, passing its own alpha (when its call has one) to Act.
+  auto* block = add_function(m, "Block", {"x", "w"}, {"y"});
+  block->add_attribute("alpha");
+  add_node(block, "MatMul", {"x", "w"}, {"h"});
+  add_ref(add_node(block, "Act", {"h"}, {"a"}, "pkg.zc"), "alpha", "alpha");
+  add_node(block, "Add", {"a", "x"}, {"y"});
+  manual_seed(5);
+  b.input("x", DType::f32, {3, 4}).output("out");
+  b.init("w1", randn({4, 4})).init("w2", randn({4, 4}));
+  b.node("Block", {"x", "w1"}, {"h1"}, {Attr("alpha", 0.05f)}, "first");
+  b.node("Block", {"h1", "w2"}, {"out"}, {}, "second");
+  m.mutable_graph()->mutable_node(0)->set_domain("pkg.zc");
+  m.mutable_graph()->mutable_node(1)->set_domain("pkg.zc");
+
+  const std::string dir = test::test_dir("onnx");
+  const Tensor x = randn({3, 4});
+  std::vector<test::onnx_model::OrtJob> jobs{{b.save(dir + "/functions.onnx"), {x}, dir}};
+  std::string why;
+  auto reference = test::onnx_model::run_ort(jobs, dir, &why);
+  if (reference.empty()) GTEST_SKIP() << "ONNX Runtime cannot run here: " << why;
+  NoGradGuard no_grad;
+  auto model = onnx::load(jobs[0].model);
+  EXPECT_TRUE(allclose((*model)(x), reference[0][0], 1e-5, 1e-5));
+  EXPECT_TRUE(allclose(compile(model)(x), reference[0][0], 1e-5, 1e-5));
+
+  // A function that calls itself cannot be inlined.
+  add_node(act, "Act", {"b"}, {"c"}, "pkg.zc");
+  test::expect_error_containing([&] { from(b.bytes()); },
+                                "local function 'pkg.zc.Act': it calls itself");
 }
 
 TEST(OnnxImport, AShapeComputedFromInputValuesIsRefused) {
