@@ -62,7 +62,7 @@ std::vector<int64_t> NodeArgs::values(size_t i, const char* what) const {
   if (!is_integral(t.dtype())) {
     throw error(std::string(what) + " must be integers, got " + std::string(dtype_name(t.dtype())));
   }
-  Tensor c = t.to(DType::i64).contiguous();
+  Tensor c = t.to(Device::cpu()).to(DType::i64).contiguous();
   const int64_t* p = c.data<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
 }
@@ -77,7 +77,7 @@ double NodeArgs::scalar(size_t i, const char* what) const {
   if (t.numel() != 1) {
     throw error(std::string(what) + " must have one element, got " + shape_str(t.shape()));
   }
-  return t.item_double();
+  return t.to(Device::cpu()).item_double();
 }
 
 namespace {

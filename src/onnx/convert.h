@@ -58,6 +58,10 @@ struct OpRule {
   std::string_view op;
   Convert fn;
   std::vector<std::string_view> attrs;  // every attribute it reads; others are unsupported
+  // The inputs whose values it reads as numbers (a shape, axes, pads, bounds): they stay on the
+  // CPU. Its other inputs, tensors it computes on, are moved to the device of the node's other
+  // inputs (model.cpp), so that a constant of the file meets the activations where they are.
+  std::vector<size_t> values = {};
 };
 
 // The rules of each family of operators (convert_<family>.cpp).

@@ -166,8 +166,8 @@ V size_op(const NodeArgs& a) {
 }  // namespace
 
 void add_layout_rules(std::vector<OpRule>& r) {
-  r.push_back({"Pad", pad_op, {"mode"}});
-  r.push_back({"Tile", tile_op, {}});
+  r.push_back({"Pad", pad_op, {"mode"}, {1, 2, 3}});
+  r.push_back({"Tile", tile_op, {}, {1}});
   r.push_back({"DepthToSpace", depth_to_space, {"blocksize", "mode"}});
   r.push_back({"SpaceToDepth", space_to_depth, {"blocksize"}});
   r.push_back({"Size", size_op, {}});

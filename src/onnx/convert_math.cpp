@@ -210,20 +210,20 @@ void add_math_rules(std::vector<OpRule>& r) {
   r.push_back({"Gemm", gemm, {"alpha", "beta", "transA", "transB"}});
   r.push_back({"Softmax", softmax_op, {"axis"}});
   r.push_back({"LogSoftmax", log_softmax_op, {"axis"}});
-  r.push_back({"ReduceSum", reduce<sum>, {"keepdims", "noop_with_empty_axes"}});
+  r.push_back({"ReduceSum", reduce<sum>, {"keepdims", "noop_with_empty_axes"}, {1}});
   // From opset 18 every reduction takes its axes as an input, and noop_with_empty_axes.
   const std::vector<std::string_view> reduce_attrs{"axes", "keepdims", "noop_with_empty_axes"};
-  r.push_back({"ReduceMean", reduce<mean>, reduce_attrs});
-  r.push_back({"ReduceMax", reduce<amax>, reduce_attrs});
-  r.push_back({"ReduceMin", reduce<amin>, reduce_attrs});
-  r.push_back({"ReduceL1", reduce<reduce_l1>, reduce_attrs});
-  r.push_back({"ReduceL2", reduce<reduce_l2>, reduce_attrs});
-  r.push_back({"ReduceSumSquare", reduce<reduce_sum_square>, reduce_attrs});
-  r.push_back({"ReduceLogSum", reduce<reduce_log_sum>, reduce_attrs});
-  r.push_back({"ReduceLogSumExp", reduce<reduce_log_sum_exp>, reduce_attrs});
+  r.push_back({"ReduceMean", reduce<mean>, reduce_attrs, {1}});
+  r.push_back({"ReduceMax", reduce<amax>, reduce_attrs, {1}});
+  r.push_back({"ReduceMin", reduce<amin>, reduce_attrs, {1}});
+  r.push_back({"ReduceL1", reduce<reduce_l1>, reduce_attrs, {1}});
+  r.push_back({"ReduceL2", reduce<reduce_l2>, reduce_attrs, {1}});
+  r.push_back({"ReduceSumSquare", reduce<reduce_sum_square>, reduce_attrs, {1}});
+  r.push_back({"ReduceLogSum", reduce<reduce_log_sum>, reduce_attrs, {1}});
+  r.push_back({"ReduceLogSumExp", reduce<reduce_log_sum_exp>, reduce_attrs, {1}});
   r.push_back({"ArgMax", arg_extreme<false>, {"axis", "keepdims", "select_last_index"}});
   r.push_back({"ArgMin", arg_extreme<true>, {"axis", "keepdims", "select_last_index"}});
-  r.push_back({"Clip", clip, {}});
+  r.push_back({"Clip", clip, {}, {1, 2}});
   // saturate (opset 19) concerns the float8 types alone, which zc does not read.
   r.push_back({"Cast", cast_op, {"to", "saturate"}});
   r.push_back({"Identity", identity, {}});

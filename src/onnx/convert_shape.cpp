@@ -157,6 +157,7 @@ V gather_op(const NodeArgs& a) {
       return {(rows.empty() ? x.slice(axis, 0, 0) : cat(rows, axis)).contiguous().reshape(out)};
     }
     k = i64_tensor(ks).reshape(idx.shape());
+    if (!x.device().is_cpu()) k = k.to(x.device());
   } else {
     k = where(lt(idx, 0.0), idx + static_cast<double>(n), idx);
   }
@@ -272,19 +273,19 @@ V constant_op(const NodeArgs& a) {
 
 void add_shape_rules(std::vector<OpRule>& r) {
   r.push_back({"Shape", shape_op, {"start", "end"}});
-  r.push_back({"Reshape", reshape_op, {"allowzero"}});
+  r.push_back({"Reshape", reshape_op, {"allowzero"}, {1}});
   r.push_back({"Transpose", transpose_op, {"perm"}});
-  r.push_back({"Slice", slice_op, {}});
+  r.push_back({"Slice", slice_op, {}, {1, 2, 3, 4}});
   r.push_back({"Concat", concat_op, {"axis"}});
-  r.push_back({"Split", split_op, {"axis", "num_outputs"}});
-  r.push_back({"Gather", gather_op, {"axis"}});
-  r.push_back({"Unsqueeze", unsqueeze_op, {}});
-  r.push_back({"Squeeze", squeeze_op, {}});
+  r.push_back({"Split", split_op, {"axis", "num_outputs"}, {1}});
+  r.push_back({"Gather", gather_op, {"axis"}, {1}});
+  r.push_back({"Unsqueeze", unsqueeze_op, {}, {1}});
+  r.push_back({"Squeeze", squeeze_op, {}, {1}});
   r.push_back({"Flatten", flatten_op, {"axis"}});
-  r.push_back({"Expand", expand_op, {}});
-  r.push_back({"ConstantOfShape", constant_of_shape, {"value"}});
-  r.push_back({"Range", range_op, {}});
-  r.push_back({"Trilu", trilu_op, {"upper"}});
+  r.push_back({"Expand", expand_op, {}, {1}});
+  r.push_back({"ConstantOfShape", constant_of_shape, {"value"}, {0}});
+  r.push_back({"Range", range_op, {}, {0, 1, 2}});
+  r.push_back({"Trilu", trilu_op, {"upper"}, {1}});
   r.push_back({"Constant",
                constant_op,
                {"value", "value_float", "value_floats", "value_int", "value_ints"}});

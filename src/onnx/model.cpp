@@ -7,7 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "onnx/convert.h"
@@ -30,6 +34,9 @@ struct Model::Impl {
   std::unordered_map<std::string, Tensor> constants;
   // The initializers registered as parameters, by name.
   std::unordered_map<std::string, Tensor> parameters;
+  // The constants' copies on each device a call has met, made at its first use there.
+  mutable std::mutex device_mu;
+  mutable std::map<std::tuple<std::string, int, int>, Tensor> on_device;  // name, device
   // Per node: the module scopes its name gives, outermost first, as the exporter wrote them
   // (where a region begins and ends) and as region names.
   std::vector<std::vector<std::string>> scopes, scope_names;
@@ -164,6 +171,41 @@ std::string Model::producer() const {
   return p.producer_name() + (p.producer_version().empty() ? "" : " " + p.producer_version());
 }
 
+namespace {
+
+// The tensors a node computes on, on one device: where some are on a GPU (the call's
+// activations), the others the file's constants or values computed from shapes on the CPU
+// are moved there (a constant once per device, kept); inputs the rule reads as numbers stay.
+// A 0-dim tensor stays too: zc's ops take it as a number on any device.
+void follow_device(const Model::Impl& m, const ::onnx::NodeProto& node,
+                   const onnx_import::OpRule& rule, std::vector<Tensor>& ins) {
+  Device device = Device::cpu();
+  for (const Tensor& t : ins) {
+    if (t.defined() && !t.device().is_cpu()) device = t.device();
+  }
+  if (device.is_cpu()) return;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    Tensor& t = ins[i];
+    if (!t.defined() || !t.device().is_cpu() || t.dim() == 0 ||
+        std::find(rule.values.begin(), rule.values.end(), i) != rule.values.end()) {
+      continue;
+    }
+    const std::string& name = node.input(static_cast<int>(i));
+    auto constant = m.constants.find(name);
+    if (constant == m.constants.end() || constant->second.unsafe_impl() != t.unsafe_impl()) {
+      t = t.to(device);  // computed in this call: moved with it
+      continue;
+    }
+    std::lock_guard lock(m.device_mu);
+    auto [it, fresh] = m.on_device.try_emplace(
+        {name, static_cast<int>(device.type), static_cast<int>(device.index)});
+    if (fresh) it->second = t.to(device);
+    t = it->second;
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
   const Impl& m = *impl_;
   if (inputs.size() != m.inputs.size()) {
@@ -199,10 +241,12 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
     for (const std::string& name : node.input()) {
       ins.push_back(name.empty() ? Tensor() : env.at(name));
     }
+    const onnx_import::OpRule& rule = *onnx_import::find_rule(node.op_type());
+    follow_device(m, node, rule, ins);
     onnx_import::NodeArgs args(node, m.parsed.opset, std::move(ins));
     std::vector<Tensor> outs;
     try {
-      outs = onnx_import::find_rule(node.op_type())->fn(args);
+      outs = rule.fn(args);
     } catch (const Error& e) {
       const std::string msg = e.what();
       if (msg.rfind("ONNX node ", 0) == 0) throw;

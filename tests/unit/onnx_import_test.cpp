@@ -616,6 +616,33 @@ TEST(OnnxImport, LocalFunctionsAreInlinedAndMatchOnnxRuntime) {
                                 "local function 'pkg.zc.Act': it calls itself");
 }
 
+// A model on a GPU: the file's constants (a Constant node's vector, an integer index
+// initializer, a one-element initializer) and values made from shapes on the CPU
+// (ConstantOfShape) meet the activations on the device, eagerly and compiled.
+TEST(OnnxImportGpu, ConstantsFollowTheCallsDevice) {
+  ZC_SKIP_WITHOUT_GPU();
+  manual_seed(9);
+  Builder b;
+  b.input("x", DType::f32, {2, 3, 4}).output("out");
+  b.init("idx", i64s({3, 0})).init("k", full({1}, 0.5));
+  b.node("Constant", {}, {"c"}, {Attr("value", randn({4}))});
+  b.node("Add", {"x", "c"}, {"a"});
+  b.node("Gather", {"a", "idx"}, {"g"}, {Attr("axis", 2)});
+  b.node("Shape", {"g"}, {"shape"});
+  b.node("ConstantOfShape", {"shape"}, {"ones"}, {Attr("value", full({1}, 1.0))});
+  b.node("Add", {"g", "ones"}, {"h"});
+  b.node("Mul", {"h", "k"}, {"out"});
+  NoGradGuard no_grad;
+  auto model = from(b.bytes());
+  const Tensor x = randn({2, 3, 4});
+  const Tensor want = (*model)(std::vector<Tensor>{x})[0];
+  model->to(Device::cuda(0));
+  const Tensor xd = x.to(Device::cuda(0));
+  EXPECT_TRUE(allclose((*model)(std::vector<Tensor>{xd})[0].to(Device::cpu()), want, 1e-6, 1e-6));
+  EXPECT_TRUE(
+      allclose(compile(model)(std::vector<Tensor>{xd})[0].to(Device::cpu()), want, 1e-6, 1e-6));
+}
+
 TEST(OnnxImport, AShapeComputedFromInputValuesIsRefused) {
   Builder b;
   b.input("x", DType::f32, {2, 3}).input("s", DType::i64, {2}).output("out");
