@@ -50,6 +50,14 @@ Tensor relu(const Tensor& x);
 enum class GeluApprox : uint8_t { none, tanh };
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
 Tensor erf(const Tensor& x);
+// To an integral value, in x's dtype: floor, ceil, round (halves to even, as torch.round and
+// ONNX Round) and trunc. Integer and bool tensors are integral already and come back unchanged.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor sin(const Tensor& x);  // integers give f32, as exp
+Tensor cos(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor cast(const Tensor& x, DType dtype);
 

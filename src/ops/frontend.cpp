@@ -138,6 +138,24 @@ Tensor relu(const Tensor& x) {
 Tensor erf(const Tensor& x) {
   return unary(OpId::erf, x);
 }
+Tensor floor(const Tensor& x) {
+  return unary(OpId::floor, x);
+}
+Tensor ceil(const Tensor& x) {
+  return unary(OpId::ceil, x);
+}
+Tensor round(const Tensor& x) {
+  return unary(OpId::round, x);
+}
+Tensor trunc(const Tensor& x) {
+  return unary(OpId::trunc, x);
+}
+Tensor sin(const Tensor& x) {
+  return unary(OpId::sin, x);
+}
+Tensor cos(const Tensor& x) {
+  return unary(OpId::cos, x);
+}
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   return call1(OpId::gelu, {x}, ops::GeluAttrs{approximate});
 }

@@ -16,6 +16,12 @@
   ZC_OP(relu, unary)                                                           \
   ZC_OP(gelu, unary)                                                           \
   ZC_OP(erf, unary)                                                            \
+  ZC_OP(floor, unary)                                                          \
+  ZC_OP(ceil, unary)                                                           \
+  ZC_OP(round, unary)                                                          \
+  ZC_OP(trunc, unary)                                                          \
+  ZC_OP(sin, unary)                                                            \
+  ZC_OP(cos, unary)                                                            \
   ZC_OP(clamp, unary)                                                          \
   ZC_OP(cast, unary)                                                           \
   /* elementwise binary (broadcasting) */                                      \

@@ -197,6 +197,86 @@ struct Gelu {
                                                                       : EpilogueAct::gelu_erf;
   }
 };
+// floor, ceil, round and trunc: an integral value of the same type. Integers (and bools) are
+// integral already and come back as they are, in their dtype; floats keep theirs, so these are
+// not float-valued. Their gradient is zero wherever it exists, as torch's.
+template <class Mode>
+struct Rounding {
+  static constexpr bool float_valued = false;
+  static constexpr bool transcendental = false;
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return Mode::apply(x);
+    } else {
+      return x;
+    }
+  }
+  static std::string c(const CExpr& e) {
+    return e.floating() ? std::string(Mode::c_function) + "(" + e.x() + ")" : e.x();
+  }
+  static Tensor vjp(const Tensor& g, const Tensor&, const Tensor&, const Attrs&) {
+    return zeros_like_on(g, g.shape());
+  }
+};
+struct FloorMode {
+  static constexpr const char* c_function = "zc_floor";
+  template <class T>
+  static T apply(T x) {
+    return std::floor(x);
+  }
+};
+struct CeilMode {
+  static constexpr const char* c_function = "zc_ceil";
+  template <class T>
+  static T apply(T x) {
+    return std::ceil(x);
+  }
+};
+// Halves to the even neighbour (torch.round, ONNX Round), which the default rounding mode
+// does; std::round would take them away from zero.
+struct RoundMode {
+  static constexpr const char* c_function = "zc_round";
+  template <class T>
+  static T apply(T x) {
+    return std::nearbyint(x);
+  }
+};
+struct TruncMode {
+  static constexpr const char* c_function = "zc_trunc";
+  template <class T>
+  static T apply(T x) {
+    return std::trunc(x);
+  }
+};
+using Floor = Rounding<FloorMode>;
+using Ceil = Rounding<CeilMode>;
+using Round = Rounding<RoundMode>;
+using Trunc = Rounding<TruncMode>;
+struct Sin {
+  static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
+  template <class T>
+  T operator()(T x) const {
+    return std::sin(x);
+  }
+  static std::string c(const CExpr& e) { return "zc_sin(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+    return g * zc::cos(x);
+  }
+};
+struct Cos {
+  static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
+  template <class T>
+  T operator()(T x) const {
+    return std::cos(x);
+  }
+  static std::string c(const CExpr& e) { return "zc_cos(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+    return -(g * zc::sin(x));
+  }
+};
 struct Clamp {
   static constexpr bool float_valued = false;
   static constexpr bool transcendental = false;
@@ -344,6 +424,12 @@ void define_unary_ops(OpTable& t) {
   t.define(unary_def<Relu>(OpId::relu));
   t.define(unary_def<Gelu, GeluAttrs>(OpId::gelu));
   t.define(unary_def<Erf>(OpId::erf));
+  t.define(unary_def<Floor>(OpId::floor));
+  t.define(unary_def<Ceil>(OpId::ceil));
+  t.define(unary_def<Round>(OpId::round));
+  t.define(unary_def<Trunc>(OpId::trunc));
+  t.define(unary_def<Sin>(OpId::sin));
+  t.define(unary_def<Cos>(OpId::cos));
   t.define(unary_def<Clamp, ClampAttrs>(OpId::clamp));
   t.define(OpDef{.id = OpId::cast,
                  .attrs_index = attrs_index_of<CastAttrs>(),

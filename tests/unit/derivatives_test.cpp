@@ -125,6 +125,13 @@ std::vector<Case> cases() {
   add("gelu", "erf", [](const Inputs& x) { return gelu(x[0]); }, {rnd({3, 4})});
   add("gelu", "tanh", [](const Inputs& x) { return gelu(x[0], GeluApprox::tanh); }, {rnd({3, 4})});
   add("erf", "", [](const Inputs& x) { return erf(x[0]); }, {rnd({3, 4})});
+  // Zero wherever the derivative exists (random values are never integers or halves).
+  add("floor", "", [](const Inputs& x) { return floor(x[0] * 3.0); }, {rnd({3, 4})});
+  add("ceil", "strided", [](const Inputs& x) { return ceil(x[0] * 3.0); }, {strided(3, 4)});
+  add("round", "", [](const Inputs& x) { return round(x[0] * 3.0); }, {rnd({3, 4})});
+  add("trunc", "", [](const Inputs& x) { return trunc(x[0] * 3.0); }, {rnd({3, 4})});
+  add("sin", "", [](const Inputs& x) { return sin(x[0] * 3.0); }, {rnd({3, 4})});
+  add("cos", "strided", [](const Inputs& x) { return cos(x[0] * 3.0); }, {strided(2, 5)});
   add("clamp", "both bounds", [](const Inputs& x) { return clamp(x[0], -0.5, 0.5); },
       {from_vector({-1.0f, -0.3f, 0.2f, 0.7f, 0.45f, -0.9f}, {2, 3}).to(DType::f64)});
   add("clamp", "min only", [](const Inputs& x) { return clamp(x[0], 0.0, std::nullopt); },

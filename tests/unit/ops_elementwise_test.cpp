@@ -63,6 +63,15 @@ std::vector<UnaryCase> unary_cases() {
        [](double x) { return std::max(x, 0.25); }, -2, 2},
       {"clamp_max", [](auto& x) { return zc::clamp(x, std::nullopt, -0.25); },
        [](double x) { return std::min(x, -0.25); }, -2, 2},
+      {"floor", [](auto& x) { return zc::floor(x); }, [](double x) { return std::floor(x); }, -3,
+       3},
+      {"ceil", [](auto& x) { return zc::ceil(x); }, [](double x) { return std::ceil(x); }, -3, 3},
+      {"round", [](auto& x) { return zc::round(x); }, [](double x) { return std::nearbyint(x); },
+       -3, 3},
+      {"trunc", [](auto& x) { return zc::trunc(x); }, [](double x) { return std::trunc(x); }, -3,
+       3},
+      {"sin", [](auto& x) { return zc::sin(x); }, [](double x) { return std::sin(x); }, -7, 7},
+      {"cos", [](auto& x) { return zc::cos(x); }, [](double x) { return std::cos(x); }, -7, 7},
       {"pow2", [](auto& x) { return zc::pow(x, 2.0); }, [](double x) { return x * x; }, -3, 3},
       {"pow3_negative_base", [](auto& x) { return zc::pow(x, 3.0); },
        [](double x) { return x * x * x; }, -3, -0.1},
@@ -139,6 +148,15 @@ TEST(OpsElementwise, UnaryIntegers) {
     EXPECT_TRUE(zc::ref::close(zc::clamp(xt, -2, 3),
                                zc::ref::map(x, [](double v) { return std::clamp(v, -2.0, 3.0); }),
                                dt));
+    // Integers are integral already: rounding keeps them and their dtype.
+    for (const Tensor& r : {zc::floor(xt), zc::ceil(xt), zc::round(xt), zc::trunc(xt)}) {
+      EXPECT_TRUE(zc::ref::close(r, x, dt));
+    }
+    // sin and cos are float-valued: integers give f32, as exp.
+    EXPECT_TRUE(zc::ref::close(zc::sin(xt), zc::ref::map(x, [](double v) { return std::sin(v); }),
+                               DType::f32));
+    EXPECT_TRUE(zc::ref::close(zc::cos(xt), zc::ref::map(x, [](double v) { return std::cos(v); }),
+                               DType::f32));
   }
 }
 
@@ -445,6 +463,68 @@ TEST(OpsElementwise, SpecialValuesPropagate) {
   // sigmoid must not overflow to NaN for large |x|.
   EXPECT_TRUE(zc::ref::close(zc::sigmoid(zc::ref::make(Arr{{2}, {-100, 100}}, DType::f32)),
                              Arr{{2}, {zc::ref::sigmoid(-100), 1}}, DType::f32, {1e-6, 1e-30}));
+}
+
+// Equal to the bit but for NaN's payload: values, infinities and the sign of every zero.
+::testing::AssertionResult same_bits(const Tensor& got, const Arr& want, DType dtype) {
+  if (got.dtype() != dtype) {
+    return ::testing::AssertionFailure()
+           << "dtype " << dtype_of(got) << ", expected " << name_of(dtype);
+  }
+  Arr g = zc::ref::read(got);
+  if (g.shape != want.shape) return ::testing::AssertionFailure() << "shape differs";
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const double x = g.v[i], y = want.v[i];
+    const bool ok = std::isnan(y) ? std::isnan(x) : x == y && std::signbit(x) == std::signbit(y);
+    if (!ok) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << x << ", expected " << y;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(OpsElementwise, RoundingTakesHalvesToEvenAndKeepsSpecialValues) {
+  const double inf = INFINITY, nan = NAN;
+  const Arr x{{14},
+              {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 0.0, inf, -inf, nan, -0.25, 1e20, -3.75}};
+  const Arr floor{{14}, {0, 1, 2, -1, -2, -3, -0.0, 0, inf, -inf, nan, -1, 1e20, -4}};
+  const Arr ceil{{14}, {1, 2, 3, -0.0, -1, -2, -0.0, 0, inf, -inf, nan, -0.0, 1e20, -3}};
+  const Arr round{{14}, {0, 2, 2, -0.0, -2, -2, -0.0, 0, inf, -inf, nan, -0.0, 1e20, -4}};
+  const Arr trunc{{14}, {0, 1, 2, -0.0, -1, -2, -0.0, 0, inf, -inf, nan, -0.0, 1e20, -3}};
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(name_of(dt));
+    // 1e20 is past f16's range: inf there, which every rounding keeps.
+    Tensor xt = zc::ref::make(x, dt, Layout::strided);
+    auto in_dtype = [&](const Arr& a) { return zc::ref::read(zc::ref::make(a, dt)); };
+    EXPECT_TRUE(same_bits(zc::floor(xt), in_dtype(floor), dt));
+    EXPECT_TRUE(same_bits(zc::ceil(xt), in_dtype(ceil), dt));
+    EXPECT_TRUE(same_bits(zc::round(xt), in_dtype(round), dt));
+    EXPECT_TRUE(same_bits(zc::trunc(xt), in_dtype(trunc), dt));
+  }
+  // bool is integral: returned as it is.
+  Tensor b = zc::ref::make(Arr{{3}, {1, 0, 1}}, DType::boolean);
+  EXPECT_TRUE(same_bits(zc::round(b), Arr{{3}, {1, 0, 1}}, DType::boolean));
+  // From 2^52 on every double is an integer: unchanged.
+  const double big = 4503599627370497.0;
+  Tensor d = zc::ref::make(Arr{{2}, {big, -big}}, DType::f64);
+  EXPECT_TRUE(same_bits(zc::round(d), Arr{{2}, {big, -big}}, DType::f64));
+  EXPECT_TRUE(same_bits(zc::floor(d), Arr{{2}, {big, -big}}, DType::f64));
+}
+
+TEST(OpsElementwise, SinAndCosAtSpecialValues) {
+  const double inf = INFINITY, nan = NAN;
+  Tensor x = zc::ref::make(Arr{{5}, {inf, -inf, nan, 0, -0.0}}, DType::f32);
+  EXPECT_TRUE(same_bits(zc::sin(x), Arr{{5}, {nan, nan, nan, 0, -0.0}}, DType::f32));
+  EXPECT_TRUE(same_bits(zc::cos(x), Arr{{5}, {nan, nan, nan, 1, 1}}, DType::f32));
+  // Large arguments reduce exactly (float's sin of 1e6 is the sin of that float).
+  Arr big{{3}, {1e6, -3.0e7, 123456.789}};
+  Tensor bt = zc::ref::make(big, DType::f32);
+  Arr bin = zc::ref::read(bt);
+  EXPECT_TRUE(zc::ref::close(zc::sin(bt), zc::ref::map(bin, [](double v) { return std::sin(v); }),
+                             DType::f32));
+  EXPECT_TRUE(zc::ref::close(zc::cos(bt), zc::ref::map(bin, [](double v) { return std::cos(v); }),
+                             DType::f32));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The fixed head of every generated CUDA source. NVRTC compiles it without any header: the
 // integer types, the 16-bit float conversions, the math helpers op expressions call
-// (ops/elementwise.h: zc_exp ... zc_pow, for float and double) and the block reductions are
+// (ops/elementwise.h: zc_exp ... zc_cos, for float and double) and the block reductions are
 // here, with the same semantics as the C++ backend's prelude and the eager kernels (NaN
 // propagation, round-to-nearest-even conversions, the first index on ties). The emitter writes
 // kPrelude, the helpers both C-like backends share (c_helpers.h: zc_ipow, zc_max, zc_min, with
@@ -56,6 +56,19 @@ static __device__ __forceinline__ float zc_fabs(float x) { return fabsf(x); }
 static __device__ __forceinline__ double zc_fabs(double x) { return fabs(x); }
 static __device__ __forceinline__ float zc_pow(float a, float b) { return powf(a, b); }
 static __device__ __forceinline__ double zc_pow(double a, double b) { return pow(a, b); }
+static __device__ __forceinline__ float zc_floor(float x) { return floorf(x); }
+static __device__ __forceinline__ double zc_floor(double x) { return floor(x); }
+static __device__ __forceinline__ float zc_ceil(float x) { return ceilf(x); }
+static __device__ __forceinline__ double zc_ceil(double x) { return ceil(x); }
+// rint rounds halves to even (the device has no other rounding mode).
+static __device__ __forceinline__ float zc_round(float x) { return rintf(x); }
+static __device__ __forceinline__ double zc_round(double x) { return rint(x); }
+static __device__ __forceinline__ float zc_trunc(float x) { return truncf(x); }
+static __device__ __forceinline__ double zc_trunc(double x) { return trunc(x); }
+static __device__ __forceinline__ float zc_sin(float x) { return sinf(x); }
+static __device__ __forceinline__ double zc_sin(double x) { return sin(x); }
+static __device__ __forceinline__ float zc_cos(float x) { return cosf(x); }
+static __device__ __forceinline__ double zc_cos(double x) { return cos(x); }
 #define ZC_FN static __device__ __forceinline__
 )PRELUDE";
 
