@@ -21,6 +21,12 @@ Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+// The remainder of a / b: fmod's has the sign of a (the quotient truncated: C's fmod,
+// torch.fmod), remainder's the sign of b (the quotient floored: Python's %, torch.remainder,
+// numpy.mod; a zero result is signed as b). For integers a divisor of 0 gives 0, as numpy (torch
+// raises); bool operands raise zc::Error.
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);  // comparisons give bool
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
@@ -31,6 +37,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // Scalar right-hand sides, with the same promotion as wrap_scalar.
 Tensor maximum(const Tensor& a, double b);
 Tensor minimum(const Tensor& a, double b);
+Tensor fmod(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, double b);
 Tensor eq(const Tensor& a, double b);
 Tensor ne(const Tensor& a, double b);
 Tensor lt(const Tensor& a, double b);

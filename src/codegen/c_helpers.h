@@ -1,8 +1,8 @@
 // The helpers that generated code of every C-like backend shares, written once: integer powers
-// with wrap-around, max/min that propagate NaN and the counter-based random draws, as the eager
-// kernels compute them (ops/elementwise.h names them). A backend's prelude defines ZC_FN, its
-// qualifiers for a helper function (`static inline`, or `static __device__ __forceinline__` on
-// CUDA), and the emitter writes this text right after it.
+// with wrap-around, remainders, max/min that propagate NaN and the counter-based random draws,
+// as the eager kernels compute them (ops/elementwise.h names them). A backend's prelude defines
+// ZC_FN, its qualifiers for a helper function (`static inline`, or `static __device__
+// __forceinline__` on CUDA), and the emitter writes this text right after it.
 #pragma once
 
 namespace zc::codegen {
@@ -17,6 +17,19 @@ template <class T> ZC_FN T zc_ipow(T a, T b) {
     x *= x;
   }
   return (T)r;
+}
+// Integer remainders as the eager kernels compute them: a divisor of 0 gives 0 and one of -1
+// gives 0 without dividing (C's % is undefined for both, and traps on x86).
+template <class T> ZC_FN T zc_ifmod(T a, T b) { return b == 0 || b == -1 ? (T)0 : (T)(a % b); }
+template <class T> ZC_FN T zc_iremainder(T a, T b) {
+  T r = zc_ifmod(a, b);
+  return r != 0 && (r < 0) != (b < 0) ? (T)(r + b) : r;
+}
+// The floating remainder with the divisor's sign (Python's %): fmod's moved by one divisor
+// when the signs differ; a zero takes the divisor's sign.
+template <class T> ZC_FN T zc_remainder(T a, T b) {
+  T r = zc_fmod(a, b);
+  return r != 0 ? ((r < 0) != (b < 0) ? r + b : r) : (b < 0 ? -(T)0 : (T)0);
 }
 template <class T> ZC_FN T zc_max(T a, T b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
 template <class T> ZC_FN T zc_min(T a, T b) { return a != a ? a : b != b ? b : (a < b ? a : b); }

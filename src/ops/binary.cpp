@@ -156,6 +156,80 @@ struct Minimum {
     return {g * share, g * (1.0 - share)};
   }
 };
+// Integer remainders. C's % by zero is undefined (x86 traps), and so is the most negative
+// value's % -1 (the quotient overflows): a divisor of 0 gives 0, as numpy's does (torch raises
+// on the CPU, which a generated kernel cannot), and -1 gives 0, the true remainder, without
+// dividing. Generated code calls the same (the shared helpers' zc_ifmod and zc_iremainder).
+// Bools (which infer refuses; the eager kernel's dispatch instantiates them) divide by 0 or 1.
+template <class T>
+T integer_fmod(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return false;
+  } else {
+    return b == 0 || b == -1 ? T(0) : static_cast<T>(a % b);
+  }
+}
+template <class T>
+T integer_remainder(T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return false;
+  } else {
+    T r = integer_fmod(a, b);
+    return r != 0 && (r < 0) != (b < 0) ? static_cast<T>(r + b) : r;
+  }
+}
+// Floating remainders with the divisor's sign, as Python's float % and numpy.mod: fmod's,
+// moved by one divisor when the signs differ, and a zero signed as the divisor (torch.remainder
+// keeps fmod's sign on a zero). Generated code calls zc_remainder, the same steps.
+template <class T>
+T floating_remainder(T a, T b) {
+  T r = std::fmod(a, b);
+  if (r != 0) return (r < 0) != (b < 0) ? static_cast<T>(r + b) : r;
+  return std::copysign(T(0), b);
+}
+
+// fmod: the remainder of a / b truncated, with the sign of a (C's fmod, torch.fmod).
+struct Fmod {
+  static constexpr const char* name = "fmod";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::fmod(a, b);
+    } else {
+      return integer_fmod(a, b);
+    }
+  }
+  static std::string c(const CExpr& e) {
+    return std::string(e.floating() ? "zc_fmod(" : "zc_ifmod(") + e.in[0] + ", " + e.in[1] + ")";
+  }
+  // a - trunc(a / b) b, so b's gradient is -trunc(a / b), as torch's.
+  static Grads vjp(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&, Wanted w) {
+    return {g, w[1] ? -g * zc::trunc(a / b) : Tensor()};
+  }
+};
+// remainder: the remainder of a / b floored, with the sign of b (Python's %, torch.remainder,
+// numpy.mod).
+struct Remainder {
+  static constexpr const char* name = "remainder";
+  static constexpr Result result = Result::same;
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return floating_remainder(a, b);
+    } else {
+      return integer_remainder(a, b);
+    }
+  }
+  static std::string c(const CExpr& e) {
+    return std::string(e.floating() ? "zc_remainder(" : "zc_iremainder(") + e.in[0] + ", " +
+           e.in[1] + ")";
+  }
+  // a - floor(a / b) b.
+  static Grads vjp(const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&, Wanted w) {
+    return {g, w[1] ? -g * zc::floor(a / b) : Tensor()};
+  }
+};
 // The C++ operator and the generated expression are the same token.
 #define ZC_COMPARISON(Name, op)                                    \
   struct Name {                                                    \
@@ -186,6 +260,12 @@ std::vector<TensorMeta> binary_infer(std::span<const TensorMeta> in, const Attrs
     if (t == DType::boolean) {
       op_error("sub", "bool tensors cannot be subtracted (" + metas_str(in) +
                           "); use logical ops or cast first");
+    }
+  }
+  if constexpr (std::is_same_v<F, Fmod> || std::is_same_v<F, Remainder>) {
+    if (t == DType::boolean) {
+      op_error(name, "bool tensors have no remainder (" + metas_str(in) +
+                         "); cast them to an integer dtype first");
     }
   }
   if constexpr (F::result == Result::floating) t = floating_dtype(t);
@@ -339,6 +419,8 @@ void define_binary_ops(OpTable& t) {
   t.define(binary_def<Pow>(OpId::pow));
   t.define(binary_def<Maximum>(OpId::maximum));
   t.define(binary_def<Minimum>(OpId::minimum));
+  t.define(binary_def<Fmod>(OpId::fmod));
+  t.define(binary_def<Remainder>(OpId::remainder));
   t.define(binary_def<eq>(OpId::eq));
   t.define(binary_def<ne>(OpId::ne));
   t.define(binary_def<lt>(OpId::lt));

@@ -62,6 +62,12 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 Tensor minimum(const Tensor& a, const Tensor& b) {
   return binary(OpId::minimum, a, b);
 }
+Tensor fmod(const Tensor& a, const Tensor& b) {
+  return binary(OpId::fmod, a, b);
+}
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  return binary(OpId::remainder, a, b);
+}
 Tensor eq(const Tensor& a, const Tensor& b) {
   return binary(OpId::eq, a, b);
 }
@@ -85,6 +91,12 @@ Tensor maximum(const Tensor& a, double b) {
 }
 Tensor minimum(const Tensor& a, double b) {
   return minimum(a, wrap_scalar(b));
+}
+Tensor fmod(const Tensor& a, double b) {
+  return fmod(a, wrap_scalar(b));
+}
+Tensor remainder(const Tensor& a, double b) {
+  return remainder(a, wrap_scalar(b));
 }
 Tensor eq(const Tensor& a, double b) {
   return eq(a, wrap_scalar(b));

@@ -32,6 +32,8 @@
   ZC_OP(pow, binary)                                                           \
   ZC_OP(maximum, binary)                                                       \
   ZC_OP(minimum, binary)                                                       \
+  ZC_OP(fmod, binary)                                                          \
+  ZC_OP(remainder, binary)                                                     \
   ZC_OP(eq, binary)                                                            \
   ZC_OP(ne, binary)                                                            \
   ZC_OP(lt, binary)                                                            \

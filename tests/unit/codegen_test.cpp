@@ -78,11 +78,13 @@ std::vector<Case> op_cases() {
          return clamp(x, -0.5, 0.5) + cast(cast(x * 4.0, DType::i32), DType::f32) +
                 pow(abs(x), 1.5) + pow(abs(x) + 1.0, x);
        }},
-      // x * 4 is exact, so no rounding upstream moves a value across an integer.
-      {"rounding_trig", kPointwiseTol,
+      // x * 4 is exact, so no rounding upstream moves a value across an integer or a multiple
+      // of the divisor; integer divisors of 0 among them.
+      {"rounding_trig_remainders", kPointwiseTol,
        [](const Tensor& x) {
-         Tensor y = x * 4.0;
-         return floor(y) + ceil(y) + round(y) + trunc(y) + sin(x) * cos(y);
+         Tensor y = x * 4.0, i = cast(y, DType::i32);
+         return floor(y) + ceil(y) + round(y) + trunc(y) + sin(x) * cos(y) + fmod(y, 0.75) +
+                remainder(y, -0.75) + cast(fmod(i, i - 1.0) + remainder(i, 3.0), DType::f32);
        }},
       {"binary_broadcast", kPointwiseTol,
        [](const Tensor& x) {

@@ -324,6 +324,36 @@ TEST(CompiledTraining, InputViewsPassGradientsToTheirLeaf) {
   }
 }
 
+// Rounding, sin, cos and the remainders inside a compiled module: the backward graph built from
+// their rules (zeros, cos and -sin, -trunc(a / b) and -floor(a / b) for the divisor) gives
+// eager autograd's gradients.
+struct RoundingTrigRemainders : nn::Module {
+  Tensor w, d;
+  RoundingTrigRemainders() {
+    w = register_parameter("w", randn({3, 4}) * 2.0);
+    Tensor r = randn({4});
+    d = register_parameter("d", where(gt(r, 0.0), r + 0.25, r - 0.25));  // divisors of either sign
+  }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    Tensor x = in[0] * w;
+    return {sin(x) * cos(in[0]) + floor(x) + ceil(x) * round(x) + trunc(x) * w + fmod(x, d) +
+            remainder(in[0], d)};
+  }
+};
+
+TEST(CompiledTraining, RoundingTrigAndRemainderGradientsEqualEager) {
+  manual_seed(62);
+  auto model = std::make_shared<RoundingTrigRemainders>();
+  const Tensor x0 = randn({3, 4}) * 3.0, r = randn({3, 4});
+  auto grads = [&](auto call) {
+    model->zero_grad();
+    Tensor x = x0.clone().requires_grad_();
+    sum(call(std::vector<Tensor>{x})[0] * r).backward();
+    return std::vector<Tensor>{x.grad(), model->w.grad(), model->d.grad()};
+  };
+  expect_gradients_match_eager(model, grads, "");
+}
+
 // 50 AdamW steps on the same data: the compiled loss curve follows the eager one.
 TEST(CompiledTraining, AdamWLossCurveFollowsEager) {
   manual_seed(54);

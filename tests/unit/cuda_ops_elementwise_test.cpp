@@ -153,6 +153,10 @@ std::vector<BinaryOp> binary_ops() {
        true},
       {"minimum", [](const Tensor& a, const Tensor& b) { return zc::minimum(a, b); }, -3, 3, -3, 3,
        true},
+      // As div's: divisors of either sign; integer zeros give 0.
+      {"fmod", [](const Tensor& a, const Tensor& b) { return zc::fmod(a, b); }, -7, 7, -3, 3},
+      {"remainder", [](const Tensor& a, const Tensor& b) { return zc::remainder(a, b); }, -7, 7, -3,
+       3},
       {"eq", [](const Tensor& a, const Tensor& b) { return zc::eq(a, b); }, -2, 2, -2, 2, true},
       {"ne", [](const Tensor& a, const Tensor& b) { return zc::ne(a, b); }, -2, 2, -2, 2, true},
       {"lt", [](const Tensor& a, const Tensor& b) { return zc::lt(a, b); }, -2, 2, -2, 2, true},
@@ -170,7 +174,8 @@ Arr draw_a(const BinaryOp& op, const Shape& s, DType dt) {
 Arr draw_b(const BinaryOp& op, const Shape& s, DType dt) {
   if (op.ties && dt != DType::boolean) return draw(s, op.blo, op.bhi, DType::i64);
   Arr b = draw(s, op.blo, op.bhi, dt);
-  if (op.name == "div" && zc::is_floating(dt)) {  // away from zero, either sign
+  const bool divisor = op.name == "div" || op.name == "fmod" || op.name == "remainder";
+  if (divisor && zc::is_floating(dt)) {  // away from zero, either sign
     for (double& v : b.v) v = v < 0 ? v - 0.5 : v + 0.5;
   }
   return b;
@@ -219,7 +224,7 @@ TEST_F(CudaOps, Binary) {
       tall_base = (tall_base * 2.0).to(DType::i64).to(DType::f32);
       row = (row * 2.0).to(DType::i64).to(DType::f32);
     }
-    if (op.name == "div") row = row + 3.5;
+    if (op.name == "div" || op.name == "fmod" || op.name == "remainder") row = row + 3.5;
     add(large("contiguous", big), large("contiguous", row));
     add(large("transpose", big, [](const Tensor& b) { return b.t(); }), large("contiguous", row));
     add(large("slice_step2", tall_base,
@@ -270,6 +275,8 @@ TEST_F(CudaOps, BinaryPromotionAndNumbers) {
       {"pow(x, 0.5)", [](const Tensor& x) { return zc::pow(x, 0.5); }},
       {"maximum(x, 0.25)", [](const Tensor& x) { return zc::maximum(x, 0.25); }},
       {"minimum(x, -1.0)", [](const Tensor& x) { return zc::minimum(x, -1.0); }},
+      {"fmod(x, 2.0)", [](const Tensor& x) { return zc::fmod(x, 2.0); }},
+      {"remainder(x, -1.5)", [](const Tensor& x) { return zc::remainder(x, -1.5); }},
       {"ge(x, 1.0)", [](const Tensor& x) { return zc::ge(x, 1.0); }},
       {"ne(x, 0.5)", [](const Tensor& x) { return zc::ne(x, 0.5); }},
   };
@@ -349,6 +356,75 @@ TEST_F(CudaOps, Where) {
         {large("contiguous", cond), large("transpose", big, [](const Tensor& t) { return t.t(); }),
          large("contiguous", zc::zeros({1024}))},
         where, Acc::exact);
+}
+
+// Rounding and the remainders on every pair of their edge values (a [n, 1] against b [1, m]):
+// NaN, infinities, signed zeros, halves, operands of each sign, divisors of 0 and, for
+// integers, the extremes (the most negative value by -1). Each result is exact in IEEE
+// arithmetic, so the devices agree to the bit, the sign of every zero included (the harness's
+// comparison takes -0 for 0).
+TEST_F(CudaOps, RoundingAndRemaindersAtEdgeValuesEqualTheCpuToTheBit) {
+  const double inf = INFINITY, nan = NAN;
+  const std::vector<double> fa{nan, inf, -inf, -0.0, 0.0, 0.5,  1.5,   2.5,  -0.5, -2.5,
+                               5,   -5,  5.5,  -5.5, -6,  0.75, 1e-30, -7e5, 1e20, 3.0e38};
+  const std::vector<double> fb{3, -3, 2, -0.25, 0, -0.0, inf, -inf, nan, 1e-3, -1e20};
+  // Integers, with -8 and 8 standing for the dtype's extremes.
+  auto ints = [](std::vector<int64_t> v, DType dt) {
+    const bool i32 = dt == DType::i32;
+    for (int64_t& x : v) {
+      if (x == -8)
+        x = i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+      if (x == 8)
+        x = i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+    }
+    const Shape s{static_cast<int64_t>(v.size())};
+    return i32 ? zc::from_values(std::vector<int32_t>(v.begin(), v.end()), s)
+               : zc::from_values(v, s);
+  };
+  auto column = [](const Tensor& t) { return t.reshape({t.numel(), 1}); };
+  auto row = [](const Tensor& t) { return t.reshape({1, t.numel()}); };
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>>
+      ops{{"floor", [](const Tensor& a, const Tensor&) { return zc::floor(a); }},
+          {"ceil", [](const Tensor& a, const Tensor&) { return zc::ceil(a); }},
+          {"round", [](const Tensor& a, const Tensor&) { return zc::round(a); }},
+          {"trunc", [](const Tensor& a, const Tensor&) { return zc::trunc(a); }},
+          {"fmod", [](const Tensor& a, const Tensor& b) { return zc::fmod(a, b); }},
+          {"remainder", [](const Tensor& a, const Tensor& b) { return zc::remainder(a, b); }}};
+  int compared = 0;
+  for (DType dt : all_dtypes()) {
+    if (dt == DType::boolean) continue;  // no remainders; rounding is the identity
+    Tensor a, b;
+    if (zc::is_floating(dt)) {
+      a = column(zc::from_values(fa, {static_cast<int64_t>(fa.size())}).to(dt));
+      b = row(zc::from_values(fb, {static_cast<int64_t>(fb.size())}).to(dt));
+    } else {
+      a = column(ints({7, -7, 0, 1, -1, 6, -8, 8}, dt));
+      b = row(ints({3, -3, 0, -1, 1, 7, -8}, dt));
+    }
+    const Tensor ad = a.to(test_device()), bd = b.to(test_device());
+    for (const auto& [name, fn] : ops) {
+      SCOPED_TRACE(name + " " + name_of(dt));
+      const Tensor want = fn(a, b), got = fn(ad, bd).to(Device::cpu());
+      ASSERT_EQ(got.dtype(), want.dtype());
+      ASSERT_EQ(got.shape(), want.shape());
+      if (!zc::is_floating(dt)) {
+        const Tensor g = got.to(DType::i64).contiguous(), w = want.to(DType::i64).contiguous();
+        for (int64_t i = 0; i < g.numel(); ++i) {
+          EXPECT_EQ(g.data<int64_t>()[i], w.data<int64_t>()[i]) << "element " << i;
+        }
+      } else {
+        const std::vector<double> g = values(got), w = values(want);
+        for (size_t i = 0; i < g.size(); ++i) {
+          const bool same = std::isnan(w[i])
+                                ? std::isnan(g[i])
+                                : g[i] == w[i] && std::signbit(g[i]) == std::signbit(w[i]);
+          EXPECT_TRUE(same) << "element " << i << ": CUDA " << g[i] << ", the CPU " << w[i];
+        }
+      }
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 36);
 }
 
 }  // namespace

@@ -167,6 +167,11 @@ std::vector<Case> cases() {
       "maximum", [](auto& a, auto& b) { return maximum(a, b); }, rnd, rnd);
   binary(
       "minimum", [](auto& a, auto& b) { return minimum(a, b); }, rnd, rnd);
+  // Divisors of either sign, at least 0.1 from zero.
+  binary(
+      "fmod", [](auto& a, auto& b) { return fmod(a * 3.0, b); }, rnd, away_from_zero);
+  binary(
+      "remainder", [](auto& a, auto& b) { return remainder(a * 3.0, b); }, rnd, away_from_zero);
   add("mul", "a number", [](const Inputs& x) { return x[0] * 2.5; }, {rnd({3})});
   add("pow", "a number exponent", [](const Inputs& x) { return pow(x[0], 3.0); }, {rnd({4})});
   add("sub", "number minus tensor", [](const Inputs& x) { return 1.0 - x[0]; }, {rnd({4})});

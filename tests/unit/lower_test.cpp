@@ -157,7 +157,7 @@ TEST(LowerRegistry, PrimitiveSetHasNoDecompositionAndEveryOtherOpHasOne) {
       "div",     "pow",    "maximum", "minimum", "eq",        "ne",    "lt",        "le",
       "gt",      "ge",     "where",   "sum",     "amax",      "amin",  "argmax",    "reshape",
       "permute", "expand", "slice",   "matmul",  "embedding", "cat",   "rand_like", "randn_like",
-      "floor",   "ceil",   "round",   "trunc",   "sin",       "cos"};
+      "floor",   "ceil",   "round",   "trunc",   "sin",       "cos",   "fmod",      "remainder"};
   for (int i = 0; i < ops::kNumOps; ++i) {
     const ops::OpDef& def = ops::op_def(static_cast<OpId>(i));
     bool primitive = primitives.count(std::string(def.name)) > 0;

@@ -3,6 +3,7 @@
 // takes them, type promotion, large sizes and zero-size dims.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -169,6 +170,17 @@ struct BinaryCase {
   bool ints = true;  // also defined on integer tensors with an integer result
 };
 
+// C's fmod and Python's %, with zc's rule for an integer divisor of 0 (the float draws never
+// give one).
+double ref_fmod(double a, double b) {
+  return b == 0 ? 0.0 : std::fmod(a, b);
+}
+double ref_remainder(double a, double b) {
+  if (b == 0) return 0.0;
+  const double r = std::fmod(a, b);
+  return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+
 std::vector<BinaryCase> binary_cases() {
   auto cmp = [](auto f) { return [f](double a, double b) { return f(a, b) ? 1.0 : 0.0; }; };
   return {
@@ -184,6 +196,10 @@ std::vector<BinaryCase> binary_cases() {
        [](double a, double b) { return std::max(a, b); }, -3, 3, -3, 3},
       {"minimum", [](auto& a, auto& b) { return zc::minimum(a, b); },
        [](double a, double b) { return std::min(a, b); }, -3, 3, -3, 3},
+      // Divisors of either sign (draw_b); integer ones include 0, which gives 0.
+      {"fmod", [](auto& a, auto& b) { return zc::fmod(a, b); }, ref_fmod, -7, 7, 0.5, 3},
+      {"remainder", [](auto& a, auto& b) { return zc::remainder(a, b); }, ref_remainder, -7, 7, 0.5,
+       3},
       // Comparisons draw small integers so that ties are frequent.
       {"eq", [](auto& a, auto& b) { return zc::eq(a, b); }, cmp(std::equal_to<double>()), -2, 2, -2,
        2, true},
@@ -205,10 +221,10 @@ Arr draw(const Shape& s, double lo, double hi, bool ints) {
               : zc::ref::uniform(s, lo, hi);
 }
 
-// Division draws its denominator away from zero, with either sign.
+// Division and remainders draw their divisor away from zero, with either sign.
 Arr draw_b(const BinaryCase& c, const Shape& s, bool ints) {
   Arr b = draw(s, c.blo, c.bhi, ints);
-  if (c.name == "div") {
+  if (c.name == "div" || c.name == "fmod" || c.name == "remainder") {
     Arr sign = zc::ref::uniform(s, 0, 1);
     for (int64_t i = 0; i < b.numel(); ++i) b.v[i] = sign.v[i] < 0.5 ? -b.v[i] : b.v[i];
   }
@@ -525,6 +541,69 @@ TEST(OpsElementwise, SinAndCosAtSpecialValues) {
                              DType::f32));
   EXPECT_TRUE(zc::ref::close(zc::cos(bt), zc::ref::map(bin, [](double v) { return std::cos(v); }),
                              DType::f32));
+}
+
+TEST(OpsElementwise, FmodHasTheDividendsSignAndRemainderTheDivisors) {
+  const double inf = INFINITY, nan = NAN;
+  // Each column: a, b, fmod, remainder.
+  const std::vector<std::array<double, 4>> rows{
+      {5, 3, 2, 2},        {-5, 3, -2, 1},
+      {5, -3, 2, -1},      {-5, -3, -2, -2},
+      {5.5, 2, 1.5, 1.5},  {-5.5, 2, -1.5, 0.5},
+      {6, 3, 0, 0},        {-6, 3, -0.0, 0},
+      {6, -3, 0, -0.0},    {-6, -3, -0.0, -0.0},
+      {-0.0, 3, -0.0, 0},  {0, -3, 0, -0.0},
+      {0.75, 0.25, 0, 0},  {5, 0, nan, nan},
+      {5, -0.0, nan, nan}, {inf, 3, nan, nan},
+      {5, inf, 5, 5},      {-5, inf, -5, inf},
+      {5, -inf, 5, -inf},  {nan, 3, nan, nan},
+      {5, nan, nan, nan},  {-1.0e-30, 1, -1.0e-30, 1},
+  };
+  Arr a{{static_cast<int64_t>(rows.size())}, {}}, b = a, f = a, r = a;
+  for (const auto& row : rows) {
+    a.v.push_back(row[0]);
+    b.v.push_back(row[1]);
+    f.v.push_back(row[2]);
+    r.v.push_back(row[3]);
+  }
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(name_of(dt));
+    Tensor at = zc::ref::make(a, dt, Layout::strided), bt = zc::ref::make(b, dt);
+    auto in_dtype = [&](const Arr& x) { return zc::ref::read(zc::ref::make(x, dt)); };
+    EXPECT_TRUE(same_bits(zc::fmod(at, bt), in_dtype(f), dt));
+    // -1e-30 + 1 rounds to 1 in both types, as it does in Python.
+    EXPECT_TRUE(same_bits(zc::remainder(at, bt), in_dtype(r), dt));
+  }
+  // Integers: the same signs; a divisor of 0 gives 0 (no trap), and so does the most negative
+  // value by -1, whose quotient overflows.
+  for (DType dt : {DType::i32, DType::i64}) {
+    SCOPED_TRACE(name_of(dt));
+    const double lowest = dt == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+    Arr ia{{9}, {7, -7, 7, -7, 7, -7, 0, lowest, lowest}};
+    Arr ib{{9}, {3, 3, -3, -3, 0, 0, 0, -1, 3}};
+    Tensor at = zc::ref::make(ia, dt), bt = zc::ref::make(ib, dt, Layout::strided);
+    // 2^31 and 2^63 are both 2 more than a multiple of 3.
+    EXPECT_TRUE(same_bits(zc::fmod(at, bt), Arr{{9}, {1, -1, 1, -1, 0, 0, 0, 0, -2}}, dt));
+    EXPECT_TRUE(same_bits(zc::remainder(at, bt), Arr{{9}, {1, 2, -2, -1, 0, 0, 0, 0, 1}}, dt));
+  }
+  // Type promotion as the other arithmetic ops: an integral number keeps an integer tensor's
+  // dtype, a fractional one makes it f32; 16-bit floats compute in f32 and keep their dtype.
+  Tensor i = zc::from_values<int32_t>({7, -7}, {2});
+  EXPECT_TRUE(same_bits(zc::fmod(i, 3.0), Arr{{2}, {1, -1}}, DType::i32));
+  EXPECT_TRUE(same_bits(zc::remainder(i, 3.0), Arr{{2}, {1, 2}}, DType::i32));
+  EXPECT_TRUE(same_bits(zc::remainder(i, -2.5), Arr{{2}, {-0.5, -2}}, DType::f32));
+  EXPECT_TRUE(
+      same_bits(zc::fmod(i, zc::from_values<int64_t>({4, 4}, {2})), Arr{{2}, {3, -3}}, DType::i64));
+  Tensor h = zc::ref::make(Arr{{2}, {-5.5, 5.5}}, DType::f16);
+  EXPECT_TRUE(same_bits(zc::remainder(h, 2.0), Arr{{2}, {0.5, 1.5}}, DType::f16));
+  EXPECT_TRUE(same_bits(zc::fmod(h, zc::ref::make(Arr{{1}, {-2}}, DType::bf16)),
+                        Arr{{2}, {-1.5, 1.5}}, DType::f32));
+  // bool operands have no remainder.
+  Tensor t = zc::ones({2}, DType::boolean);
+  EXPECT_THROW(zc::fmod(t, t), zc::Error);
+  EXPECT_THROW(zc::remainder(t, t), zc::Error);
+  EXPECT_TRUE(same_bits(zc::remainder(t, zc::from_values<int32_t>({2, -2}, {2})), Arr{{2}, {1, -1}},
+                        DType::i32));
 }
 
 }  // namespace

@@ -37,6 +37,8 @@ float sinf(float);
 double sin(double);
 float cosf(float);
 double cos(double);
+float fmodf(float, float);
+double fmod(double, double);
 float ldexpf(float, int);
 // Scratch of kernels whose blocks are sized at run time (attention).
 void* malloc(__SIZE_TYPE__);
@@ -206,6 +208,8 @@ static inline float zc_sin(float x) { return sinf(x); }
 static inline double zc_sin(double x) { return sin(x); }
 static inline float zc_cos(float x) { return cosf(x); }
 static inline double zc_cos(double x) { return cos(x); }
+static inline float zc_fmod(float a, float b) { return fmodf(a, b); }
+static inline double zc_fmod(double a, double b) { return fmod(a, b); }
 #define ZC_FN static inline
 )PRELUDE";
 

@@ -1,10 +1,10 @@
 // The fixed head of every generated CUDA source. NVRTC compiles it without any header: the
 // integer types, the 16-bit float conversions, the math helpers op expressions call
-// (ops/elementwise.h: zc_exp ... zc_cos, for float and double) and the block reductions are
+// (ops/elementwise.h: zc_exp ... zc_fmod, for float and double) and the block reductions are
 // here, with the same semantics as the C++ backend's prelude and the eager kernels (NaN
 // propagation, round-to-nearest-even conversions, the first index on ties). The emitter writes
-// kPrelude, the helpers both C-like backends share (c_helpers.h: zc_ipow, zc_max, zc_min, with
-// ZC_FN as kPrelude defines it), then kBlockReductions, which use them.
+// kPrelude, the helpers both C-like backends share (c_helpers.h: zc_ipow, zc_max, zc_min,
+// the remainders, with ZC_FN as kPrelude defines it), then kBlockReductions, which use them.
 #pragma once
 
 namespace zc::codegen::cuda {
@@ -69,6 +69,8 @@ static __device__ __forceinline__ float zc_sin(float x) { return sinf(x); }
 static __device__ __forceinline__ double zc_sin(double x) { return sin(x); }
 static __device__ __forceinline__ float zc_cos(float x) { return cosf(x); }
 static __device__ __forceinline__ double zc_cos(double x) { return cos(x); }
+static __device__ __forceinline__ float zc_fmod(float a, float b) { return fmodf(a, b); }
+static __device__ __forceinline__ double zc_fmod(double a, double b) { return fmod(a, b); }
 #define ZC_FN static __device__ __forceinline__
 )PRELUDE";
 
