@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "zc/dtype.h"
+#include "zc/dynamic_dim.h"
 #include "zc/nn.h"
 #include "zc/tensor.h"
 
@@ -47,16 +48,6 @@ enum class Regions : uint8_t { Auto, None };
 // call. Sizes 0 and 1 are never dynamic: they compile as themselves, as torch.compile
 // specializes them.
 enum class Dynamic : uint8_t { Auto, Static, All };
-
-// A dim marked dynamic before the first call (torch's mark_dynamic): input `input`'s dim `dim`
-// (negative counts from the end), sizes in [min, max]. A size outside the range compiles for
-// itself. min below 2 counts as 2. A call without that input or dim raises zc::Error.
-struct DynamicDim {
-  size_t input = 0;
-  int64_t dim = 0;
-  int64_t min = 2;
-  int64_t max = INT64_MAX;
-};
 
 // The accuracy check (docs/serving.md, "Accuracy check"): the first `calls` calls of each
 // compiled specialization (each set of input shapes and dtypes that compiled) also run the

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "zc/dynamic_dim.h"
 #include "zc/ops.h"
 #include "zc/tensor.h"
 
@@ -29,6 +30,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // The demangled C++ type name ("Layer", "zc::nn::Linear"); the region name in graphs.
   virtual std::string type_name() const;
+  // The dims of forward()'s inputs that vary from call to call by the module's own account
+  // (an ONNX file's symbolic batch and sequence dims): compile() makes them dynamic from the
+  // first call as CompileOptions::dynamic_dims does, unless its options are Dynamic::Static or
+  // mark that dim themselves. None by default.
+  virtual std::vector<DynamicDim> variable_dims() const { return {}; }
 
   // The returned handle shares its TensorImpl with the registered one: to() and weight
   // loading update values in place, so member handles stay valid.

@@ -9,8 +9,11 @@
 // with one input and one output. Initializers are the module's parameters, named as in the file
 // (a dotted name like "layer1.0.conv1.weight" is a path of submodules, as in torch), so they
 // load from safetensors and capture as parameters: two files with the same graph and other
-// weights compile once. Default-domain opsets 13 to 17 are read; zc::onnx::supported_ops()
-// lists the operators. A file with anything zc does not support raises one zc::Error naming
+// weights compile once. Default-domain opsets 13 to 21 are read; load(path) also reads the
+// weights torch's dynamo exporter writes beside the model (NAME.onnx.data: external data), and
+// the dims the file leaves symbolic are dynamic when compiled (one compile serves every batch
+// size). zc::onnx::supported_ops() lists the operators. A file with anything zc does not
+// support raises one zc::Error naming
 // every such node; a malformed file (truncated, not ONNX, a cycle, an input nothing defines)
 // raises zc::Error naming the cause. Nothing is ever computed wrong silently: a value zc needs
 // as a constant (a Reshape's shape) that depends on the inputs raises at the first call.
@@ -42,6 +45,9 @@ class Model : public nn::Module {
  public:
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   std::string type_name() const override { return "zc::onnx::Model"; }
+  // Every input dim the file leaves open (a dim_param such as "batch", or no size): compile()
+  // serves its sizes from one compile (zc's dynamic shapes).
+  std::vector<DynamicDim> variable_dims() const override;
 
   const std::vector<ValueInfo>& inputs() const;
   const std::vector<ValueInfo>& outputs() const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "onnx/external_data.h"
 #include "onnx/onnx_file.h"
 
 namespace zc::onnx_import {
@@ -122,10 +123,17 @@ std::string check_node(const ::onnx::NodeProto& node, int64_t) {
   return "";
 }
 
-Tensor tensor_of(const ::onnx::TensorProto& t, const std::string& what) {
-  const onnx_file::RawTensor layout = onnx_file::tensor_layout(t, what);
+Tensor tensor_of(const ::onnx::TensorProto& t, const std::string& what,
+                 const onnx_file::ExternalData* external) {
+  const onnx_file::RawTensor layout = onnx_file::tensor_layout(t, what, external != nullptr);
   Tensor out = Tensor::empty(layout.shape, layout.dtype);
-  onnx_file::copy_tensor_data(t, layout, out.raw_data());
+  if (external && onnx_file::is_external(t)) {
+    const uint64_t nbytes = static_cast<uint64_t>(out.numel()) * dtype_size(out.dtype());
+    const auto bytes = external->bytes_of(t, nbytes, what);
+    if (!bytes.empty()) std::memcpy(out.raw_data(), bytes.data(), bytes.size());
+  } else {
+    onnx_file::copy_tensor_data(t, layout, out.raw_data());
+  }
   return out;
 }
 

@@ -15,6 +15,10 @@
 #include "onnx/onnx_pb.h"
 #include "zc/tensor.h"
 
+namespace zc::onnx_file {
+class ExternalData;
+}
+
 namespace zc::onnx_import {
 
 // One node at the moment it runs: its inputs (undefined where an optional one is left out)
@@ -76,7 +80,9 @@ std::vector<std::string> rule_names();
 // "" when the node's op has a rule and it sets no attribute the rule does not read.
 std::string check_node(const ::onnx::NodeProto& node, int64_t opset);
 
-// A tensor of the file (an initializer, a Constant's value).
-Tensor tensor_of(const ::onnx::TensorProto& t, const std::string& what);
+// A tensor of the file (an initializer, a Constant's value); `external` reads the tensors
+// stored outside it (without one, such a tensor raises zc::Error).
+Tensor tensor_of(const ::onnx::TensorProto& t, const std::string& what,
+                 const onnx_file::ExternalData* external = nullptr);
 
 }  // namespace zc::onnx_import

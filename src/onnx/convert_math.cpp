@@ -42,6 +42,12 @@ V divide(const NodeArgs& a) {
   return {div(x, y)};
 }
 
+// fmod=1: the dividend's sign (C's fmod); 0, the default: the divisor's (Python's %).
+V mod(const NodeArgs& a) {
+  const Tensor &x = a.in(0), &y = a.in(1);
+  return {a.i("fmod", 0) ? fmod(x, y) : remainder(x, y)};
+}
+
 V reciprocal(const NodeArgs& a) {
   return {1.0 / a.in(0)};
 }
@@ -205,6 +211,12 @@ void add_math_rules(std::vector<OpRule>& r) {
   r.push_back({"Neg", unary<neg>, {}});
   r.push_back({"Abs", unary<abs>, {}});
   r.push_back({"Reciprocal", reciprocal, {}});
+  r.push_back({"Floor", unary<floor>, {}});
+  r.push_back({"Ceil", unary<ceil>, {}});
+  r.push_back({"Round", unary<round>, {}});  // halves to even, as ONNX says
+  r.push_back({"Sin", unary<sin>, {}});
+  r.push_back({"Cos", unary<cos>, {}});
+  r.push_back({"Mod", mod, {"fmod"}});
   r.push_back({"Gelu", gelu_op, {"approximate"}});
   r.push_back({"MatMul", mat_mul, {}});
   r.push_back({"Gemm", gemm, {"alpha", "beta", "transA", "transB"}});

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "onnx/convert.h"
+#include "onnx/external_data.h"
 #include "onnx/onnx_file.h"
 #include "ops/dispatch.h"
 #include "util/log.h"
@@ -166,6 +167,17 @@ const std::vector<ValueInfo>& Model::outputs() const {
 int64_t Model::opset() const {
   return impl_->parsed.opset;
 }
+std::vector<DynamicDim> Model::variable_dims() const {
+  std::vector<DynamicDim> dims;
+  for (size_t i = 0; i < impl_->inputs.size(); ++i) {
+    const ValueInfo& v = impl_->inputs[i];
+    for (size_t d = 0; v.has_shape && d < v.shape.size(); ++d) {
+      if (v.shape[d] < 0) dims.push_back({.input = i, .dim = static_cast<int64_t>(d)});
+    }
+  }
+  return dims;
+}
+
 std::string Model::producer() const {
   const auto& p = impl_->parsed.proto;
   return p.producer_name() + (p.producer_version().empty() ? "" : " " + p.producer_version());
@@ -266,7 +278,11 @@ std::vector<Tensor> Model::forward(const std::vector<Tensor>& inputs) {
   return out;
 }
 
-std::shared_ptr<Model> load_from_bytes(std::span<const uint8_t> bytes, const std::string& what) {
+namespace {
+
+// `external`: where the tensors stored outside the file are read from (null: from bytes alone).
+std::shared_ptr<Model> load_model(std::span<const uint8_t> bytes, const std::string& what,
+                                  const onnx_file::ExternalData* external) {
   Timer timer;
   auto impl = std::make_shared<Model::Impl>();
   impl->what = what;
@@ -285,7 +301,7 @@ std::shared_ptr<Model> load_from_bytes(std::span<const uint8_t> bytes, const std
     const std::string where = "Constant " + onnx_file::node_str(node, -1);
     Tensor t;
     if (const auto* v = a.attr("value")) {
-      t = onnx_import::tensor_of(v->t(), where);
+      t = onnx_import::tensor_of(v->t(), where, external);
     } else if (const auto* f = a.attr("value_float")) {
       t = full({}, f->f(), DType::f32);
     } else if (const auto* fs = a.attr("value_floats")) {
@@ -313,7 +329,8 @@ std::shared_ptr<Model> load_from_bytes(std::span<const uint8_t> bytes, const std
   std::vector<Tensor> tensors(static_cast<size_t>(inits->size()));
   run_indexed(tensors.size(), [&](size_t i) {
     auto& init = (*inits)[static_cast<int>(i)];
-    tensors[i] = onnx_import::tensor_of(init, what + ": initializer '" + init.name() + "'");
+    tensors[i] =
+        onnx_import::tensor_of(init, what + ": initializer '" + init.name() + "'", external);
     std::string().swap(*init.mutable_raw_data());  // clear() would keep the capacity
     init.clear_float_data();
     init.clear_double_data();
@@ -339,6 +356,12 @@ std::shared_ptr<Model> load_from_bytes(std::span<const uint8_t> bytes, const std
   return model;
 }
 
+}  // namespace
+
+std::shared_ptr<Model> load_from_bytes(std::span<const uint8_t> bytes, const std::string& what) {
+  return load_model(bytes, what, nullptr);
+}
+
 std::shared_ptr<Model> load(const std::string& path) {
   // Mapped, not read: the parse is the one pass over the file's pages (a ResNet-50 is 100 MB).
   Timer timer;
@@ -360,7 +383,11 @@ std::shared_ptr<Model> load(const std::string& path) {
     }
   } unmap{data, size};
   ZC_LOG(timing) << "onnx: mapped " << path << " in " << timer.ms() << " ms";
-  return load_from_bytes(std::span(static_cast<const uint8_t*>(data), size), path);
+  // torch's dynamo exporter writes the weights beside the model (NAME.onnx.data).
+  const size_t slash = path.rfind('/');
+  const onnx_file::ExternalData external(slash == std::string::npos ? "."
+                                                                    : path.substr(0, slash + 1));
+  return load_model(std::span(static_cast<const uint8_t*>(data), size), path, &external);
 }
 
 std::vector<std::string> supported_ops() {

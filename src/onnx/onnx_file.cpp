@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "onnx/external_data.h"
 #include "onnx/functions.h"
 #include "zc/error.h"
 
@@ -70,14 +71,9 @@ uint64_t numel_of(const RawTensor& r) {
 }
 }  // namespace
 
-RawTensor tensor_layout(const TensorProto& t, const std::string& what) {
+RawTensor tensor_layout(const TensorProto& t, const std::string& what, bool external) {
   RawTensor r;
   r.dtype = dtype_of(t.data_type(), what);
-  if (t.data_location() == TensorProto::EXTERNAL || t.external_data_size() > 0) {
-    throw Error(what +
-                ": its data is stored outside the model file (external data), which zc "
-                "does not read; save the model with its weights inside");
-  }
   if (t.has_segment()) throw Error(what + ": segmented tensors are not supported");
   uint64_t numel = 1;
   for (int64_t d : t.dims()) {
@@ -95,7 +91,13 @@ RawTensor tensor_layout(const TensorProto& t, const std::string& what) {
                   " holds " + std::to_string(got));
     }
   };
-  if (t.has_raw_data()) {
+  if (is_external(t)) {
+    if (!external) {
+      throw Error(what +
+                  ": its data is stored outside the model file (external data); load the model "
+                  "with zc::onnx::load(path), which reads it from beside the model");
+    }
+  } else if (t.has_raw_data()) {
     if (t.raw_data().size() != nbytes) {
       throw Error(what + ": raw_data has " + std::to_string(t.raw_data().size()) +
                   " bytes, its dims and type need " + std::to_string(nbytes));

@@ -50,7 +50,10 @@ struct RawTensor {
 RawTensor decode_tensor(const ::onnx::TensorProto& t, const std::string& what);
 // The same in two steps, for a caller that owns the destination: the dtype and shape
 // (validated, `bytes` left empty), then the elements copied to `out` (nbytes of them).
-RawTensor tensor_layout(const ::onnx::TensorProto& t, const std::string& what);
+// `external`: the caller reads external data itself (onnx/external_data.h), so a tensor stored
+// outside is not an error here; copy_tensor_data is for tensors stored inside.
+RawTensor tensor_layout(const ::onnx::TensorProto& t, const std::string& what,
+                        bool external = false);
 void copy_tensor_data(const ::onnx::TensorProto& t, const RawTensor& layout, void* out);
 
 // ONNX's element type as a zc dtype; zc::Error naming `what` when zc has none.

@@ -210,6 +210,27 @@ std::vector<Case> cases() {
     c.push_back({op, one(op, s), {randn(s)}});
   }
   for (const char* op : {"Log", "Sqrt", "Reciprocal"}) c.push_back({op, one(op, s), {positive(s)}});
+  for (const char* op : {"Floor", "Ceil", "Sin", "Cos"})
+    c.push_back({op, one(op, s), {randn(s) * 3}});
+  // Round takes halves to even.
+  c.push_back({"Round",
+               one("Round", {2, 6}),
+               {cat({from_vector(std::vector<float>{-2.5, -1.5, -0.5, 0.5, 1.5, 2.5}, {1, 6}),
+                     randn({1, 6}) * 4},
+                    0)}});
+  // Mod: fmod=1 has the dividend's sign (floats), fmod=0 the divisor's (integers), both
+  // broadcasting the divisor.
+  c.push_back({"Mod fmod=1",
+               one("Mod", s, {Attr("fmod", 1)},
+                   {{"y", from_vector(std::vector<float>{1.5, -0.7, 2.0, -3.0}, {4})}}),
+               {randn(s) * 4}});
+  {
+    Builder b;
+    b.input("x", DType::i64, {3, 4}).output("out", DType::i64);
+    b.init("y", i64s({3, -4, 7, -1}));
+    b.node("Mod", {"x", "y"}, {"out"});
+    c.push_back({"Mod fmod=0 on integers", b, {randint(-20, 20, {3, 4})}});
+  }
   // Comparisons into Where, and the boolean ops.
   {
     Builder b;
@@ -614,6 +635,92 @@ TEST(OnnxImport, LocalFunctionsAreInlinedAndMatchOnnxRuntime) {
   add_node(act, "Act", {"b"}, {"c"}, "pkg.zc");
   test::expect_error_containing([&] { from(b.bytes()); },
                                 "local function 'pkg.zc.Act': it calls itself");
+}
+
+// Weights stored beside the model (external data, as torch's dynamo exporter writes them):
+// read from the file each initializer names, at its offset; a location outside the model's
+// folder, a missing file, a range outside the file or of the wrong size raise zc::Error naming
+// it, and a model loaded from bytes says that load(path) reads them.
+TEST(OnnxImport, ExternalDataIsReadFromBesideTheModel) {
+  manual_seed(12);
+  const Tensor w = randn({4, 3}), x = randn({2, 4});
+  const size_t kWBytes = 12 * sizeof(float);
+  Builder b;
+  b.input("x", DType::f32, {-1, 4}).output("out");
+  b.init("w", w);
+  b.node("MatMul", {"x", "w"}, {"out"});
+  const std::string dir = test::fresh_dir("onnx", "external-data");
+  {  // the weights at offset 16 of w.bin, after bytes that are not theirs
+    std::ofstream f(dir + "/w.bin", std::ios::binary);
+    f << std::string(16, 'z');
+    f.write(static_cast<const char*>(w.raw_data()), static_cast<std::streamsize>(kWBytes));
+  }
+  auto external = [&](const std::string& location, const std::string& offset,
+                      const std::string& length) {
+    Builder e = b;
+    auto* t = e.proto().mutable_graph()->mutable_initializer(0);
+    t->clear_raw_data();
+    t->set_data_location(::onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] : {std::pair{"location", location}, {"offset", offset}, {"length", length}}) {
+      if (v.empty()) continue;
+      auto* entry = t->add_external_data();
+      entry->set_key(k);
+      entry->set_value(v);
+    }
+    return e;
+  };
+  const std::string n = std::to_string(kWBytes);
+  NoGradGuard no_grad;
+  auto model = onnx::load(external("w.bin", "16", n).save(dir + "/m.onnx"));
+  EXPECT_TRUE(allclose((*model)(std::vector<Tensor>{x})[0], matmul(x, w), 1e-6, 1e-6));
+  EXPECT_TRUE(allclose(compile(model)(std::vector<Tensor>{x})[0], matmul(x, w), 1e-6, 1e-6));
+  auto fails = [&](const Builder& e, const std::string& part) {
+    test::expect_error_containing([&] { onnx::load(e.save(dir + "/bad.onnx")); }, part);
+  };
+  fails(external("../w.bin", "16", n), "is not a relative path inside the model's folder");
+  fails(external("/etc/passwd", "", ""), "is not a relative path inside the model's folder");
+  fails(external("", "16", n), "is not a relative path");
+  fails(external("missing.bin", "", ""), "cannot be read");
+  fails(external("w.bin", "16", "8"), "holds 8 bytes, its dims and type need " + n);
+  fails(external("w.bin", "40", n), "lie outside 'w.bin'");
+  fails(external("w.bin", "-1", n), "offset '-1' is not a count of bytes");
+  fails(external("w.bin", "", ""), "holds " + std::to_string(kWBytes + 16));
+  const std::string bytes = external("w.bin", "16", n).bytes();
+  test::expect_error_containing(
+      [&] {
+        onnx::load_from_bytes({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+      },
+      "load the model with zc::onnx::load(path)");
+}
+
+// The dims a file leaves symbolic are the module's variable dims, which compile() makes dynamic
+// from the first call (one compile serves the other sizes); Dynamic::Static still compiles per
+// size.
+TEST(OnnxImport, SymbolicDimsAreDynamicWhenCompiled) {
+  manual_seed(13);
+  Builder b;
+  b.input("x", DType::f32, {-1, 6, -1}).output("out");
+  b.init("w", randn({6}));
+  b.node("Transpose", {"x"}, {"t"}, {Attr("perm", {0, 2, 1})});
+  b.node("Mul", {"t", "w"}, {"m"});
+  b.node("Softmax", {"m"}, {"out"}, {Attr("axis", -1)});
+  auto model = from(b.bytes());
+  const std::vector<DynamicDim> dims = model->variable_dims();
+  ASSERT_EQ(dims.size(), 2u);
+  EXPECT_EQ(dims[0].input, 0u);
+  EXPECT_EQ(dims[0].dim, 0);
+  EXPECT_EQ(dims[1].dim, 2);
+  NoGradGuard no_grad;
+  CompiledModule fast = compile(model);
+  fast(std::vector<Tensor>{randn({2, 6, 5})});
+  const compiler::Stats before = compiler::stats();
+  for (const Shape& s : {Shape{3, 6, 5}, Shape{4, 6, 9}, Shape{7, 6, 2}}) {
+    const Tensor x = randn(s);
+    EXPECT_TRUE(
+        allclose(fast(std::vector<Tensor>{x})[0], (*model)(std::vector<Tensor>{x})[0], 1e-5, 1e-6));
+  }
+  EXPECT_EQ(compiler::stats().compiler_invocations, before.compiler_invocations);
+  EXPECT_GE(compiler::stats().template_hits - before.template_hits, 3);
 }
 
 // A model on a GPU: the file's constants (a Constant node's vector, an integer index

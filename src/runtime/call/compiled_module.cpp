@@ -303,6 +303,14 @@ const CompileOptions& CompiledModule::options() const {
 CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
   if (!module) throw Error("compile: the module is null");
   runtime::check_backend(options.backend);
+  if (options.dynamic != Dynamic::Static) {
+    for (const DynamicDim& d : module->variable_dims()) {
+      const bool marked =
+          std::any_of(options.dynamic_dims.begin(), options.dynamic_dims.end(),
+                      [&](const DynamicDim& m) { return m.input == d.input && m.dim == d.dim; });
+      if (!marked) options.dynamic_dims.push_back(d);
+    }
+  }
   for (const DynamicDim& d : options.dynamic_dims) {
     if (d.max < std::max<int64_t>(d.min, 2)) {
       throw Error("compile: dynamic_dims for dim " + std::to_string(d.dim) + " has range [" +
