@@ -16,55 +16,18 @@
 #include <google/protobuf/unknown_field_set.h>
 
 #include "unit/onnx_builder.h"
+#include "unit/onnx_cases.h"
 
 namespace zc {
 namespace {
 
 using test::onnx_model::Attr;
 using test::onnx_model::Builder;
-
-struct Case {
-  std::string what;
-  Builder model;
-  std::vector<Tensor> inputs;
-  double tol = 1e-4;
-};
-
-Tensor positive(const Shape& s) {
-  return abs(randn(s)) + 0.5;
-}
-Tensor i64s(std::vector<int64_t> v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i64);
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  return t;
-}
-Tensor i64_scalar(int64_t v) {
-  return full({}, static_cast<double>(v), DType::i64);
-}
-
-// One node from inputs "x" (and "y") to output "out", in a file of `opset`.
-Builder one(const std::string& op, const Shape& x, std::vector<Attr> attrs = {},
-            const std::vector<std::pair<std::string, Tensor>>& inits = {}, int outputs = 1,
-            int64_t opset = 17) {
-  Builder b(opset);
-  b.input("x", DType::f32, x);
-  std::vector<std::string> in{"x"};
-  for (const auto& [name, t] : inits) {
-    if (name.empty()) {
-      in.push_back("");
-      continue;
-    }
-    b.init(name, t);
-    in.push_back(name);
-  }
-  std::vector<std::string> out;
-  for (int k = 0; k < outputs; ++k) {
-    out.push_back("out" + std::to_string(k));
-    b.output(out.back());
-  }
-  b.node(op, in, out, std::move(attrs));
-  return b;
-}
+using test::onnx_model::Case;
+using test::onnx_model::i64_scalar;
+using test::onnx_model::i64s;
+using test::onnx_model::one;
+using test::onnx_model::positive;
 
 // Operators and opset semantics from opset 18 to 21, and the activations, reductions and layout
 // operators exporters use beyond the first set.
@@ -400,6 +363,7 @@ std::vector<Case> cases() {
   c.push_back({"GlobalAveragePool", one("GlobalAveragePool", img), {randn(img)}});
   c.push_back({"GlobalMaxPool", one("GlobalMaxPool", img), {randn(img)}});
   add_newer_cases(c);
+  test::onnx_model::add_indexing_cases(c);
   return c;
 }
 

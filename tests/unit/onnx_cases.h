@@ -1,0 +1,62 @@
+// The ONNX operator cases: one model of a node or a few, its inputs, and the tolerance against
+// ONNX Runtime. OnnxImport.EveryOperatorMatchesOnnxRuntime runs every case eagerly and compiled
+// and checks that every supported operator has one; each family of operators adds its cases
+// from its own file (onnx_cases_<family>.cpp) through the functions declared at the end.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "unit/onnx_builder.h"
+#include "zc/zc.h"
+
+namespace zc::test::onnx_model {
+
+struct Case {
+  std::string what;
+  Builder model;
+  std::vector<Tensor> inputs;
+  double tol = 1e-4;
+};
+
+inline Tensor positive(const Shape& s) {
+  return abs(randn(s)) + 0.5;
+}
+inline Tensor i64s(std::vector<int64_t> v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i64);
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+inline Tensor i64_scalar(int64_t v) {
+  return full({}, static_cast<double>(v), DType::i64);
+}
+
+// One node from inputs "x" (and "y") to output "out", in a file of `opset`.
+inline Builder one(const std::string& op, const Shape& x, std::vector<Attr> attrs = {},
+                   const std::vector<std::pair<std::string, Tensor>>& inits = {}, int outputs = 1,
+                   int64_t opset = 17) {
+  Builder b(opset);
+  b.input("x", DType::f32, x);
+  std::vector<std::string> in{"x"};
+  for (const auto& [name, t] : inits) {
+    if (name.empty()) {
+      in.push_back("");
+      continue;
+    }
+    b.init(name, t);
+    in.push_back(name);
+  }
+  std::vector<std::string> out;
+  for (int k = 0; k < outputs; ++k) {
+    out.push_back("out" + std::to_string(k));
+    b.output(out.back());
+  }
+  b.node(op, in, out, std::move(attrs));
+  return b;
+}
+
+// The cases of each family kept in a file of its own.
+void add_indexing_cases(std::vector<Case>& c);  // onnx_cases_indexing.cpp
+
+}  // namespace zc::test::onnx_model
