@@ -12,6 +12,21 @@ Error NodeArgs::error(const std::string& detail) const {
   return Error("ONNX node " + onnx_file::node_str(node, -1) + ": " + detail);
 }
 
+int64_t NodeArgs::axis(int64_t axis, int64_t rank) const {
+  const int64_t r = axis < 0 ? axis + rank : axis;
+  if (r < 0 || r >= rank) {
+    throw error("axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank));
+  }
+  return r;
+}
+
+Tensor i64_values(const std::vector<int64_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i64);
+  if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(int64_t));
+  return t;
+}
+
 const Tensor& NodeArgs::in(size_t i) const {
   if (!has(i)) throw error("input " + std::to_string(i) + " is required");
   return inputs_[i];
@@ -90,6 +105,7 @@ const std::vector<OpRule>& rules() {
     add_nn_rules(r);
     add_shape_rules(r);
     add_layout_rules(r);
+    add_indexing_rules(r);
     std::sort(r.begin(), r.end(), [](const OpRule& a, const OpRule& b) { return a.op < b.op; });
     return r;
   }();

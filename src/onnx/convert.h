@@ -49,6 +49,8 @@ class NodeArgs {
   std::vector<int64_t> values(size_t i, const char* what) const;
   // Input i as one number (a 0-dim or one-element concrete tensor).
   double scalar(size_t i, const char* what) const;
+  // `axis` counted from the end when negative, checked against `rank` (an Error if outside).
+  int64_t axis(int64_t axis, int64_t rank) const;
   // A zc::Error naming this node.
   Error error(const std::string& detail) const;
 
@@ -74,11 +76,15 @@ void add_activation_rules(std::vector<OpRule>& rules);
 void add_nn_rules(std::vector<OpRule>& rules);
 void add_shape_rules(std::vector<OpRule>& rules);
 void add_layout_rules(std::vector<OpRule>& rules);
+void add_indexing_rules(std::vector<OpRule>& rules);
 
 const OpRule* find_rule(std::string_view op);
 std::vector<std::string> rule_names();
 // "" when the node's op has a rule and it sets no attribute the rule does not read.
 std::string check_node(const ::onnx::NodeProto& node, int64_t opset);
+
+// A 1-D i64 tensor of `v` on the CPU.
+Tensor i64_values(const std::vector<int64_t>& v);
 
 // A tensor of the file (an initializer, a Constant's value); `external` reads the tensors
 // stored outside it (without one, such a tensor raises zc::Error).

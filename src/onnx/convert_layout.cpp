@@ -13,15 +13,6 @@ namespace {
 
 using V = std::vector<Tensor>;
 
-int64_t axis_at(const NodeArgs& a, int64_t axis, int64_t rank) {
-  const int64_t r = axis < 0 ? axis + rank : axis;
-  if (r < 0 || r >= rank) {
-    throw a.error("axis " + std::to_string(axis) + " is out of range for rank " +
-                  std::to_string(rank));
-  }
-  return r;
-}
-
 // `count` copies of x's element `at` along `axis`, each a slice of one.
 std::vector<Tensor> rows_of(const Tensor& x, int64_t axis, const std::vector<int64_t>& at) {
   std::vector<Tensor> rows;
@@ -80,7 +71,7 @@ V pad_op(const NodeArgs& a) {
   const double value = a.has(2) ? a.scalar(2, "constant_value") : 0.0;
   std::vector<int64_t> axes;
   if (a.has(3)) {
-    for (int64_t d : a.values(3, "axes")) axes.push_back(axis_at(a, d, x.dim()));
+    for (int64_t d : a.values(3, "axes")) axes.push_back(a.axis(d, x.dim()));
   } else {
     axes.resize(static_cast<size_t>(x.dim()));
     std::iota(axes.begin(), axes.end(), 0);

@@ -14,15 +14,6 @@ namespace {
 
 using V = std::vector<Tensor>;
 
-int64_t axis_of(const NodeArgs& a, int64_t axis, int64_t rank) {
-  const int64_t r = axis < 0 ? axis + rank : axis;
-  if (r < 0 || r >= std::max<int64_t>(rank, 1)) {
-    throw a.error("axis " + std::to_string(axis) + " is out of range for rank " +
-                  std::to_string(rank));
-  }
-  return r;
-}
-
 template <Tensor (*F)(const Tensor&, const Tensor&)>
 V binary(const NodeArgs& a) {
   return {F(a.in(0), a.in(1))};
@@ -80,12 +71,12 @@ V gemm(const NodeArgs& a) {
 
 V softmax_op(const NodeArgs& a) {
   const Tensor& x = a.in(0);
-  return {softmax(x, axis_of(a, a.i("axis", -1), x.dim()))};
+  return {softmax(x, a.axis(a.i("axis", -1), x.dim()))};
 }
 
 V log_softmax_op(const NodeArgs& a) {
   const Tensor& x = a.in(0);
-  return {log_softmax(x, axis_of(a, a.i("axis", -1), x.dim()))};
+  return {log_softmax(x, a.axis(a.i("axis", -1), x.dim()))};
 }
 
 // The axes of a reduction: the attribute (ReduceMean, Max, Min before opset 18) or the second
@@ -99,7 +90,7 @@ V reduce(const NodeArgs& a) {
     if (a.i("noop_with_empty_axes", 0) != 0) return {x};
     for (int64_t d = 0; d < x.dim(); ++d) axes.push_back(d);
   }
-  for (int64_t& d : axes) d = axis_of(a, d, x.dim());
+  for (int64_t& d : axes) d = a.axis(d, x.dim());
   return {F(x, axes, keep)};
 }
 
@@ -129,7 +120,7 @@ V arg_extreme(const NodeArgs& a) {
   if (a.i("select_last_index", 0) != 0) {
     throw a.error("select_last_index 1 (the last of equal extremes) is not supported");
   }
-  const int64_t axis = axis_of(a, a.i("axis", 0), x.dim());
+  const int64_t axis = a.axis(a.i("axis", 0), x.dim());
   return {argmax(Min ? -x : x, axis, a.i("keepdims", 1) != 0)};
 }
 

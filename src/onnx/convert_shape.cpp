@@ -16,19 +16,29 @@ namespace {
 
 using V = std::vector<Tensor>;
 
-int64_t axis_in(const NodeArgs& a, int64_t axis, int64_t rank) {
-  const int64_t r = axis < 0 ? axis + rank : axis;
-  if (r < 0 || r >= rank) {
-    throw a.error("axis " + std::to_string(axis) + " is out of range for rank " +
-                  std::to_string(rank));
+// x's elements at positions `k` (i64, in range, on x's device) along `axis`: the rows of x with
+// `axis` first, looked up as an embedding, then the dims put back in place.
+Tensor take_along(const Tensor& x, int64_t axis, const Tensor& k) {
+  const int64_t n = x.size(axis);
+  std::vector<int64_t> perm{axis};
+  Shape rest;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d != axis) {
+      perm.push_back(d);
+      rest.push_back(x.size(d));
+    }
   }
-  return r;
-}
-
-Tensor i64_tensor(const std::vector<int64_t>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i64);
-  if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(int64_t));
-  return t;
+  const int64_t width = std::accumulate(rest.begin(), rest.end(), int64_t{1}, std::multiplies<>());
+  Tensor rows = embedding(x.permute(perm).reshape({n, width}), k);
+  Shape shaped = k.shape();
+  shaped.insert(shaped.end(), rest.begin(), rest.end());
+  Tensor y = rows.reshape(shaped);
+  const int64_t kd = k.dim();
+  std::vector<int64_t> back;
+  for (int64_t d = 0; d < axis; ++d) back.push_back(kd + d);
+  for (int64_t d = 0; d < kd; ++d) back.push_back(d);
+  for (int64_t d = kd + axis; d < y.dim(); ++d) back.push_back(d);
+  return y.permute(back);
 }
 
 V shape_op(const NodeArgs& a) {
@@ -36,7 +46,7 @@ V shape_op(const NodeArgs& a) {
   const int64_t rank = static_cast<int64_t>(s.size());
   auto clampi = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + rank : v, 0, rank); };
   const int64_t start = clampi(a.i("start", 0)), end = clampi(a.i("end", rank));
-  return {i64_tensor(std::vector<int64_t>(s.begin() + start, s.begin() + std::max(start, end)))};
+  return {i64_values(std::vector<int64_t>(s.begin() + start, s.begin() + std::max(start, end)))};
 }
 
 // allowzero 0: a 0 copies the input's dim; -1 is inferred.
@@ -78,8 +88,25 @@ V slice_op(const NodeArgs& a) {
     throw a.error("starts, ends, axes and steps must have the same length");
   }
   for (size_t i = 0; i < starts.size(); ++i) {
-    const int64_t axis = axis_in(a, axes[i], x.dim()), n = x.size(axis);
-    if (steps[i] < 1) throw a.error("steps below 1 (reversing slices) are not supported");
+    const int64_t axis = a.axis(axes[i], x.dim()), n = x.size(axis);
+    if (steps[i] == 0) throw a.error("a step of 0");
+    if (steps[i] < 0) {
+      // Backwards from start (clamped to [0, n - 1]) while above end (clamped to [-1, n - 1]).
+      auto clampb = [&](int64_t v, int64_t lo) {
+        return std::clamp<int64_t>(v < 0 ? v + n : v, lo, n - 1);
+      };
+      std::vector<int64_t> at;
+      for (int64_t k = clampb(starts[i], 0), e = clampb(ends[i], -1); k > e; k += steps[i]) {
+        at.push_back(k);
+      }
+      if (at.empty() || n == 0) {
+        x = x.slice(axis, 0, 0);
+        continue;
+      }
+      Tensor k = i64_values(at);
+      x = take_along(x, axis, x.device().is_cpu() ? k : k.to(x.device()));
+      continue;
+    }
     auto clampi = [&](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
     const int64_t s = clampi(starts[i]), e = std::max(s, clampi(ends[i]));
     x = x.slice(axis, s, e, steps[i]);
@@ -93,12 +120,12 @@ V concat_op(const NodeArgs& a) {
     if (a.has(i) && a.in(i).numel() > 0) parts.push_back(a.in(i));
   }
   if (parts.empty()) return {a.in(0)};
-  return {cat(parts, axis_in(a, a.i("axis", 0), parts[0].dim()))};
+  return {cat(parts, a.axis(a.i("axis", 0), parts[0].dim()))};
 }
 
 V split_op(const NodeArgs& a) {
   const Tensor& x = a.in(0);
-  const int64_t axis = axis_in(a, a.i("axis", 0), x.dim()), n = x.size(axis);
+  const int64_t axis = a.axis(a.i("axis", 0), x.dim()), n = x.size(axis);
   std::vector<int64_t> sizes = a.has(1) ? a.values(1, "split") : std::vector<int64_t>{};
   const int64_t parts = static_cast<int64_t>(a.outputs());
   if (sizes.empty() && a.attr("num_outputs")) {
@@ -134,7 +161,7 @@ V split_op(const NodeArgs& a) {
 V gather_op(const NodeArgs& a) {
   const Tensor& x = a.in(0);
   const Tensor& idx = a.in(1);
-  const int64_t axis = axis_in(a, a.i("axis", 0), x.dim()), n = x.size(axis);
+  const int64_t axis = a.axis(a.i("axis", 0), x.dim()), n = x.size(axis);
   if (!is_integral(idx.dtype())) throw a.error("indices must be integers");
   Tensor k;  // the indices, negative ones counted from the end
   if (!idx.is_traced()) {
@@ -156,38 +183,19 @@ V gather_op(const NodeArgs& a) {
       out.insert(out.begin() + axis, idx.shape().begin(), idx.shape().end());
       return {(rows.empty() ? x.slice(axis, 0, 0) : cat(rows, axis)).contiguous().reshape(out)};
     }
-    k = i64_tensor(ks).reshape(idx.shape());
+    k = i64_values(ks).reshape(idx.shape());
     if (!x.device().is_cpu()) k = k.to(x.device());
   } else {
     k = where(lt(idx, 0.0), idx + static_cast<double>(n), idx);
   }
-  // Rows of x with `axis` first: an embedding lookup, then the dims put back in place.
-  std::vector<int64_t> perm{axis};
-  Shape rest;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d != axis) {
-      perm.push_back(d);
-      rest.push_back(x.size(d));
-    }
-  }
-  const int64_t width = std::accumulate(rest.begin(), rest.end(), int64_t{1}, std::multiplies<>());
-  Tensor rows = embedding(x.permute(perm).reshape({n, width}), k);
-  Shape shaped = k.shape();
-  shaped.insert(shaped.end(), rest.begin(), rest.end());
-  Tensor y = rows.reshape(shaped);
-  const int64_t kd = k.dim();
-  std::vector<int64_t> back;
-  for (int64_t d = 0; d < axis; ++d) back.push_back(kd + d);
-  for (int64_t d = 0; d < kd; ++d) back.push_back(d);
-  for (int64_t d = kd + axis; d < y.dim(); ++d) back.push_back(d);
-  return {y.permute(back)};
+  return {take_along(x, axis, k)};
 }
 
 V unsqueeze_op(const NodeArgs& a) {
   Tensor x = a.in(0);
   std::vector<int64_t> axes = a.values(1, "axes");
   const int64_t rank = x.dim() + static_cast<int64_t>(axes.size());
-  for (int64_t& d : axes) d = axis_in(a, d, rank);
+  for (int64_t& d : axes) d = a.axis(d, rank);
   std::sort(axes.begin(), axes.end());
   for (int64_t d : axes) x = x.unsqueeze(d);
   return {x};
@@ -197,7 +205,7 @@ V squeeze_op(const NodeArgs& a) {
   Tensor x = a.in(0);
   if (!a.has(1)) return {x.squeeze()};
   std::vector<int64_t> axes = a.values(1, "axes");
-  for (int64_t& d : axes) d = axis_in(a, d, x.dim());
+  for (int64_t& d : axes) d = a.axis(d, x.dim());
   std::sort(axes.rbegin(), axes.rend());
   for (int64_t d : axes) {
     if (x.size(d) != 1) throw a.error("dim " + std::to_string(d) + " is not 1");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <tuple>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/unknown_field_set.h>
@@ -262,6 +263,22 @@ std::vector<Case> cases() {
                     {"axes", i64s({0, 1})},
                     {"steps", i64s({2, 2})}}),
                {randn({5, 6})}});
+  // Backwards: the whole dim reversed (torch.flip), every other from the end, a start past
+  // the end clamped, an empty range, and a backward axis beside a forward one.
+  for (const auto& [what, starts, ends, steps] :
+       std::vector<std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>,
+                              std::vector<int64_t>>>{
+           {"reversed", {-1, 0}, {INT64_MIN, 100}, {-1, 1}},
+           {"every other backwards", {100, 4}, {-100, 0}, {-2, -3}},
+           {"empty backwards", {1, 0}, {3, 6}, {-1, 1}}}) {
+    c.push_back({"Slice " + what,
+                 one("Slice", {5, 6}, {},
+                     {{"starts", i64s(starts)},
+                      {"ends", i64s(ends)},
+                      {"axes", i64s({0, 1})},
+                      {"steps", i64s(steps)}}),
+                 {randn({5, 6})}});
+  }
   c.push_back({"Split by sizes",
                one("Split", {2, 7}, {Attr("axis", 1)}, {{"split", i64s({3, 4})}}, 2),
                {randn({2, 7})}});
