@@ -49,7 +49,8 @@ inline ::onnx::TensorProto tensor_proto(const std::string& name, const Tensor& t
   return p;
 }
 
-// An attribute: Attr("axis", 1), Attr("perm", {0, 2, 1}), Attr("epsilon", 1e-5f).
+// An attribute: Attr("axis", 1), Attr("perm", {0, 2, 1}), Attr("epsilon", 1e-5f), lists of
+// floats and strings as std::vector<float> and std::vector<std::string>.
 struct Attr {
   ::onnx::AttributeProto p;
   Attr(const std::string& name, int64_t v) {
@@ -67,6 +68,16 @@ struct Attr {
     p.set_name(name);
     p.set_type(::onnx::AttributeProto::INTS);
     for (int64_t x : v) p.add_ints(x);
+  }
+  Attr(const std::string& name, const std::vector<float>& v) {
+    p.set_name(name);
+    p.set_type(::onnx::AttributeProto::FLOATS);
+    for (float x : v) p.add_floats(x);
+  }
+  Attr(const std::string& name, const std::vector<std::string>& v) {
+    p.set_name(name);
+    p.set_type(::onnx::AttributeProto::STRINGS);
+    for (const std::string& s : v) p.add_strings(s);
   }
   Attr(const std::string& name, const char* s) {
     p.set_name(name);

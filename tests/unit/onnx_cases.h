@@ -4,6 +4,7 @@
 // from its own file (onnx_cases_<family>.cpp) through the functions declared at the end.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,9 @@ struct Case {
   Builder model;
   std::vector<Tensor> inputs;
   double tol = 1e-4;
+  // The model ONNX Runtime runs instead, where it lacks what `model` uses (its CPU recurrent
+  // operators refuse layout 1): the same function of the same inputs.
+  std::optional<Builder> reference = std::nullopt;
 };
 
 inline Tensor positive(const Shape& s) {
