@@ -61,6 +61,7 @@ inline Builder one(const std::string& op, const Shape& x, std::vector<Attr> attr
 }
 
 // The cases of each family kept in a file of its own.
-void add_indexing_cases(std::vector<Case>& c);  // onnx_cases_indexing.cpp
+void add_indexing_cases(std::vector<Case>& c);   // onnx_cases_indexing.cpp
+void add_recurrent_cases(std::vector<Case>& c);  // onnx_cases_recurrent.cpp
 
 }  // namespace zc::test::onnx_model

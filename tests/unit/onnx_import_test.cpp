@@ -381,6 +381,7 @@ std::vector<Case> cases() {
   c.push_back({"GlobalMaxPool", one("GlobalMaxPool", img), {randn(img)}});
   add_newer_cases(c);
   test::onnx_model::add_indexing_cases(c);
+  test::onnx_model::add_recurrent_cases(c);
   return c;
 }
 
@@ -519,14 +520,62 @@ TEST(OnnxImport, MalformedFilesAreErrorsNamingTheCause) {
 TEST(OnnxImport, EveryUnsupportedNodeIsListedInOneError) {
   Builder b;
   b.input("x", DType::f32, {2, 3}).output("out");
-  b.node("LSTM", {"x"}, {"a"}, {}, "rnn");
+  b.node("Loop", {"x"}, {"a"}, {}, "loop");
   b.node("Relu", {"a"}, {"r"}, {Attr("alpha", 0.1f)}, "leaky");
   b.node("Resize", {"r"}, {"out"}, {}, "up");
   const std::string msg = test::error_message([&] { from(b.bytes()); });
   EXPECT_TRUE(test::contains(msg, "3 node(s) zc does not support")) << msg;
-  EXPECT_TRUE(test::contains(msg, "'rnn' (LSTM): operator LSTM is not supported")) << msg;
+  EXPECT_TRUE(test::contains(msg, "'loop' (Loop): operator Loop is not supported")) << msg;
   EXPECT_TRUE(test::contains(msg, "'leaky' (Relu): attribute(s) alpha not supported")) << msg;
   EXPECT_TRUE(test::contains(msg, "'up' (Resize)")) << msg;
+}
+
+// What the recurrent operators' rules refuse at the call: sequences shorter than the input
+// (sequence_lens), activations ONNX does not define, activations without their values.
+TEST(OnnxImport, RecurrentValuesZcRefusesAreErrorsNamingTheNode) {
+  const Shape x{3, 2, 4};  // [seq, batch, input]
+  const int64_t hidden = 5;
+  const Tensor w = randn({1, 4 * hidden, 4}), r = randn({1, 4 * hidden, hidden});
+  auto lstm = [&](std::vector<Attr> attrs, Tensor lens) {
+    attrs.push_back(Attr("hidden_size", hidden));
+    Builder b;
+    b.input("x", DType::f32, x).output("y");
+    b.init("W", w).init("R", r);
+    std::vector<std::string> in{"x", "W", "R"};
+    if (lens.defined()) {
+      b.init("lens", lens);
+      in.insert(in.end(), {"", "lens"});
+    }
+    b.node("LSTM", in, {"y"}, std::move(attrs), "rnn");
+    return from(b.bytes());
+  };
+  const std::vector<Tensor> in{randn(x)};
+  test::expect_error_containing(
+      [&] {
+        (*lstm({}, i64s({3, 2}).to(DType::i32)))(in);
+      },
+      "ONNX node 'rnn' (LSTM): sequence_lens holds 2, zc supports only sequences of the "
+      "input's full length 3");
+  test::expect_error_containing(
+      [&] {
+        (*lstm({Attr("activations", std::vector<std::string>{"Sigmoid", "Gelu", "Tanh"})},
+               Tensor()))(in);
+      },
+      "ONNX node 'rnn' (LSTM): activation 'Gelu' is not supported");
+  test::expect_error_containing(
+      [&] {
+        (*lstm({Attr("activations", std::vector<std::string>{"Sigmoid", "Tanh"})}, Tensor()))(in);
+      },
+      "ONNX node 'rnn' (LSTM): activations lists 2 function(s); LSTM takes 3 per direction");
+  test::expect_error_containing(
+      [&] {
+        (*lstm({Attr("activations", std::vector<std::string>{"Sigmoid", "Affine", "Tanh"})},
+               Tensor()))(in);
+      },
+      "ONNX node 'rnn' (LSTM): activation Affine has no default alpha and beta");
+  // Lengths all equal to the input's are the same as none.
+  EXPECT_TRUE(
+      allclose((*lstm({}, i64s({3, 3}).to(DType::i32)))(in)[0], (*lstm({}, Tensor()))(in)[0]));
 }
 
 // A local function of the model: inputs, outputs, an attribute with its default, the nodes.
