@@ -2,7 +2,8 @@
 """Prints docs/onnx.md's operator table: every operator of ONNX's default domain up to the
 newest opset zc reads, whether zc imports it, and for those it does not, what kind of operator
 it is. The operators come from the installed onnx package's schemas; zc's from its rules
-(src/onnx/convert_*.cpp, `r.push_back({"Name", ...`).
+(src/onnx/convert_*.cpp, `r.push_back({"Name", ...`, also where clang-format breaks the line
+after `r.push_back(`).
 
     python3 scripts/onnx-operator-table.py > /tmp/table.md
 """
@@ -39,7 +40,7 @@ def supported():
     names = set()
     for path in glob.glob(os.path.join(ROOT, "src", "onnx", "convert_*.cpp")):
         with open(path) as f:
-            names.update(re.findall(r'r\.push_back\(\{"([A-Za-z0-9]+)"', f.read()))
+            names.update(re.findall(r'r\.push_back\(\s*\{"([A-Za-z0-9]+)"', f.read()))
     return names
 
 
