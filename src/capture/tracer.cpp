@@ -109,6 +109,23 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
   // lifted at any size, never embedded: the compiled backward sends it its gradient, as eager
   // autograd does.
   const bool wants_grad = autograd::requires_grad(t);
+  // A broadcast (a view with stride 0 in a dim of size above 1: zeros or a buffer expanded to
+  // the batch, as ONNX's ConstantOfShape and Expand of a constant make) comes in as its base
+  // and an expand node. The graph then holds the broadcast, whose sizes vary with the inputs'
+  // as a reshape's do, not a constant of this call's sizes: a model that makes one traces alike
+  // at every batch size, and one compile serves them all.
+  if (!wants_grad && constants_.find(t) < 0) {
+    Tensor base = t;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      if (t.size(d) > 1 && t.stride(d) == 0) base = base.slice(d, 0, 1);
+    }
+    if (base.numel() < t.numel()) {
+      read_.push_back(t.impl_ptr());
+      const Tensor wide = intercept(ops::op_def(ops::OpId::expand), {&base, 1},
+                                    ops::ShapeAttrs{t.shape()})[0];
+      return value_of(wide);
+    }
+  }
   // A new tensor that wants no gradients is noted (constants_read) as the table takes it in:
   // the callbacks run only for tensors it has not met.
   auto noted = [&] {

@@ -298,7 +298,7 @@ Tensor shifted(const Tensor& x, int64_t axis, int64_t s, bool back) {
   const int64_t n = x.size(axis);
   Shape zs = x.shape();
   zs[static_cast<size_t>(axis)] = s;
-  const Tensor z = zeros(zs, x.dtype(), x.device());
+  const Tensor z = scalar_on(0, x.dtype(), x.device()).expand(zs);  // a broadcast (capture)
   return back ? cat({x.slice(axis, s, n), z}, axis) : cat({z, x.slice(axis, 0, n - s)}, axis);
 }
 

@@ -28,8 +28,8 @@ Tensor pad_axis(const NodeArgs& a, const Tensor& x, int64_t axis, int64_t before
   auto block = [&](int64_t count) {  // on x's device, which the concatenation needs
     Shape s = x.shape();
     s[static_cast<size_t>(axis)] = count;
-    const Tensor z = zeros(s, x.dtype(), x.device());
-    return value == 0 ? z : z + value;
+    // One value broadcast: a view of stride 0, which the trace keeps a broadcast (capture).
+    return full({}, value, x.dtype()).to(x.device()).expand(s);
   };
   std::vector<int64_t> head, tail;
   if (mode == "edge") {

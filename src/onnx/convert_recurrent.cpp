@@ -252,10 +252,12 @@ Tensor bias_of(const NodeArgs& a, const Recurrence& c, int64_t d, int64_t half) 
 }
 
 // Direction d's initial state from input i ([dirs, batch, hidden], [batch, dirs, hidden] in
-// layout 1), zeros where the node leaves it out.
+// layout 1); undefined where the node leaves it out, for zeros: the first step then skips the
+// terms it is a factor of (a tensor of zeros would be a constant of the batch size, and the
+// graph would trace differently at every batch size).
 Tensor initial_state(const NodeArgs& a, const Recurrence& c, size_t i, int64_t d,
                      const char* what) {
-  if (!a.has(i)) return zeros({c.batch, c.hidden}, c.x.dtype(), c.x.device());
+  if (!a.has(i)) return Tensor();
   const Tensor& s = a.in(i);
   check_shape(a, s, what,
               c.batch_first ? Shape{c.batch, c.dirs, c.hidden} : Shape{c.dirs, c.batch, c.hidden});
@@ -328,16 +330,16 @@ V lstm(const NodeArgs& a) {
     std::vector<Tensor> hs(static_cast<size_t>(c.seq));
     for (int64_t k = 0; k < c.seq; ++k) {
       const int64_t t = step_at(c, d, k);
-      const Tensor gates = at_step(c, xw, t) + linear(h, r);
+      const Tensor gates = h.defined() ? at_step(c, xw, t) + linear(h, r) : at_step(c, xw, t);
       Tensor i_in = gate(c, gates, 0), o_in = gate(c, gates, 1), f_in = gate(c, gates, 2);
-      if (pi.defined()) {
+      if (pi.defined() && cell.defined()) {
         i_in = i_in + pi * cell;
         f_in = f_in + pf * cell;
       }
       const Tensor i = apply(f, clipped(c, i_in));
       const Tensor forget = coupled ? 1.0 - i : apply(f, clipped(c, f_in));
       const Tensor candidate = apply(g, clipped(c, gate(c, gates, 3)));
-      cell = forget * cell + i * candidate;
+      cell = cell.defined() ? forget * cell + i * candidate : i * candidate;
       if (po.defined()) o_in = o_in + po * cell;
       h = apply(f, clipped(c, o_in)) * apply(h_act, cell);
       hs[static_cast<size_t>(t)] = h;
@@ -384,21 +386,22 @@ V gru(const NodeArgs& a) {
       Tensor candidate_in;
       Tensor z, reset;
       if (before_reset) {
-        const Tensor hr = linear(h, r);
-        const Tensor gates = x_t + hr;
+        const Tensor hr = h.defined() ? linear(h, r) : Tensor();
+        const Tensor gates = hr.defined() ? x_t + hr : x_t;
         z = apply(f, clipped(c, gate(c, gates, 0)));
         reset = apply(f, clipped(c, gate(c, gates, 1)));
-        Tensor rh = gate(c, hr, 2);
-        if (rbh.defined()) rh = rh + rbh;
-        candidate_in = gate(c, x_t, 2) + reset * rh;
+        Tensor rh = hr.defined() ? gate(c, hr, 2) : Tensor();
+        if (rbh.defined()) rh = rh.defined() ? rh + rbh : rbh;
+        candidate_in = rh.defined() ? gate(c, x_t, 2) + reset * rh : gate(c, x_t, 2);
       } else {
-        const Tensor gates = x_t.slice(1, 0, 2 * n) + linear(h, r_zr);
+        const Tensor x_zr = x_t.slice(1, 0, 2 * n);
+        const Tensor gates = h.defined() ? x_zr + linear(h, r_zr) : x_zr;
         z = apply(f, clipped(c, gate(c, gates, 0)));
         reset = apply(f, clipped(c, gate(c, gates, 1)));
-        candidate_in = gate(c, x_t, 2) + linear(reset * h, r_h);
+        candidate_in = h.defined() ? gate(c, x_t, 2) + linear(reset * h, r_h) : gate(c, x_t, 2);
       }
       const Tensor candidate = apply(g, clipped(c, candidate_in));
-      h = (1.0 - z) * candidate + z * h;
+      h = h.defined() ? (1.0 - z) * candidate + z * h : (1.0 - z) * candidate;
       hs[static_cast<size_t>(t)] = h;
     }
     run.hs.push_back(std::move(hs));
@@ -420,7 +423,8 @@ V rnn(const NodeArgs& a) {
     std::vector<Tensor> hs(static_cast<size_t>(c.seq));
     for (int64_t k = 0; k < c.seq; ++k) {
       const int64_t t = step_at(c, d, k);
-      h = apply(f, clipped(c, at_step(c, xw, t) + linear(h, r)));
+      const Tensor x_t = at_step(c, xw, t);
+      h = apply(f, clipped(c, h.defined() ? x_t + linear(h, r) : x_t));
       hs[static_cast<size_t>(t)] = h;
     }
     run.hs.push_back(std::move(hs));

@@ -250,7 +250,12 @@ V constant_of_shape(const NodeArgs& a) {
     v = t.item_double();
     dt = t.dtype();
   }
-  return {full(shape, v, dt)};
+  // One value broadcast (a view of stride 0): the trace keeps it a broadcast of the shape,
+  // which varies with the inputs' sizes, rather than a constant of this call's (capture).
+  for (int64_t d : shape) {
+    if (d < 0) throw a.error("a negative dim in the shape " + shape_str(Shape(shape)));
+  }
+  return {full({}, v, dt).expand(Shape(shape))};
 }
 
 V range_op(const NodeArgs& a) {

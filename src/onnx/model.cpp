@@ -189,6 +189,17 @@ namespace {
 // activations), the others the file's constants or values computed from shapes on the CPU
 // are moved there (a constant once per device, kept); inputs the rule reads as numbers stay.
 // A 0-dim tensor stays too: zc's ops take it as a number on any device.
+// t on `device`, a broadcast (stride 0 in a dim, as ConstantOfShape makes) kept one: its base
+// moves, and the view is made again there (the trace then sees a broadcast, not a constant of
+// this call's sizes).
+Tensor moved(const Tensor& t, Device device) {
+  Tensor base = t;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1 && t.stride(d) == 0) base = base.slice(d, 0, 1);
+  }
+  return base.numel() < t.numel() ? base.to(device).expand(t.shape()) : t.to(device);
+}
+
 void follow_device(const Model::Impl& m, const ::onnx::NodeProto& node,
                    const onnx_import::OpRule& rule, std::vector<Tensor>& ins) {
   Device device = Device::cpu();
@@ -205,7 +216,7 @@ void follow_device(const Model::Impl& m, const ::onnx::NodeProto& node,
     const std::string& name = node.input(static_cast<int>(i));
     auto constant = m.constants.find(name);
     if (constant == m.constants.end() || constant->second.unsafe_impl() != t.unsafe_impl()) {
-      t = t.to(device);  // computed in this call: moved with it
+      t = moved(t, device);  // computed in this call: moved with it
       continue;
     }
     std::lock_guard lock(m.device_mu);

@@ -446,7 +446,8 @@ bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                            const codegen::Backend& backend, bool hierarchical,
                            CompileContext& ctx) {
-  return make_all_size_templates(module, inputs, dims, captured, backend, hierarchical, false, ctx)
+  return make_all_size_templates(module, inputs, dims, captured, backend, hierarchical,
+                                 /*leave_out_refused=*/true, ctx)
       .all;
 }
 

@@ -106,16 +106,19 @@ class DynamicShapes {
 // call's own sizes, `captured`, kept) and makes the size templates of the traces on `backend`:
 // of each distinct part when `hierarchical`, else of the whole graph. Dims whose sizes are
 // equal at the call vary together, as one symbol (a sequence length shared by the token ids
-// and their mask); the template's check refuses a later call where they differ. Returns
-// whether every one was made; ZC_LOGS=recompiles says why not, and the call then compiles for
-// its own size.
+// and their mask); the template's check refuses a later call where they differ. A group that
+// does not trace alike at enough sizes (a sequence length a recurrent model unrolls, a size an
+// index constant is made from) is left out and keeps its size, so that the others still vary:
+// a new size of it traces to another graph, compiled for that size. Returns whether every
+// template was made; ZC_LOGS=recompiles says why not.
 bool compile_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                            const std::vector<DynamicRange>& dims, const ir::Graph& captured,
                            const codegen::Backend& backend, bool hierarchical, CompileContext& ctx);
 
-// compile_for_all_sizes in full: what it made, and, with `leave_out_refused` (sizes first,
-// runtime/dynamic/sizes_first.h), a group of dims that does not trace alike at enough sizes (a
-// feature dim the weights fix: the trace raises) left out instead of failing the others.
+// compile_for_all_sizes in full: what it made, and, with `leave_out_refused` (as
+// compile_for_all_sizes and sizes first, runtime/dynamic/sizes_first.h, call it), a group of
+// dims that does not trace alike at enough sizes (a feature dim the weights fix: the trace
+// raises) left out instead of failing the others.
 struct AllSizes {
   bool all = false;                    // every part whose sizes vary got its template
   std::vector<DynamicRange> covered;   // the dims the templates vary in; empty: none made
