@@ -68,19 +68,32 @@ std::vector<int64_t> NodeArgs::ints(std::string_view name, std::vector<int64_t> 
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
-std::vector<int64_t> NodeArgs::values(size_t i, const char* what) const {
+const Tensor& NodeArgs::concrete(size_t i, const char* what) const {
   const Tensor& t = in(i);
   if (t.is_traced()) {
     throw error(std::string(what) +
                 " is computed from the model's input values; zc needs it as a constant (a "
                 "value of the model's shapes or initializers)");
   }
+  return t;
+}
+
+std::vector<int64_t> NodeArgs::values(size_t i, const char* what) const {
+  const Tensor& t = concrete(i, what);
   if (!is_integral(t.dtype())) {
     throw error(std::string(what) + " must be integers, got " + std::string(dtype_name(t.dtype())));
   }
   Tensor c = t.to(Device::cpu()).to(DType::i64).contiguous();
   const int64_t* p = c.data<int64_t>();
   return std::vector<int64_t>(p, p + c.numel());
+}
+
+std::vector<double> NodeArgs::numbers(size_t i, const char* what) const {
+  const Tensor& t = concrete(i, what);
+  if (t.dtype() == DType::boolean) throw error(std::string(what) + " must be numbers, got bool");
+  Tensor c = t.to(Device::cpu()).to(DType::f64).contiguous();
+  const double* p = c.data<double>();
+  return std::vector<double>(p, p + c.numel());
 }
 
 double NodeArgs::scalar(size_t i, const char* what) const {

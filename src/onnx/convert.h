@@ -47,6 +47,8 @@ class NodeArgs {
 
   // Input i's values as integers; it must be concrete (computed from constants and shapes).
   std::vector<int64_t> values(size_t i, const char* what) const;
+  // Input i's values as numbers of any dtype (scales, a region); concrete as values().
+  std::vector<double> numbers(size_t i, const char* what) const;
   // Input i as one number (a 0-dim or one-element concrete tensor).
   double scalar(size_t i, const char* what) const;
   // `axis` counted from the end when negative, checked against `rank` (an Error if outside).
@@ -55,6 +57,9 @@ class NodeArgs {
   Error error(const std::string& detail) const;
 
  private:
+  // Input i, which must not be computed from the model's input values.
+  const Tensor& concrete(size_t i, const char* what) const;
+
   std::vector<Tensor> inputs_;
 };
 

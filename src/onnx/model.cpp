@@ -1,7 +1,7 @@
 // zc::onnx::Model: an ONNX graph as a module. Loading parses and validates the file
-// (onnx_file.h), makes the floating initializers parameters (named by their dotted paths) and
-// evaluates Constant nodes once; forward() runs the nodes' rules (convert.h) in order on a
-// table of named values.
+// (onnx_file.h), makes the floating initializers parameters (named by their dotted paths; not
+// those a rule reads as numbers) and evaluates Constant nodes once; forward() runs the nodes'
+// rules (convert.h) in order on a table of named values.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,6 +13,7 @@
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "onnx/convert.h"
 #include "onnx/external_data.h"
@@ -329,8 +330,19 @@ std::shared_ptr<Model> load_model(std::span<const uint8_t> bytes, const std::str
     if (node.output_size() != 1) throw Error(what + ": " + where + " must have one output");
     impl->constants[node.output(0)] = t;
   }
-  // The module: floating initializers of more than one element are parameters.
+  // The module: floating initializers of more than one element are parameters, but for those a
+  // rule reads as numbers (Resize's scales and roi): a compiled call traces the parameters, and
+  // a traced value cannot be read.
   std::vector<std::pair<std::string, Tensor>> params;
+  std::unordered_set<std::string> read_as_numbers;
+  for (const auto& node : g.node()) {
+    const onnx_import::OpRule* rule = onnx_import::find_rule(node.op_type());
+    if (!rule) continue;
+    for (size_t i : rule->values) {
+      if (static_cast<int>(i) < node.input_size())
+        read_as_numbers.insert(node.input(static_cast<int>(i)));
+    }
+  }
   // Each initializer's bytes in the parsed file are released once its tensor holds them: the
   // model kept (the graph's nodes) does not read them again, and a model of N bytes of weights
   // would otherwise hold 2N for as long as it lives.
@@ -351,7 +363,7 @@ std::shared_ptr<Model> load_model(std::span<const uint8_t> bytes, const std::str
   for (int i = 0; i < inits->size(); ++i) {
     auto& init = (*inits)[i];
     Tensor& t = tensors[static_cast<size_t>(i)];
-    if (is_floating(t.dtype()) && t.numel() > 1) {
+    if (is_floating(t.dtype()) && t.numel() > 1 && !read_as_numbers.count(init.name())) {
       params.emplace_back(init.name(), t);
     } else {
       impl->constants[init.name()] = t;
