@@ -382,6 +382,7 @@ std::vector<Case> cases() {
   add_newer_cases(c);
   test::onnx_model::add_indexing_cases(c);
   test::onnx_model::add_recurrent_cases(c);
+  test::onnx_model::add_resize_cases(c);
   return c;
 }
 
@@ -522,12 +523,12 @@ TEST(OnnxImport, EveryUnsupportedNodeIsListedInOneError) {
   b.input("x", DType::f32, {2, 3}).output("out");
   b.node("Loop", {"x"}, {"a"}, {}, "loop");
   b.node("Relu", {"a"}, {"r"}, {Attr("alpha", 0.1f)}, "leaky");
-  b.node("Resize", {"r"}, {"out"}, {}, "up");
+  b.node("NonMaxSuppression", {"r"}, {"out"}, {}, "nms");
   const std::string msg = test::error_message([&] { from(b.bytes()); });
   EXPECT_TRUE(test::contains(msg, "3 node(s) zc does not support")) << msg;
   EXPECT_TRUE(test::contains(msg, "'loop' (Loop): operator Loop is not supported")) << msg;
   EXPECT_TRUE(test::contains(msg, "'leaky' (Relu): attribute(s) alpha not supported")) << msg;
-  EXPECT_TRUE(test::contains(msg, "'up' (Resize)")) << msg;
+  EXPECT_TRUE(test::contains(msg, "'nms' (NonMaxSuppression)")) << msg;
 }
 
 // What the recurrent operators' rules refuse at the call: sequences shorter than the input
@@ -794,6 +795,56 @@ TEST(OnnxImport, AShapeComputedFromInputValuesIsRefused) {
   EXPECT_EQ((*m)(in)[0].shape(), (Shape{3, 2}));
   test::expect_error_containing([&] { compile(m)(in); },
                                 "the shape is computed from the model's input values");
+}
+
+// What Resize refuses raises zc::Error naming the node, at the first call: linear and cubic of
+// integers, scales and sizes both given, a mode ONNX does not define, sizes computed from the
+// input's values when compiled.
+TEST(OnnxImport, ResizeRefusesWhatItCannotDo) {
+  auto fails = [](const Builder& b, std::vector<Tensor> in, const std::string& part,
+                  bool compiled = false) {
+    auto m = from(b.bytes());
+    test::expect_error_containing(
+        [&] {
+          if (compiled) {
+            compile(m)(in);
+          } else {
+            (*m)(in);
+          }
+        },
+        part);
+  };
+  {
+    Builder b;
+    b.input("x", DType::i32, {1, 2, 3, 4}).output("out", DType::i32);
+    b.init("scales", from_vector({1, 1, 2, 2}, {4}));
+    b.node("Resize", {"x", "", "scales"}, {"out"}, {Attr("mode", "linear")}, "up");
+    fails(b, {randint(0, 9, {1, 2, 3, 4}, DType::i32)},
+          "ONNX node 'up' (Resize): linear and cubic resizes need a floating-point input");
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, {1, 2, 3, 4}).output("out");
+    b.init("scales", from_vector({1, 1, 2, 2}, {4})).init("sizes", i64s({1, 2, 6, 8}));
+    b.node("Resize", {"x", "", "scales", "sizes"}, {"out"}, {}, "up");
+    fails(b, {randn({1, 2, 3, 4})},
+          "ONNX node 'up' (Resize): exactly one of scales and sizes must be given");
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, {1, 2, 3, 4}).output("out");
+    b.init("scales", from_vector({1, 1, 2, 2}, {4}));
+    b.node("Resize", {"x", "", "scales"}, {"out"}, {Attr("mode", "area")}, "up");
+    fails(b, {randn({1, 2, 3, 4})},
+          "ONNX node 'up' (Resize): mode 'area' is not one of nearest, linear, cubic");
+  }
+  {
+    Builder b;
+    b.input("x", DType::f32, {1, 2, 3, 4}).input("s", DType::i64, {4}).output("out");
+    b.node("Resize", {"x", "", "", "s"}, {"out"}, {}, "up");
+    fails(b, {randn({1, 2, 3, 4}), i64s({1, 2, 6, 8})},
+          "ONNX node 'up' (Resize): sizes is computed from the model's input values", true);
+  }
 }
 
 TEST(OnnxImport, ParametersAreNamedByTheirPathsAndShareAGraph) {
