@@ -1,6 +1,8 @@
-// ONNX cases of Resize (opsets 13, 18, 19): every mode, nearest mode, coordinate
-// transformation, cubic coefficient, antialias, axes and aspect-ratio policy, scales or sizes,
-// on sizes of 1, shrinking and growing by whole and fractional scales (onnx_cases.h).
+// ONNX cases of the upsampling operators: Resize (opsets 13, 18, 19: every mode, nearest mode,
+// coordinate transformation, cubic coefficient, antialias, axes and aspect-ratio policy, scales
+// or sizes, on sizes of 1, shrinking and growing by whole and fractional scales) and
+// ConvTranspose (strides, pads, dilations, groups, output_padding, output_shape, auto_pad, bias;
+// 1-d and 2-d) (onnx_cases.h).
 #include "zc/zc.h"
 
 #ifdef ZC_WITH_ONNX
@@ -246,6 +248,91 @@ void add_opset18(std::vector<Case>& c) {
                {randn(img)}});
 }
 
+// A ConvTranspose of x with a weight (and a bias).
+Builder conv_transpose(const Shape& x, const Tensor& w, std::vector<Attr> attrs,
+                       const Tensor& bias = Tensor()) {
+  std::vector<std::pair<std::string, Tensor>> inits{{"w", w}};
+  if (bias.defined()) inits.push_back({"b", bias});
+  return one("ConvTranspose", x, std::move(attrs), inits);
+}
+
+void add_conv_transpose(std::vector<Case>& c) {
+  const Shape img{2, 4, 5, 6};
+  c.push_back({"ConvTranspose, bias",
+               conv_transpose(img, randn({4, 3, 3, 3}), {}, randn({3})),
+               {randn(img)}});
+  c.push_back({"ConvTranspose strides 2, asymmetric pads",
+               conv_transpose(img, randn({4, 3, 3, 2}),
+                              {Attr("strides", {2, 2}), Attr("pads", {1, 0, 0, 1})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose strides, dilations, output_padding",
+               conv_transpose(img, randn({4, 2, 3, 3}),
+                              {Attr("strides", {2, 3}), Attr("dilations", {2, 1}),
+                               Attr("output_padding", {1, 2})},
+                              randn({2})),
+               {randn(img)}});
+  c.push_back(
+      {"ConvTranspose group 2",
+       conv_transpose(img, randn({4, 3, 3, 2}),
+                      {Attr("group", 2), Attr("strides", {2, 1}), Attr("pads", {1, 1, 0, 0})},
+                      randn({6})),
+       {randn(img)}});
+  c.push_back({"ConvTranspose depthwise, kernel_shape",
+               conv_transpose(img, randn({4, 1, 3, 3}),
+                              {Attr("group", 4), Attr("kernel_shape", {3, 3}),
+                               Attr("strides", {2, 2}), Attr("pads", {1, 1, 1, 1})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose auto_pad SAME_UPPER",
+               conv_transpose(img, randn({4, 3, 3, 2}),
+                              {Attr("auto_pad", "SAME_UPPER"), Attr("strides", {2, 2})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose auto_pad SAME_LOWER, dilations",
+               conv_transpose(img, randn({4, 3, 3, 2}),
+                              {Attr("auto_pad", "SAME_LOWER"), Attr("strides", {3, 2}),
+                               Attr("dilations", {2, 2})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose auto_pad SAME_LOWER, output_padding",
+               conv_transpose(img, randn({4, 3, 3, 2}),
+                              {Attr("auto_pad", "SAME_LOWER"), Attr("strides", {2, 2}),
+                               Attr("output_padding", {1, 1})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose auto_pad VALID",
+               conv_transpose(img, randn({4, 3, 2, 3}),
+                              {Attr("auto_pad", "VALID"), Attr("strides", {2, 2})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose output_shape, odd padding",
+               conv_transpose(img, randn({4, 3, 3, 3}),
+                              {Attr("strides", {2, 2}), Attr("output_shape", {10, 12})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose output_shape with SAME_UPPER",
+               conv_transpose(img, randn({4, 3, 3, 3}),
+                              {Attr("strides", {2, 2}), Attr("output_shape", {10, 12}),
+                               Attr("auto_pad", "SAME_UPPER")}),
+               {randn(img)}});
+  c.push_back(
+      {"ConvTranspose output_shape past the full output",
+       conv_transpose(img, randn({4, 3, 3, 3}),
+                      {Attr("strides", {2, 2}), Attr("output_shape", {12, 14})}, randn({3})),
+       {randn(img)}});
+  c.push_back({"ConvTranspose pads past the kernel",
+               conv_transpose(img, randn({4, 3, 3, 3}),
+                              {Attr("strides", {2, 2}), Attr("pads", {3, 0, 1, 4})}),
+               {randn(img)}});
+  c.push_back({"ConvTranspose of 1x1 pixels",
+               conv_transpose({2, 4, 1, 1}, randn({4, 3, 2, 3}), {Attr("strides", {2, 2})}),
+               {randn({2, 4, 1, 1})}});
+  c.push_back(
+      {"ConvTranspose 1-d",
+       conv_transpose({2, 3, 7}, randn({3, 4, 3}),
+                      {Attr("strides", {3}), Attr("pads", {1, 2}), Attr("output_padding", {1})},
+                      randn({4})),
+       {randn({2, 3, 7})}});
+  c.push_back({"ConvTranspose 1-d, group, output_shape",
+               conv_transpose({2, 4, 6}, randn({4, 2, 4}),
+                              {Attr("group", 2), Attr("strides", {2}), Attr("output_shape", {11})}),
+               {randn({2, 4, 6})}});
+}
+
 }  // namespace
 
 void add_resize_cases(std::vector<Case>& c) {
@@ -253,6 +340,7 @@ void add_resize_cases(std::vector<Case>& c) {
   add_linear(c);
   add_cubic(c);
   add_opset18(c);
+  add_conv_transpose(c);
 }
 
 }  // namespace zc::test::onnx_model

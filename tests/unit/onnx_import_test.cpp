@@ -797,10 +797,10 @@ TEST(OnnxImport, AShapeComputedFromInputValuesIsRefused) {
                                 "the shape is computed from the model's input values");
 }
 
-// What Resize refuses raises zc::Error naming the node, at the first call: linear and cubic of
-// integers, scales and sizes both given, a mode ONNX does not define, sizes computed from the
-// input's values when compiled.
-TEST(OnnxImport, ResizeRefusesWhatItCannotDo) {
+// What Resize and ConvTranspose refuse raises zc::Error naming the node, at the first call:
+// linear and cubic of integers, scales and sizes both given, a mode ONNX does not define, sizes
+// computed from the input's values when compiled, a 3-d or mis-grouped transposed convolution.
+TEST(OnnxImport, ResizeAndConvTransposeRefuseWhatTheyCannotDo) {
   auto fails = [](const Builder& b, std::vector<Tensor> in, const std::string& part,
                   bool compiled = false) {
     auto m = from(b.bytes());
@@ -845,6 +845,14 @@ TEST(OnnxImport, ResizeRefusesWhatItCannotDo) {
     fails(b, {randn({1, 2, 3, 4}), i64s({1, 2, 6, 8})},
           "ONNX node 'up' (Resize): sizes is computed from the model's input values", true);
   }
+  fails(one("ConvTranspose", {1, 2, 3, 4, 5}, {}, {{"w", randn({2, 2, 2, 2, 2})}}),
+        {randn({1, 2, 3, 4, 5})},
+        "ONNX node 'ConvTranspose_1' (ConvTranspose): 3-d transposed convolutions are not "
+        "supported");
+  fails(one("ConvTranspose", {1, 4, 3, 3}, {Attr("group", 3)}, {{"w", randn({4, 2, 2, 2})}}),
+        {randn({1, 4, 3, 3})},
+        "ONNX node 'ConvTranspose_1' (ConvTranspose): the weight [4,2,2,2] does not fit 4 input "
+        "channels in 3 group(s)");
 }
 
 TEST(OnnxImport, ParametersAreNamedByTheirPathsAndShareAGraph) {
