@@ -15,6 +15,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/unknown_field_set.h>
+
 #include "onnx/convert.h"
 #include "onnx/external_data.h"
 #include "onnx/onnx_file.h"
@@ -114,6 +117,69 @@ std::vector<std::string> scopes_of(const std::string& node_name, bool as_names) 
     }
   }
   return parts;
+}
+
+// The strings of a Python list literal, as torch's dynamo exporter writes its node metadata
+// ("['', 'layer1', 'layer1.0', 'add_65']"): each quoted item, in order.
+std::vector<std::string> python_strings(const std::string& list) {
+  std::vector<std::string> items;
+  size_t at = 0;
+  while ((at = list.find_first_of("'\"", at)) != std::string::npos) {
+    const char quote = list[at];
+    const size_t end = list.find(quote, at + 1);
+    if (end == std::string::npos) break;
+    items.push_back(list.substr(at + 1, end - at - 1));
+    at = end + 1;
+  }
+  return items;
+}
+
+// A node's metadata (NodeProto.metadata_props, field 9). The field came with ONNX 1.16; an
+// older onnx library, as Debian's, parses it as an unknown field, from which it is read then.
+std::vector<::onnx::StringStringEntryProto> metadata_of(const ::onnx::NodeProto& node) {
+  std::vector<::onnx::StringStringEntryProto> out;
+  const auto* reflection = node.GetReflection();
+  if (const auto* field = node.GetDescriptor()->FindFieldByName("metadata_props")) {
+    for (int i = 0; i < reflection->FieldSize(node, field); ++i) {
+      out.push_back(static_cast<const ::onnx::StringStringEntryProto&>(
+          reflection->GetRepeatedMessage(node, field, i)));
+    }
+    return out;
+  }
+  constexpr int kMetadataPropsField = 9;
+  const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(node);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& u = unknown.field(i);
+    if (u.number() != kMetadataPropsField ||
+        u.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED) {
+      continue;
+    }
+    ::onnx::StringStringEntryProto e;
+    if (e.ParseFromString(u.length_delimited())) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// The module scopes of a node of torch's dynamo exporter, which names nodes after their op
+// ("node_Conv_12") and writes the scopes as metadata: `pkg.torch.onnx.name_scopes`, each
+// module's dotted path from the root ('' first, the op's own name last), and
+// `pkg.torch.onnx.class_hierarchy`, each one's class. The paths mark where a region begins and
+// ends; the classes ("torchvision.models.resnet.BasicBlock") are the region names, so that the
+// copies of a repeated block compare equal as regions, as a C++ module's type name does.
+void dynamo_scopes(const ::onnx::NodeProto& node, std::vector<std::string>& path,
+                   std::vector<std::string>& names) {
+  std::vector<std::string> scopes, classes;
+  for (const ::onnx::StringStringEntryProto& p : metadata_of(node)) {
+    if (p.key() == "pkg.torch.onnx.name_scopes") scopes = python_strings(p.value());
+    if (p.key() == "pkg.torch.onnx.class_hierarchy") classes = python_strings(p.value());
+  }
+  if (scopes.size() < 3) return;  // the root and the op alone: no module around the node
+  path.assign(scopes.begin() + 1, scopes.end() - 1);
+  if (classes.size() == scopes.size()) {
+    names.assign(classes.begin() + 1, classes.end() - 1);
+  } else {
+    names = path;
+  }
 }
 
 // The regions open while nodes run; closed innermost first, also when a node raises.
@@ -306,6 +372,8 @@ std::shared_ptr<Model> load_model(std::span<const uint8_t> bytes, const std::str
   for (const auto& node : g.node()) {
     impl->scopes.push_back(scopes_of(node.name(), false));
     impl->scope_names.push_back(scopes_of(node.name(), true));
+    if (impl->scopes.back().empty())
+      dynamo_scopes(node, impl->scopes.back(), impl->scope_names.back());
   }
   for (const auto& node : g.node()) {
     if (node.op_type() != "Constant") continue;

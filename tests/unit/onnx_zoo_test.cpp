@@ -204,6 +204,25 @@ std::string zoo_name(const ::testing::TestParamInfo<ZooFile>& info) {
 INSTANTIATE_TEST_SUITE_P(Files, OnnxZoo, ::testing::ValuesIn(zoo_files()), zoo_name);
 INSTANTIATE_TEST_SUITE_P(Files, OnnxZooCuda, ::testing::ValuesIn(zoo_files()), zoo_name);
 
+// torch's dynamo exporter names nodes after their ops and writes the module scopes as node
+// metadata (name_scopes, class_hierarchy): its files get regions as the TorchScript exporter's
+// scoped node names give them, and a repeated block compiles once.
+TEST(OnnxZooRegions, DynamoExportsRepeatedBlocksCompileOnce) {
+  for (const char* name : {"vit", "bert", "resnet"}) {
+    SCOPED_TRACE(name);
+    for (const char* exporter : {"dynamo", "torchscript"}) {
+      auto model = onnx::load(kZoo + name + "." + exporter + ".onnx");
+      NoGradGuard no_grad;
+      compiler::reset();
+      compiler::reset_stats();
+      compile(model)(inputs_of(name));
+      const compiler::Stats s = compiler::stats();
+      EXPECT_GE(s.regions_found, 2) << exporter;
+      EXPECT_LT(s.region_graphs, s.regions_found) << exporter;
+    }
+  }
+}
+
 TEST(OnnxZooList, HasEveryFamilyAndBothExporters) {
   std::map<std::string, int> families, exporters;
   for (const ZooFile& f : zoo_files()) {
