@@ -4,8 +4,10 @@
 # CUDA toolkit, runs the CUDA tests, then the CUDA benchmarks next to torch's eager ops.
 #
 #   bench/gpu-host.sh prepare              here, once: the Debian packages into .gpu-deps/
-#   scripts/gpu-test.sh OUT_DIR [REGEX]    on the host: CTest for REGEX (default ^Cuda, the GPU
-#                                          tests; '.' runs every test) and the benchmarks
+#   scripts/gpu-test.sh OUT_DIR [REGEX]    on the host: CTest for REGEX (default Cuda|Gpu, the
+#                                          GPU tests: the CUDA suites, the *Gpu ones beside CPU
+#                                          suites and OnnxZooCuda, the zoo on CUDA; '.' runs
+#                                          every test) and the benchmarks
 #                                          (cuda_ops, torch's eager ops, cuBLASLt's first use)
 #
 # OUT_DIR receives the logs, ctest.txt (the whole CTest output), ctest.xml (JUnit) and the
@@ -14,7 +16,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 out="${1:?usage: $0 OUT_DIR [REGEX]}"
-regex="${2:-^Cuda}"
+regex="${2:-Cuda|Gpu}"
 mkdir -p "$out"
 source "$root/scripts/gpu-host-env.sh"
 jobs="$(nproc)"
