@@ -193,6 +193,10 @@ static inline float zc_fabs(float x) { return fabsf(x); }
 static inline double zc_fabs(double x) { return fabs(x); }
 static inline float zc_pow(float a, float b) { return powf(a, b); }
 static inline double zc_pow(double a, double b) { return pow(a, b); }
+static inline float zc_square(float x) { return x * x; }
+static inline double zc_square(double x) { return x * x; }
+static inline float zc_cube(float x) { return x * x * x; }
+static inline double zc_cube(double x) { return x * x * x; }
 // One instruction each where the CPU rounds in hardware (SSE4.1, AVX-512, NEON), so loops of
 // them vectorize. zc_round takes halves to even: nearbyint in the default rounding mode.
 static inline float zc_floor(float x) { return floorf(x); }

@@ -56,6 +56,10 @@ static __device__ __forceinline__ float zc_fabs(float x) { return fabsf(x); }
 static __device__ __forceinline__ double zc_fabs(double x) { return fabs(x); }
 static __device__ __forceinline__ float zc_pow(float a, float b) { return powf(a, b); }
 static __device__ __forceinline__ double zc_pow(double a, double b) { return pow(a, b); }
+static __device__ __forceinline__ float zc_square(float x) { return x * x; }
+static __device__ __forceinline__ double zc_square(double x) { return x * x; }
+static __device__ __forceinline__ float zc_cube(float x) { return x * x * x; }
+static __device__ __forceinline__ double zc_cube(double x) { return x * x * x; }
 static __device__ __forceinline__ float zc_floor(float x) { return floorf(x); }
 static __device__ __forceinline__ double zc_floor(double x) { return floor(x); }
 static __device__ __forceinline__ float zc_ceil(float x) { return ceilf(x); }
