@@ -64,5 +64,6 @@ inline Builder one(const std::string& op, const Shape& x, std::vector<Attr> attr
 void add_indexing_cases(std::vector<Case>& c);   // onnx_cases_indexing.cpp
 void add_recurrent_cases(std::vector<Case>& c);  // onnx_cases_recurrent.cpp
 void add_resize_cases(std::vector<Case>& c);     // onnx_cases_resize.cpp
+void add_einsum_cases(std::vector<Case>& c);     // onnx_cases_einsum.cpp
 
 }  // namespace zc::test::onnx_model

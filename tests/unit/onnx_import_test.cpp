@@ -383,6 +383,7 @@ std::vector<Case> cases() {
   test::onnx_model::add_indexing_cases(c);
   test::onnx_model::add_recurrent_cases(c);
   test::onnx_model::add_resize_cases(c);
+  test::onnx_model::add_einsum_cases(c);
   return c;
 }
 
@@ -853,6 +854,46 @@ TEST(OnnxImport, ResizeAndConvTransposeRefuseWhatTheyCannotDo) {
         {randn({1, 4, 3, 3})},
         "ONNX node 'ConvTranspose_1' (ConvTranspose): the weight [4,2,2,2] does not fit 4 input "
         "channels in 3 group(s)");
+}
+
+// What Einsum and TopK refuse raises zc::Error naming the node, at the first call: malformed
+// equations, labels whose sizes disagree, k past the axis.
+TEST(OnnxImport, EinsumAndTopKRefuseWhatTheyCannotDo) {
+  auto einsum = [](const std::string& eq, const std::vector<Tensor>& in, const std::string& part) {
+    Builder b;
+    std::vector<std::string> names;
+    for (size_t i = 0; i < in.size(); ++i) {
+      names.push_back("x" + std::to_string(i));
+      b.input(names.back(), DType::f32, in[i].shape());
+    }
+    b.output("out").node("Einsum", names, {"out"}, {Attr("equation", eq.c_str())}, "es");
+    auto m = from(b.bytes());
+    test::expect_error_containing([&] { (*m)(in); }, "ONNX node 'es' (Einsum): " + part);
+  };
+  const Tensor a = randn({2, 3}), b = randn({3, 4});
+  einsum("ij,jk->ik,", {a, b}, "equation 'ij,jk->ik,': term 'ik,' holds something other than");
+  einsum("ij.k,jk", {a, b},
+         "equation 'ij.k,jk': term 'ij.k' holds something other than letters and one '...'");
+  einsum("ij->i->j", {a}, "equation 'ij->i->j' has more than one '->'");
+  einsum("ij->i", {a, b}, "equation 'ij->i' has 1 input term(s) for 2 input(s)");
+  einsum("ijk,jk", {a, b}, "equation 'ijk,jk': term 0 has 3 label(s) for input 0 of rank 2");
+  einsum("ij,jk->iz", {a, b}, "equation 'ij,jk->iz': output label 'z' is in no input term");
+  einsum("ij,jk->ii", {a, b}, "equation 'ij,jk->ii': output label 'i' is repeated");
+  einsum("ij,kj->ik", {a, b},
+         "label 'j' is 3 in input 0 and 4 in input 1 (expected equal sizes, or 1)");
+  einsum("ii->i", {a}, "label 'i' is 2 in input 0 and 3 in input 0");
+  einsum("ii->i", {randn({1, 3})}, "label 'i' is repeated within one input on dims of 1 and 3");
+
+  Builder t;
+  t.input("x", DType::f32, {3, 5}).output("v").output("i", DType::i64);
+  t.init("k", i64s({6}));
+  t.node("TopK", {"x", "k"}, {"v", "i"}, {}, "top");
+  auto m = from(t.bytes());
+  const std::vector<Tensor> x{randn({3, 5})};
+  const std::string too_large =
+      "ONNX node 'top' (TopK): k = 6 for an axis of 5 element(s) (expected 0 to 5)";
+  test::expect_error_containing([&] { (*m)(x); }, too_large);
+  test::expect_error_containing([&] { compile(m)(x); }, too_large);
 }
 
 TEST(OnnxImport, ParametersAreNamedByTheirPathsAndShareAGraph) {
