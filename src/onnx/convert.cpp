@@ -122,6 +122,7 @@ const std::vector<OpRule>& rules() {
     add_recurrent_rules(r);
     add_resize_rules(r);
     add_einsum_rules(r);
+    add_extra_rules(r);
     std::sort(r.begin(), r.end(), [](const OpRule& a, const OpRule& b) { return a.op < b.op; });
     return r;
   }();

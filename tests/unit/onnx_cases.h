@@ -65,5 +65,6 @@ void add_indexing_cases(std::vector<Case>& c);   // onnx_cases_indexing.cpp
 void add_recurrent_cases(std::vector<Case>& c);  // onnx_cases_recurrent.cpp
 void add_resize_cases(std::vector<Case>& c);     // onnx_cases_resize.cpp
 void add_einsum_cases(std::vector<Case>& c);     // onnx_cases_einsum.cpp
+void add_extra_cases(std::vector<Case>& c);      // onnx_cases_extra.cpp
 
 }  // namespace zc::test::onnx_model

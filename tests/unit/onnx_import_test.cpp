@@ -384,6 +384,7 @@ std::vector<Case> cases() {
   test::onnx_model::add_recurrent_cases(c);
   test::onnx_model::add_resize_cases(c);
   test::onnx_model::add_einsum_cases(c);
+  test::onnx_model::add_extra_cases(c);
   return c;
 }
 
