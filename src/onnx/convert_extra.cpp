@@ -1,5 +1,7 @@
-// Operators that exporters write less often, as compositions of zc's ops: CastLike and the
-// trigonometric and hyperbolic functions beyond Sin and Cos.
+// Operators that exporters write less often, as compositions of zc's ops: CastLike, the
+// trigonometric and hyperbolic functions beyond Sin and Cos, OneHot, EyeLike, Hardmax, the
+// normalizations MeanVarianceNormalization, LpNormalization and LRN, GlobalLpPool and
+// ReduceProd.
 //
 // The hyperbolic functions are built from exp, log and sqrt in forms that keep their relative
 // precision where the textbook ones cancel (near 0, and acosh near 1):
@@ -16,6 +18,7 @@
 // log(1 + y), whose rounding of 1 + y is then small against the result. Each is within a few
 // float roundings of the true value, relative to it; half-precision inputs compute in f32.
 // Tan is sin / cos.
+#include <algorithm>
 #include <cmath>
 
 #include "onnx/convert.h"
@@ -28,6 +31,19 @@ namespace zc::onnx_import {
 namespace {
 
 using V = std::vector<Tensor>;
+
+Tensor scalar_on(double v, DType dtype, Device device) {
+  Tensor t = full({}, v, dtype);
+  return device.is_cpu() ? t : t.to(device);
+}
+
+// 0, 1, ..., n - 1 as i64 on `device`, laid along `axis` of a tensor of rank `rank`.
+Tensor positions(int64_t n, int64_t axis, int64_t rank, Device device) {
+  Shape s(static_cast<size_t>(rank), 1);
+  s[static_cast<size_t>(axis)] = n;
+  Tensor t = arange(n).reshape(s);
+  return device.is_cpu() ? t : t.to(device);
+}
 
 V cast_like(const NodeArgs& a) {
   const Tensor &x = a.in(0), &like = a.in(1);
@@ -109,6 +125,166 @@ Tensor atanh_of(const Tensor& x) {
   return with_sign_of(x, log1p_of(m * 2.0 / (1.0 - m)) * 0.5);
 }
 
+// Indices (of any numeric dtype; a float one truncated) as one-hot vectors along `axis`, off
+// value values[0] and on value values[1]. An index in [-depth, 0) counts from the end; one
+// outside [-depth, depth) gives a vector of off values.
+V one_hot(const NodeArgs& a) {
+  const Tensor &idx = a.in(0), &values = a.in(2);
+  if (idx.dtype() == DType::boolean) throw a.error("indices must be numbers, got bool");
+  const double d = a.scalar(1, "depth");
+  if (!(d >= 1)) throw a.error("depth must be at least 1, got " + std::to_string(d));
+  const auto depth = static_cast<int64_t>(d);
+  if (values.numel() != 2) {
+    throw a.error("values must have 2 elements (off, on), got " + shape_str(values.shape()));
+  }
+  const int64_t rank = idx.dim() + 1;
+  const int64_t axis = a.axis(a.i("axis", -1), rank);
+  Tensor k = cast(idx, DType::i64);
+  k = where(lt(k, 0.0), k + static_cast<double>(depth), k).unsqueeze(axis);
+  const Tensor hot = eq(k, positions(depth, axis, rank, k.device()));
+  const Tensor flat = values.reshape({2});
+  return {where(hot, flat.select(0, 1), flat.select(0, 0))};
+}
+
+// A 2-D tensor of the input's shape with ones on diagonal k (above the main one when k > 0),
+// in the `dtype` attribute's type or the input's.
+V eye_like(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  if (x.dim() != 2) throw a.error("expected a 2-D input, got " + shape_str(x.shape()));
+  const DType to = a.attr("dtype")
+                       ? onnx_file::dtype_of(static_cast<int32_t>(a.i("dtype", 1)), "dtype")
+                       : x.dtype();
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const Tensor diff = arange(cols).reshape({1, cols}) - arange(rows).reshape({rows, 1});
+  Tensor y = eq(diff, static_cast<double>(a.i("k", 0)));
+  if (to != DType::boolean) y = y.to(to);
+  return {x.device().is_cpu() ? y : y.to(x.device())};
+}
+
+// Opset 13: 1 at the first maximum along `axis`, 0 elsewhere, in the input's dtype.
+V hardmax(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  if (x.dim() == 0) throw a.error("expected at least 1 dim");
+  const int64_t axis = a.axis(a.i("axis", -1), x.dim());
+  const Tensor first = argmax(x, axis, true);
+  return {cast(eq(first, positions(x.size(axis), axis, x.dim(), x.device())), x.dtype())};
+}
+
+std::vector<int64_t> axes_of(const NodeArgs& a, const Tensor& x, std::vector<int64_t> axes) {
+  for (int64_t& d : axes) d = a.axis(d, x.dim());
+  std::vector<int64_t> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    throw a.error("axes name a dim twice");
+  }
+  return axes;
+}
+
+// (x - mean) / (std + 1e-9) over `axes`, the population statistics (ONNX's function).
+V mean_variance_norm(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  const std::vector<int64_t> dims = axes_of(a, x, a.ints("axes", {0, 2, 3}));
+  const Tensor centered = x - mean(x, dims, true);
+  return {centered / (sqrt(mean(centered * centered, dims, true)) + 1e-9)};
+}
+
+// x / ||x||_p along `axis`; a zero norm gives zeros, as ONNX Runtime.
+V lp_norm(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  const int64_t axis = a.axis(a.i("axis", -1), x.dim()), p = a.i("p", 2);
+  if (p != 1 && p != 2) throw a.error("p must be 1 or 2, got " + std::to_string(p));
+  const Tensor norm = p == 1 ? sum(abs(x), {axis}, true) : sqrt(sum(x * x, {axis}, true));
+  return {where(eq(norm, 0.0), zeros({}, x.dtype(), x.device()), x / norm)};
+}
+
+// (sum |x|^p)^(1/p) over the spatial dims of x [N, C, ...], kept as dims of 1.
+V global_lp_pool(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  if (x.dim() < 3) throw a.error("expected an input [N, C, ...], got " + shape_str(x.shape()));
+  const int64_t p = a.i("p", 2);
+  if (p < 1) throw a.error("p must be at least 1, got " + std::to_string(p));
+  std::vector<int64_t> dims;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  if (p == 1) return {sum(abs(x), dims, true)};
+  if (p == 2) return {sqrt(sum(x * x, dims, true))};
+  const auto q = static_cast<double>(p);
+  return {pow(sum(pow(abs(x), q), dims, true), 1.0 / q)};
+}
+
+// x / (bias + alpha / size * sum of x^2 over the `size` channels around each)^beta; the window
+// reaches floor((size - 1) / 2) channels back and ceil((size - 1) / 2) forward, zeros past the
+// ends.
+V lrn(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  if (x.dim() < 3) throw a.error("expected an input [N, C, ...], got " + shape_str(x.shape()));
+  const int64_t size = a.i("size", 0);
+  if (size < 1) throw a.error("size must be at least 1, got " + std::to_string(size));
+  const double alpha = a.f("alpha", 1e-4f), beta = a.f("beta", 0.75f), bias = a.f("bias", 1.0f);
+  const int64_t c = x.size(1), before = (size - 1) / 2, after = size - 1 - before;
+  const Tensor sq = x * x;
+  Tensor padded = sq;
+  if (size > 1) {
+    Shape zs = x.shape();
+    std::vector<Tensor> parts;
+    if (before > 0) {
+      zs[1] = before;
+      parts.push_back(zeros(zs, x.dtype(), x.device()));
+    }
+    parts.push_back(sq);
+    if (after > 0) {
+      zs[1] = after;
+      parts.push_back(zeros(zs, x.dtype(), x.device()));
+    }
+    padded = cat(parts, 1);
+  }
+  Tensor window = padded.slice(1, 0, c);
+  for (int64_t j = 1; j < size; ++j) window = window + padded.slice(1, j, j + c);
+  return {x * pow(window * (alpha / static_cast<double>(size)) + bias, -beta)};
+}
+
+// The product along `axis` as a tree of elementwise products of halves (an odd length padded
+// with a one), kept as a dim of 1: exact for integers, as a loop's product would be.
+Tensor prod_along(const Tensor& x, int64_t axis) {
+  int64_t n = x.size(axis);
+  if (n == 0) {
+    Shape s = x.shape();
+    s[static_cast<size_t>(axis)] = 1;
+    return scalar_on(1, x.dtype(), x.device()).expand(s);
+  }
+  Tensor y = x;
+  while (n > 1) {
+    if (n % 2 == 1) {
+      Shape s = y.shape();
+      s[static_cast<size_t>(axis)] = 1;
+      y = cat({y, scalar_on(1, y.dtype(), y.device()).expand(s)}, axis);
+      ++n;
+    }
+    y = y.slice(axis, 0, n / 2) * y.slice(axis, n / 2, n);
+    n /= 2;
+  }
+  return y;
+}
+
+// Axes from the attribute before opset 18 and from the second input from it; none means every
+// axis, unless noop_with_empty_axes.
+V reduce_prod(const NodeArgs& a) {
+  const Tensor& x = a.in(0);
+  if (x.dtype() == DType::boolean) throw a.error("bool input (expected numbers)");
+  std::vector<int64_t> axes = a.has(1) ? a.values(1, "axes") : a.ints("axes");
+  if (axes.empty()) {
+    if (a.i("noop_with_empty_axes", 0) != 0) return {x};
+    for (int64_t d = 0; d < x.dim(); ++d) axes.push_back(d);
+  }
+  axes = axes_of(a, x, axes);
+  Tensor y = x;
+  for (int64_t d : axes) y = prod_along(y, d);
+  if (a.i("keepdims", 1) == 0) {
+    std::sort(axes.begin(), axes.end());
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it) y = y.squeeze(*it);
+  }
+  return {y};
+}
+
 }  // namespace
 
 void add_extra_rules(std::vector<OpRule>& r) {
@@ -120,6 +296,14 @@ void add_extra_rules(std::vector<OpRule>& r) {
   r.push_back({"Asinh", float_unary<asinh_of>, {}});
   r.push_back({"Acosh", float_unary<acosh_of>, {}});
   r.push_back({"Atanh", float_unary<atanh_of>, {}});
+  r.push_back({"OneHot", one_hot, {"axis"}, {1}});
+  r.push_back({"EyeLike", eye_like, {"dtype", "k"}});
+  r.push_back({"Hardmax", hardmax, {"axis"}});
+  r.push_back({"MeanVarianceNormalization", mean_variance_norm, {"axes"}});
+  r.push_back({"LpNormalization", lp_norm, {"axis", "p"}});
+  r.push_back({"GlobalLpPool", global_lp_pool, {"p"}});
+  r.push_back({"LRN", lrn, {"alpha", "beta", "bias", "size"}});
+  r.push_back({"ReduceProd", reduce_prod, {"axes", "keepdims", "noop_with_empty_axes"}, {1}});
 }
 
 }  // namespace zc::onnx_import

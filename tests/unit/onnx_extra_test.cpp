@@ -1,6 +1,7 @@
 // The less common ONNX operators zc composes (their cases against ONNX Runtime are in
 // onnx_cases_extra.cpp): the hyperbolic functions keep their relative precision near 0 (and
-// acosh near 1), eagerly and compiled, against the C library in double.
+// acosh near 1), eagerly and compiled, against the C library in double; what the rules refuse
+// raises zc::Error naming the node.
 #include <gtest/gtest.h>
 
 #include "unit/test_support.h"
@@ -8,6 +9,7 @@
 
 #ifdef ZC_WITH_ONNX
 #include <cmath>
+#include <functional>
 
 #include "unit/onnx_builder.h"
 #include "unit/onnx_cases.h"
@@ -15,7 +17,10 @@
 namespace zc {
 namespace {
 
+using test::onnx_model::Attr;
 using test::onnx_model::Builder;
+using test::onnx_model::i64_scalar;
+using test::onnx_model::i64s;
 using test::onnx_model::one;
 
 std::shared_ptr<onnx::Model> from(const Builder& b) {
@@ -66,6 +71,80 @@ TEST(OnnxImport, HyperbolicsKeepTheirRelativePrecisionNearZero) {
     // Relative alone: an absolute tolerance would hide a cancellation near 0.
     EXPECT_TRUE(allclose((*m)(fn.x).to(DType::f64), want, 1e-5, 0));
     EXPECT_TRUE(allclose(compile(m)(fn.x).to(DType::f64), want, 1e-5, 0));
+  }
+}
+
+TEST(OnnxImport, ExtraOperatorsRefuseBadInputNamingTheNode) {
+  auto fails = [](const Builder& b, std::vector<Tensor> in, const std::string& part,
+                  bool compiled = false) {
+    auto m = from(b);
+    test::expect_error_containing(
+        [&] {
+          if (compiled) {
+            compile(m)(in);
+          } else {
+            (*m)(in);
+          }
+        },
+        part);
+  };
+  auto named = [](const char* op, const Shape& x, std::vector<Attr> attrs,
+                  const std::vector<std::pair<std::string, Tensor>>& inits = {},
+                  DType xt = DType::f32, int64_t opset = 17) {
+    Builder b(opset);
+    b.input("x", xt, x).output("out");
+    std::vector<std::string> in{"x"};
+    for (const auto& [name, t] : inits) {
+      b.init(name, t);
+      in.push_back(name);
+    }
+    b.node(op, in, {"out"}, std::move(attrs), "n");
+    return b;
+  };
+  fails(named("LpNormalization", {2, 3}, {Attr("p", 3)}), {randn({2, 3})},
+        "ONNX node 'n' (LpNormalization): p must be 1 or 2, got 3");
+  fails(named("GlobalLpPool", {1, 2, 3}, {Attr("p", 0)}), {randn({1, 2, 3})},
+        "ONNX node 'n' (GlobalLpPool): p must be at least 1");
+  fails(named("LRN", {1, 2, 3, 3}, {Attr("size", 0)}), {randn({1, 2, 3, 3})},
+        "ONNX node 'n' (LRN): size must be at least 1");
+  fails(named("EyeLike", {2, 3, 4}, {}), {randn({2, 3, 4})},
+        "ONNX node 'n' (EyeLike): expected a 2-D input");
+  fails(named("Sinh", {3}, {}, {}, DType::i64), {randint(0, 3, {3})},
+        "ONNX node 'n' (Sinh): expected a float input, got i64");
+  fails(named("ReduceProd", {2, 3}, {Attr("axes", {1, -1})}), {randn({2, 3})},
+        "ONNX node 'n' (ReduceProd): axes name a dim twice");
+  fails(named("ReduceProd", {2, 3}, {Attr("axes", {2})}), {randn({2, 3})},
+        "ONNX node 'n' (ReduceProd): axis 2 is out of range for rank 2");
+  fails(named("MeanVarianceNormalization", {2, 3}, {}), {randn({2, 3})},
+        "ONNX node 'n' (MeanVarianceNormalization): axis 2 is out of range for rank 2");
+  fails(named("Hardmax", {2, 3}, {Attr("axis", 2)}), {randn({2, 3})},
+        "ONNX node 'n' (Hardmax): axis 2 is out of range");
+  const std::vector<std::pair<std::string, Tensor>> three_values{
+      {"depth", i64_scalar(3)}, {"values", from_vector({0, 1, 2}, {3})}};
+  fails(named("OneHot", {4}, {}, three_values, DType::i64), {randint(0, 3, {4})},
+        "ONNX node 'n' (OneHot): values must have 2 elements");
+  fails(named("OneHot", {4}, {}, {{"depth", i64_scalar(0)}, {"values", from_vector({0, 1}, {2})}},
+              DType::i64),
+        {randint(0, 3, {4})}, "ONNX node 'n' (OneHot): depth must be at least 1");
+  fails(named("OneHot", {4}, {Attr("axis", 2)},
+              {{"depth", i64_scalar(3)}, {"values", from_vector({0, 1}, {2})}}, DType::i64),
+        {randint(0, 3, {4})}, "ONNX node 'n' (OneHot): axis 2 is out of range for rank 2");
+  {
+    // A depth computed from the input's values has no size to give the output.
+    Builder b;
+    b.input("x", DType::i64, {4}).input("d", DType::i64, {}).output("out");
+    b.init("values", from_vector({0, 1}, {2}));
+    b.node("OneHot", {"x", "d", "values"}, {"out"}, {}, "n");
+    fails(b, {randint(0, 3, {4}), i64_scalar(3)},
+          "ONNX node 'n' (OneHot): depth is computed from the model's input values", true);
+  }
+  {
+    // ReduceProd's axes from the input's values, compiled.
+    Builder b(18);
+    b.input("x", DType::f32, {2, 3}).input("axes", DType::i64, {1}).output("out");
+    b.node("ReduceProd", {"x", "axes"}, {"out"}, {}, "n");
+    fails(b, {randn({2, 3}), i64s({1})},
+          "ONNX node 'n' (ReduceProd): axes is computed from the model's input values", true);
   }
 }
 
