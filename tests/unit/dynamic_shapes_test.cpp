@@ -197,6 +197,52 @@ struct Projector : nn::Module {
   Tensor forward(const Tensor& x) override { return (*down)(gelu((*up)(x))) + x * salt; }
 };
 
+// One activation, called at two widths: its two regions lower to one structure with other
+// fixed sizes (MobileNetV3's Hardswish at 32 and at 160 channels), each with a template of its
+// own under that structure, so that a new batch size finds the one that serves each region.
+struct Hardswish : nn::Module {
+  static double salt() {
+    static const double s = fresh_salt();
+    return s;
+  }
+  Tensor forward(const Tensor& x) override { return x * clamp(x / 6.0 + 0.5, 0.0, 1.0) * salt(); }
+};
+struct TwoWidths : nn::Module {
+  // Two of each width: repeated regions, which the hierarchical compile makes parts of.
+  std::vector<std::shared_ptr<Hardswish>> acts;
+  std::vector<std::shared_ptr<nn::Linear>> lins;
+  TwoWidths() {
+    const int64_t widths[] = {32, 32, 160, 160};
+    for (int i = 0; i < 4; ++i) {
+      acts.push_back(register_module("act" + std::to_string(i), std::make_shared<Hardswish>()));
+      lins.push_back(
+          register_module("lin" + std::to_string(i),
+                          std::make_shared<nn::Linear>(widths[i], widths[std::min(i + 1, 3)])));
+    }
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (int i = 0; i < 4; ++i) h = (*lins[i])((*acts[i])(h));
+    return h;
+  }
+};
+
+TEST(DynamicShapes, RegionsOfOneStructureAtOtherWidthsEachKeepTheirTemplate) {
+  manual_seed(4);
+  auto model = std::make_shared<TwoWidths>();
+  CompileOptions o;
+  o.dynamic_dims = {{.input = 0, .dim = 0}};
+  CompiledModule fast = compile(model, o);
+  NoGradGuard no_grad;
+  bool same = false;
+  EXPECT_GT(runs_of(fast, *model, randn({2, 32}), &same), 0);
+  EXPECT_TRUE(same);
+  for (int64_t n : {3, 4, 7}) {
+    EXPECT_EQ(runs_of(fast, *model, randn({n, 32}), &same), 0) << "batch " << n;
+    EXPECT_TRUE(same) << "batch " << n;
+  }
+}
+
 // Sizes first: the first call makes code for every dim that traces alike at other sizes (the
 // batch and the length; not the features, which the weights fix), so that no later batch or
 // length runs the compiler, while a call with other features is an error as in eager.

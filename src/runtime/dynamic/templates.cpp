@@ -69,6 +69,43 @@ Record decode(std::span<const uint8_t> bytes) {
   return r;
 }
 
+// The most templates kept under one structure (the oldest goes first): one per distinct set of
+// fixed sizes a model has of that structure.
+constexpr size_t kTemplatesPerStructure = 16;
+
+std::vector<uint8_t> encode_list(const std::vector<Record>& rs) {
+  RecordWriter w(kSizeTemplatesFormat);
+  w.u32(static_cast<uint32_t>(rs.size()));
+  for (const Record& r : rs) {
+    const std::vector<uint8_t> one = encode(r);
+    w.u64(one.size());
+    w.raw(one.data(), one.size());
+  }
+  return w.take();
+}
+
+std::vector<Record> decode_list(std::span<const uint8_t> bytes) {
+  RecordReader rd(bytes, kSizeTemplatesFormat);
+  std::vector<Record> rs;
+  const uint32_t n = rd.count32(kTemplatesPerStructure, "templates");
+  for (uint32_t i = 0; i < n; ++i) rs.push_back(decode(rd.raw(rd.u64())));
+  rd.finish("field");
+  return rs;
+}
+
+// The templates stored under `key`; none when there are none or they are unusable (logged).
+std::vector<Record> stored_records(cache::Cache& store, const cache::Key& key, CompileContext& ctx,
+                                   const std::string& short_hash) {
+  auto entry = store.get(key, ctx.lookups());
+  if (!entry) return {};
+  try {
+    return decode_list(entry->payload);
+  } catch (const Error& e) {
+    ZC_LOG(cache) << "graph " << short_hash << ": size templates unusable (" << e.what() << ")";
+    return {};
+  }
+}
+
 // The symbol values of `g` under `symbols`, or nullopt when an input lacks the dim.
 std::optional<std::vector<int64_t>> symbol_values(const ir::Graph& g,
                                                   const std::vector<Record::Symbol>& symbols) {
@@ -175,7 +212,19 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
   double build_ms = 0;
   CompileKeys keys = compile_keys(first_hex, backend);
   binary_for(keys, backend, ctx, source, &build_ms);
-  if (store) store->put(keys.size_template_key(structure), encode(r), t.ms(), ctx.lookups());
+  if (store) {
+    // Beside the templates of other graphs of this structure (other fixed sizes), this one
+    // replacing a template of the same text; a write racing another may drop one of them,
+    // which only costs a compile for its own size later.
+    const cache::Key key = keys.size_template_key(structure);
+    std::vector<Record> all = stored_records(*store, key, ctx, short_hash);
+    std::erase_if(all, [&](const Record& o) {
+      return o.text_hex == r.text_hex && o.source_hex == r.source_hex;
+    });
+    if (all.size() >= kTemplatesPerStructure) all.erase(all.begin());
+    all.push_back(r);
+    store->put(key, encode_list(all), t.ms(), ctx.lookups());
+  }
   ctx.count(stats::Counter::size_templates);
   std::string names;
   for (size_t s = 0; s < r.symbols.size(); ++s) {
@@ -255,17 +304,15 @@ std::optional<StoredTemplate> stored_size_template(const ir::Graph& lowered, Com
                                                    const CompileKeys& keys) {
   cache::Cache* store = ctx.store();
   if (!store) return std::nullopt;
-  auto entry = store->get(keys.size_template_key(hex(ir::structure_hash(lowered))), ctx.lookups());
-  if (!entry) return std::nullopt;
-  Record r;
-  try {
-    r = decode(entry->payload);
-  } catch (const Error&) {
-    return std::nullopt;
+  const cache::Key key = keys.size_template_key(hex(ir::structure_hash(lowered)));
+  // The newest whose symbols and values fit the graph (bind_size_template checks the rest).
+  std::vector<Record> all = stored_records(*store, key, ctx, keys.graph.substr(0, 16));
+  for (auto r = all.rbegin(); r != all.rend(); ++r) {
+    if (!symbol_values(lowered, r->symbols) || r->varying.size() != lowered.values.size()) continue;
+    auto binary = store->get(keys.kernel_key(r->source_hex), ctx.lookups());
+    if (binary) return StoredTemplate{encode(*r), std::move(binary->payload)};
   }
-  auto binary = store->get(keys.kernel_key(r.source_hex), ctx.lookups());
-  if (!binary) return std::nullopt;
-  return StoredTemplate{std::move(entry->payload), std::move(binary->payload)};
+  return std::nullopt;
 }
 
 std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Graph& lowered,
@@ -277,42 +324,41 @@ std::shared_ptr<const codegen::Executable> executable_from_template(const ir::Gr
   if (!store) return nullptr;
   const std::string short_hash = keys.graph.substr(0, 16);
   const std::string structure = hex(ir::structure_hash(lowered));
-  auto entry = store->get(keys.size_template_key(structure), ctx.lookups());
-  if (!entry) return nullptr;
-  Record r;
-  try {
-    r = decode(entry->payload);
-  } catch (const Error& e) {
-    ZC_LOG(cache) << "graph " << short_hash << ": size template unusable (" << e.what() << ")";
-    return nullptr;
-  }
-  std::vector<uint8_t> binary;
-  if (auto e = store->get(keys.kernel_key(r.source_hex), ctx.lookups())) {
-    binary = std::move(e->payload);
-  } else if (symbol_values(lowered, r.symbols) && r.varying.size() == lowered.values.size()) {
-    // The binary was evicted or never shared: built again from the template (check_and_bind()
-    // checks that the template serves this graph before the binary runs).
-    codegen::CodegenResult code = codegen::codegen(lowered, backend, true, r.varying);
-    codegen::GeneratedSource source = code.source;
-    source.text = codegen::instantiate_sizes(code.source.text, r.sizes, source.symbol_array);
-    source.sizes.clear();
-    if (hex(sha256(source.text)) != r.source_hex) {
-      ctx.count(stats::Counter::template_refusals);
-      refuse(short_hash, "at these sizes its generated code takes other paths than its template's");
-      return nullptr;
-    }
-    double ms = 0;
-    binary = binary_for(keys, backend, ctx, source, &ms);
-  }
+  const std::vector<Record> all =
+      stored_records(*store, keys.size_template_key(structure), ctx, short_hash);
+  if (all.empty()) return nullptr;
+  // The newest first: each template of this structure is tried until one serves the graph.
   std::string why;
-  auto exec = check_and_bind(lowered, backend, r, binary, &why, &ctx);
-  if (!exec) {
-    ctx.count(stats::Counter::template_refusals);
-    refuse(short_hash, why);
-  } else if (used) {
-    *used = SizedUse{r.varying, *symbol_values(lowered, r.symbols), r.source_hex};
+  for (auto r = all.rbegin(); r != all.rend(); ++r) {
+    std::vector<uint8_t> binary;
+    if (auto e = store->get(keys.kernel_key(r->source_hex), ctx.lookups())) {
+      binary = std::move(e->payload);
+    } else if (symbol_values(lowered, r->symbols) && r->varying.size() == lowered.values.size()) {
+      // The binary was evicted or never shared: built again from the template (check_and_bind()
+      // checks that the template serves this graph before the binary runs).
+      codegen::CodegenResult code = codegen::codegen(lowered, backend, true, r->varying);
+      codegen::GeneratedSource source = code.source;
+      source.text = codegen::instantiate_sizes(code.source.text, r->sizes, source.symbol_array);
+      source.sizes.clear();
+      if (hex(sha256(source.text)) != r->source_hex) {
+        why = "at these sizes its generated code takes other paths than its template's";
+        continue;
+      }
+      double ms = 0;
+      binary = binary_for(keys, backend, ctx, source, &ms);
+    } else {
+      why = "its size template was made for another graph of its structure";
+      continue;
+    }
+    auto exec = check_and_bind(lowered, backend, *r, binary, &why, &ctx);
+    if (exec) {
+      if (used) *used = SizedUse{r->varying, *symbol_values(lowered, r->symbols), r->source_hex};
+      return exec;
+    }
   }
-  return exec;
+  ctx.count(stats::Counter::template_refusals);
+  refuse(short_hash, why);
+  return nullptr;
 }
 
 std::vector<uint8_t> encode_sized(const std::vector<uint8_t>& lowered, const SizedUse& used) {

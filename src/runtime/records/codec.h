@@ -37,6 +37,10 @@ inline constexpr RecordFormat kSizeTemplateFormat{"size template", nullptr, 0x31
                                                   true};  // "zst1"
 inline constexpr RecordFormat kSizedGraphFormat{"sized graph record", nullptr, 0x3164737a,
                                                 true};  // "zsd1"
+// The size templates stored under one lowered structure: graphs of one structure whose other
+// sizes differ (an activation at 32 channels and at 160) have one each.
+inline constexpr RecordFormat kSizeTemplatesFormat{"size templates of a structure", nullptr,
+                                                   0x3274737a, true};  // "zst2"
 // The dims a first call's templates cover (the graph level).
 inline constexpr RecordFormat kSizesFirstFormat{"sizes-first record", nullptr, 0x3166737a,
                                                 true};  // "zsf1"
