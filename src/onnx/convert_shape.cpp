@@ -274,6 +274,7 @@ V trilu_op(const NodeArgs& a) {
   Tensor diff = arange(cols).reshape({1, cols}) - arange(rows).reshape({rows, 1});  // j - i
   Tensor keep =
       a.i("upper", 1) != 0 ? ge(diff, static_cast<double>(k)) : le(diff, static_cast<double>(k));
+  if (!x.device().is_cpu()) keep = keep.to(x.device());  // the mask meets x where it is
   return {where(keep, x, zeros({}, x.dtype()))};
 }
 

@@ -2,6 +2,8 @@
 // tensors to and from .npy files, and ONNX Runtime (tests/tools/ort_run.py) as the reference.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -160,7 +162,9 @@ struct OrtJob {
 };
 
 // ONNX Runtime's outputs for each job, from one run of tests/tools/ort_run.py; an empty list
-// with `why` set when it cannot run here (no onnxruntime).
+// with `why` set when it cannot run here (no onnxruntime: the caller skips). A model ONNX
+// Runtime refuses or fails on is a test failure, not a skip: one bad case must not turn off
+// every comparison of the run.
 inline std::vector<std::vector<Tensor>> run_ort(const std::vector<OrtJob>& jobs,
                                                 const std::string& dir, std::string* why) {
   std::ofstream list(dir + "/jobs.txt");
@@ -178,6 +182,7 @@ inline std::vector<std::vector<Tensor>> run_ort(const std::vector<OrtJob>& jobs,
                            "/tools/ort_run.py --batch " + dir + "/jobs.txt");
   if (r.rc != 0) {
     *why = r.out;
+    if (r.rc != 2) ADD_FAILURE() << "ONNX Runtime failed on a model of " << dir << ":\n" << r.out;
     return {};
   }
   std::vector<std::vector<Tensor>> out;
