@@ -121,8 +121,8 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
     }
     if (base.numel() < t.numel()) {
       read_.push_back(t.impl_ptr());
-      const Tensor wide = intercept(ops::op_def(ops::OpId::expand), {&base, 1},
-                                    ops::ShapeAttrs{t.shape()})[0];
+      const Tensor wide =
+          intercept(ops::op_def(ops::OpId::expand), {&base, 1}, ops::ShapeAttrs{t.shape()})[0];
       return value_of(wide);
     }
   }

@@ -42,33 +42,12 @@ def export(model, args, path, input_names, output_names, dynamic_axes):
 
 
 def resnet18_narrow():
-    from torchvision.models.resnet import BasicBlock, ResNet
+    """torchvision's ResNet-18 with every width divided by 8 (onnx_zoo.py's narrow ResNet)."""
+    from torchvision.models.resnet import BasicBlock
 
-    class Narrow(ResNet):
-        """torchvision's ResNet with every width divided by 8 (its constructor fixes them)."""
+    from onnx_zoo import narrow_resnet
 
-        def __init__(self):
-            nn.Module.__init__(self)
-            self._norm_layer = nn.BatchNorm2d
-            self.inplanes, self.dilation, self.groups, self.base_width = 8, 1, 1, 64
-            self.conv1 = nn.Conv2d(3, 8, kernel_size=7, stride=2, padding=3, bias=False)
-            self.bn1 = nn.BatchNorm2d(8)
-            self.relu = nn.ReLU(inplace=True)
-            self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-            self.layer1 = self._make_layer(BasicBlock, 8, 2)
-            self.layer2 = self._make_layer(BasicBlock, 16, 2, stride=2)
-            self.layer3 = self._make_layer(BasicBlock, 32, 2, stride=2)
-            self.layer4 = self._make_layer(BasicBlock, 64, 2, stride=2)
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(64, 10)
-            for m in self.modules():  # statistics that are not the identity, so folding matters
-                if isinstance(m, nn.BatchNorm2d):
-                    m.running_mean.uniform_(-0.2, 0.2)
-                    m.running_var.uniform_(0.5, 1.5)
-                    m.weight.data.uniform_(0.5, 1.5)
-                    m.bias.data.uniform_(-0.2, 0.2)
-
-    return Narrow()
+    return narrow_resnet(BasicBlock, [2, 2, 2, 2], widths=(8, 16, 32, 64))
 
 
 class Gpt2Block(nn.Module):

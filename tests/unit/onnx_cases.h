@@ -36,12 +36,14 @@ inline Tensor i64_scalar(int64_t v) {
   return full({}, static_cast<double>(v), DType::i64);
 }
 
-// One node from inputs "x" (and "y") to output "out", in a file of `opset`.
-inline Builder one(const std::string& op, const Shape& x, std::vector<Attr> attrs = {},
-                   const std::vector<std::pair<std::string, Tensor>>& inits = {}, int outputs = 1,
-                   int64_t opset = 17) {
+// One node of input "x" (dtype `xt`) and the constants `inits` (an empty name leaves an optional
+// input out) to outputs "out0", "out1", ... of dtype `ot`, in a file of `opset`.
+inline Builder one_typed(const std::string& op, DType xt, const Shape& x, DType ot,
+                         std::vector<Attr> attrs = {},
+                         const std::vector<std::pair<std::string, Tensor>>& inits = {},
+                         int outputs = 1, int64_t opset = 17) {
   Builder b(opset);
-  b.input("x", DType::f32, x);
+  b.input("x", xt, x);
   std::vector<std::string> in{"x"};
   for (const auto& [name, t] : inits) {
     if (name.empty()) {
@@ -54,10 +56,17 @@ inline Builder one(const std::string& op, const Shape& x, std::vector<Attr> attr
   std::vector<std::string> out;
   for (int k = 0; k < outputs; ++k) {
     out.push_back("out" + std::to_string(k));
-    b.output(out.back());
+    b.output(out.back(), ot);
   }
   b.node(op, in, out, std::move(attrs));
   return b;
+}
+
+// The same of f32.
+inline Builder one(const std::string& op, const Shape& x, std::vector<Attr> attrs = {},
+                   const std::vector<std::pair<std::string, Tensor>>& inits = {}, int outputs = 1,
+                   int64_t opset = 17) {
+  return one_typed(op, DType::f32, x, DType::f32, std::move(attrs), inits, outputs, opset);
 }
 
 // The cases of each family kept in a file of its own.

@@ -15,19 +15,7 @@ namespace {
 Builder node_of(const std::string& op, DType xt, const Shape& x, DType ot,
                 std::vector<Attr> attrs = {},
                 const std::vector<std::pair<std::string, Tensor>>& inits = {}, int64_t opset = 17) {
-  Builder b(opset);
-  b.input("x", xt, x).output("out", ot);
-  std::vector<std::string> in{"x"};
-  for (const auto& [name, t] : inits) {
-    if (name.empty()) {
-      in.push_back("");
-      continue;
-    }
-    b.init(name, t);
-    in.push_back(name);
-  }
-  b.node(op, in, {"out"}, std::move(attrs));
-  return b;
+  return one_typed(op, xt, x, ot, std::move(attrs), inits, 1, opset);
 }
 
 // Uniform in [lo, hi), with a few values of the given magnitudes (near the point where a

@@ -53,8 +53,7 @@ std::vector<ZooFile> zoo_files() {
 // The files zc does not load yet, and the operators its error names for each. Keyed by
 // "name.exporter"; the list shrinks as operators land (docs/onnx.md's table).
 const std::map<std::string, std::vector<std::string>>& not_yet() {
-  static const std::map<std::string, std::vector<std::string>> m = {
-  };
+  static const std::map<std::string, std::vector<std::string>> m = {};
   return m;
 }
 
