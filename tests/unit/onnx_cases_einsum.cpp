@@ -3,7 +3,7 @@
 // outputs, size-1 dims, integers; where ONNX Runtime refuses what numpy allows (ellipses of
 // different ranks, an ellipsis summed away), against the same einsum with the ellipsis written
 // out. TopK: every axis, largest and smallest, k of 1 and of the whole dim, ties among
-// integers and floats, the integer extremes, NaN and infinities, sorted = 0.
+// integers and floats, the integer extremes, sorted = 0.
 #include "zc/zc.h"
 
 #ifdef ZC_WITH_ONNX
@@ -124,23 +124,8 @@ void add_einsum_cases(std::vector<Case>& c) {
     c.push_back({"TopK i64 extremes" + l,
                  topk({2, 5}, 5, {Attr("largest", largest)}, DType::i64),
                  {i64s({lo, 3, lo, hi, 0, hi, hi, lo, -1, hi}).reshape({2, 5})}});
-    // NaN ranks above every number for largest and smallest (as ONNX Runtime); NaN compares
-    // unequal, so the values come back with NaN as 100 and the indices as they are.
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    const double inf = std::numeric_limits<double>::infinity();
-    Builder b;
-    b.input("x", DType::f32, {2, 6}).output("out").output("idx", DType::i64);
-    b.init("k", i64s({5})).init("hundred", full({}, 100.0));
-    b.node("TopK", {"x", "k"}, {"v", "idx"}, {Attr("largest", largest)});
-    b.node("IsNaN", {"v"}, {"nan"}).node("Where", {"nan", "hundred", "v"}, {"out"});
-    c.push_back(
-        {"TopK NaN and infinities" + l,
-         b,
-         {from_vector(
-             {1, static_cast<float>(nan), -static_cast<float>(inf), static_cast<float>(nan),
-              static_cast<float>(inf), 1, static_cast<float>(nan), 0, static_cast<float>(inf),
-              -static_cast<float>(inf), static_cast<float>(nan), static_cast<float>(inf)},
-             {2, 6})}});
+    // NaN's rank is left open by ONNX and differs between ONNX Runtime versions: zc's is
+    // tested against torch's in onnx_extra_test.cpp (TopKRanksNaNAboveEveryNumberAsTorch).
   }
   {
     // sorted = 0 leaves the order open: against the sorted output.

@@ -10,6 +10,7 @@
 #ifdef ZC_WITH_ONNX
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "unit/onnx_builder.h"
 #include "unit/onnx_cases.h"
@@ -145,6 +146,44 @@ TEST(OnnxImport, ExtraOperatorsRefuseBadInputNamingTheNode) {
     b.node("ReduceProd", {"x", "axes"}, {"out"}, {}, "n");
     fails(b, {randn({2, 3}), i64s({1})},
           "ONNX node 'n' (ReduceProd): axes is computed from the model's input values", true);
+  }
+}
+
+// ONNX leaves NaN's rank in TopK open (ONNX Runtime's versions differ); zc's is torch's and
+// numpy's, as ONNX's reference implementation: NaN above every number, so first when largest
+// and last when smallest, NaNs among themselves by index.
+TEST(OnnxImport, TopKRanksNaNAboveEveryNumberAsTorch) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor x = from_vector({1, nan, -inf, nan, inf, 1, nan, 0, inf, -inf, nan, inf}, {2, 6});
+  struct Want {
+    int64_t largest;
+    std::vector<int64_t> idx;
+  };
+  const std::vector<Want> wants{{1, {1, 3, 4, 0, 5, 0, 4, 2, 5, 1}},
+                                {0, {2, 0, 5, 4, 1, 3, 1, 2, 5, 0}}};
+  NoGradGuard no_grad;
+  for (const Want& w : wants) {
+    SCOPED_TRACE("largest " + std::to_string(w.largest));
+    Builder b;
+    b.input("x", DType::f32, {2, 6}).output("v").output("idx", DType::i64);
+    b.init("k", i64s({5}));
+    b.node("TopK", {"x", "k"}, {"v", "idx"}, {Attr("largest", w.largest)});
+    auto m = from(b);
+    for (bool compiled : {false, true}) {
+      SCOPED_TRACE(compiled ? "compiled" : "eager");
+      const std::vector<Tensor> out =
+          compiled ? compile(m)(std::vector<Tensor>{x}) : (*m)(std::vector<Tensor>{x});
+      ASSERT_EQ(out.size(), 2u);
+      const Tensor v = out[0].contiguous(), idx = out[1].contiguous();
+      ASSERT_EQ(idx.shape(), Shape({2, 5}));
+      for (int64_t k = 0; k < 10; ++k) {
+        const int64_t at = w.idx[static_cast<size_t>(k)];
+        EXPECT_EQ(idx.data<int64_t>()[k], at) << "element " << k;
+        const float want = x.data<float>()[(k / 5) * 6 + at], got = v.data<float>()[k];
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(got) : got == want) << "element " << k;
+      }
+    }
   }
 }
 
