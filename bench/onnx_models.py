@@ -7,7 +7,8 @@
         exporter, torch's default; the TorchScript one where it fails), with their inputs
         (NAME.input_K.npy) and torch's output (NAME.output_0.npy), and DIR/models.txt
     onnx_models.py measure DIR --zc build/zc --device cpu|cuda [--repeats 50] [--json OUT]
-        each model of DIR/models.txt, each measurement its own process:
+        each model of DIR/models.txt, each measurement its own process (zc's for every model,
+        then the peer's for every model):
           zc cold      `zc run` on an empty cache directory: load, trace, compile, first call
                        (load_ms + first_call_ms, which includes ready_ms: what a restart costs)
           zc per call  the median of --repeats calls, from a second `zc run` on that cache,
@@ -216,21 +217,25 @@ def measure(args):
     rows = []
     with open(os.path.join(args.dir, "models.txt")) as f:
         models = [line.split() for line in f if line.strip()]
+    # zc first for every model, then the peer for every model: a peer's processes (Inductor's
+    # compile workers, ONNX Runtime's threads) do not outlive it into zc's cold start, nor zc's
+    # into the peer's.
     for name, exporter, _ in models:
         prefix = os.path.join(args.dir, name)
-        inputs = inputs_of(prefix)
         row = {"model": name, "what": MODELS.get(name, name), "exporter": exporter,
                "device": args.device}
-        row.update(zc_both(args.zc, prefix + ".onnx", inputs, args.device, args.repeats,
-                           prefix + ".output_0.npy"))
+        row.update(zc_both(args.zc, prefix + ".onnx", inputs_of(prefix), args.device,
+                           args.repeats, prefix + ".output_0.npy"))
+        rows.append(row)
+    for row in rows:
+        prefix = os.path.join(args.dir, row["model"])
         if args.device == "cpu":
-            row["ort"] = child(ORT_CHILD, [prefix + ".onnx", str(args.repeats)] + inputs)
+            row["ort"] = child(ORT_CHILD, [prefix + ".onnx", str(args.repeats)] + inputs_of(prefix))
         else:
             inductor = tempfile.mkdtemp(prefix="inductor-")
             env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=inductor)
-            row["torch_compile"] = child(TORCH_CHILD, [name, str(args.repeats)], env)
+            row["torch_compile"] = child(TORCH_CHILD, [row["model"], str(args.repeats)], env)
             shutil.rmtree(inductor, ignore_errors=True)
-        rows.append(row)
         report([row], args.device)
         if args.json:  # written as it goes: a run cut short keeps what it measured
             with open(args.json, "w") as f:
@@ -246,12 +251,14 @@ def report(rows, device):
         ratio = zc_call / peer_call if zc_call and peer_call else None
         # A restart's cost: the file's load and the first call (which includes getting ready).
         zc_cold = cold["load_ms"] + cold["first_call_ms"] if "first_call_ms" in cold else None
+        ready = cold.get("ready_ms")
         peer_cold = peer.get("cold_first_call_ms", peer.get("session_ms"))
         err = r.get("rel_err")
         errors = "".join(f"  [{k}: {v['error']}]" for k, v in r.items()
                          if isinstance(v, dict) and "error" in v)
         print(f"{r['model']:<32} {device:<4} zc {fmt(zc_call):>10}  peer {fmt(peer_call):>10}  "
-              f"ratio {fmt(ratio, 'x'):>7}  cold zc {fmt(zc_cold)} peer {fmt(peer_cold)}"
+              f"ratio {fmt(ratio, 'x'):>7}  cold zc {fmt(zc_cold)} (ready {fmt(ready)}) "
+              f"peer {fmt(peer_cold)}"
               + (f"  err {err:.1e}" if isinstance(err, float) else "") + errors, flush=True)
 
 
