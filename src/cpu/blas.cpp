@@ -11,6 +11,7 @@
 #endif
 
 #include "cpu/bf16_gemm.h"
+#include "cpu/threads.h"
 #include "util/env.h"
 
 namespace zc::cpu {
@@ -90,11 +91,17 @@ bool share_batch_out(int64_t count, int64_t multiply_adds) {
 
 namespace {
 
-// Sets this thread's OpenMP team to `choice`'s share of it for one product, and back.
+// Sets this thread's OpenMP team to `choice`'s share of it for one call of `multiply_adds`,
+// and back. The default choice sizes its team by the work (cpu::work_team: a small product
+// runs on fewer threads); a tuned one keeps the share it was timed with.
 class ChoiceTeam {
  public:
-  explicit ChoiceTeam(GemmChoice choice) : before_(omp_get_max_threads()) {
+  ChoiceTeam(GemmChoice choice, int64_t multiply_adds) : before_(omp_get_max_threads()) {
     threads_ = choice.threads(before_);
+    if (choice.library == GemmChoice::Library::standard && choice.shift == 0 &&
+        choice.batch == GemmChoice::Batch::standard) {
+      threads_ = work_team(threads_, multiply_adds);
+    }
     if (threads_ != before_) omp_set_num_threads(threads_);
   }
   ~ChoiceTeam() {
@@ -120,12 +127,18 @@ GemmLibrary library_of(GemmChoice choice) {
   return default_f32_library();
 }
 
+// The products of a batch (generated code's {count, strides...} dims after their number).
+int64_t batch_products(const int64_t* batch) {
+  int64_t total = 1;
+  for (int64_t d = 0; d < batch[0]; ++d) total *= batch[1 + 4 * d];
+  return total;
+}
+
 template <class T, class Gemm>
 void gemm_batch(GemmChoice::Batch how, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
                 T* c, const int64_t* batch, Gemm gemm) {
   const int nd = static_cast<int>(batch[0]);
-  int64_t total = 1;
-  for (int d = 0; d < nd; ++d) total *= batch[1 + 4 * d];
+  const int64_t total = batch_products(batch);
   if (total <= 0) return;
   const bool out = how == GemmChoice::Batch::standard ? share_batch_out(total, m * n * k)
                                                       : how == GemmChoice::Batch::shared_out;
@@ -162,7 +175,7 @@ void dgemm_batch(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double
 
 void sgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
               int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  ChoiceTeam team(choice);
+  ChoiceTeam team(choice, m * n * k);
   if (choice.bf16 && bf16_pays(m, n, k) && sgemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc))
     return;
   sgemm_on(library_of(choice), ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
@@ -188,7 +201,7 @@ void product_then_epilogue(GemmLibrary lib, bool bf16, bool ta, bool tb, int64_t
 void sgemm_ex(GemmChoice choice, const OnednnMatmul* site, WeightIdentity b_id, bool ta, bool tb,
               int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
               int64_t ldb, float* c, int64_t ldc, const GemmEpilogue& e) {
-  ChoiceTeam team(choice);
+  ChoiceTeam team(choice, m * n * k);
   const bool bf16 = choice.bf16 && bf16_pays(m, n, k);
   const GemmLibrary lib = library_of(choice);
   const bool packed = choice.library == GemmChoice::Library::onednn_packed;
@@ -200,14 +213,14 @@ void sgemm_ex(GemmChoice choice, const OnednnMatmul* site, WeightIdentity b_id, 
 
 void dgemm_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
               int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
-  ChoiceTeam team(choice);
+  ChoiceTeam team(choice, m * n * k);
   dgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 void sgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
                     const int64_t* batch) {
-  ChoiceTeam team(choice);
+  ChoiceTeam team(choice, batch_products(batch) * m * n * k);
   const GemmLibrary lib = library_of(choice);
   const bool bf16 = choice.bf16 && bf16_pays(m, n, k);
   gemm_batch(choice.batch, m, n, k, a, b, c, batch,
@@ -220,7 +233,7 @@ void sgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, i
 void dgemm_batch_as(GemmChoice choice, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                     const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
                     int64_t ldc, const int64_t* batch) {
-  ChoiceTeam team(choice);
+  ChoiceTeam team(choice, batch_products(batch) * m * n * k);
   gemm_batch(choice.batch, m, n, k, a, b, c, batch,
              [&](const double* ai, const double* bi, double* ci) {
                dgemm(ta, tb, m, n, k, ai, lda, bi, ldb, ci, ldc);

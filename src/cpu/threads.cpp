@@ -93,4 +93,18 @@ int CpuCallShare::calls_in_flight() {
   return g_in_flight.load(std::memory_order_relaxed);
 }
 
+int work_team(int team, int64_t multiply_adds) {
+  const int64_t wanted = std::max<int64_t>(1, multiply_adds / kWorkPerThread);
+  return static_cast<int>(std::min<int64_t>(std::max(1, team), wanted));
+}
+
+WorkTeam::WorkTeam(int64_t multiply_adds) : before_(omp_get_max_threads()) {
+  threads_ = work_team(before_, multiply_adds);
+  if (threads_ != before_) omp_set_num_threads(threads_);
+}
+
+WorkTeam::~WorkTeam() {
+  if (threads_ != before_) omp_set_num_threads(before_);
+}
+
 }  // namespace zc::cpu

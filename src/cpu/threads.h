@@ -11,6 +11,7 @@
 // (N callers x 16 threads on 16 cores), which costs more than the parallelism gains.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -44,6 +45,28 @@ class CpuCallShare {
   int refresh();
   // The calls in flight in this process now.
   static int calls_in_flight();
+};
+
+// Multiply-adds worth a thread of one library call (a convolution, a product): a call of
+// fewer than its team times this runs on fewer threads, at least one. Waking a thread and
+// joining it costs microseconds, which a small call's work does not repay: MobileNetV3's
+// convolutions at 32x32 took 2.5-17.5 us on one thread and 4.7-35.7 us on two (2-core
+// machine, ZC_LOGS=kernels), its 2x64x96 product 12 us against 24.
+inline constexpr int64_t kWorkPerThread = int64_t{1} << 18;
+
+// The threads a call of `multiply_adds` takes out of a team of `team`.
+int work_team(int team, int64_t multiply_adds);
+
+// Sets this thread's OpenMP team to work_team's for one call, and back when it ends.
+class WorkTeam {
+ public:
+  explicit WorkTeam(int64_t multiply_adds);
+  ~WorkTeam();
+  WorkTeam(const WorkTeam&) = delete;
+  WorkTeam& operator=(const WorkTeam&) = delete;
+
+ private:
+  int before_, threads_;
 };
 
 }  // namespace zc::cpu

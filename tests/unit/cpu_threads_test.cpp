@@ -78,6 +78,28 @@ TEST(CpuThreads, CallsInFlightDivideThePool) {
   EXPECT_EQ(cpu::team_share(16, 0), 16);
 }
 
+// A library call takes a thread per kWorkPerThread multiply-adds, at least one and at most its
+// team; the team comes back after it.
+TEST(CpuThreads, SmallCallsTakeFewerThreads) {
+  constexpr int64_t grain = cpu::kWorkPerThread;
+  EXPECT_EQ(cpu::work_team(16, 1), 1);
+  EXPECT_EQ(cpu::work_team(16, 0), 1);
+  EXPECT_EQ(cpu::work_team(16, 2 * grain - 1), 1);
+  EXPECT_EQ(cpu::work_team(16, 2 * grain), 2);
+  EXPECT_EQ(cpu::work_team(16, 100 * grain), 16);
+  EXPECT_EQ(cpu::work_team(0, 100 * grain), 1);
+  const int before = omp_get_max_threads();
+  {
+    cpu::WorkTeam small(1);
+    EXPECT_EQ(omp_get_max_threads(), 1);
+  }
+  EXPECT_EQ(omp_get_max_threads(), before);
+  {
+    cpu::WorkTeam large(int64_t{1} << 40);
+    EXPECT_EQ(omp_get_max_threads(), before);
+  }
+}
+
 TEST(CpuThreads, ConcurrentCallsEachRunTheirShare) {
   const int pool = cpu::cpu_threads(), callers = 4;
   std::barrier all_in(callers), all_set(callers);
