@@ -1,8 +1,8 @@
 // GridSample beyond its cases against ONNX Runtime (onnx_cases_gridsample.cpp): what ONNX Runtime
-// does not run, checked against what it does (1-d and 3-d cubic sampling reduce to 2-d on a
-// dim of one pixel; nearest of integers is nearest of their floats), a batch size the compiled
-// call was not first made for, NaN points, the GPU, and what the rule refuses, each a zc::Error
-// naming the node.
+// does not run, checked against what it does (1-d and 3-d sampling reduce to 2-d on a dim of one
+// pixel; nearest of integers is nearest of their floats; half precision is f32 rounded once), a
+// batch size the compiled call was not first made for, NaN points, the GPU, and what the rule
+// refuses, each a zc::Error naming the node.
 #include <gtest/gtest.h>
 
 #include "unit/test_support.h"
@@ -100,6 +100,26 @@ TEST(OnnxImport, GridSampleNearestTakesAnyDtype) {
     EXPECT_EQ(got.dtype(), DType::i32);
     EXPECT_TRUE(allclose(cast(got, DType::f32), want, 0, 0));
     EXPECT_TRUE(allclose(cast(got_compiled, DType::f32), want_compiled, 0, 0));
+  }
+}
+
+// Half precision computes in f32: the f32 result of the same values, rounded once.
+TEST(OnnxImport, GridSampleOfHalfPrecisionComputesInF32) {
+  manual_seed(7);
+  NoGradGuard no_grad;
+  for (DType t : {DType::f16, DType::bf16}) {
+    const Tensor x = cast(randn({2, 3, 5, 7}), t), g = cast(points({2, 4, 6, 2}), t);
+    for (const char* mode : {"linear", "nearest", "cubic"}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + mode);
+      const auto [want, want_compiled] =
+          both(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, attrs(mode, "reflection", 0)),
+               {cast(x, DType::f32), cast(g, DType::f32)});
+      const auto [got, got_compiled] = both(
+          grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, attrs(mode, "reflection", 0), 20, t, t), {x, g});
+      EXPECT_EQ(got.dtype(), t);
+      EXPECT_TRUE(allclose(cast(got, DType::f32), cast(cast(want, t), DType::f32), 0, 0));
+      EXPECT_TRUE(allclose(cast(got_compiled, DType::f32), want_compiled, 1e-2, 1e-2));
+    }
   }
 }
 
