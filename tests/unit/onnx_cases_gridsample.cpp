@@ -46,6 +46,37 @@ Tensor quarters(const Shape& shape) {
   return g;
 }
 
+// ONNX Runtime's older versions clamp a point outside X to the border before taking cubic's
+// taps (its issue 10607); its newer ones pad each tap, as torch and zc do. Both agree on points
+// inside [-1, 1], and on points whose coordinates outside it are beyond the taps' reach with the
+// others at least half a pixel from the edge: the cases of cubic with border padding take such
+// points (of X at least 4 wide, or 1), so that they hold against either, and
+// OnnxImport.GridSampleCubicBorderPadsEachTapAsTorch checks the others against torch.
+Tensor border_safe(const Shape& shape) {
+  Tensor g = rand(shape).contiguous();
+  const int64_t r = shape.back();
+  float* p = g.data<float>();
+  for (int64_t k = 0; k < g.numel(); ++k) {
+    const int64_t point = k / r, coord = k % r;
+    const float u = p[k];
+    const bool far = point % 3 == 2 || (point % 3 == 1 && coord == 0);
+    if (point % 3 == 0) {
+      p[k] = u * 2 - 1;  // inside
+    } else if (far) {
+      p[k] = (u < 0.5f ? -1 : 1) * (2.5f + 3 * u);  // beyond the taps' reach
+    } else {
+      p[k] = u * 1.5f - 0.75f;  // at least half a pixel in
+    }
+  }
+  return g;
+}
+
+// The grid of a case of `mode` and `padding`: `other`'s but for cubic with border padding.
+Tensor grid_for(const std::string& mode, const std::string& padding, const Shape& shape,
+                Tensor (*other)(const Shape&) = grid_of) {
+  return mode == "cubic" && padding == "border" ? border_safe(shape) : other(shape);
+}
+
 void add_every_mode(std::vector<Case>& c) {
   const Shape x{2, 3, 5, 7}, grid{2, 4, 6, 2};
   for (const char* mode : {"linear", "nearest", "cubic"}) {
@@ -56,7 +87,7 @@ void add_every_mode(std::vector<Case>& c) {
                      grid_sample(x, grid,
                                  {Attr("mode", mode), Attr("padding_mode", padding),
                                   Attr("align_corners", align)}),
-                     {randn(x), grid_of(grid)}});
+                     {randn(x), grid_for(mode, padding, grid)}});
       }
     }
   }
@@ -70,7 +101,7 @@ void add_every_mode(std::vector<Case>& c) {
                      grid_sample(xq, gq,
                                  {Attr("mode", mode), Attr("padding_mode", padding),
                                   Attr("align_corners", align)}),
-                     {randn(xq), quarters(gq)}});
+                     {randn(xq), grid_for(mode, padding, gq, quarters)}});
       }
     }
   }
@@ -107,14 +138,14 @@ void add_shapes(std::vector<Case>& c) {
       c.push_back({std::string("GridSample ") + mode + ", " + padding + ", a height of 1",
                    grid_sample({2, 3, 1, 6}, {2, 4, 5, 2},
                                {Attr("mode", mode), Attr("padding_mode", padding)}),
-                   {randn({2, 3, 1, 6}), grid_of({2, 4, 5, 2})}});
+                   {randn({2, 3, 1, 6}), grid_for(mode, padding, {2, 4, 5, 2})}});
     }
   }
   c.push_back({"GridSample border, align_corners, a width of 1",
                grid_sample({2, 3, 4, 1}, {2, 4, 5, 2},
                            {Attr("mode", "cubic"), Attr("padding_mode", "border"),
                             Attr("align_corners", 1)}),
-               {randn({2, 3, 4, 1}), grid_of({2, 4, 5, 2})}});
+               {randn({2, 3, 4, 1}), border_safe({2, 4, 5, 2})}});
   c.push_back(
       {"GridSample of f64",
        grid_sample({2, 3, 5, 7}, {2, 4, 3, 2},

@@ -1,8 +1,9 @@
 // GridSample beyond its cases against ONNX Runtime (onnx_cases_gridsample.cpp): what ONNX Runtime
 // does not run, checked against what it does (1-d and 3-d sampling reduce to 2-d on a dim of one
-// pixel; nearest of integers is nearest of their floats; half precision is f32 rounded once), a
-// batch size the compiled call was not first made for, NaN points, the GPU, and what the rule
-// refuses, each a zc::Error naming the node.
+// pixel; nearest of integers is nearest of their floats; half precision is f32 rounded once),
+// cubic sampling with border padding near X against torch (ONNX Runtime's versions differ
+// there), a batch size the compiled call was not first made for, NaN points, the GPU, and what
+// the rule refuses, each a zc::Error naming the node.
 #include <gtest/gtest.h>
 
 #include "unit/test_support.h"
@@ -100,6 +101,31 @@ TEST(OnnxImport, GridSampleNearestTakesAnyDtype) {
     EXPECT_EQ(got.dtype(), DType::i32);
     EXPECT_TRUE(allclose(cast(got, DType::f32), want, 0, 0));
     EXPECT_TRUE(allclose(cast(got_compiled, DType::f32), want_compiled, 0, 0));
+  }
+}
+
+// Cubic sampling with border padding pads each tap, as torch and ONNX Runtime's newer versions
+// do, not the point (as the older ones and the specification's reference, which differ on points
+// within two pixels outside X): torch.nn.functional.grid_sample's values (bicubic, border).
+TEST(OnnxImport, GridSampleCubicBorderPadsEachTapAsTorch) {
+  NoGradGuard no_grad;
+  const Tensor x =
+      from_vector({0.5f, -1.25f, 2.0f, 0.75f, -0.5f, 1.5f, -2.0f, 0.25f, 1.0f, -0.75f, 3.0f, -1.5f},
+                  {1, 1, 3, 4});
+  const Tensor g = from_vector({-1.2f, 0.3f, 1.15f, -0.4f, 0.2f, -1.3f, -0.6f, 1.2f, -1.1f, -1.1f,
+                                1.3f, 1.05f, -0.97f, 0.5f, 0.4f, -1.45f},
+                               {1, 2, 4, 2});
+  const std::vector<std::vector<float>> torch{{0.05877477f, 0.6962558f, 1.804099f, 0.3372313f,
+                                               0.6529881f, -1.636315f, 0.7045359f, 2.009562f},
+                                              {-0.342482f, 0.7972971f, 1.843144f, -0.627489f,
+                                               0.7215096f, -2.04197f, 0.1737727f, 2.515875f}};
+  for (int align : {0, 1}) {
+    SCOPED_TRACE(align);
+    const auto [eager, compiled] =
+        both(grid_sample({1, 1, 3, 4}, {1, 2, 4, 2}, attrs("cubic", "border", align)), {x, g});
+    const Tensor want = from_vector(torch[static_cast<size_t>(align)], {1, 1, 2, 4});
+    EXPECT_TRUE(allclose(eager, want, 1e-5, 1e-5));
+    EXPECT_TRUE(allclose(compiled, want, 1e-5, 1e-5));
   }
 }
 
