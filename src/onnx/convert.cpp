@@ -123,6 +123,7 @@ const std::vector<OpRule>& rules() {
     add_resize_rules(r);
     add_einsum_rules(r);
     add_extra_rules(r);
+    add_gridsample_rules(r);
     std::sort(r.begin(), r.end(), [](const OpRule& a, const OpRule& b) { return a.op < b.op; });
     return r;
   }();

@@ -86,6 +86,7 @@ void add_recurrent_rules(std::vector<OpRule>& rules);
 void add_resize_rules(std::vector<OpRule>& rules);
 void add_einsum_rules(std::vector<OpRule>& rules);
 void add_extra_rules(std::vector<OpRule>& rules);
+void add_gridsample_rules(std::vector<OpRule>& rules);
 
 const OpRule* find_rule(std::string_view op);
 std::vector<std::string> rule_names();

@@ -70,10 +70,11 @@ inline Builder one(const std::string& op, const Shape& x, std::vector<Attr> attr
 }
 
 // The cases of each family kept in a file of its own.
-void add_indexing_cases(std::vector<Case>& c);   // onnx_cases_indexing.cpp
-void add_recurrent_cases(std::vector<Case>& c);  // onnx_cases_recurrent.cpp
-void add_resize_cases(std::vector<Case>& c);     // onnx_cases_resize.cpp
-void add_einsum_cases(std::vector<Case>& c);     // onnx_cases_einsum.cpp
-void add_extra_cases(std::vector<Case>& c);      // onnx_cases_extra.cpp
+void add_indexing_cases(std::vector<Case>& c);    // onnx_cases_indexing.cpp
+void add_recurrent_cases(std::vector<Case>& c);   // onnx_cases_recurrent.cpp
+void add_resize_cases(std::vector<Case>& c);      // onnx_cases_resize.cpp
+void add_einsum_cases(std::vector<Case>& c);      // onnx_cases_einsum.cpp
+void add_extra_cases(std::vector<Case>& c);       // onnx_cases_extra.cpp
+void add_gridsample_cases(std::vector<Case>& c);  // onnx_cases_gridsample.cpp
 
 }  // namespace zc::test::onnx_model

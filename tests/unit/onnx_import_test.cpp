@@ -385,6 +385,7 @@ std::vector<Case> cases() {
   test::onnx_model::add_resize_cases(c);
   test::onnx_model::add_einsum_cases(c);
   test::onnx_model::add_extra_cases(c);
+  test::onnx_model::add_gridsample_cases(c);
   return c;
 }
 
