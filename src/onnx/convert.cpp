@@ -5,6 +5,7 @@
 
 #include "onnx/external_data.h"
 #include "onnx/onnx_file.h"
+#include "zc/factories.h"
 
 namespace zc::onnx_import {
 
@@ -25,6 +26,11 @@ Tensor i64_values(const std::vector<int64_t>& v) {
   Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i64);
   if (!v.empty()) std::memcpy(t.raw_data(), v.data(), v.size() * sizeof(int64_t));
   return t;
+}
+
+Tensor scalar_on(double v, DType dtype, Device device) {
+  Tensor t = full({}, v, dtype);
+  return device.is_cpu() ? t : t.to(device);
 }
 
 const Tensor& NodeArgs::in(size_t i) const {

@@ -96,6 +96,10 @@ std::string check_node(const ::onnx::NodeProto& node, int64_t opset);
 // A 1-D i64 tensor of `v` on the CPU.
 Tensor i64_values(const std::vector<int64_t>& v);
 
+// A 0-d tensor of `v` on `device`: a rule's constant meets its operands on their device (a
+// module moved to a GPU runs its file's constants there).
+Tensor scalar_on(double v, DType dtype, Device device);
+
 // A tensor of the file (an initializer, a Constant's value); `external` reads the tensors
 // stored outside it (without one, such a tensor raises zc::Error).
 Tensor tensor_of(const ::onnx::TensorProto& t, const std::string& what,

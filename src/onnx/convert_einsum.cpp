@@ -39,11 +39,6 @@ using V = std::vector<Tensor>;
 using Labels = std::vector<int>;
 constexpr int kEllipsis = 256;
 
-Tensor scalar_on(double v, DType dtype, Device device) {
-  Tensor t = full({}, v, dtype);
-  return device.is_cpu() ? t : t.to(device);
-}
-
 std::string label_str(int l) {
   return l >= kEllipsis ? "..." : std::string(1, static_cast<char>(l));
 }

@@ -32,11 +32,6 @@ namespace {
 
 using V = std::vector<Tensor>;
 
-Tensor scalar_on(double v, DType dtype, Device device) {
-  Tensor t = full({}, v, dtype);
-  return device.is_cpu() ? t : t.to(device);
-}
-
 // 0, 1, ..., n - 1 as i64 on `device`, laid along `axis` of a tensor of rank `rank`.
 Tensor positions(int64_t n, int64_t axis, int64_t rank, Device device) {
   Shape s(static_cast<size_t>(rank), 1);

@@ -31,11 +31,6 @@ using V = std::vector<Tensor>;
 enum class Mode { linear, nearest, cubic };
 enum class Padding { zeros, border, reflection };
 
-Tensor scalar_on(double v, DType dtype, Device device) {
-  Tensor t = full({}, v, dtype);
-  return device.is_cpu() ? t : t.to(device);
-}
-
 // The mode by the names of the file's opset: 16 wrote bilinear and bicubic, 20 linear and cubic.
 Mode mode_of(const NodeArgs& a) {
   const bool named_20 = a.opset >= 20;

@@ -33,11 +33,6 @@ int64_t product(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
-Tensor scalar_on(double v, DType dtype, Device device) {
-  Tensor t = full({}, v, dtype);
-  return device.is_cpu() ? t : t.to(device);
-}
-
 // Indices counted from the end made non-negative against a dim of n; one outside [-n, n)
 // becomes -1. `bad`, when given, accumulates (as i64 0/1) which elements were outside.
 Tensor wrap(const Tensor& idx, int64_t n, Tensor* bad = nullptr) {
