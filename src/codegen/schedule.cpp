@@ -334,16 +334,13 @@ class Scheduler {
     }
   }
 
-  // Whether every input of n is a graph input or constant, or a view of one.
-  bool reads_no_kernel(const ir::Node& n) const {
+  // Whether no input of n is computed by kernel k, directly or through a view: each is a
+  // graph input or constant, a value of another kernel, or a view of one of those.
+  bool reads_nothing_of(const ir::Node& n, int32_t k) const {
     for (ValueId u : n.inputs) {
-      const ValueSchedule& v = s_.values[u];
-      if (v.state == ValueState::input || v.state == ValueState::constant) continue;
-      if (v.state == ValueState::alias) {
-        const ValueState base = s_.values[v.view.base].state;
-        if (base == ValueState::input || base == ValueState::constant) continue;
-      }
-      return false;
+      const ValueSchedule& b = s_.values[s_.base_of(u)];
+      if (b.state == ValueState::input || b.state == ValueState::constant) continue;
+      if (b.kernel == k) return false;
     }
     return true;
   }
@@ -382,14 +379,21 @@ class Scheduler {
         row = true;
       }
     }
-    if (cand < 0 && reads_no_kernel(n) && !s_.kernels.empty()) {
-      // A node that reads only graph inputs and constants joins the last kernel when that is
-      // an open pointwise kernel over the same shape: independent chains of one size (an
-      // optimizer's update of the values and of each moment) share one loop and one launch.
-      // Nothing reads an open kernel's values yet, so the kernel order stays acyclic.
+    if (cand < 0 && !s_.kernels.empty()) {
+      // A node that reads no open kernel's values (graph inputs, constants, values of earlier
+      // kernels, views of them) joins the last kernel when that is an open pointwise kernel
+      // over the same shape and computes none of them: independent chains of one size (an
+      // optimizer's update of the values and of each moment) share one loop and one launch, and
+      // so do the terms of a sum of views (a depthwise convolution's taps of its padded input,
+      // ops/conv.cpp), which would otherwise each start a kernel. Nothing reads an open
+      // kernel's values yet and the node's inputs come from kernels before it, so the kernel
+      // order stays acyclic.
       const int32_t last = static_cast<int32_t>(s_.kernels.size()) - 1;
       const Kernel& K = s_.kernels[last];
-      if (!K.closed && K.kind == KernelKind::pointwise && K.space == shape) cand = last;
+      if (!K.closed && K.kind == KernelKind::pointwise && K.space == shape &&
+          reads_nothing_of(n, last)) {
+        cand = last;
+      }
     }
     if (cand < 0) {
       for (ValueId u : n.inputs) materialize(u);
