@@ -93,7 +93,7 @@ namespace {
 
 // Sets this thread's OpenMP team to `choice`'s share of it for one call of `multiply_adds`,
 // and back. The default choice sizes its team by the work (cpu::work_team: a small product
-// runs on fewer threads); a tuned one keeps the share it was timed with.
+// runs on one thread); a tuned one keeps the share it was timed with.
 class ChoiceTeam {
  public:
   ChoiceTeam(GemmChoice choice, int64_t multiply_adds) : before_(omp_get_max_threads()) {

@@ -206,8 +206,8 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
                      const Tensor* residual, const Tensor& out, WeightIdentity weight) const {
   ZC_CHECK(x_in.dtype() == DType::f32 && w_in.dtype() == DType::f32 && out.dtype() == DType::f32,
            "oneDNN convolution on a non-f32 tensor");
-  // A small convolution runs on fewer threads, its primitive made for that team (oneDNN sizes
-  // its work split when the primitive is made).
+  // A small convolution runs on one thread, its primitive made for that team (oneDNN sizes its
+  // work split when the primitive is made).
   WorkTeam team(out.numel() * w_in.size(1) * w_in.size(2) * w_in.size(3));
   const Tensor x = x_in.is_contiguous() ? x_in : eager_contiguous(x_in);
   // A strided weight is copied on each call, so nothing converted from the copy is kept.

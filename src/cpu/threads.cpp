@@ -94,8 +94,7 @@ int CpuCallShare::calls_in_flight() {
 }
 
 int work_team(int team, int64_t multiply_adds) {
-  const int64_t wanted = std::max<int64_t>(1, multiply_adds / kWorkPerThread);
-  return static_cast<int>(std::min<int64_t>(std::max(1, team), wanted));
+  return multiply_adds < kOneThreadWork ? 1 : std::max(1, team);
 }
 
 WorkTeam::WorkTeam(int64_t multiply_adds) : before_(omp_get_max_threads()) {

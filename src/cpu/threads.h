@@ -47,14 +47,17 @@ class CpuCallShare {
   static int calls_in_flight();
 };
 
-// Multiply-adds worth a thread of one library call (a convolution, a product): a call of
-// fewer than its team times this runs on fewer threads, at least one. Waking a thread and
-// joining it costs microseconds, which a small call's work does not repay: MobileNetV3's
-// convolutions at 32x32 took 2.5-17.5 us on one thread and 4.7-35.7 us on two (2-core
-// machine, ZC_LOGS=kernels), its 2x64x96 product 12 us against 24.
-inline constexpr int64_t kWorkPerThread = int64_t{1} << 18;
+// Multiply-adds below which one library call (a convolution, a product) runs on one thread
+// instead of the whole team: waking threads and joining them costs microseconds that a small
+// call's work does not repay (MobileNetV3's convolutions at 32x32 took 2.5-17.5 us on one
+// thread and 4.7-35.7 us on two on the 2-core machine, its 2x64x96 product 12 us against 24).
+// One thread or all, never a team in between: libgomp ends the pool's threads that a smaller
+// team leaves out and creates them again for the next larger one (a team of one leaves the
+// pool alone), which made MobileNetV3-S at 224x224 take 15.4 ms a call on the 16-core host
+// with teams sized by the work, against 1.5 ms (CpuThreads.TeamsOfOneKeepThePoolsThreads).
+inline constexpr int64_t kOneThreadWork = int64_t{1} << 18;
 
-// The threads a call of `multiply_adds` takes out of a team of `team`.
+// The threads a call of `multiply_adds` takes out of a team of `team`: one or all.
 int work_team(int team, int64_t multiply_adds);
 
 // Sets this thread's OpenMP team to work_team's for one call, and back when it ends.

@@ -2,6 +2,8 @@
 // when calls run at once, and the caller's own OpenMP setting kept.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <barrier>
 #include <thread>
@@ -78,26 +80,44 @@ TEST(CpuThreads, CallsInFlightDivideThePool) {
   EXPECT_EQ(cpu::team_share(16, 0), 16);
 }
 
-// A library call takes a thread per kWorkPerThread multiply-adds, at least one and at most its
+// A library call below kOneThreadWork multiply-adds runs on one thread, any other on the whole
 // team; the team comes back after it.
-TEST(CpuThreads, SmallCallsTakeFewerThreads) {
-  constexpr int64_t grain = cpu::kWorkPerThread;
-  EXPECT_EQ(cpu::work_team(16, 1), 1);
+TEST(CpuThreads, SmallCallsRunOnOneThread) {
+  constexpr int64_t small = cpu::kOneThreadWork;
   EXPECT_EQ(cpu::work_team(16, 0), 1);
-  EXPECT_EQ(cpu::work_team(16, 2 * grain - 1), 1);
-  EXPECT_EQ(cpu::work_team(16, 2 * grain), 2);
-  EXPECT_EQ(cpu::work_team(16, 100 * grain), 16);
-  EXPECT_EQ(cpu::work_team(0, 100 * grain), 1);
+  EXPECT_EQ(cpu::work_team(16, small - 1), 1);
+  EXPECT_EQ(cpu::work_team(16, small), 16);
+  EXPECT_EQ(cpu::work_team(16, 100 * small), 16);
+  EXPECT_EQ(cpu::work_team(0, 100 * small), 1);
   const int before = omp_get_max_threads();
   {
-    cpu::WorkTeam small(1);
+    cpu::WorkTeam one(1);
     EXPECT_EQ(omp_get_max_threads(), 1);
   }
   EXPECT_EQ(omp_get_max_threads(), before);
   {
-    cpu::WorkTeam large(int64_t{1} << 40);
+    cpu::WorkTeam all(int64_t{1} << 40);
     EXPECT_EQ(omp_get_max_threads(), before);
   }
+}
+
+// Why work_team gives one thread or all: after a team of one, the next whole team runs on the
+// pool's same threads; a smaller team in between would end some of them (libgomp), and the
+// next whole team would start new ones.
+TEST(CpuThreads, TeamsOfOneKeepThePoolsThreads) {
+  constexpr int kTeam = 4;
+  auto team_ids = [](int n) {
+    std::vector<long> ids(static_cast<size_t>(n));  // kernel thread ids: not reused at once
+    omp_set_num_threads(n);
+#pragma omp parallel
+    ids[static_cast<size_t>(omp_get_thread_num())] = syscall(SYS_gettid);
+    return ids;
+  };
+  const int before = omp_get_max_threads();
+  const std::vector<long> first = team_ids(kTeam);
+  team_ids(1);
+  EXPECT_EQ(team_ids(kTeam), first);
+  omp_set_num_threads(before);
 }
 
 TEST(CpuThreads, ConcurrentCallsEachRunTheirShare) {
