@@ -96,8 +96,11 @@ struct Graph {
   std::vector<bool> fit_region_ranges(size_t first_node = 0);
 };
 
-// Small constants (at most this many elements) are embedded by value; larger captured
-// tensors become `lifted` inputs.
-inline constexpr int64_t kMaxEmbeddedConstant = 64;
+// Captured constants of at most this many elements are embedded by value (a scalar the code can
+// read as a literal); larger ones become `lifted` inputs. Only scalars: a graph's structure must
+// not depend on the sizes it is traced at, and index tensors made from a dynamic size (an
+// attention mask from Range(batch)) were embedded at small sizes and lifted at larger ones, so
+// one model traced to two structures and compiled per size (docs/dynamic-shapes.md).
+inline constexpr int64_t kMaxEmbeddedConstant = 1;
 
 }  // namespace zc::ir

@@ -58,25 +58,19 @@ const std::map<std::string, std::vector<std::string>>& not_yet() {
 }
 
 // The files whose other batch sizes compile code of their own (correct, but not one compile
-// for all sizes), and why. Their traces hold index tensors computed from the batch size, which
-// the trace makes constants of the graph, so each size traces to another graph: the dynamo
-// exports of ConvNeXt and Swin (torch's as_strided decomposition: a Gather at Range(batch) *
-// stride + offsets), transformers' attention masks (an index made from Range(batch) and
-// Range(sequence), gathered by GatherND in the dynamo exports and expanded to
-// [batch, 1, 1, sequence] in the TorchScript ones), and BERT's and RoBERTa's token type ids (a
-// buffer expanded to the batch and gathered by position). zc's graphs have no op that makes such
-// indices from a dynamic size yet.
+// for all sizes), and why. The traces of the others hold index tensors computed from the batch
+// size (torch's as_strided decomposition in the dynamo exports of ConvNeXt and Swin, transformers'
+// attention masks, BERT's token type ids), which are lifted inputs at every size now: while
+// constants of up to 64 elements were embedded, batch 2 of length 16 embedded them and batch 5
+// lifted them, and the sizes traced to graphs of two structures.
 const std::map<std::string, std::string>& compiles_per_size() {
-  const std::string strided = "as_strided's index arithmetic on the batch size";
-  const std::string mask = "an attention-mask index made from the batch size";
-  const std::string types = "token type ids expanded to the batch size, and " + mask;
+  // RoBERTa: one part of its graph traces alike at too few of the sampled sizes to cover a grid
+  // of batch and length ("the samples do not cover a grid of the symbols' sizes"); that part
+  // compiles per size, the other parts are served by their templates.
+  const std::string grid = "one part's samples do not cover a grid of batch and length";
   static const std::map<std::string, std::string> m = {
-      {"convnext.dynamo", strided}, {"swin.dynamo", strided},
-      {"bert.dynamo", types},       {"bert.torchscript", types},
-      {"roberta.dynamo", types},    {"roberta.torchscript", types},
-      {"distilbert.dynamo", mask},  {"distilbert.torchscript", mask},
-      {"gpt2.dynamo", mask},        {"gpt2.torchscript", mask},
-      {"llama.dynamo", mask},       {"llama.torchscript", mask},
+      {"roberta.dynamo", grid},
+      {"roberta.torchscript", grid},
   };
   return m;
 }
@@ -153,10 +147,9 @@ TEST_P(OnnxZoo, MatchesTorchAndOnnxRuntime) {
   // Served by the code made for all sizes at the first call (size templates), whatever the
   // caches held: no compiler ran, and each new size's graphs came from a template.
   const int64_t template_hits = compiler::stats().template_hits - before.template_hits;
-  if (compiles_per_size().count(key)) {
-    EXPECT_EQ(template_hits, 0) << key << " serves other batch sizes from one compile now: "
-                                << "take it off compiles_per_size()";
-  } else {
+  // A listed file's other sizes are only checked for their outputs: whether its part that
+  // compiles per size runs a compiler depends on what the caches hold.
+  if (!compiles_per_size().count(key)) {
     EXPECT_EQ(compiler::stats().compiler_invocations, before.compiler_invocations) << key;
     EXPECT_GE(template_hits, 2) << key
                                 << ": batches 3 and 4 did not run the code made for every size";

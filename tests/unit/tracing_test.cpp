@@ -30,7 +30,7 @@ TEST(Tracing, TracedTensorHasItsValuesMetadataWrappedNumberIncluded) {
   EXPECT_FALSE(strided.is_contiguous());
 }
 
-TEST(Tracing, ConstantTableGivesOneValuePerTensorAndEmbedsSmallOnesWithTheirFlag) {
+TEST(Tracing, ConstantTableGivesOneValuePerTensorAndEmbedsScalarsWithTheirFlag) {
   ir::ConstantTable table;
   std::vector<Tensor> embedded, large;
   auto embed = [&](Tensor data) {
@@ -43,7 +43,8 @@ TEST(Tracing, ConstantTableGivesOneValuePerTensorAndEmbedsSmallOnesWithTheirFlag
   };
   Tensor two = wrap_scalar(2.5);
   Tensor big = randn({ir::kMaxEmbeddedConstant + 1});
-  Tensor small = randn({4, 2}).t();  // not contiguous
+  Tensor small = randn({3}).slice(0, 1, 2);  // one element of a view past its storage's start
+  Tensor pair = randn({2});  // two elements: lifted, so its values are no part of the structure
 
   EXPECT_EQ(table.find(two), -1);
   ir::ValueId v2 = table.value_of(two, embed, lift);
@@ -56,15 +57,17 @@ TEST(Tracing, ConstantTableGivesOneValuePerTensorAndEmbedsSmallOnesWithTheirFlag
 
   ir::ValueId vs = table.value_of(small, embed, lift);
   ASSERT_EQ(embedded.size(), 2u);
-  EXPECT_TRUE(embedded[1].is_contiguous());
+  EXPECT_NE(embedded[1].unsafe_impl(), small.unsafe_impl());
   EXPECT_TRUE(allclose(embedded[1], small, 0, 0));
   EXPECT_FALSE(embedded[1].unsafe_impl()->wrapped_number);
 
+  ir::ValueId vp = table.value_of(pair, embed, lift);
   ir::ValueId vb = table.value_of(big, embed, lift);
-  ASSERT_EQ(large.size(), 1u);
-  EXPECT_EQ(large[0].unsafe_impl(), big.unsafe_impl());  // the caller gets the tensor itself
+  ASSERT_EQ(large.size(), 2u);
+  EXPECT_EQ(large[0].unsafe_impl(), pair.unsafe_impl());  // the caller gets the tensor itself
+  EXPECT_EQ(large[1].unsafe_impl(), big.unsafe_impl());
   EXPECT_EQ(table.value_of(big, embed, lift), vb);
-  EXPECT_EQ((std::vector<ir::ValueId>{v2, vs, vb}), (std::vector<ir::ValueId>{0, 1, 2}));
+  EXPECT_EQ((std::vector<ir::ValueId>{v2, vs, vp, vb}), (std::vector<ir::ValueId>{0, 1, 2, 3}));
 
   table.clear();
   EXPECT_EQ(table.find(two), -1);
