@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -422,6 +423,38 @@ TEST(CodegenNumerics, ExpSigmoidAndTanhKeepNaNsInfinitiesAndTails) {
           << op.name << "(" << v[i] << ") = " << g[i] << ", want " << want;
     }
   }
+}
+
+// The generated float erf (prelude.h: two fitted polynomials and exp, no call, so its loops
+// vectorize): within 3 ulp of float64's erf rounded to float over [-7, 7] in steps that land
+// on both sides of its branches at 1 and 4, and NaN and the infinities kept.
+TEST(CodegenNumerics, ErfIsWithinThreeUlpAndKeepsNaNsAndInfinities) {
+  std::vector<float> v;
+  for (int i = -70000; i <= 70000; ++i) v.push_back(static_cast<float>(i) * 1e-4f);
+  for (float tiny = 1e-30f; tiny < 1e-3f; tiny *= 10.f) v.insert(v.end(), {tiny, -tiny});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  v.insert(v.end(), {nan, inf, -inf, 1e30f, -1e30f, -0.f});
+  const Tensor x = from_vector(v, {static_cast<int64_t>(v.size())});
+  auto m = std::make_shared<Fn>([](const Tensor& t) { return erf(t); });
+  const Tensor got = compile(m, {.backend = "cpp"})(x).contiguous();
+  const float* g = got.data<float>();
+  int64_t worst = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float want = static_cast<float>(std::erf(static_cast<double>(v[i])));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(g[i])) << "erf(" << v[i] << ") = " << g[i];
+      continue;
+    }
+    int32_t a, b;
+    std::memcpy(&a, &g[i], 4);
+    std::memcpy(&b, &want, 4);
+    const int64_t ulp = std::abs(static_cast<int64_t>(a) - static_cast<int64_t>(b));
+    worst = std::max(worst, ulp);
+    EXPECT_LE(ulp, 3) << "erf(" << v[i] << ") = " << g[i] << ", want " << want;
+    if (ulp > 3) break;
+  }
+  EXPECT_LE(worst, 3);
 }
 
 TEST(CodegenIsa, InlineProductsMatchEagerAtEveryIsaLevel) {
