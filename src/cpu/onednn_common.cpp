@@ -23,12 +23,19 @@ dnnl::primitive_attr dnnl_kept_attr() {
   return attr;
 }
 
+char* dnnl_thread_scratchpad(size_t bytes) {
+  thread_local std::vector<char> buf;
+  if (buf.size() < bytes) buf.resize(bytes);
+  return buf.data();
+}
+
 void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args) {
   const dnnl_memory_desc_t* md =
       dnnl_primitive_desc_query_md(p.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
   if (md) {
-    thread_local std::vector<char> buf;
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_thread_memory(buf, dnnl::memory::desc(*md)));
+    const dnnl::memory::desc desc(*md);
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(desc, dnnl_engine(), dnnl_thread_scratchpad(desc.get_size())));
   }
   p.execute(dnnl_thread_stream(), args);
   dnnl_thread_stream().wait();

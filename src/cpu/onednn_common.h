@@ -30,6 +30,9 @@ dnnl::primitive_attr dnnl_kept_attr();
 // scratchpad (sized from p's own descriptor, grown as needed, reused by the thread's next
 // primitive), and waits for it.
 void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memory> args);
+// The calling thread's scratchpad, which dnnl_run_kept gives every primitive: grown to at least
+// `bytes` (never shrunk) and returned. A pointer returned before may move when it grows.
+char* dnnl_thread_scratchpad(size_t bytes);
 // A oneDNN memory of `desc` in `buf`, grown to fit and never shrunk: a thread's working copy
 // that its next call reuses. `buf` is the caller's thread_local, one for each copy alive at once
 // (a compiled module runs on many threads; a buffer per plan would be shared between them).
