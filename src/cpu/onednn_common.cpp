@@ -41,6 +41,49 @@ void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memor
   dnnl_thread_stream().wait();
 }
 
+KeptArgs::KeptArgs(const dnnl::primitive& p,
+                   std::initializer_list<std::pair<int, dnnl::memory::desc>> descs) {
+  for (const auto& [arg, desc] : descs) {
+    args_.emplace(arg, dnnl::memory(desc, dnnl_engine(), DNNL_MEMORY_NONE));
+  }
+  const dnnl_memory_desc_t* md =
+      dnnl_primitive_desc_query_md(p.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+  if (md && dnnl::memory::desc(*md).get_size() > 0) {
+    const dnnl::memory::desc desc(*md);
+    scratch_bytes_ = desc.get_size();
+    scratch_ = dnnl::memory(desc, dnnl_engine(), DNNL_MEMORY_NONE);
+    args_.emplace(DNNL_ARG_SCRATCHPAD, scratch_);
+  }
+}
+
+void KeptArgs::set(int arg, const void* data) {
+  args_.at(arg).set_data_handle(const_cast<void*>(data));
+}
+
+void KeptArgs::run(const dnnl::primitive& p, const dnnl::memory* weights) {
+  if (scratch_bytes_ > 0) scratch_.set_data_handle(dnnl_thread_scratchpad(scratch_bytes_));
+  if (weights) args_.insert_or_assign(DNNL_ARG_WEIGHTS, *weights);
+  p.execute(dnnl_thread_stream(), args_);
+  dnnl_thread_stream().wait();
+  // The weights are the caller's (a module's, kept in oneDNN's layout): not kept alive here.
+  if (weights) args_.insert_or_assign(DNNL_ARG_WEIGHTS, dnnl::memory());
+}
+
+KeptArgs& dnnl_kept_args(const std::shared_ptr<const void>& owner, const dnnl::primitive& p,
+                         std::initializer_list<std::pair<int, dnnl::memory::desc>> descs) {
+  struct Entry {
+    std::weak_ptr<const void> owner;
+    KeptArgs args;
+  };
+  thread_local std::unordered_map<const void*, Entry> kept;
+  auto it = kept.find(owner.get());
+  if (it != kept.end() && !it->second.owner.expired()) return it->second.args;
+  if (kept.size() >= 1024) {
+    std::erase_if(kept, [](const auto& e) { return e.second.owner.expired(); });
+  }
+  return kept.insert_or_assign(owner.get(), Entry{owner, KeptArgs(p, descs)}).first->second.args;
+}
+
 dnnl::memory dnnl_thread_memory(std::vector<char>& buf, const dnnl::memory::desc& desc) {
   if (buf.size() < desc.get_size()) buf.resize(desc.get_size());
   return dnnl::memory(desc, dnnl_engine(), buf.data());

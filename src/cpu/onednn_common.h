@@ -33,6 +33,31 @@ void dnnl_run_kept(const dnnl::primitive& p, std::unordered_map<int, dnnl::memor
 // The calling thread's scratchpad, which dnnl_run_kept gives every primitive: grown to at least
 // `bytes` (never shrunk) and returned. A pointer returned before may move when it grows.
 char* dnnl_thread_scratchpad(size_t bytes);
+// This thread's arguments of one kept primitive (made with dnnl_kept_attr()): a memory per
+// argument descriptor, made without data at the first run on the thread, whose data handle each
+// run sets; the scratchpad's; and the map oneDNN reads them from. Making the memories and the
+// map's nodes on every run was most of a small convolution's cost (2.5 us a call on the 2-core
+// machine, oneDNN's kernel about 0.5: memory creation and destruction, malloc and free). Per
+// thread, because a memory's handle is state and a compiled module runs on many threads.
+class KeptArgs {
+ public:
+  KeptArgs(const dnnl::primitive& p, std::initializer_list<std::pair<int, dnnl::memory::desc>>);
+  // Sets the data of argument `arg`, one of those it was made with.
+  void set(int arg, const void* data);
+  // Runs p with these arguments (and `weights` as DNNL_ARG_WEIGHTS where given, which the
+  // arguments do not keep after the run) on this thread's stream and scratchpad; waits for it.
+  void run(const dnnl::primitive& p, const dnnl::memory* weights = nullptr);
+
+ private:
+  std::unordered_map<int, dnnl::memory> args_;
+  dnnl::memory scratch_;
+  size_t scratch_bytes_ = 0;
+};
+// The calling thread's KeptArgs of the primitive `owner` holds (a plan), made with `descs` at
+// the first call: the same object at every later call while `owner` lives. An owner since freed
+// whose address another takes gets new arguments.
+KeptArgs& dnnl_kept_args(const std::shared_ptr<const void>& owner, const dnnl::primitive& p,
+                         std::initializer_list<std::pair<int, dnnl::memory::desc>> descs);
 // A oneDNN memory of `desc` in `buf`, grown to fit and never shrunk: a thread's working copy
 // that its next call reuses. `buf` is the caller's thread_local, one for each copy alive at once
 // (a compiled module runs on many threads; a buffer per plan would be shared between them).

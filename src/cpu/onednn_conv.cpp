@@ -92,42 +92,7 @@ struct Plan {
   bool winograd = false;
   memory::desc conv_src, conv_dst;
   dnnl::reorder to_conv, from_conv;
-  memory::desc scratchpad;  // the convolution's (dnnl_kept_attr: the caller's)
 };
-
-// A thread's arguments of one plan's direct convolution: memories made once, whose data handles
-// each run sets, in the map oneDNN reads them from. Making them and the map's nodes on every run
-// was most of a small convolution's cost (2.5 us a call on the 2-core machine, of which oneDNN's
-// kernel about 0.5; perf: memory creation and destruction, malloc and free). Per thread: a
-// memory's handle is state, and a compiled module runs on many threads at once.
-struct ThreadArgs {
-  std::weak_ptr<const Plan> plan;  // expired: a plan since freed had this address
-  memory src, dst, bias, scratch;
-  std::unordered_map<int, memory> args;
-};
-
-ThreadArgs& thread_args(const std::shared_ptr<const Plan>& plan, bool bias) {
-  thread_local std::unordered_map<const Plan*, ThreadArgs> kept;
-  auto it = kept.find(plan.get());
-  if (it != kept.end() && !it->second.plan.expired()) return it->second;
-  if (kept.size() >= 1024)
-    std::erase_if(kept, [](const auto& e) { return e.second.plan.expired(); });
-  const dnnl::engine& e = dnnl_engine();
-  ThreadArgs t;
-  t.plan = plan;
-  t.src = memory(plan->src, e, DNNL_MEMORY_NONE);
-  t.dst = memory(plan->dst, e, DNNL_MEMORY_NONE);
-  t.args = {{DNNL_ARG_SRC, t.src}, {DNNL_ARG_DST, t.dst}};
-  if (bias) {
-    t.bias = memory(plan->bias, e, DNNL_MEMORY_NONE);
-    t.args.emplace(DNNL_ARG_BIAS, t.bias);
-  }
-  if (plan->scratchpad.get_size() > 0) {
-    t.scratch = memory(plan->scratchpad, e, DNNL_MEMORY_NONE);
-    t.args.emplace(DNNL_ARG_SCRATCHPAD, t.scratch);
-  }
-  return kept.insert_or_assign(plan.get(), std::move(t)).first->second;
-}
 
 // Whether a convolution may run as Winograd F(2x2, 3x3) or F(4x4, 3x3) (oneDNN picks): a 3x3
 // window at stride 1, no dilation, no groups, no residual (its sum post-op would need the
@@ -205,7 +170,6 @@ std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, bool winograd, const
         dnnl_engine(), plan->dst, dnnl_engine(), plan->dst, dnnl_kept_attr()));
   }
   plan->conv = dnnl::convolution_forward(pd);
-  plan->scratchpad = pd.scratchpad_desc();
   return plan;
 }
 
@@ -284,17 +248,17 @@ void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_
     }
   }
   if (!plan->winograd) {
-    ThreadArgs& t = thread_args(plan, bias_in != nullptr);
-    t.src.set_data_handle(const_cast<void*>(x.raw_data()));
-    t.dst.set_data_handle(out.raw_data());
-    if (bias_in) t.bias.set_data_handle(const_cast<void*>(bias.raw_data()));
-    const size_t scratch = plan->scratchpad.get_size();
-    if (scratch > 0) t.scratch.set_data_handle(dnnl_thread_scratchpad(scratch));
-    t.args.insert_or_assign(DNNL_ARG_WEIGHTS, conv_w);
-    plan->conv.execute(dnnl_thread_stream(), t.args);
-    dnnl_thread_stream().wait();
-    // The weights are the module's: a thread's kept arguments must not keep them alive.
-    t.args.insert_or_assign(DNNL_ARG_WEIGHTS, memory());
+    KeptArgs& args = bias_in
+                         ? dnnl_kept_args(plan, plan->conv,
+                                          {{DNNL_ARG_SRC, plan->src},
+                                           {DNNL_ARG_DST, plan->dst},
+                                           {DNNL_ARG_BIAS, plan->bias}})
+                         : dnnl_kept_args(plan, plan->conv,
+                                          {{DNNL_ARG_SRC, plan->src}, {DNNL_ARG_DST, plan->dst}});
+    args.set(DNNL_ARG_SRC, x.raw_data());
+    args.set(DNNL_ARG_DST, out.raw_data());
+    if (bias_in) args.set(DNNL_ARG_BIAS, bias.raw_data());
+    args.run(plan->conv, &conv_w);
     return;
   }
   // Winograd reads and writes blocked copies in this thread's buffers (dnnl_thread_memory).

@@ -152,13 +152,19 @@ void OnednnMatmul::run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
           for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = e.residual[i * e.ldr + j];
         }
       }
-      const dnnl::engine& en = dnnl_engine();
-      memory am(plan->a, en, const_cast<float*>(a)), cm(plan->c, en, c);
-      memory bm = kept ? kept : memory(plan->b_user, en, const_cast<float*>(b));
-      std::unordered_map<int, memory> args{
-          {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
-      if (e.bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, en, const_cast<float*>(e.bias)));
-      dnnl_run_kept(plan->product, std::move(args));
+      // B kept in the plan's layout is passed per run; B as given is an argument like A's.
+      const std::pair<int, memory::desc> src{DNNL_ARG_SRC, plan->a}, dst{DNNL_ARG_DST, plan->c},
+          user_b{DNNL_ARG_WEIGHTS, plan->b_user}, bias{DNNL_ARG_BIAS, plan->bias};
+      KeptArgs& args = kept
+                           ? (e.bias ? dnnl_kept_args(plan, plan->product, {src, dst, bias})
+                                     : dnnl_kept_args(plan, plan->product, {src, dst}))
+                           : (e.bias ? dnnl_kept_args(plan, plan->product, {src, dst, user_b, bias})
+                                     : dnnl_kept_args(plan, plan->product, {src, dst, user_b}));
+      args.set(DNNL_ARG_SRC, a);
+      args.set(DNNL_ARG_DST, c);
+      if (e.bias) args.set(DNNL_ARG_BIAS, e.bias);
+      if (!kept) args.set(DNNL_ARG_WEIGHTS, b);
+      args.run(plan->product, kept ? &kept : nullptr);
       return;
     } catch (const dnnl::error&) {
       // Its scratch could not be had: the product apart, below. A residual copied into C is
