@@ -205,74 +205,93 @@ int64_t OnednnConv::winograd_runs() const {
 
 void OnednnConv::run(const Tensor& x_in, const Tensor& w_in, const Tensor* bias_in,
                      const Tensor* residual, const Tensor& out, WeightIdentity weight) const {
-  ZC_CHECK(x_in.dtype() == DType::f32 && w_in.dtype() == DType::f32 && out.dtype() == DType::f32,
+  ZC_CHECK(x_in.dtype() == DType::f32 && w_in.dtype() == DType::f32 && out.dtype() == DType::f32 &&
+               out.is_contiguous(),
            "oneDNN convolution on a non-f32 tensor");
-  // A small convolution runs on one thread, its primitive made for that team (oneDNN sizes its
-  // work split when the primitive is made).
-  WorkTeam team(out.numel() * w_in.size(1) * w_in.size(2) * w_in.size(3));
   const Tensor x = x_in.is_contiguous() ? x_in : eager_contiguous(x_in);
   // A strided weight is copied on each call, so nothing converted from the copy is kept.
   const Tensor w = w_in.is_contiguous() ? w_in : eager_contiguous(w_in);
   if (!w_in.is_contiguous()) weight = {};
-  Tensor bias;
+  Tensor bias, r;
   if (bias_in) bias = bias_in->is_contiguous() ? *bias_in : eager_contiguous(*bias_in);
+  if (state_->a.residual) {
+    ZC_CHECK(residual && residual->dtype() == DType::f32 && residual->shape() == out.shape(),
+             "oneDNN convolution's residual");
+    r = residual->is_contiguous() ? *residual : eager_contiguous(*residual);
+  }
+  Dense d;
+  d.x = x.data<float>();
+  d.w = w.data<float>();
+  for (size_t i = 0; i < 4; ++i) {
+    d.x_shape[i] = x.size(static_cast<int64_t>(i));
+    d.w_shape[i] = w.size(static_cast<int64_t>(i));
+  }
+  d.bias = bias_in ? bias.data<float>() : nullptr;
+  d.residual = r.defined() ? r.data<float>() : nullptr;
+  d.out = out.data<float>();
+  d.out_numel = out.numel();
+  run(d, weight);
+}
+
+void OnednnConv::run(const Dense& d, WeightIdentity weight) const {
+  // A small convolution runs on one thread, its primitive made for that team (oneDNN sizes its
+  // work split when the primitive is made).
+  WorkTeam team(d.out_numel * d.w_shape[1] * d.w_shape[2] * d.w_shape[3]);
   std::shared_ptr<const Plan> plan;
   memory conv_w;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
-    const Key key{x.size(0), x.size(1), x.size(2), x.size(3),
-                  w.size(0), w.size(2), w.size(3), bias_in != nullptr};
+    const Key key{d.x_shape[0], d.x_shape[1], d.x_shape[2], d.x_shape[3],
+                  d.w_shape[0], d.w_shape[2], d.w_shape[3], d.bias != nullptr};
     plan = state_->plans.get(
         key, [&](const Key& k) { return make_plan(state_->a, state_->use == Use::repeated, k); });
     if (!plan) {
-      throw Error("conv2d: oneDNN has no convolution for input " + shape_str(x.shape()) +
-                  " and weight " + shape_str(w.shape()) +
+      throw Error("conv2d: oneDNN has no convolution for input " +
+                  shape_str(Shape(d.x_shape.begin(), d.x_shape.end())) + " and weight " +
+                  shape_str(Shape(d.w_shape.begin(), d.w_shape.end())) +
                   " with these strides, paddings, dilations and groups; run it with "
                   "ZC_CPU_CONV=columns");
     }
-    conv_w = state_->weights.get(w.raw_data(), weight, plan->user_weights, plan->weights);
+    conv_w = state_->weights.get(d.w, weight, plan->user_weights, plan->weights);
   }
   const dnnl::engine& e = dnnl_engine();
   if (state_->a.residual) {
-    ZC_CHECK(residual && residual->dtype() == DType::f32 && residual->shape() == out.shape(),
-             "oneDNN convolution's residual");
+    ZC_CHECK(d.residual, "oneDNN convolution's residual");
     // The sum post-op adds the convolution to what the output holds: the residual, copied by
     // a reorder, which runs on all the threads (a single-threaded copy cost 2-3 ms of a
     // ResNet-50 call on 16 cores), unless the output was placed over the residual
     // (codegen/buffer_plan.h): the post-op reads each element before it writes it.
-    const Tensor r = residual->is_contiguous() ? *residual : eager_contiguous(*residual);
-    if (r.raw_data() != out.raw_data()) {
-      memory from(plan->dst, e, const_cast<void*>(r.raw_data()));
-      memory to(plan->dst, e, out.raw_data());
+    if (d.residual != d.out) {
+      memory from(plan->dst, e, const_cast<float*>(d.residual));
+      memory to(plan->dst, e, d.out);
       dnnl_run_kept(plan->copy, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
     }
   }
   if (!plan->winograd) {
-    KeptArgs& args = bias_in
+    KeptArgs& args = d.bias
                          ? dnnl_kept_args(plan, plan->conv,
                                           {{DNNL_ARG_SRC, plan->src},
                                            {DNNL_ARG_DST, plan->dst},
                                            {DNNL_ARG_BIAS, plan->bias}})
                          : dnnl_kept_args(plan, plan->conv,
                                           {{DNNL_ARG_SRC, plan->src}, {DNNL_ARG_DST, plan->dst}});
-    args.set(DNNL_ARG_SRC, x.raw_data());
-    args.set(DNNL_ARG_DST, out.raw_data());
-    if (bias_in) args.set(DNNL_ARG_BIAS, bias.raw_data());
+    args.set(DNNL_ARG_SRC, d.x);
+    args.set(DNNL_ARG_DST, d.out);
+    if (d.bias) args.set(DNNL_ARG_BIAS, d.bias);
     args.run(plan->conv, &conv_w);
     return;
   }
   // Winograd reads and writes blocked copies in this thread's buffers (dnnl_thread_memory).
   state_->winograd_runs.fetch_add(1, std::memory_order_relaxed);
   thread_local std::vector<char> src_buf, dst_buf;
-  const memory src(plan->src, e, const_cast<void*>(x.raw_data()));
-  const memory dst(plan->dst, e, out.raw_data());
+  const memory src(plan->src, e, const_cast<float*>(d.x));
+  const memory dst(plan->dst, e, d.out);
   const memory conv_src = dnnl_thread_memory(src_buf, plan->conv_src);
   const memory conv_dst = dnnl_thread_memory(dst_buf, plan->conv_dst);
   dnnl_run_kept(plan->to_conv, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, conv_src}});
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, conv_src}, {DNNL_ARG_WEIGHTS, conv_w}, {DNNL_ARG_DST, conv_dst}};
-  if (bias_in)
-    args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<void*>(bias.raw_data())));
+  if (d.bias) args.emplace(DNNL_ARG_BIAS, memory(plan->bias, e, const_cast<float*>(d.bias)));
   dnnl_run_kept(plan->conv, std::move(args));
   dnnl_run_kept(plan->from_conv, {{DNNL_ARG_FROM, conv_dst}, {DNNL_ARG_TO, dst}});
 }
@@ -375,6 +394,9 @@ int64_t OnednnConv::winograd_runs() const {
 }
 void OnednnConv::run(const Tensor&, const Tensor&, const Tensor*, const Tensor*, const Tensor&,
                      WeightIdentity) const {
+  ZC_CHECK(false, "oneDNN convolutions asked of a build without oneDNN");
+}
+void OnednnConv::run(const Dense&, WeightIdentity) const {
   ZC_CHECK(false, "oneDNN convolutions asked of a build without oneDNN");
 }
 bool onednn_max_pool_applies(const Tensor&, const Pool2dAttrs&) {

@@ -8,6 +8,7 @@
 // and an OnednnConv keeps the second across calls, converted once per weight.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -61,6 +62,21 @@ class OnednnConv {
   // kernels), then ReLU.
   void run(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,
            const Tensor& out, WeightIdentity weight) const;
+
+  // The same on dense f32 buffers of those shapes (x [N, H, W, C], w [C_out, C / groups, kh,
+  // kw], out [N, OH, OW, C_out]; bias and residual may be null): what a compiled graph runs when
+  // its operands are dense, with no tensor made per call.
+  struct Dense {
+    const float* x = nullptr;
+    std::array<int64_t, 4> x_shape{};
+    const float* w = nullptr;
+    std::array<int64_t, 4> w_shape{};
+    const float* bias = nullptr;
+    const float* residual = nullptr;
+    float* out = nullptr;
+    int64_t out_numel = 0;
+  };
+  void run(const Dense& d, WeightIdentity weight) const;
 
   // How many times a weight was converted into the primitive's layout (a test's count).
   int64_t conversions() const;

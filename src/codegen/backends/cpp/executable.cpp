@@ -94,11 +94,13 @@ class CppExecutable final : public RawExecutable {
       if (cpu::onednn_matmul_available()) sites_[k] = std::make_unique<cpu::OnednnMatmul>();
     }
     convs_.resize(s.graph.nodes.size());
+    dense_convs_.resize(s.graph.nodes.size(), false);
     for (const Step& step : steps_) {
       const ir::Node& n = s.graph.nodes[step.node];
       if (!step.fn && n.op == ops::OpId::conv2d_nhwc && cpu::onednn_conv_available()) {
         convs_[step.node] = std::make_unique<cpu::OnednnConv>(std::get<ops::Conv2dAttrs>(n.attrs));
         has_convs_ = true;
+        dense_convs_[step.node] = dense_f32(n);
       }
     }
   }
@@ -268,6 +270,32 @@ class CppExecutable final : public RawExecutable {
   void run_extern(int32_t node, const ZcArgs& a, const InputIdentity* identities) const {
     const Schedule& s = schedule_;
     const ir::Node& n = s.graph.nodes[node];
+    if (dense_convs_[node]) {
+      // Dense operands: their buffers as they are, no tensor made per call.
+      const cpu::OnednnConv& conv = *convs_[node];
+      auto at = [&](ir::ValueId v) {
+        const ValueView& vv = s.at(v).view;
+        return static_cast<float*>(address(vv.base, a)) + vv.offset;
+      };
+      auto dims4 = [&](ir::ValueId v) {
+        const Shape& sh = s.graph.meta(v).shape;
+        return std::array<int64_t, 4>{sh[0], sh[1], sh[2], sh[3]};
+      };
+      const bool residual = std::get<ops::Conv2dAttrs>(n.attrs).residual;
+      const size_t conv_args = n.inputs.size() - (residual ? 1 : 0);
+      cpu::OnednnConv::Dense d;
+      d.x = at(n.inputs[0]);
+      d.x_shape = dims4(n.inputs[0]);
+      d.w = at(n.inputs[1]);
+      d.w_shape = dims4(n.inputs[1]);
+      d.bias = conv_args > 2 ? at(n.inputs[2]) : nullptr;
+      d.residual = residual ? at(n.inputs.back()) : nullptr;
+      d.out = static_cast<float*>(address(n.outputs[0], a));
+      d.out_numel = shape_numel(s.graph.meta(n.outputs[0]).shape);
+      const InputIdentity w = identity(n.inputs[1], identities);
+      conv.run(d, cpu::WeightIdentity{w.storage, w.version});
+      return;
+    }
     std::vector<Tensor> args;
     for (ir::ValueId u : n.inputs) args.push_back(view(u, a));
     if (const cpu::OnednnConv* conv = convs_[node].get();
@@ -334,6 +362,20 @@ class CppExecutable final : public RawExecutable {
   std::vector<ops::TensorMeta> output_metas_;
   ArenaPool arenas_;
   std::vector<std::unique_ptr<cpu::OnednnConv>> convs_;  // by node: channels-last convolutions
+  // By node: a convolution whose operands are all f32 with dense strides (run on their buffers).
+  std::vector<bool> dense_convs_;
+
+  // Whether every operand and the output of node n are f32 values laid out densely (the input,
+  // weight and output of 4 dims, as a convolution's are).
+  bool dense_f32(const ir::Node& n) const {
+    auto dense = [&](ir::ValueId v) {
+      const ops::TensorMeta& m = schedule_.graph.meta(v);
+      return m.dtype == DType::f32 && schedule_.at(v).view.strides == contiguous_strides(m.shape);
+    };
+    auto four = [&](ir::ValueId v) { return schedule_.graph.meta(v).shape.size() == 4; };
+    return std::all_of(n.inputs.begin(), n.inputs.end(), dense) && dense(n.outputs[0]) &&
+           n.inputs.size() >= 2 && four(n.inputs[0]) && four(n.inputs[1]) && four(n.outputs[0]);
+  }
   bool has_convs_ = false;
   // By kernel: oneDNN's matmul for an unbatched f32 library product (null elsewhere), and
   // whether its B is a graph input or constant.
