@@ -307,11 +307,15 @@ int64_t pad_after(int64_t n, int64_t out, int64_t k, int64_t s, int64_t before) 
 }  // namespace
 
 bool onednn_max_pool_applies(const Tensor& x, const Pool2dAttrs& a) {
-  if (!onednn_conv_available() || x.dtype() != DType::f32 || x.dim() != 4 || a.dilation_h != 1 ||
+  return onednn_max_pool_applies(x.shape(), x.dtype(), a);
+}
+
+bool onednn_max_pool_applies(const Shape& x, DType dtype, const Pool2dAttrs& a) {
+  if (!onednn_conv_available() || dtype != DType::f32 || x.size() != 4 || a.dilation_h != 1 ||
       a.dilation_w != 1) {
     return false;
   }
-  const int64_t h = x.size(a.channels_last ? 1 : 2), w = x.size(a.channels_last ? 2 : 3);
+  const int64_t h = x[a.channels_last ? 1 : 2], w = x[a.channels_last ? 2 : 3];
   const Window2d win = pool_window(a);
   const int64_t oh = win.out_h(h), ow = win.out_w(w);
   return oh > 0 && ow > 0 && pad_after(h, oh, a.kernel_h, a.stride_h, a.pad_top) >= 0 &&
@@ -350,20 +354,15 @@ std::shared_ptr<const PoolPlan> make_pool_plan(const PoolKey& k) {
 void onednn_max_pool(const Tensor& x_in, const Tensor& out, const Pool2dAttrs& a) {
   ZC_CHECK(onednn_max_pool_applies(x_in, a) && out.is_contiguous(), "oneDNN max pool");
   const Tensor x = x_in.is_contiguous() ? x_in : eager_contiguous(x_in);
+  onednn_max_pool(x.data<float>(), x.shape(), out.data<float>(), out.shape(), a);
+}
+
+void onednn_max_pool(const float* x, const Shape& xs, float* out, const Shape& os,
+                     const Pool2dAttrs& a) {
   const bool cl = a.channels_last;
-  const PoolKey key{x.size(0),
-                    x.size(cl ? 3 : 1),
-                    x.size(cl ? 1 : 2),
-                    x.size(cl ? 2 : 3),
-                    out.size(cl ? 1 : 2),
-                    out.size(cl ? 2 : 3),
-                    a.kernel_h,
-                    a.kernel_w,
-                    a.stride_h,
-                    a.stride_w,
-                    a.pad_top,
-                    a.pad_left,
-                    cl ? 1 : 0};
+  const PoolKey key{xs[0],          xs[cl ? 3 : 1], xs[cl ? 1 : 2], xs[cl ? 2 : 3], os[cl ? 1 : 2],
+                    os[cl ? 2 : 3], a.kernel_h,     a.kernel_w,     a.stride_h,     a.stride_w,
+                    a.pad_top,      a.pad_left,     cl ? 1 : 0};
   // Made once per problem in the process: making the primitive's descriptor took as long as
   // the pool itself (0.1 ms of ResNet-50's 56x56 pool), even where oneDNN's primitive cache
   // then had the kernel.
@@ -376,9 +375,11 @@ void onednn_max_pool(const Tensor& x_in, const Tensor& out, const Pool2dAttrs& a
     plan = plans->get(key, make_pool_plan);
   }
   ZC_CHECK(plan != nullptr, "oneDNN has no max pool for an input it was said to apply to");
-  dnnl_run_kept(plan->pool,
-                {{DNNL_ARG_SRC, memory(plan->src, dnnl_engine(), const_cast<void*>(x.raw_data()))},
-                 {DNNL_ARG_DST, memory(plan->dst, dnnl_engine(), out.raw_data())}});
+  KeptArgs& args =
+      dnnl_kept_args(plan, plan->pool, {{DNNL_ARG_SRC, plan->src}, {DNNL_ARG_DST, plan->dst}});
+  args.set(DNNL_ARG_SRC, x);
+  args.set(DNNL_ARG_DST, out);
+  args.run(plan->pool);
 }
 
 #else  // no oneDNN in this build: onednn_conv_available() is false and nothing runs these.
@@ -401,6 +402,12 @@ void OnednnConv::run(const Dense&, WeightIdentity) const {
 }
 bool onednn_max_pool_applies(const Tensor&, const Pool2dAttrs&) {
   return false;
+}
+bool onednn_max_pool_applies(const Shape&, DType, const Pool2dAttrs&) {
+  return false;
+}
+void onednn_max_pool(const float*, const Shape&, float*, const Shape&, const Pool2dAttrs&) {
+  ZC_CHECK(false, "oneDNN pooling asked of a build without oneDNN");
 }
 void onednn_max_pool(const Tensor&, const Tensor&, const Pool2dAttrs&) {
   ZC_CHECK(false, "oneDNN pooling asked of a build without oneDNN");

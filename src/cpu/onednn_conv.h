@@ -91,9 +91,13 @@ class OnednnConv {
 // Whether max_pool2d of x with `attrs` runs on oneDNN's pooling kernel: an f32 [N, C, H, W] or
 // channels-last input, no dilation, and windows that oneDNN's padding can describe.
 bool onednn_max_pool_applies(const Tensor& x, const ops::Pool2dAttrs& attrs);
+bool onednn_max_pool_applies(const Shape& x, DType dtype, const ops::Pool2dAttrs& attrs);
 // max_pool2d into `out` (contiguous, the op's output shape): the eager kernel, and what a
 // compiled graph on the CPU runs for the op. Only where onednn_max_pool_applies.
 void onednn_max_pool(const Tensor& x, const Tensor& out, const ops::Pool2dAttrs& attrs);
+// The same on dense f32 buffers of x's and out's shapes (a compiled graph's, no tensor made).
+void onednn_max_pool(const float* x, const Shape& x_shape, float* out, const Shape& out_shape,
+                     const ops::Pool2dAttrs& attrs);
 
 // conv2d_nhwc's eager kernel on f32: an OnednnConv used once.
 void onednn_conv_once(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor* residual,

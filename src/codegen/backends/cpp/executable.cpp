@@ -95,12 +95,18 @@ class CppExecutable final : public RawExecutable {
     }
     convs_.resize(s.graph.nodes.size());
     dense_convs_.resize(s.graph.nodes.size(), false);
+    dense_pools_.resize(s.graph.nodes.size(), false);
     for (const Step& step : steps_) {
       const ir::Node& n = s.graph.nodes[step.node];
       if (!step.fn && n.op == ops::OpId::conv2d_nhwc && cpu::onednn_conv_available()) {
         convs_[step.node] = std::make_unique<cpu::OnednnConv>(std::get<ops::Conv2dAttrs>(n.attrs));
         has_convs_ = true;
         dense_convs_[step.node] = dense_f32(n);
+      }
+      if (!step.fn && n.op == ops::OpId::max_pool2d && n.outputs.size() == 1 && dense_f32(n) &&
+          cpu::onednn_max_pool_applies(s.graph.meta(n.inputs[0]).shape, DType::f32,
+                                       std::get<ops::Pool2dAttrs>(n.attrs))) {
+        dense_pools_[step.node] = true;
       }
     }
   }
@@ -270,6 +276,14 @@ class CppExecutable final : public RawExecutable {
   void run_extern(int32_t node, const ZcArgs& a, const InputIdentity* identities) const {
     const Schedule& s = schedule_;
     const ir::Node& n = s.graph.nodes[node];
+    if (dense_pools_[node]) {  // as a dense convolution below
+      const ValueView& xv = s.at(n.inputs[0]).view;
+      cpu::onednn_max_pool(static_cast<const float*>(address(xv.base, a)) + xv.offset,
+                           s.graph.meta(n.inputs[0]).shape,
+                           static_cast<float*>(address(n.outputs[0], a)),
+                           s.graph.meta(n.outputs[0]).shape, std::get<ops::Pool2dAttrs>(n.attrs));
+      return;
+    }
     if (dense_convs_[node]) {
       // Dense operands: their buffers as they are, no tensor made per call.
       const cpu::OnednnConv& conv = *convs_[node];
@@ -364,9 +378,10 @@ class CppExecutable final : public RawExecutable {
   std::vector<std::unique_ptr<cpu::OnednnConv>> convs_;  // by node: channels-last convolutions
   // By node: a convolution whose operands are all f32 with dense strides (run on their buffers).
   std::vector<bool> dense_convs_;
+  std::vector<bool> dense_pools_;  // by node: a max pool oneDNN runs on dense f32 operands
 
-  // Whether every operand and the output of node n are f32 values laid out densely (the input,
-  // weight and output of 4 dims, as a convolution's are).
+  // Whether every operand and the output of node n are f32 values laid out densely (the first
+  // two operands and the output of 4 dims, as a convolution's are; a pool has one operand).
   bool dense_f32(const ir::Node& n) const {
     auto dense = [&](ir::ValueId v) {
       const ops::TensorMeta& m = schedule_.graph.meta(v);
@@ -374,7 +389,8 @@ class CppExecutable final : public RawExecutable {
     };
     auto four = [&](ir::ValueId v) { return schedule_.graph.meta(v).shape.size() == 4; };
     return std::all_of(n.inputs.begin(), n.inputs.end(), dense) && dense(n.outputs[0]) &&
-           n.inputs.size() >= 2 && four(n.inputs[0]) && four(n.inputs[1]) && four(n.outputs[0]);
+           !n.inputs.empty() && four(n.inputs[0]) && four(n.outputs[0]) &&
+           (n.inputs.size() < 2 || four(n.inputs[1]));
   }
   bool has_convs_ = false;
   // By kernel: oneDNN's matmul for an unbatched f32 library product (null elsewhere), and
