@@ -64,10 +64,12 @@ const std::map<std::string, std::vector<std::string>>& not_yet() {
 // constants of up to 64 elements were embedded, batch 2 of length 16 embedded them and batch 5
 // lifted them, and the sizes traced to graphs of two structures.
 const std::map<std::string, std::string>& compiles_per_size() {
-  // RoBERTa: one part of its graph traces alike at too few of the sampled sizes to cover a grid
-  // of batch and length ("the samples do not cover a grid of the symbols' sizes"); that part
-  // compiles per size, the other parts are served by their templates.
-  const std::string grid = "one part's samples do not cover a grid of batch and length";
+  // RoBERTa: its embeddings' position ids are a CumSum of the mask, which zc composes as
+  // log2(length) steps of shifted adds (onnx/convert_indexing.cpp): lengths of another step count
+  // trace to another structure, so that part's samples do not cover a grid of batch and length
+  // and it compiles per size; the other parts are served by their templates. A scan op would
+  // serve every length.
+  const std::string grid = "CumSum's step count varies with the length";
   static const std::map<std::string, std::string> m = {
       {"roberta.dynamo", grid},
       {"roberta.torchscript", grid},
