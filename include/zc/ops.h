@@ -66,6 +66,11 @@ Tensor round(const Tensor& x);
 Tensor trunc(const Tensor& x);
 Tensor sin(const Tensor& x);  // integers give f32, as exp
 Tensor cos(const Tensor& x);
+// The inverse trigonometric functions, float-valued as sin: asin and acos are NaN outside
+// [-1, 1]; atan takes any x, to (-pi/2, pi/2).
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor cast(const Tensor& x, DType dtype);
 

@@ -16,8 +16,9 @@
 // or amin), and the first of them (argmax of a mask: ties go to the lower index, as ONNX asks).
 // A mask of taken elements is kept apart from the values, so an element equal to the value
 // masked ones are filled with (-inf, a row's minimum) is still found. NaN ranks above every
-// number for largest and smallest alike, as ONNX Runtime's CPU kernel orders it. The output is
-// always sorted, which sorted = 0 allows. O(k * n): meant for the small k models use.
+// number for largest and smallest alike, as torch and ONNX's reference implementation order it
+// (ONNX leaves it open; ONNX Runtime's versions differ). The output is always sorted, which
+// sorted = 0 allows. O(k * n): meant for the small k models use.
 #include <algorithm>
 #include <cctype>
 #include <limits>

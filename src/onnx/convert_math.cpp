@@ -207,6 +207,9 @@ void add_math_rules(std::vector<OpRule>& r) {
   r.push_back({"Round", unary<round>, {}});  // halves to even, as ONNX says
   r.push_back({"Sin", unary<sin>, {}});
   r.push_back({"Cos", unary<cos>, {}});
+  r.push_back({"Asin", unary<asin>, {}});
+  r.push_back({"Acos", unary<acos>, {}});
+  r.push_back({"Atan", unary<atan>, {}});
   r.push_back({"Mod", mod, {"fmod"}});
   r.push_back({"Gelu", gelu_op, {"approximate"}});
   r.push_back({"MatMul", mat_mul, {}});

@@ -8,8 +8,9 @@
 // operands already converted to the compute type, and calls only these helpers, which every
 // target's prelude defines for float and double: zc_exp, zc_log, zc_sqrt, zc_tanh, zc_erf,
 // zc_fabs, zc_pow, zc_floor, zc_ceil, zc_round (halves to even), zc_trunc, zc_sin, zc_cos,
-// zc_fmod and zc_remainder; for the integer types zc_ipow, zc_ifmod and zc_iremainder (a
-// divisor of 0 gives 0); and, for every compute type, the NaN-propagating zc_max and zc_min.
+// zc_asin, zc_acos, zc_atan, zc_fmod and zc_remainder; for the integer types zc_ipow, zc_ifmod
+// and zc_iremainder (a divisor of 0 gives 0); and, for every compute type, the NaN-propagating
+// zc_max and zc_min.
 #pragma once
 
 #include <cstdint>

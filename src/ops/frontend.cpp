@@ -168,6 +168,15 @@ Tensor sin(const Tensor& x) {
 Tensor cos(const Tensor& x) {
   return unary(OpId::cos, x);
 }
+Tensor asin(const Tensor& x) {
+  return unary(OpId::asin, x);
+}
+Tensor acos(const Tensor& x) {
+  return unary(OpId::acos, x);
+}
+Tensor atan(const Tensor& x) {
+  return unary(OpId::atan, x);
+}
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   return call1(OpId::gelu, {x}, ops::GeluAttrs{approximate});
 }

@@ -22,6 +22,9 @@
   ZC_OP(trunc, unary)                                                          \
   ZC_OP(sin, unary)                                                            \
   ZC_OP(cos, unary)                                                            \
+  ZC_OP(asin, unary)                                                           \
+  ZC_OP(acos, unary)                                                           \
+  ZC_OP(atan, unary)                                                           \
   ZC_OP(clamp, unary)                                                          \
   ZC_OP(cast, unary)                                                           \
   /* elementwise binary (broadcasting) */                                      \

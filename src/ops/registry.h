@@ -86,9 +86,10 @@ struct OpDef {
   // expression in generated code (ops/elementwise.h). Null for every other op.
   ComputeRule compute = ComputeRule::output;
   CExprFn c_expr = nullptr;
-  // A transcendental function (exp, log, tanh, sigmoid, erf, GELU, pow, sin, cos): its C
-  // expression is a polynomial series with range reduction, tens of instructions per element,
-  // so generated code gives it whole vectors where it can (codegen's flat epilogue tails).
+  // A transcendental function (exp, log, tanh, sigmoid, erf, GELU, pow, sin, cos, asin, acos,
+  // atan): its C expression is a polynomial series with range reduction, tens of instructions
+  // per element, so generated code gives it whole vectors where it can (codegen's flat epilogue
+  // tails).
   bool transcendental = false;
   // Its output never depends on its input for gradients (detach): eager autograd records
   // nothing, and autodiff of a captured graph stops there (lower::tracked_values).

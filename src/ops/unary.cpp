@@ -277,6 +277,44 @@ struct Cos {
     return -(g * zc::sin(x));
   }
 };
+// asin' = 1 / sqrt(1 - x^2), acos' = -asin', atan' = 1 / (1 + x^2): as torch, infinite at
+// |x| = 1 and NaN beyond for asin and acos.
+struct Asin {
+  static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
+  template <class T>
+  T operator()(T x) const {
+    return std::asin(x);
+  }
+  static std::string c(const CExpr& e) { return "zc_asin(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+    return g / zc::sqrt(1.0 - x * x);
+  }
+};
+struct Acos {
+  static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
+  template <class T>
+  T operator()(T x) const {
+    return std::acos(x);
+  }
+  static std::string c(const CExpr& e) { return "zc_acos(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+    return -(g / zc::sqrt(1.0 - x * x));
+  }
+};
+struct Atan {
+  static constexpr bool float_valued = true;
+  static constexpr bool transcendental = true;
+  template <class T>
+  T operator()(T x) const {
+    return std::atan(x);
+  }
+  static std::string c(const CExpr& e) { return "zc_atan(" + e.x() + ")"; }
+  static Tensor vjp(const Tensor& g, const Tensor& x, const Tensor&, const Attrs&) {
+    return g / (x * x + 1.0);
+  }
+};
 struct Clamp {
   static constexpr bool float_valued = false;
   static constexpr bool transcendental = false;
@@ -430,6 +468,9 @@ void define_unary_ops(OpTable& t) {
   t.define(unary_def<Trunc>(OpId::trunc));
   t.define(unary_def<Sin>(OpId::sin));
   t.define(unary_def<Cos>(OpId::cos));
+  t.define(unary_def<Asin>(OpId::asin));
+  t.define(unary_def<Acos>(OpId::acos));
+  t.define(unary_def<Atan>(OpId::atan));
   t.define(unary_def<Clamp, ClampAttrs>(OpId::clamp));
   t.define(OpDef{.id = OpId::cast,
                  .attrs_index = attrs_index_of<CastAttrs>(),

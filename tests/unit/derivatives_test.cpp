@@ -132,6 +132,10 @@ std::vector<Case> cases() {
   add("trunc", "", [](const Inputs& x) { return trunc(x[0] * 3.0); }, {rnd({3, 4})});
   add("sin", "", [](const Inputs& x) { return sin(x[0] * 3.0); }, {rnd({3, 4})});
   add("cos", "strided", [](const Inputs& x) { return cos(x[0] * 3.0); }, {strided(2, 5)});
+  // tanh keeps the arguments inside (-1, 1), where asin and acos are differentiable.
+  add("asin", "", [](const Inputs& x) { return asin(tanh(x[0])); }, {rnd({3, 4})});
+  add("acos", "strided", [](const Inputs& x) { return acos(tanh(x[0])); }, {strided(2, 5)});
+  add("atan", "", [](const Inputs& x) { return atan(x[0] * 3.0); }, {rnd({3, 4})});
   add("clamp", "both bounds", [](const Inputs& x) { return clamp(x[0], -0.5, 0.5); },
       {from_vector({-1.0f, -0.3f, 0.2f, 0.7f, 0.45f, -0.9f}, {2, 3}).to(DType::f64)});
   add("clamp", "min only", [](const Inputs& x) { return clamp(x[0], 0.0, std::nullopt); },

@@ -157,7 +157,8 @@ TEST(LowerRegistry, PrimitiveSetHasNoDecompositionAndEveryOtherOpHasOne) {
       "div",     "pow",    "maximum", "minimum", "eq",        "ne",    "lt",        "le",
       "gt",      "ge",     "where",   "sum",     "amax",      "amin",  "argmax",    "reshape",
       "permute", "expand", "slice",   "matmul",  "embedding", "cat",   "rand_like", "randn_like",
-      "floor",   "ceil",   "round",   "trunc",   "sin",       "cos",   "fmod",      "remainder"};
+      "floor",   "ceil",   "round",   "trunc",   "sin",       "cos",   "fmod",      "remainder",
+      "asin",    "acos",   "atan"};
   for (int i = 0; i < ops::kNumOps; ++i) {
     const ops::OpDef& def = ops::op_def(static_cast<OpId>(i));
     bool primitive = primitives.count(std::string(def.name)) > 0;

@@ -174,8 +174,15 @@ std::vector<Case> cases() {
     c.push_back({op, one(op, s), {randn(s)}});
   }
   for (const char* op : {"Log", "Sqrt", "Reciprocal"}) c.push_back({op, one(op, s), {positive(s)}});
-  for (const char* op : {"Floor", "Ceil", "Sin", "Cos"})
+  for (const char* op : {"Floor", "Ceil", "Sin", "Cos", "Atan"})
     c.push_back({op, one(op, s), {randn(s) * 3}});
+  // Inside (-1, 1), and at both ends (past them both give NaN: OpsElementwise's test).
+  for (const char* op : {"Asin", "Acos"}) {
+    c.push_back({op, one(op, s), {rand(s) * 1.98 - 0.99}});
+    c.push_back({std::string(op) + " at the ends",
+                 one(op, {5}),
+                 {from_vector(std::vector<float>{-1, 1, 0, -0.5, 0.999f}, {5})}});
+  }
   // Round takes halves to even.
   c.push_back({"Round",
                one("Round", {2, 6}),

@@ -73,6 +73,9 @@ std::vector<UnaryCase> unary_cases() {
        3},
       {"sin", [](auto& x) { return zc::sin(x); }, [](double x) { return std::sin(x); }, -7, 7},
       {"cos", [](auto& x) { return zc::cos(x); }, [](double x) { return std::cos(x); }, -7, 7},
+      {"asin", [](auto& x) { return zc::asin(x); }, [](double x) { return std::asin(x); }, -1, 1},
+      {"acos", [](auto& x) { return zc::acos(x); }, [](double x) { return std::acos(x); }, -1, 1},
+      {"atan", [](auto& x) { return zc::atan(x); }, [](double x) { return std::atan(x); }, -9, 9},
       {"pow2", [](auto& x) { return zc::pow(x, 2.0); }, [](double x) { return x * x; }, -3, 3},
       {"pow3_negative_base", [](auto& x) { return zc::pow(x, 3.0); },
        [](double x) { return x * x * x; }, -3, -0.1},
@@ -526,6 +529,23 @@ TEST(OpsElementwise, RoundingTakesHalvesToEvenAndKeepsSpecialValues) {
   Tensor d = zc::ref::make(Arr{{2}, {big, -big}}, DType::f64);
   EXPECT_TRUE(same_bits(zc::round(d), Arr{{2}, {big, -big}}, DType::f64));
   EXPECT_TRUE(same_bits(zc::floor(d), Arr{{2}, {big, -big}}, DType::f64));
+}
+
+// Outside [-1, 1] asin and acos are NaN; at the ends, +-pi/2 and 0 or pi; atan of the
+// infinities is +-pi/2; NaN stays NaN and signed zeros keep their sign (asin, atan).
+TEST(OpsElementwise, InverseTrigAtSpecialValues) {
+  const double inf = INFINITY, nan = NAN;
+  Tensor x = zc::ref::make(Arr{{8}, {inf, -inf, nan, 0, -0.0, 1, -1, 1.5}}, DType::f32);
+  const float pi = static_cast<float>(M_PI), half = static_cast<float>(M_PI / 2);
+  EXPECT_TRUE(
+      same_bits(zc::asin(x), Arr{{8}, {nan, nan, nan, 0, -0.0, half, -half, nan}}, DType::f32));
+  EXPECT_TRUE(
+      same_bits(zc::acos(x), Arr{{8}, {nan, nan, nan, half, half, 0, pi, nan}}, DType::f32));
+  EXPECT_TRUE(same_bits(zc::atan(x),
+                        Arr{{8},
+                            {half, -half, nan, 0, -0.0, static_cast<float>(M_PI / 4),
+                             -static_cast<float>(M_PI / 4), std::atan(1.5f)}},
+                        DType::f32));
 }
 
 TEST(OpsElementwise, SinAndCosAtSpecialValues) {

@@ -36,6 +36,12 @@ float sinf(float);
 double sin(double);
 float cosf(float);
 double cos(double);
+float asinf(float);
+double asin(double);
+float acosf(float);
+double acos(double);
+float atanf(float);
+double atan(double);
 float fmodf(float, float);
 double fmod(double, double);
 float ldexpf(float, int);
@@ -235,6 +241,12 @@ static inline float zc_sin(float x) { return sinf(x); }
 static inline double zc_sin(double x) { return sin(x); }
 static inline float zc_cos(float x) { return cosf(x); }
 static inline double zc_cos(double x) { return cos(x); }
+static inline float zc_asin(float x) { return asinf(x); }
+static inline double zc_asin(double x) { return asin(x); }
+static inline float zc_acos(float x) { return acosf(x); }
+static inline double zc_acos(double x) { return acos(x); }
+static inline float zc_atan(float x) { return atanf(x); }
+static inline double zc_atan(double x) { return atan(x); }
 static inline float zc_fmod(float a, float b) { return fmodf(a, b); }
 static inline double zc_fmod(double a, double b) { return fmod(a, b); }
 #define ZC_FN static inline

@@ -73,6 +73,12 @@ static __device__ __forceinline__ float zc_sin(float x) { return sinf(x); }
 static __device__ __forceinline__ double zc_sin(double x) { return sin(x); }
 static __device__ __forceinline__ float zc_cos(float x) { return cosf(x); }
 static __device__ __forceinline__ double zc_cos(double x) { return cos(x); }
+static __device__ __forceinline__ float zc_asin(float x) { return asinf(x); }
+static __device__ __forceinline__ double zc_asin(double x) { return asin(x); }
+static __device__ __forceinline__ float zc_acos(float x) { return acosf(x); }
+static __device__ __forceinline__ double zc_acos(double x) { return acos(x); }
+static __device__ __forceinline__ float zc_atan(float x) { return atanf(x); }
+static __device__ __forceinline__ double zc_atan(double x) { return atan(x); }
 static __device__ __forceinline__ float zc_fmod(float a, float b) { return fmodf(a, b); }
 static __device__ __forceinline__ double zc_fmod(double a, double b) { return fmod(a, b); }
 #define ZC_FN static __device__ __forceinline__
