@@ -4,12 +4,15 @@
 // from its own file (onnx_cases_<family>.cpp) through the functions declared at the end.
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "unit/onnx_builder.h"
+#include "unit/test_support.h"
 #include "zc/zc.h"
 
 namespace zc::test::onnx_model {
@@ -23,6 +26,29 @@ struct Case {
   // operators refuse layout 1): the same function of the same inputs.
   std::optional<Builder> reference = std::nullopt;
 };
+
+// The model `b` describes, loaded from its bytes.
+inline std::shared_ptr<onnx::Model> load_model(const Builder& b) {
+  const std::string bytes = b.bytes();
+  return onnx::load_from_bytes(
+      std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), "test model");
+}
+
+// Loading `b` and running it on `in` (compiled, or eagerly) raises zc::Error containing `part`:
+// what a rule refuses names the node, at the call that meets it.
+inline void expect_refused(const Builder& b, std::vector<Tensor> in, const std::string& part,
+                           bool compiled = false) {
+  auto m = load_model(b);
+  expect_error_containing(
+      [&] {
+        if (compiled) {
+          compile(m)(in);
+        } else {
+          (*m)(in);
+        }
+      },
+      part);
+}
 
 inline Tensor positive(const Shape& s) {
   return abs(randn(s)) + 0.5;

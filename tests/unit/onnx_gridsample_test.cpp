@@ -22,12 +22,8 @@ namespace {
 
 using test::onnx_model::Attr;
 using test::onnx_model::Builder;
-
-std::shared_ptr<onnx::Model> from(const Builder& b) {
-  const std::string bytes = b.bytes();
-  return onnx::load_from_bytes(
-      std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), "test model");
-}
+using test::onnx_model::expect_refused;
+using test::onnx_model::load_model;
 
 // One GridSample node "n" of inputs "x" (dtype xt) and "grid" (f32) to "out"; -1 in a shape is
 // a symbolic dim.
@@ -49,7 +45,7 @@ Tensor points(const Shape& s) {
 
 // The model's output eagerly and compiled.
 std::pair<Tensor, Tensor> both(const Builder& b, const std::vector<Tensor>& in) {
-  auto m = from(b);
+  auto m = load_model(b);
   return {(*m)(in)[0], compile(m)(in)[0]};
 }
 
@@ -153,7 +149,7 @@ TEST(OnnxImport, GridSampleOfHalfPrecisionComputesInF32) {
 TEST(OnnxImport, GridSampleOfASymbolicBatchServesEveryBatchSize) {
   manual_seed(5);
   NoGradGuard no_grad;
-  auto m = from(grid_sample({-1, 3, 5, 7}, {-1, 4, 6, 2}, attrs("cubic", "reflection", 0)));
+  auto m = load_model(grid_sample({-1, 3, 5, 7}, {-1, 4, 6, 2}, attrs("cubic", "reflection", 0)));
   CompiledModule fast = compile(m);
   for (int64_t n : {2, 3, 1}) {
     SCOPED_TRACE(n);
@@ -188,7 +184,7 @@ TEST(OnnxImportGpu, GridSampleRunsOnTheCallsDevice) {
   for (const char* mode : {"linear", "nearest", "cubic"}) {
     for (const char* padding : {"zeros", "border", "reflection"}) {
       SCOPED_TRACE(std::string(mode) + " " + padding);
-      auto m = from(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, attrs(mode, padding, 1)));
+      auto m = load_model(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, attrs(mode, padding, 1)));
       const std::vector<Tensor> in{randn({2, 3, 5, 7}), points({2, 4, 6, 2})};
       const Tensor want = (*m)(in)[0];
       m->to(Device::cuda(0));
@@ -201,52 +197,43 @@ TEST(OnnxImportGpu, GridSampleRunsOnTheCallsDevice) {
 
 TEST(OnnxImport, GridSampleRefusesBadInputNamingTheNode) {
   const Tensor x = randn({2, 3, 5, 7});
-  auto fails = [](const Builder& b, std::vector<Tensor> in, const std::string& part,
-                  bool compiled = false) {
-    auto m = from(b);
-    test::expect_error_containing(
-        [&] {
-          if (compiled) {
-            compile(m)(in);
-          } else {
-            (*m)(in);
-          }
-        },
-        part);
-  };
   const std::string node = "ONNX node 'n' (GridSample): ";
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 2}, {}), {x, points({2, 4, 2})},
-        node + "grid [2,4,2] for X [2,3,5,7] (expected rank 4, [2, output dims..., 2]");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 3}, {}), {x, points({2, 4, 6, 3})},
-        node + "grid [2,4,6,3] for X [2,3,5,7] (expected rank 4", true);
-  fails(grid_sample({2, 3, 5, 7}, {1, 4, 6, 2}, {}), {x, points({1, 4, 6, 2})},
-        node + "grid [1,4,6,2] for X [2,3,5,7]");
-  fails(grid_sample({1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 4}, {}),
-        {randn({1, 1, 2, 2, 2, 2}), points({1, 1, 1, 1, 1, 4})},
-        node + "X [1,1,2,2,2,2]: zc samples X of rank 4 [N, C, H, W]");
-  fails(grid_sample({2, 3}, {2, 3}, {}), {randn({2, 3}), points({2, 3})},
-        node + "X [2,3]: zc samples X of rank 4");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "bilinear")}),
-        {x, points({2, 4, 6, 2})},
-        node + "mode 'bilinear' is not one of linear, nearest, cubic (the names from opset 20");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "cubic")}, 16),
-        {x, points({2, 4, 6, 2})},
-        node + "mode 'cubic' is not one of bilinear, nearest, bicubic (the names before opset 20");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "area")}), {x, points({2, 4, 6, 2})},
-        node + "mode 'area' is not one of linear, nearest, cubic");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("padding_mode", "wrap")}),
-        {x, points({2, 4, 6, 2})},
-        node + "padding_mode 'wrap' is not one of zeros, border, reflection");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {}, 20, DType::i32),
-        {randint(0, 9, {2, 3, 5, 7}, DType::i32), points({2, 4, 6, 2})},
-        node + "linear sampling of i32 (expected a float X; nearest takes any)");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "nearest")}, 20, DType::f32,
-                    DType::i64),
-        {x, randint(-1, 2, {2, 4, 6, 2})}, node + "grid must be floats, got i64");
-  fails(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {}, 15), {x, points({2, 4, 6, 2})},
-        node + "GridSample is in the default domain from opset 16; the file's is 15");
-  fails(grid_sample({2, 3, 0, 7}, {2, 4, 6, 2}, {}), {randn({2, 3, 0, 7}), points({2, 4, 6, 2})},
-        node + "X [2,3,0,7] has an empty spatial dim");
+  expect_refused(grid_sample({2, 3, 5, 7}, {2, 4, 2}, {}), {x, points({2, 4, 2})},
+                 node + "grid [2,4,2] for X [2,3,5,7] (expected rank 4, [2, output dims..., 2]");
+  expect_refused(grid_sample({2, 3, 5, 7}, {2, 4, 6, 3}, {}), {x, points({2, 4, 6, 3})},
+                 node + "grid [2,4,6,3] for X [2,3,5,7] (expected rank 4", true);
+  expect_refused(grid_sample({2, 3, 5, 7}, {1, 4, 6, 2}, {}), {x, points({1, 4, 6, 2})},
+                 node + "grid [1,4,6,2] for X [2,3,5,7]");
+  expect_refused(grid_sample({1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 4}, {}),
+                 {randn({1, 1, 2, 2, 2, 2}), points({1, 1, 1, 1, 1, 4})},
+                 node + "X [1,1,2,2,2,2]: zc samples X of rank 4 [N, C, H, W]");
+  expect_refused(grid_sample({2, 3}, {2, 3}, {}), {randn({2, 3}), points({2, 3})},
+                 node + "X [2,3]: zc samples X of rank 4");
+  expect_refused(
+      grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "bilinear")}),
+      {x, points({2, 4, 6, 2})},
+      node + "mode 'bilinear' is not one of linear, nearest, cubic (the names from opset 20");
+  expect_refused(
+      grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "cubic")}, 16),
+      {x, points({2, 4, 6, 2})},
+      node + "mode 'cubic' is not one of bilinear, nearest, bicubic (the names before opset 20");
+  expect_refused(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "area")}),
+                 {x, points({2, 4, 6, 2})},
+                 node + "mode 'area' is not one of linear, nearest, cubic");
+  expect_refused(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("padding_mode", "wrap")}),
+                 {x, points({2, 4, 6, 2})},
+                 node + "padding_mode 'wrap' is not one of zeros, border, reflection");
+  expect_refused(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {}, 20, DType::i32),
+                 {randint(0, 9, {2, 3, 5, 7}, DType::i32), points({2, 4, 6, 2})},
+                 node + "linear sampling of i32 (expected a float X; nearest takes any)");
+  expect_refused(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {Attr("mode", "nearest")}, 20, DType::f32,
+                             DType::i64),
+                 {x, randint(-1, 2, {2, 4, 6, 2})}, node + "grid must be floats, got i64");
+  expect_refused(grid_sample({2, 3, 5, 7}, {2, 4, 6, 2}, {}, 15), {x, points({2, 4, 6, 2})},
+                 node + "GridSample is in the default domain from opset 16; the file's is 15");
+  expect_refused(grid_sample({2, 3, 0, 7}, {2, 4, 6, 2}, {}),
+                 {randn({2, 3, 0, 7}), points({2, 4, 6, 2})},
+                 node + "X [2,3,0,7] has an empty spatial dim");
 }
 
 }  // namespace
