@@ -135,6 +135,37 @@ TEST(OnnxImport, ExtraOperatorsRefuseBadInputNamingTheNode) {
   }
 }
 
+// OneHot's spec casts non-integer indices to int64 before use, so a fractional index is
+// truncated toward zero and then, when negative, counted from the end: -0.5 is 0, -2.7 is -2
+// (so depth - 2), 2.9 is 2. ONNX Runtime's versions differ here (1.32 casts as the spec says,
+// the GPU host's newer one does not) and ONNX's reference takes the float modulo (no position
+// then matches): zc follows the spec's text.
+TEST(OnnxImport, OneHotCastsFractionalIndicesAsTheSpecSays) {
+  Builder b;
+  b.input("x", DType::f32, {5}).output("out");
+  b.init("depth", i64s({4}));
+  b.init("values", from_vector({0.0f, 1.0f}, {2}));
+  b.node("OneHot", {"x", "depth", "values"}, {"out"}, {});
+  auto m = load_model(b);
+  const Tensor x = from_vector({-0.5f, -2.7f, 2.9f, 3.99f, -4.2f}, {5});
+  const std::vector<int64_t> hot{0, 2, 2, 3, 0};
+  NoGradGuard no_grad;
+  for (bool compiled : {false, true}) {
+    SCOPED_TRACE(compiled ? "compiled" : "eager");
+    const std::vector<Tensor> out =
+        compiled ? compile(m)(std::vector<Tensor>{x}) : (*m)(std::vector<Tensor>{x});
+    ASSERT_EQ(out.size(), 1u);
+    const Tensor y = out[0].contiguous();
+    ASSERT_EQ(y.shape(), Shape({5, 4}));
+    for (int64_t r = 0; r < 5; ++r) {
+      for (int64_t c = 0; c < 4; ++c) {
+        EXPECT_EQ(y.data<float>()[r * 4 + c], c == hot[static_cast<size_t>(r)] ? 1.0f : 0.0f)
+            << "row " << r << " column " << c;
+      }
+    }
+  }
+}
+
 // ONNX leaves NaN's rank in TopK open (ONNX Runtime's versions differ); zc's is torch's and
 // numpy's, as ONNX's reference implementation: NaN above every number, so first when largest
 // and last when smallest, NaNs among themselves by index.
