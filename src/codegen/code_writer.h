@@ -27,6 +27,7 @@ class CodeWriter {
   }
   void raw(std::string_view text) { out_.append(text); }
   const std::string& str() const { return out_; }
+  int indent() const { return indent_; }
 
  private:
   std::string out_;

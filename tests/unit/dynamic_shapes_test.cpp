@@ -150,6 +150,37 @@ TEST(DynamicShapes, SymbolicCodeEqualsStaticCodeAtEverySize) {
   }
 }
 
+// Elementwise nests of several varying dims (sigmoid and tanh: vectorized), rows (softmax),
+// a concatenation and a reduction, at sizes whose work is under the threshold for a thread
+// team and far over it: code for many sizes shares a nest out at run time by splitting the
+// flattened range of its outer loops, so each thread starts mid-way through their indices
+// (kernel_emitter.h, open_loops).
+struct Nests : nn::Module {
+  Tensor forward(const Tensor& x) override {
+    Tensor y = sigmoid(x) * tanh(x * 0.5) + softmax(x, -1);  // [n, 3, m, 33]
+    Tensor both = cat({y, x * 2.0}, 1);                      // [n, 6, m, 33]
+    return both / (exp(sum(both, {2}, true) * 0.1) + 1.0);   // through a reduction over m
+  }
+};
+
+TEST(DynamicShapes, SharedNestsCoverEveryIndexAtEverySize) {
+  manual_seed(2);
+  auto model = std::make_shared<Nests>();
+  CompileOptions dyn;
+  dyn.dynamic_dims = {{.input = 0, .dim = 0}, {.input = 0, .dim = 2}};
+  CompileOptions fixed;
+  fixed.dynamic = Dynamic::Static;
+  CompiledModule a = compile(model, dyn), b = compile(model, fixed);
+  NoGradGuard no_grad;
+  for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{
+           {2, 3}, {1, 1}, {3, 7}, {64, 50}, {5, 400}, {7, 2}}) {
+    Tensor x = randn({n, 3, m, 33});
+    Tensor ys = a(x), yf = b(x), ye = (*model)(x);
+    EXPECT_TRUE(allclose(ys, yf, 1e-5, 1e-5)) << n << " x " << m;
+    EXPECT_TRUE(allclose(ys, ye, 1e-4, 1e-5)) << n << " x " << m;
+  }
+}
+
 // Compiler runs of one call of `fast` at `x`, and whether it equals eager.
 int64_t runs_of(CompiledModule& fast, nn::Module& model, const Tensor& x, bool* same) {
   const int64_t before = compiler::stats().compiler_invocations;

@@ -1,5 +1,7 @@
 #include "codegen/backends/cpp/kernel_emitter.h"
 
+#include <algorithm>
+
 #include "codegen/c_expr.h"
 #include "util/check.h"
 
@@ -60,16 +62,18 @@ KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::st
   const int shared = share == Share::all ? loops : loops - 1;
   const int64_t work = shape_numel(shape) * work_per_iteration;
   const bool large = work >= opt_.parallel_threshold;
-  if (share != Share::none && loops > 0 && (large || varies)) {
+  *opened = 0;
+  if (share != Share::none && loops > 0 && varies) {
+    // A single loop is shared whole (OpenMP's `parallel for` did the same).
+    open_shared_nest(shape, prefix, std::max(shared, 1), work, &names);
+    *opened = 1;
+  } else if (share != Share::none && loops > 0 && large) {
     std::string pragma = "#pragma omp parallel for";
     if (shared > 1) pragma += " collapse(" + std::to_string(shared) + ")";
-    if (varies)
-      pragma += " if(" + num(work) + " >= " + std::to_string(opt_.parallel_threshold) + ")";
     w_.line(pragma);
   }
-  *opened = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
+    if (shape[d] == 1 || names[d] != "0") continue;
     names[d] = prefix + std::to_string(d);
     w_.open("for (int64_t " + names[d] + " = 0; " + names[d] + " < " + num(shape[d]) + "; ++" +
             names[d] + ")");
@@ -78,8 +82,61 @@ KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::st
   return names;
 }
 
+// The first `shared` loops of the nest as one loop over their flattened index f in
+// [zc_lo, zc_hi): the indices start from zc_lo's digits and step like an odometer after each
+// iteration (no division per iteration).
+void KernelEmitter::open_shared_nest(const Shape& shape, const std::string& prefix, int shared,
+                                     int64_t work, Names* names) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape.size() && static_cast<int>(dims.size()) < shared; ++d) {
+    if (shape[d] == 1) continue;
+    dims.push_back(d);
+    (*names)[d] = prefix + std::to_string(d);
+  }
+  std::string start, below = "1";  // below: the product of the sizes inside dim x
+  for (size_t x = dims.size(); x-- > 0;) {
+    const std::string& i = (*names)[dims[x]];
+    const std::string size = num(shape[dims[x]]);
+    start = i + " = zc_lo / (" + below + ") % (" + size + ")" + (start.empty() ? "" : ", ") + start;
+    below += " * (" + size + ")";
+  }
+  // The outermost index needs no wrap: the range ends before it would.
+  std::string step = "++" + (*names)[dims[0]] + ";";
+  for (size_t x = 1; x < dims.size(); ++x) {
+    const std::string& i = (*names)[dims[x]];
+    step = "if (++" + i + " == " + num(shape[dims[x]]) + ") { " + i + " = 0; " + step + " }";
+  }
+  w_.open("");
+  w_.line("const int64_t zc_n = " + below + ";");
+  w_.open("auto zc_nest = [&](int64_t zc_lo, int64_t zc_hi) __attribute__((noinline))");
+  w_.line("int64_t " + start + ";");
+  w_.open("for (int64_t zc_f = zc_lo; zc_f < zc_hi; ++zc_f)");
+  shared_nests_.push_back({w_.indent(), step, num(work)});
+}
+
 void KernelEmitter::close_loops(int opened) {
-  for (int i = 0; i < opened; ++i) w_.close();
+  for (int i = 0; i < opened; ++i) {
+    const bool nest = !shared_nests_.empty() && w_.indent() == shared_nests_.back().body_indent;
+    if (!nest) {
+      w_.close();
+      continue;
+    }
+    const SharedNest n = shared_nests_.back();
+    shared_nests_.pop_back();
+    w_.line(n.step);
+    w_.close();     // the flattened loop
+    w_.close(";");  // the lambda
+    w_.line("if (" + n.work + " < " + std::to_string(opt_.parallel_threshold) +
+            ") zc_nest(0, zc_n);");
+    w_.open("else");
+    w_.line("#pragma omp parallel");
+    w_.open("");
+    w_.line("const int64_t zc_t = omp_get_thread_num(), zc_nt = omp_get_num_threads();");
+    w_.line("zc_nest(zc_n * zc_t / zc_nt, zc_n * (zc_t + 1) / zc_nt);");
+    w_.close();
+    w_.close();
+    w_.close();  // the nest's block
+  }
 }
 
 void KernelEmitter::close_scope() {

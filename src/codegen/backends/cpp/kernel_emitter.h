@@ -45,12 +45,23 @@ class KernelEmitter final : private CLikeEmitter {
     all,    // every loop: the innermost loop's body is itself a loop (a row, a product)
   };
   // Loops over `shape` (size-1 dims get no loop), shared out when the nest's work, its numel
-  // times `work_per_iteration`, is large (decided at run time when `varies`: sizes change from
-  // call to call); returns the index names, and how many loops were opened (close them with
-  // close_loops).
+  // times `work_per_iteration`, is large; returns the index names, and how many loops were
+  // opened (close them with close_loops).
+  //
+  // When `varies` (sizes change from call to call) that choice is made at run time, and the
+  // nest is a lambda over a range of its shared loops' flattened index, called once for the
+  // whole range when the work is small and once per thread of an OpenMP team otherwise. Not
+  // `omp parallel for if(...)`: that enters OpenMP's runtime even when the condition is false,
+  // about 260 ns a nest (libgomp makes a team of one), which an unrolled GRU's per-step
+  // kernels spent more on than on their arithmetic. Not the nest written twice, under `if`
+  // and `else`: that doubled the compiler's work on the nest. The lambda is never inlined, so
+  // its body is compiled once.
   Names open_loops(const Shape& shape, const std::string& prefix, Share share, int* opened,
                    bool varies = false, int64_t work_per_iteration = 1);
   void close_loops(int opened);
+  // The lambda and flattened loop of a run-time-shared nest (see open_loops).
+  void open_shared_nest(const Shape& shape, const std::string& prefix, int shared, int64_t work,
+                        Names* names);
   // Closes what the innermost open hook opened.
   void close_scope();
 
@@ -78,6 +89,15 @@ class KernelEmitter final : private CLikeEmitter {
   mutable std::vector<std::pair<std::string, std::string>> locals_;  // name, declaration
   // What each open hook opened that its close hook closes (loops and blocks), innermost last.
   std::vector<int> scopes_;
+  // Run-time-shared nests being written (open_loops with `varies`), innermost last: the
+  // writer's indentation inside their flattened loop, the statement that steps the shared
+  // indices, and the code after the lambda that calls it.
+  struct SharedNest {
+    int body_indent;
+    std::string step;
+    std::string work;
+  };
+  std::vector<SharedNest> shared_nests_;
 };
 
 }  // namespace zc::codegen::cpp
