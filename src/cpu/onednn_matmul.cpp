@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "cpu/onednn_common.h"
+#include "cpu/threads.h"
 #endif
 
 #include "cpu/blas.h"
@@ -147,10 +148,9 @@ void OnednnMatmul::run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
   if (plan) {
     try {
       if (e.residual && e.residual != c) {
-#pragma omp parallel for schedule(static) if (m * n >= 32768)
-        for (int64_t i = 0; i < m; ++i) {
+        cpu::parallel_for_if(m * n >= 32768, m, [&](int64_t i) {
           for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = e.residual[i * e.ldr + j];
-        }
+        });
       }
       // B kept in the plan's layout is passed per run; B as given is an argument like A's.
       const std::pair<int, memory::desc> src{DNNL_ARG_SRC, plan->a}, dst{DNNL_ARG_DST, plan->c},

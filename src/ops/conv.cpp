@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/onednn_conv.h"
+#include "cpu/threads.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
@@ -83,8 +84,7 @@ void im2col_rows(const Tensor& x, const Window2d& w, T* out) {
   const int64_t oh = w.out_h(h), ow = w.out_w(wd), rows = c * w.kh * w.kw;
   const T* src = x.data<T>();
   // Rows (n, c, i, j) are independent: shared out among the threads.
-#pragma omp parallel for schedule(static) if (n * rows * oh * ow > 65536)
-  for (int64_t r = 0; r < n * rows; ++r) {
+  cpu::parallel_for_if(n * rows * oh * ow > 65536, n * rows, [&](int64_t r) {
     const int64_t b = r / rows, row = r % rows;
     const int64_t ch = row / (w.kh * w.kw), i = row / w.kw % w.kh, j = row % w.kw;
     const T* plane = src + (b * c + ch) * h * wd;
@@ -111,7 +111,7 @@ void im2col_rows(const Tensor& x, const Window2d& w, T* out) {
       }
       std::fill(line + hi, line + ow, T(0));
     }
-  }
+  });
 }
 
 void im2col_into(std::span<const Tensor> in, const Attrs& attrs, std::span<const Tensor> out) {

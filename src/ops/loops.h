@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cpu/threads.h"
 #include "util/check.h"
 #include "zc/tensor.h"
 
@@ -130,13 +131,11 @@ void run_loop(const LoopPlan<N>& p, Out* out, std::tuple<const In*...> in, F f) 
     // One long row: split it into chunks.
     int64_t chunk = 8192;
     int64_t chunks = (inner + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t c = 0; c < chunks; ++c) {
+    cpu::parallel_for_if(parallel, chunks, [&](int64_t c) {
       row_at(0, c * chunk, std::min(chunk, inner - c * chunk));
-    }
+    });
   } else {
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t r = 0; r < rows; ++r) row_at(r, 0, inner);
+    cpu::parallel_for_if(parallel, rows, [&](int64_t r) { row_at(r, 0, inner); });
   }
 }
 

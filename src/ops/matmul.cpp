@@ -1,6 +1,7 @@
 // matmul (numpy semantics: 1-D operands, broadcast batch dims) and linear (x W^T + b).
 #include "cpu/blas.h"
 #include "cpu/gemm.h"
+#include "cpu/threads.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/eager.h"
@@ -55,8 +56,7 @@ void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tenso
   T* c = elem_ptr<T>(out);
   // The batch rule of generated code's products (cpu/blas.h): heads one per thread when
   // there are enough of them, else one product after another on all threads.
-#pragma omp parallel for schedule(static) if (cpu::share_batch_out(batches, s.M * s.N * s.K))
-  for (int64_t bi = 0; bi < batches; ++bi) {
+  cpu::parallel_for_if(cpu::share_batch_out(batches, s.M * s.N * s.K), batches, [&](int64_t bi) {
     int64_t rem = bi, oa = 0, ob = 0;
     for (int64_t d = nb - 1; d >= 0; --d) {
       int64_t i = rem % s.batch[d];
@@ -67,7 +67,7 @@ void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tenso
     cpu::MatView av{reinterpret_cast<const T*>(A.base) + oa, A.strides[nb], A.strides[nb + 1]};
     cpu::MatView bv{reinterpret_cast<const T*>(B.base) + ob, B.strides[nb], B.strides[nb + 1]};
     cpu::gemm<T>(s.M, s.N, s.K, av, bv, c + bi * s.M * s.N);
-  }
+  });
 }
 
 template <class Fn>

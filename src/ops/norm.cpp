@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/threads.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/eager.h"
@@ -76,8 +77,7 @@ std::vector<Tensor> softmax_eager(std::span<const Tensor> in, const Attrs& attrs
     using T = decltype(tag);
     const T* xp = elem_ptr<T>(x);
     T* yp = elem_ptr<T>(y);
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
-    for (int64_t r = 0; r < rows; ++r) {
+    cpu::parallel_for_if(rows * n >= kParallelGrain, rows, [&](int64_t r) {
       const T* a = xp + r * n;
       T* o = yp + r * n;
       T m = -std::numeric_limits<T>::infinity();
@@ -96,7 +96,7 @@ std::vector<Tensor> softmax_eager(std::span<const Tensor> in, const Attrs& attrs
         T inv = static_cast<T>(1.0 / sum);
         for (int64_t i = 0; i < n; ++i) o[i] *= inv;
       }
-    }
+    });
   };
   visit_float_compute(ct, run);
   return {as_dtype(unpermute(y, in[0].shape(), dim), outs[0].dtype)};
@@ -147,8 +147,7 @@ std::vector<Tensor> layer_norm_eager(std::span<const Tensor> in, const Attrs& at
     const T* wp = w.defined() ? elem_ptr<T>(w) : nullptr;
     const T* bp = b.defined() ? elem_ptr<T>(b) : nullptr;
     T* yp = elem_ptr<T>(y);
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelGrain)
-    for (int64_t r = 0; r < rows; ++r) {
+    cpu::parallel_for_if(rows * n >= kParallelGrain, rows, [&](int64_t r) {
       const T* p = xp + r * n;
       T* o = yp + r * n;
       double mean = 0;
@@ -168,7 +167,7 @@ std::vector<Tensor> layer_norm_eager(std::span<const Tensor> in, const Attrs& at
         if (bp) v += bp[i];
         o[i] = v;
       }
-    }
+    });
   };
   visit_float_compute(ct, run);
   return {as_dtype(y, outs[0].dtype)};

@@ -9,6 +9,7 @@
 // the forward's mask (docs/adr/0039).
 #include <cstdint>
 
+#include "cpu/threads.h"
 #include "ops/eager.h"
 #include "ops/loops.h"
 #include "ops/philox.h"
@@ -40,8 +41,8 @@ std::vector<Tensor> draw_eager(std::span<const Tensor> in, const Attrs&,
   Tensor out = Tensor::empty(outs[0].shape, DType::f32);
   float* p = elem_ptr<float>(out);
   const int64_t n = out.numel();
-#pragma omp parallel for schedule(static) if (n >= 65536)
-  for (int64_t i = 0; i < n; ++i) p[i] = Draw(seed, static_cast<uint64_t>(i));
+  cpu::parallel_for_if(n >= 65536, n,
+                       [&](int64_t i) { p[i] = Draw(seed, static_cast<uint64_t>(i)); });
   return {as_dtype(out, outs[0].dtype)};
 }
 

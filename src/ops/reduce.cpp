@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "cpu/threads.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
 #include "ops/eager.h"
@@ -93,8 +94,7 @@ using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 template <Kind K, class T, class O>
 void reduce_rows(const T* x, O* out, int64_t rows, int64_t n, int64_t correction) {
   bool parallel = rows * n >= kParallelGrain && rows > 1;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < rows; ++r) {
+  cpu::parallel_for_if(parallel, rows, [&](int64_t r) {
     const T* p = x + r * n;
     if constexpr (K == Kind::sum || K == Kind::mean) {
       Acc<T> acc = 0;
@@ -134,7 +134,7 @@ void reduce_rows(const T* x, O* out, int64_t rows, int64_t n, int64_t correction
       }
       out[r] = static_cast<O>(at);
     }
-  }
+  });
 }
 
 template <Kind K>
