@@ -95,9 +95,11 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   if (!kk.direct) scratch += " + " + num(KB * at.d);
   if (!lse && !v.direct) scratch += " + " + num(KB * at.dv);
 
+  // The region is a lambda that a small attention calls on this thread and a large one in an
+  // OpenMP team, not `omp parallel if(...)`, which enters libgomp even when false (see
+  // KernelEmitter::open_loops); its `omp for` binds to the team when there is one.
   w_.line("int zc_failed = 0;");
-  w_.line("#pragma omp parallel if(" + work + " >= " + str(opt_.parallel_threshold) + ")");
-  w_.open("");
+  w_.open("auto zc_region = [&]() __attribute__((noinline))");
   w_.line(T + "* zc_scratch = (" + T + "*)malloc(sizeof(" + T + ") * (" + scratch + "));");
   w_.line("if (!zc_scratch) {");
   w_.line("#pragma omp atomic write");
@@ -237,7 +239,12 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   w_.close();
   w_.close();  // work items
   w_.line("free(zc_scratch);");
-  w_.close();  // parallel
+  w_.close(";");  // the region
+  w_.line("if (" + work + " < " + str(opt_.parallel_threshold) + ") zc_region();");
+  w_.open("else");
+  w_.line("#pragma omp parallel");
+  w_.line("zc_region();");
+  w_.close();
   w_.line("if (zc_failed) return " + str(kErrNoMemory) + ";");
 }
 
