@@ -229,11 +229,11 @@ class MultiheadAttention : public Module {
 
 // Pre-LayerNorm transformer block (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)) with a
 // 4x GELU(tanh) MLP; in training mode with `dropout` > 0, each branch's output goes through
-// dropout before it is added.
+// dropout before it is added. Both LayerNorms use `layer_norm_eps`.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t d_model, int64_t num_heads, bool causal = true, int64_t mlp_ratio = 4,
-                   double dropout = 0.0);
+                   double dropout = 0.0, double layer_norm_eps = 1e-5);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<LayerNorm> ln1, ln2;
   std::shared_ptr<MultiheadAttention> attn;
