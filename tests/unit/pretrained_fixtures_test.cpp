@@ -79,7 +79,10 @@ TEST_P(PretrainedFixture, EagerLogitsMatchTransformers) {
   EXPECT_LT(err, 1e-4);
 }
 
+// Inference, as a user runs it: without the guard, compiling would also build the backward
+// graphs for the parameters, which want gradients as transformers' do.
 TEST_P(PretrainedFixture, CompiledLogitsMatchTransformers) {
+  zc::NoGradGuard no_grad;
   zc::CompiledModule fast = zc::compile(model_);
   const Tensor logits = fast(prompt_);
   ASSERT_EQ(logits.shape(), logits_.shape());
@@ -97,6 +100,7 @@ TEST_P(PretrainedFixture, GreedyTokensMatchTransformers) {
 
 // Every step has another length: the compiled model sees the sequence dim vary.
 TEST_P(PretrainedFixture, CompiledGreedyTokensMatchTransformers) {
+  zc::NoGradGuard no_grad;
   zc::CompiledModule fast = zc::compile(model_);
   const Tensor tokens = greedy([&](const Tensor& ids) { return fast(ids); }, prompt_, new_tokens());
   EXPECT_EQ(values(tokens), values(greedy_));
