@@ -136,13 +136,17 @@ std::vector<Tensor> LlamaRotaryEmbedding::tables(int64_t seq) const {
 }
 
 Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  // transformers' x * cat(cos, cos) + rotate_half(x) * cat(sin, sin), one half at a time.
+  // transformers' x * cat(cos, cos) + rotate_half(x) * cat(sin, sin), one half at a time:
+  // [x1 cos - x2 sin, x2 cos + x1 sin]. One product per statement, so that the recorded order
+  // (part of the graph hash) does not depend on how the compiler orders operands.
   const int64_t half = x.size(-1) / 2;
   const Tensor x1 = x.narrow(-1, 0, half);
   const Tensor x2 = x.narrow(-1, half, half);
-  Tensor first = x1 * cos - x2 * sin;
-  Tensor second = x2 * cos + x1 * sin;
-  return cat({first, second}, -1);
+  const Tensor x1_cos = x1 * cos;
+  const Tensor x2_sin = x2 * sin;
+  const Tensor x2_cos = x2 * cos;
+  const Tensor x1_sin = x1 * sin;
+  return cat({x1_cos - x2_sin, x2_cos + x1_sin}, -1);
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& config)

@@ -106,6 +106,23 @@ TEST_P(PretrainedFixture, CompiledGreedyTokensMatchTransformers) {
   EXPECT_EQ(values(tokens), values(greedy_));
 }
 
+// The same checkpoints loaded onto a GPU (PretrainedOptions::device): logits eager and
+// compiled, and the greedy tokens (scripts/gpu-test.sh runs these; CI has no GPU).
+TEST_P(PretrainedFixture, LogitsAndGreedyTokensOnCuda) {
+  ZC_SKIP_WITHOUT_GPU();
+  auto model = zc::models::from_pretrained(dir_, {.device = zc::Device::cuda(0)});
+  for (const auto& [name, p] : model->named_parameters()) {
+    ASSERT_TRUE(p.device().is_cuda()) << name;
+  }
+  zc::NoGradGuard no_grad;
+  const Tensor ids = prompt_.to(zc::Device::cuda(0));
+  EXPECT_LT(relative_error((*model)(ids).to(zc::Device::cpu()), logits_), 1e-4) << "eager";
+  zc::CompiledModule fast = zc::compile(model);
+  EXPECT_LT(relative_error(fast(ids).to(zc::Device::cpu()), logits_), 1e-4) << "compiled";
+  const Tensor tokens = greedy([&](const Tensor& x) { return fast(x); }, ids, new_tokens());
+  EXPECT_EQ(values(tokens.to(zc::Device::cpu())), values(greedy_));
+}
+
 INSTANTIATE_TEST_SUITE_P(Llm, PretrainedFixture,
                          ::testing::Values("llama-gqa", "llama3-sharded", "llama-v4-linear",
                                            "mistral", "gpt2"),
