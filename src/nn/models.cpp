@@ -54,7 +54,8 @@ GPT::GPT(const GPTConfig& config) : config(config) {
         config.d_model, config.n_head,
         /*causal=*/true, config.mlp_ratio, config.dropout, config.layer_norm_eps));
   }
-  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(config.d_model));
+  ln_f = register_module("ln_f",
+                         std::make_shared<nn::LayerNorm>(config.d_model, config.layer_norm_eps));
   // GPT-2 draws its embeddings with std 0.02, not nn::Embedding's 1: the LM head is tied to
   // wte, so unit-variance rows would start the logits at a scale of sqrt(d_model) and the loss
   // far above log(vocab_size).

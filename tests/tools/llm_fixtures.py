@@ -31,7 +31,8 @@ The fixtures:
                      spelling (rope_theta at the top, rope_scaling with "type", torch_dtype)
     mistral          MistralForCausalLM without a sliding window (Llama's computation under
                      another name), f32, one file
-    gpt2             GPT2LMHeadModel (Conv1D weights, tied head), f32, one file
+    gpt2             GPT2LMHeadModel (Conv1D weights, tied head, layer_norm_epsilon 0.1), f32,
+                     one file
 """
 import json
 import os
@@ -260,7 +261,8 @@ def gpt2(seed):
         n_embd=64,
         n_layer=2,
         n_head=4,
-        layer_norm_epsilon=1e-5,
+        # Not the default 1e-5, so that a reader ignoring the field fails the logits test.
+        layer_norm_epsilon=0.1,
         bos_token_id=None,
         eos_token_id=None,
     )
@@ -289,7 +291,7 @@ def main():
     save_fixture(out_dir, "mistral", mistral, torch.float32,
                  "Mistral without a sliding window: Llama's computation, another model_type")
     save_fixture(out_dir, "gpt2", gpt2, torch.float32,
-                 "GPT-2: Conv1D weights, tied head, f32, one file")
+                 "GPT-2: Conv1D weights, tied head, layer_norm_epsilon 0.1, f32, one file")
 
 
 if __name__ == "__main__":
