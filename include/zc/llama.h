@@ -82,7 +82,7 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
 // heads. forward({x [B, T, hidden], cos, sin}) returns {[B, T, hidden]}.
 class LlamaAttention : public nn::Module {
  public:
-  explicit LlamaAttention(const LlamaConfig& config);
+  explicit LlamaAttention(const LlamaConfig& config, nn::Init init = nn::Init::random);
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
   int64_t num_heads, num_key_value_heads, head_dim;
@@ -91,7 +91,7 @@ class LlamaAttention : public nn::Module {
 // down_proj(silu(gate_proj(x)) * up_proj(x)).
 class LlamaMLP : public nn::Module {
  public:
-  explicit LlamaMLP(const LlamaConfig& config);
+  explicit LlamaMLP(const LlamaConfig& config, nn::Init init = nn::Init::random);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
 };
@@ -99,7 +99,7 @@ class LlamaMLP : public nn::Module {
 // Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x)). forward({x, cos, sin}) -> {x}.
 class LlamaDecoderLayer : public nn::Module {
  public:
-  explicit LlamaDecoderLayer(const LlamaConfig& config);
+  explicit LlamaDecoderLayer(const LlamaConfig& config, nn::Init init = nn::Init::random);
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<LlamaMLP> mlp;
@@ -110,7 +110,7 @@ class LlamaDecoderLayer : public nn::Module {
 // [B, T, hidden_size].
 class LlamaModel : public nn::Module {
  public:
-  explicit LlamaModel(const LlamaConfig& config);
+  explicit LlamaModel(const LlamaConfig& config, nn::Init init = nn::Init::random);
   Tensor forward(const Tensor& ids) override;
   LlamaConfig config;  // resolved
   std::shared_ptr<nn::Embedding> embed_tokens;
@@ -120,10 +120,11 @@ class LlamaModel : public nn::Module {
 };
 
 // LlamaForCausalLM: the decoder and its LM head; with tie_word_embeddings there is no
-// lm_head module and the head multiplies by model.embed_tokens.weight.
+// lm_head module and the head multiplies by model.embed_tokens.weight. `init` is the
+// projections' and the embedding's (nn::Init); the norms start at one.
 class Llama : public CausalLM {
  public:
-  explicit Llama(const LlamaConfig& config);
+  explicit Llama(const LlamaConfig& config, nn::Init init = nn::Init::random);
   using CausalLM::forward;
   Tensor forward(const Tensor& ids) override;
   int64_t vocab_size() const override { return config.vocab_size; }

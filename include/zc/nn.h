@@ -77,10 +77,15 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_ = true;
 };
 
+// How a layer's constructor fills its weights: `random` as torch initializes them; `none`
+// allocates them and leaves their values unset, for a loader that assigns every one
+// (from_pretrained), so that a large model does not draw billions of numbers it discards.
+enum class Init : uint8_t { random, none };
+
 // y = x W^T + b, W [out, in] initialized like torch (uniform in +-1/sqrt(in)).
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Init init = Init::random);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;  // bias undefined when bias=false
   int64_t in_features, out_features;
@@ -117,7 +122,8 @@ class LayerNorm : public Module {
 
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);  // weights ~ N(0, 1) as torch
+  // Weights ~ N(0, 1) as torch's, or unset (Init::none).
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, Init init = Init::random);
   Tensor forward(const Tensor& indices) override;
   Tensor weight;
 };

@@ -100,7 +100,7 @@ CheckpointFiles checkpoint_files(const std::string& dir) {
 }
 
 void load_checkpoint(const CheckpointFiles& checkpoint, const std::vector<WeightSource>& sources,
-                     const std::function<bool(const std::string&)>& ignored,
+                     const std::function<bool(const std::string&)>& ignored, DType dtype,
                      const std::string& who) {
   std::unordered_map<std::string, size_t> by_name;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -137,8 +137,9 @@ void load_checkpoint(const CheckpointFiles& checkpoint, const std::vector<Weight
                     " from config.json");
       }
       Tensor v = source.transposed ? value.t() : value;
-      v = v.to(source.target.dtype()).contiguous();
-      // The target's handle now shows the stored values; a module's members share it.
+      v = v.to(dtype).contiguous();
+      // The target's handle now shows the stored values in `dtype`; a module's members share
+      // it, so they see them too.
       replace_contents(source.target, v);
       seen = name;
     }

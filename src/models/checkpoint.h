@@ -33,11 +33,12 @@ struct CheckpointFiles {
 // index is malformed or names a shard that is not there.
 CheckpointFiles checkpoint_files(const std::string& dir);
 
-// Fills every source from the files, converting the stored dtype (F32, BF16, F16, F64) to the
-// target's. A stored tensor that no source names raises zc::Error unless `ignored(name)`: a
-// checkpoint with tensors the model lacks was made for another model. `who` starts messages.
+// Fills every source from the files: the target takes the stored values converted from their
+// dtype (F32, BF16, F16, F64) to `dtype`, whatever the target's was. A stored tensor that no
+// source names raises zc::Error unless `ignored(name)`: a checkpoint with tensors the model
+// lacks was made for another model. `who` starts messages.
 void load_checkpoint(const CheckpointFiles& checkpoint, const std::vector<WeightSource>& sources,
-                     const std::function<bool(const std::string&)>& ignored,
+                     const std::function<bool(const std::string&)>& ignored, DType dtype,
                      const std::string& who);
 
 // The whole of a text file; zc::Error naming it when it cannot be read.

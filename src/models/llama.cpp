@@ -149,20 +149,17 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   return cat({x1_cos - x2_sin, x2_cos + x1_sin}, -1);
 }
 
-LlamaAttention::LlamaAttention(const LlamaConfig& config)
+LlamaAttention::LlamaAttention(const LlamaConfig& config, nn::Init init)
     : num_heads(config.num_attention_heads),
       num_key_value_heads(config.num_key_value_heads),
       head_dim(config.head_dim) {
   const int64_t hidden = config.hidden_size;
   const bool bias = config.attention_bias;
-  q_proj =
-      register_module("q_proj", std::make_shared<nn::Linear>(hidden, num_heads * head_dim, bias));
-  k_proj = register_module(
-      "k_proj", std::make_shared<nn::Linear>(hidden, num_key_value_heads * head_dim, bias));
-  v_proj = register_module(
-      "v_proj", std::make_shared<nn::Linear>(hidden, num_key_value_heads * head_dim, bias));
-  o_proj =
-      register_module("o_proj", std::make_shared<nn::Linear>(num_heads * head_dim, hidden, bias));
+  const int64_t q_width = num_heads * head_dim, kv_width = num_key_value_heads * head_dim;
+  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(hidden, q_width, bias, init));
+  k_proj = register_module("k_proj", std::make_shared<nn::Linear>(hidden, kv_width, bias, init));
+  v_proj = register_module("v_proj", std::make_shared<nn::Linear>(hidden, kv_width, bias, init));
+  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(q_width, hidden, bias, init));
 }
 
 std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
@@ -199,12 +196,12 @@ std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
   return {(*o_proj)(y.transpose(1, 2).reshape({batch, seq, num_heads * head_dim}))};
 }
 
-LlamaMLP::LlamaMLP(const LlamaConfig& config) {
+LlamaMLP::LlamaMLP(const LlamaConfig& config, nn::Init init) {
   const int64_t hidden = config.hidden_size, inner = config.intermediate_size;
   const bool bias = config.mlp_bias;
-  gate_proj = register_module("gate_proj", std::make_shared<nn::Linear>(hidden, inner, bias));
-  up_proj = register_module("up_proj", std::make_shared<nn::Linear>(hidden, inner, bias));
-  down_proj = register_module("down_proj", std::make_shared<nn::Linear>(inner, hidden, bias));
+  gate_proj = register_module("gate_proj", std::make_shared<nn::Linear>(hidden, inner, bias, init));
+  up_proj = register_module("up_proj", std::make_shared<nn::Linear>(hidden, inner, bias, init));
+  down_proj = register_module("down_proj", std::make_shared<nn::Linear>(inner, hidden, bias, init));
 }
 
 Tensor LlamaMLP::forward(const Tensor& x) {
@@ -214,9 +211,9 @@ Tensor LlamaMLP::forward(const Tensor& x) {
   return (*down_proj)(gate * sigmoid(gate) * up);
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config) {
-  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config));
-  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config));
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, nn::Init init) {
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config, init));
+  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config, init));
   input_layernorm = register_module(
       "input_layernorm", std::make_shared<LlamaRMSNorm>(config.hidden_size, config.rms_norm_eps));
   post_attention_layernorm =
@@ -235,20 +232,22 @@ std::vector<Tensor> LlamaDecoderLayer::forward(const std::vector<Tensor>& inputs
   return {h + (*mlp)((*post_attention_layernorm)(h))};
 }
 
-LlamaModel::LlamaModel(const LlamaConfig& config_in) : config(config_in.resolved()) {
+LlamaModel::LlamaModel(const LlamaConfig& config_in, nn::Init init) : config(config_in.resolved()) {
   embed_tokens = register_module(
-      "embed_tokens", std::make_shared<nn::Embedding>(config.vocab_size, config.hidden_size));
+      "embed_tokens", std::make_shared<nn::Embedding>(config.vocab_size, config.hidden_size, init));
   layers = register_module("layers", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    layers->push_back(std::make_shared<LlamaDecoderLayer>(config));
+    layers->push_back(std::make_shared<LlamaDecoderLayer>(config, init));
   }
   norm = register_module("norm",
                          std::make_shared<LlamaRMSNorm>(config.hidden_size, config.rms_norm_eps));
   rotary_emb = register_module("rotary_emb", std::make_shared<LlamaRotaryEmbedding>(config));
   // transformers' initializer_range: unit-variance embeddings would start a tied head's logits
   // at a scale of sqrt(hidden_size).
-  NoGradGuard no_grad;
-  assign_values(embed_tokens->weight, embed_tokens->weight * 0.02);
+  if (init == nn::Init::random) {
+    NoGradGuard no_grad;
+    assign_values(embed_tokens->weight, embed_tokens->weight * 0.02);
+  }
 }
 
 Tensor LlamaModel::forward(const Tensor& ids) {
@@ -259,11 +258,11 @@ Tensor LlamaModel::forward(const Tensor& ids) {
   return (*norm)(h);
 }
 
-Llama::Llama(const LlamaConfig& config_in) : config(config_in.resolved()) {
-  model = register_module("model", std::make_shared<LlamaModel>(config));
+Llama::Llama(const LlamaConfig& config_in, nn::Init init) : config(config_in.resolved()) {
+  model = register_module("model", std::make_shared<LlamaModel>(config, init));
   if (!config.tie_word_embeddings) {
-    lm_head = register_module(
-        "lm_head", std::make_shared<nn::Linear>(config.hidden_size, config.vocab_size, false));
+    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(
+                                             config.hidden_size, config.vocab_size, false, init));
   }
 }
 

@@ -118,7 +118,9 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir,
   std::vector<WeightSource> sources;
   std::function<bool(const std::string&)> ignored;
   if (config.family == PretrainedConfig::Family::llama) {
-    auto llama_model = llama(config.llama);
+    // Every parameter but the norms' comes from the checkpoint, or the load fails: drawing
+    // random values first would cost longer than the load (tens of seconds for 1B weights).
+    auto llama_model = std::make_shared<Llama>(config.llama, nn::Init::none);
     sources = llama_sources(*llama_model);
     ignored = [m = llama_model.get()](const std::string& name) { return llama_ignores(*m, name); };
     model = llama_model;
@@ -128,9 +130,10 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir,
     ignored = gpt2_ignores;
     model = gpt_model;
   }
-  // Converted before loading, so that each stored tensor converts once, straight to its dtype.
-  if (options.dtype != DType::f32) model->to(options.dtype);
-  load_checkpoint(files, sources, ignored, who + " (" + config.architecture + ")");
+  // Each stored tensor converts once, straight to the model's dtype; to() then converts what
+  // the checkpoint does not hold (the rotary tables).
+  load_checkpoint(files, sources, ignored, options.dtype, who + " (" + config.architecture + ")");
+  model->to(options.dtype);
   if (options.device != Device::cpu()) model->to(options.device);
   model->eval();
   return model;

@@ -78,8 +78,16 @@ TEST(ModelsLlama, TiedBiasedAndHeadDimVariants) {
   c.attention_bias = true;
   c.mlp_bias = true;
   c.head_dim = 12;  // apart from hidden / heads
+  c.rms_norm_eps = 0.125;
   auto model = zc::models::llama(c);
   EXPECT_EQ(model->lm_head, nullptr);
+  EXPECT_EQ(model->model->norm->eps, 0.125);
+  for (const auto& m : *model->model->layers) {
+    auto layer = std::dynamic_pointer_cast<zc::models::LlamaDecoderLayer>(m);
+    ASSERT_NE(layer, nullptr);
+    EXPECT_EQ(layer->input_layernorm->eps, 0.125);
+    EXPECT_EQ(layer->post_attention_layernorm->eps, 0.125);
+  }
   std::map<std::string, zc::Shape> shapes;
   for (const auto& [name, p] : model->named_parameters()) shapes[name] = p.shape();
   EXPECT_FALSE(shapes.count("lm_head.weight"));
