@@ -118,8 +118,8 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir,
   std::vector<WeightSource> sources;
   std::function<bool(const std::string&)> ignored;
   if (config.family == PretrainedConfig::Family::llama) {
-    // Every parameter but the norms' comes from the checkpoint, or the load fails: drawing
-    // random values first would cost longer than the load (tens of seconds for 1B weights).
+    // Every parameter comes from the checkpoint, or the load fails: drawing random values
+    // first would cost longer than the load (tens of seconds for 1B weights).
     auto llama_model = std::make_shared<Llama>(config.llama, nn::Init::none);
     sources = llama_sources(*llama_model);
     ignored = [m = llama_model.get()](const std::string& name) { return llama_ignores(*m, name); };
