@@ -1,9 +1,15 @@
-// Reference models used by examples, tests and benchmarks.
+// Language models (GPT-2, the Llama family) as zc::models::CausalLM, from_pretrained for
+// transformers checkpoints, and the reference models examples, tests and benchmarks use.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <string>
 
+#include "zc/causal_lm.h"
+#include "zc/device.h"
+#include "zc/dtype.h"
+#include "zc/llama.h"
 #include "zc/nn.h"
 
 namespace zc::models {
@@ -18,15 +24,20 @@ struct GPTConfig {
   // branches (the attention's and the MLP's output projections). Not on the attention
   // probabilities: the fused attention op has none.
   double dropout = 0.0;
+  double layer_norm_eps = 1e-5;  // every LayerNorm's (transformers' layer_norm_epsilon)
+  int64_t mlp_ratio = 4;         // the MLP's width over d_model
 };
 
 // GPT-2: token and position embeddings, n_layer TransformerBlocks (causal), a final
 // LayerNorm and an LM head tied to the token embedding. forward() takes token ids [B, T]
 // (i64) and returns logits [B, T, vocab_size].
-class GPT : public nn::Module {
+class GPT : public CausalLM {
  public:
   explicit GPT(const GPTConfig& config);
+  using CausalLM::forward;
   Tensor forward(const Tensor& tokens) override;
+  int64_t vocab_size() const override { return config.vocab_size; }
+  int64_t max_sequence_length() const override { return config.block_size; }
   GPTConfig config;
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::ModuleList> blocks;
@@ -34,6 +45,21 @@ class GPT : public nn::Module {
 };
 
 std::shared_ptr<GPT> gpt(const GPTConfig& config);
+
+struct PretrainedOptions {
+  DType dtype = DType::f32;  // the model's; stored weights of any float dtype convert to it
+  Device device = Device::cpu();
+};
+
+// A transformers checkpoint directory as save_pretrained writes it: config.json, and the
+// weights as model.safetensors or model.safetensors.index.json with its shards (F32, BF16 or
+// F16). Architectures: LlamaForCausalLM (model_type "llama"; "mistral" too when its sliding
+// window never applies) as a Llama, GPT2LMHeadModel ("gpt2") as a GPT. The model comes back
+// in eval mode. Raises zc::Error naming the cause: an unknown architecture, a missing file, a
+// malformed config.json (the field and what it should be), a setting zc does not implement, a
+// tensor missing from the checkpoint or of the wrong shape or dtype.
+std::shared_ptr<CausalLM> from_pretrained(const std::string& dir);
+std::shared_ptr<CausalLM> from_pretrained(const std::string& dir, const PretrainedOptions& options);
 
 // The benchmarks' small GPT ("gpt-small"): vocabulary 1024, context 128, 4 heads, d_model 256
 // and `n_layer` blocks (4 in every published figure). gpt_small_tokens() is its input: a batch

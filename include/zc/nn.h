@@ -77,10 +77,15 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_ = true;
 };
 
+// How a layer's constructor fills its weights: `random` as torch initializes them; `none`
+// allocates them and leaves their values unset, for a loader that assigns every one
+// (from_pretrained), so that a large model does not draw billions of numbers it discards.
+enum class Init : uint8_t { random, none };
+
 // y = x W^T + b, W [out, in] initialized like torch (uniform in +-1/sqrt(in)).
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Init init = Init::random);
   Tensor forward(const Tensor& x) override;
   Tensor weight, bias;  // bias undefined when bias=false
   int64_t in_features, out_features;
@@ -117,7 +122,8 @@ class LayerNorm : public Module {
 
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);  // weights ~ N(0, 1) as torch
+  // Weights ~ N(0, 1) as torch's, or unset (Init::none).
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, Init init = Init::random);
   Tensor forward(const Tensor& indices) override;
   Tensor weight;
 };
@@ -229,11 +235,11 @@ class MultiheadAttention : public Module {
 
 // Pre-LayerNorm transformer block (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)) with a
 // 4x GELU(tanh) MLP; in training mode with `dropout` > 0, each branch's output goes through
-// dropout before it is added.
+// dropout before it is added. Both LayerNorms use `layer_norm_eps`.
 class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t d_model, int64_t num_heads, bool causal = true, int64_t mlp_ratio = 4,
-                   double dropout = 0.0);
+                   double dropout = 0.0, double layer_norm_eps = 1e-5);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<LayerNorm> ln1, ln2;
   std::shared_ptr<MultiheadAttention> attn;

@@ -42,7 +42,7 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
 }
 
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool causal,
-                                   int64_t mlp_ratio, double dropout)
+                                   int64_t mlp_ratio, double dropout, double layer_norm_eps)
     : dropout_p(dropout) {
   if (d_model <= 0 || mlp_ratio <= 0) {
     throw Error("zc::nn::TransformerBlock: d_model and mlp_ratio must be positive, got d_model " +
@@ -52,9 +52,9 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool caus
     throw Error("zc::nn::TransformerBlock: dropout must be in [0, 1), got " +
                 std::to_string(dropout));
   }
-  ln1 = register_module("ln1", std::make_shared<LayerNorm>(d_model));
+  ln1 = register_module("ln1", std::make_shared<LayerNorm>(d_model, layer_norm_eps));
   attn = register_module("attn", std::make_shared<MultiheadAttention>(d_model, num_heads, causal));
-  ln2 = register_module("ln2", std::make_shared<LayerNorm>(d_model));
+  ln2 = register_module("ln2", std::make_shared<LayerNorm>(d_model, layer_norm_eps));
   fc = register_module("fc", std::make_shared<Linear>(d_model, mlp_ratio * d_model));
   proj = register_module("proj", std::make_shared<Linear>(mlp_ratio * d_model, d_model));
 }

@@ -1,8 +1,11 @@
 #include "nn/json.h"
 
+#include <charconv>
 #include <cstdio>
 #include <limits>
 #include <string>
+
+#include "util/check.h"
 
 namespace zc::json {
 
@@ -67,12 +70,91 @@ class Parser {
       v.kind = Value::Kind::string;
       v.string = parse_string();
     } else if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind = Value::Kind::integer;
-      v.integer = parse_integer();
+      parse_number(v);
+    } else if (c == 't' || c == 'f' || c == 'n') {
+      parse_literal(v);
     } else {
-      fail("expected an object, array, string or integer, found " + describe_here());
+      fail("expected a value (object, array, string, number, true, false or null), found " +
+           describe_here());
     }
     return v;
+  }
+
+  void parse_literal(Value& v) {
+    struct Literal {
+      std::string_view text;
+      Value::Kind kind;
+      bool boolean;
+    };
+    constexpr Literal kLiterals[] = {{"true", Value::Kind::boolean, true},
+                                     {"false", Value::Kind::boolean, false},
+                                     {"null", Value::Kind::null, false}};
+    for (const auto& l : kLiterals) {
+      if (text_.substr(pos_, l.text.size()) == l.text) {
+        pos_ += l.text.size();
+        v.kind = l.kind;
+        v.boolean = l.boolean;
+        return;
+      }
+    }
+    fail("expected a value (object, array, string, number, true, false or null), found " +
+         describe_here());
+  }
+
+  bool digit_here() const {
+    return pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9';
+  }
+
+  // JSON's grammar, checked here because from_chars alone takes more ("+1", ".5", "1.", "inf").
+  void parse_number(Value& v) {
+    const size_t start = pos_;
+    if (text_[pos_] == '-') ++pos_;
+    if (!digit_here()) fail("expected a digit, found " + describe_here());
+    if (text_[pos_] == '0' && pos_ + 1 < text_.size() && text_[pos_ + 1] >= '0' &&
+        text_[pos_ + 1] <= '9') {
+      fail("numbers must not have leading zeros");
+    }
+    while (digit_here()) ++pos_;
+    bool real = false;
+    if (pos_ < text_.size() && text_[pos_] == '.') {
+      real = true;
+      ++pos_;
+      if (!digit_here()) fail("expected a digit after the decimal point, found " + describe_here());
+      while (digit_here()) ++pos_;
+    }
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      real = true;
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      if (!digit_here()) fail("expected a digit in the exponent, found " + describe_here());
+      while (digit_here()) ++pos_;
+    }
+    const std::string_view literal = text_.substr(start, pos_ - start);
+    if (!real) {
+      v.kind = Value::Kind::integer;
+      v.integer = integer_value(literal, start);
+      return;
+    }
+    v.kind = Value::Kind::number;
+    const auto [end, error] =
+        std::from_chars(literal.data(), literal.data() + literal.size(), v.number);
+    if (error == std::errc::result_out_of_range) {
+      // from_chars reports underflow the same way; a value too small for a double is 0 to JSON
+      // readers everywhere, one too large is not a number zc can use.
+      if (exponent_is_negative(literal)) {
+        v.number = literal.front() == '-' ? -0.0 : 0.0;
+        return;
+      }
+      pos_ = start;
+      fail("number " + std::string(literal) + " is out of the range of a double");
+    }
+    ZC_CHECK(error == std::errc() && end == literal.data() + literal.size(),
+             "from_chars refused a JSON number: " << literal);
+  }
+
+  static bool exponent_is_negative(std::string_view literal) {
+    const size_t e = literal.find_first_of("eE");
+    return e != std::string_view::npos && e + 1 < literal.size() && literal[e + 1] == '-';
   }
 
   void parse_object(Value& v, int depth) {
@@ -136,27 +218,19 @@ class Parser {
     }
   }
 
-  int64_t parse_integer() {
-    const bool negative = text_[pos_] == '-';
-    if (negative) ++pos_;
-    if (pos_ >= text_.size() || text_[pos_] < '0' || text_[pos_] > '9') {
-      fail("expected a digit, found " + describe_here());
-    }
-    if (text_[pos_] == '0' && pos_ + 1 < text_.size() && text_[pos_ + 1] >= '0' &&
-        text_[pos_ + 1] <= '9') {
-      fail("numbers must not have leading zeros");
-    }
+  // The value of an integer literal the grammar check accepted.
+  int64_t integer_value(std::string_view literal, size_t start) {
+    const bool negative = literal.front() == '-';
     // Accumulate the magnitude as unsigned so that the most negative int64 parses too.
     const uint64_t limit = negative ? uint64_t{1} << 63 : std::numeric_limits<int64_t>::max();
     uint64_t magnitude = 0;
-    while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
-      const uint64_t digit = static_cast<uint64_t>(text_[pos_] - '0');
-      if (magnitude > (limit - digit) / 10) fail("integer does not fit in 64 bits");
+    for (const char c : literal.substr(negative ? 1 : 0)) {
+      const uint64_t digit = static_cast<uint64_t>(c - '0');
+      if (magnitude > (limit - digit) / 10) {
+        pos_ = start;
+        fail("integer does not fit in 64 bits");
+      }
       magnitude = magnitude * 10 + digit;
-      ++pos_;
-    }
-    if (pos_ < text_.size() && (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      fail("only integers are accepted, found a floating-point number");
     }
     return negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
   }
@@ -288,8 +362,19 @@ std::string_view kind_name(Value::Kind kind) {
       return "string";
     case Value::Kind::integer:
       return "integer";
+    case Value::Kind::number:
+      return "number";
+    case Value::Kind::boolean:
+      return "boolean";
+    case Value::Kind::null:
+      return "null";
   }
   return "?";
+}
+
+double Value::as_double() const {
+  ZC_CHECK(is_numeric(), "json::Value::as_double on a " << kind_name(kind));
+  return kind == Kind::integer ? static_cast<double>(integer) : number;
 }
 
 ParseError::ParseError(size_t offset, const std::string& reason)

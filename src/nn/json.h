@@ -1,6 +1,9 @@
-// A small, strict JSON reader, enough for safetensors headers: objects,
-// arrays, strings and integers. Floating-point numbers, true, false and null are rejected, as
-// are duplicate keys, trailing commas and anything after the top-level value but whitespace.
+// A small, strict JSON reader (RFC 8259) for safetensors headers and transformers' config.json:
+// objects, arrays, strings, numbers, true, false and null. A number without a fraction or an
+// exponent is an integer (64 bits, or a parse error: a byte count must not round); any other is
+// a double. Refused: duplicate keys, trailing commas, leading zeros, NaN and Infinity (Python's
+// json writes them, JSON has no such literals), a number out of double's range, and anything
+// after the top-level value but whitespace.
 #pragma once
 
 #include <cstddef>
@@ -16,14 +19,19 @@
 namespace zc::json {
 
 struct Value {
-  enum class Kind : uint8_t { object, array, string, integer };
+  enum class Kind : uint8_t { object, array, string, integer, number, boolean, null };
   Kind kind = Kind::object;
   std::string string;
   int64_t integer = 0;
+  double number = 0;  // for Kind::number: 1.5, 1e-05, 10000.0
+  bool boolean = false;
   std::vector<Value> array;
   std::vector<std::pair<std::string, Value>> object;  // in file order, keys unique
 
   const Value* find(std::string_view key) const;  // nullptr when absent or not an object
+  // An integer or a number: what a reader wanting a real value takes ("factor": 8 or 8.0).
+  bool is_numeric() const { return kind == Kind::integer || kind == Kind::number; }
+  double as_double() const;  // its value when is_numeric(); ZC_CHECKs it
 };
 
 std::string_view kind_name(Value::Kind kind);  // "object", "array", ...

@@ -21,14 +21,17 @@ std::string format_double(double v) {
 
 }  // namespace
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init init)
     : in_features(in_features), out_features(out_features) {
   check_positive("zc::nn::Linear", "in_features", in_features);
   check_positive("zc::nn::Linear", "out_features", out_features);
   // kaiming_uniform(a=sqrt(5)) as torch does reduces to this bound, for bias as well.
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight", uniform({out_features, in_features}, bound));
-  if (bias) this->bias = register_parameter("bias", uniform({out_features}, bound));
+  auto values = [&](const Shape& shape) {
+    return init == Init::random ? uniform(shape, bound) : Tensor::empty(shape);
+  };
+  weight = register_parameter("weight", values({out_features, in_features}));
+  if (bias) this->bias = register_parameter("bias", values({out_features}));
 }
 
 Tensor Linear::forward(const Tensor& x) {
@@ -63,10 +66,11 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, normalized_shape, weight, bias, eps);
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) {
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, Init init) {
   check_positive("zc::nn::Embedding", "num_embeddings", num_embeddings);
   check_positive("zc::nn::Embedding", "embedding_dim", embedding_dim);
-  weight = register_parameter("weight", randn({num_embeddings, embedding_dim}));
+  const Shape shape{num_embeddings, embedding_dim};
+  weight = register_parameter("weight", init == Init::random ? randn(shape) : Tensor::empty(shape));
 }
 
 Tensor Embedding::forward(const Tensor& indices) {

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,7 @@ void check_config(const GPTConfig& c) {
   positive("block_size", c.block_size);
   positive("n_head", c.n_head);
   positive("d_model", c.d_model);
+  positive("mlp_ratio", c.mlp_ratio);
   if (c.n_layer < 0) {
     throw Error("zc::models::GPT: config.n_layer must be non-negative, got " +
                 std::to_string(c.n_layer));
@@ -29,6 +31,10 @@ void check_config(const GPTConfig& c) {
   if (!(c.dropout >= 0 && c.dropout < 1)) {
     throw Error("zc::models::GPT: config.dropout must be in [0, 1), got " +
                 std::to_string(c.dropout));
+  }
+  if (!(c.layer_norm_eps >= 0) || !std::isfinite(c.layer_norm_eps)) {
+    throw Error("zc::models::GPT: config.layer_norm_eps must be finite and non-negative, got " +
+                std::to_string(c.layer_norm_eps));
   }
   if (c.d_model % c.n_head != 0) {
     throw Error("zc::models::GPT: config.d_model " + std::to_string(c.d_model) +
@@ -45,9 +51,11 @@ GPT::GPT(const GPTConfig& config) : config(config) {
   blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < config.n_layer; ++i) {
     blocks->push_back(std::make_shared<nn::TransformerBlock>(
-        config.d_model, config.n_head, /*causal=*/true, /*mlp_ratio=*/4, config.dropout));
+        config.d_model, config.n_head,
+        /*causal=*/true, config.mlp_ratio, config.dropout, config.layer_norm_eps));
   }
-  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(config.d_model));
+  ln_f = register_module("ln_f",
+                         std::make_shared<nn::LayerNorm>(config.d_model, config.layer_norm_eps));
   // GPT-2 draws its embeddings with std 0.02, not nn::Embedding's 1: the LM head is tied to
   // wte, so unit-variance rows would start the logits at a scale of sqrt(d_model) and the loss
   // far above log(vocab_size).

@@ -126,6 +126,27 @@ TEST(ModelsGPT, BadConfigThrows) {
   EXPECT_TRUE(contains(msg, "vocab_size")) << msg;
 }
 
+// GPT-2 checkpoints set both: every LayerNorm takes the epsilon, the MLP the width.
+TEST(ModelsGPT, LayerNormEpsilonAndMlpRatio) {
+  auto c = small_config();
+  c.layer_norm_eps = 0.25;
+  c.mlp_ratio = 2;
+  auto model = zc::models::gpt(c);
+  EXPECT_EQ(model->ln_f->eps, 0.25);
+  for (const auto& m : *model->blocks) {
+    auto block = std::dynamic_pointer_cast<zc::nn::TransformerBlock>(m);
+    ASSERT_NE(block, nullptr);
+    EXPECT_EQ(block->ln1->eps, 0.25);
+    EXPECT_EQ(block->ln2->eps, 0.25);
+    EXPECT_EQ(block->fc->out_features, 2 * 32);
+  }
+  c.layer_norm_eps = -1;
+  EXPECT_TRUE(contains(error_message([&] { zc::models::gpt(c); }), "layer_norm_eps"));
+  c = small_config();
+  c.mlp_ratio = 0;
+  EXPECT_TRUE(contains(error_message([&] { zc::models::gpt(c); }), "mlp_ratio"));
+}
+
 TEST(ModelsSeed, StructureAndForward) {
   zc::manual_seed(0);
   auto model = zc::models::seed_model(3, 4);

@@ -265,6 +265,25 @@ TEST(NnLinear, MatchesManualMatmul) {
   EXPECT_TRUE(zc::allclose(no_bias(x), zc::matmul(x, no_bias.weight.t()), 1e-5, 1e-6));
 }
 
+// Init::none allocates the weights a loader fills and draws nothing: the random stream is
+// where it was.
+TEST(NnLinear, InitNoneDrawsNothing) {
+  zc::manual_seed(7);
+  const zc::Tensor expected = zc::randn({4});
+  zc::manual_seed(7);
+  zc::nn::Linear lin(3, 5, true, zc::nn::Init::none);
+  zc::nn::Embedding emb(10, 3, zc::nn::Init::none);
+  EXPECT_TRUE(zc::allclose(zc::randn({4}), expected, 0, 0));
+  EXPECT_EQ(lin.weight.shape(), (zc::Shape{5, 3}));
+  EXPECT_EQ(lin.bias.shape(), (zc::Shape{5}));
+  EXPECT_EQ(emb.weight.shape(), (zc::Shape{10, 3}));
+  EXPECT_EQ(lin.named_parameters().size(), 2u);
+  // The default still draws.
+  zc::manual_seed(7);
+  zc::nn::Linear drawn(3, 5);
+  EXPECT_FALSE(zc::allclose(zc::randn({4}), expected, 0, 0));
+}
+
 TEST(NnLinear, BadSizesThrow) {
   const std::string msg = error_message([] { zc::nn::Linear(0, 3); });
   EXPECT_TRUE(contains(msg, "zc::nn::Linear")) << msg;
