@@ -137,6 +137,7 @@ std::shared_ptr<const Plan> make_plan(const Conv2dAttrs& a, bool winograd, const
   dnnl::post_ops post;
   if (a.residual) post.append_sum(1.f);
   if (a.relu) post.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  if (a.relu6) post.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f, 6.f);
   dnnl::primitive_attr attr = dnnl_kept_attr();
   attr.set_post_ops(post);
   dnnl::convolution_forward::primitive_desc pd;

@@ -18,7 +18,7 @@ const std::vector<int64_t> kToNhwc{0, 2, 3, 1}, kToNchw{0, 3, 1, 2};
 bool converts(const ir::Graph& g, const ir::Node& n, bool channels_last) {
   if (n.op != ops::OpId::conv2d) return false;
   const auto& a = std::get<ops::Conv2dAttrs>(n.attrs);
-  if (a.residual || a.relu) return false;
+  if (a.residual || a.relu || a.relu6) return false;
   return std::all_of(n.inputs.begin(), n.inputs.end(), [&](ir::ValueId v) {
     const ops::TensorMeta& m = g.meta(v);
     return channels_last ? m.dtype == DType::f32 && m.device.is_cpu() : is_floating(m.dtype);
@@ -29,6 +29,15 @@ bool converts(const ir::Graph& g, const ir::Node& n, bool channels_last) {
 // applies in its own call.
 bool epilogue_relu(const ir::Node& n) {
   return ops::epilogue_act(n.op, n.attrs) == ops::EpilogueAct::relu;
+}
+
+// Whether n is a ReLU6, min(max(x, 0), 6) as one clamp (ONNX's Clip, torch's hardtanh(0, 6)):
+// oneDNN's convolution applies it as a post-op (eltwise_clip); cuDNN's fused convolution here
+// takes ReLU only.
+bool epilogue_relu6(const ir::Node& n) {
+  if (n.op != ops::OpId::clamp) return false;
+  const auto& c = std::get<ops::ClampAttrs>(n.attrs);
+  return c.min && *c.min == 0.0 && c.max && *c.max == 6.0;
 }
 
 class Pass {
@@ -118,10 +127,13 @@ class Pass {
       auto it = pending_.find(n.inputs[k]);
       if (it == pending_.end() || uses_[n.inputs[k]] != 1) continue;
       Pending p = it->second;
-      if (epilogue_relu(n) && !p.attrs.relu) {
+      const bool activated = p.attrs.relu || p.attrs.relu6;
+      if (epilogue_relu(n) && !activated) {
         p.attrs.relu = true;
+      } else if (channels_last_ && epilogue_relu6(n) && !activated) {
+        p.attrs.relu6 = true;
       } else if (n.op == ops::OpId::add && n.inputs.size() == 2 && !p.attrs.residual &&
-                 !p.attrs.relu) {
+                 !activated) {
         const ir::ValueId other = n.inputs[1 - k];
         const ops::TensorMeta &m = g_.meta(other), &y = g_.meta(n.inputs[k]);
         if (other == n.inputs[k] || m.shape != g_.meta(n.outputs[0]).shape || m.dtype != y.dtype ||
@@ -147,8 +159,9 @@ class Pass {
     bool may_join = false;
     if (uses_[v] == 1 && reader_[v] >= 0) {
       const ir::Node& r = g_.nodes[reader_[v]];
-      may_join = (epilogue_relu(r) && !p.attrs.relu) ||
-                 (r.op == ops::OpId::add && !p.attrs.residual && !p.attrs.relu);
+      const bool activated = p.attrs.relu || p.attrs.relu6;
+      may_join = ((epilogue_relu(r) || (channels_last_ && epilogue_relu6(r))) && !activated) ||
+                 (r.op == ops::OpId::add && !p.attrs.residual && !activated);
     }
     if (!may_join) emit_pending(v);
   }

@@ -12,9 +12,10 @@
 // epilogues, with one conversion at the input and at the pools. A max pool of a channels-last
 // value pools it channels-last (Pool2dAttrs::channels_last).
 //
-// A convolution's epilogue joins it (Conv2dAttrs::residual, relu) where the backend's kernel
-// computes it on the way out: a ReLU, or an add of a residual of the output's shape followed
-// by an optional ReLU, each the only reader of what it reads. A ResNet block is then its
+// A convolution's epilogue joins it (Conv2dAttrs::residual, relu, relu6) where the backend's
+// kernel computes it on the way out: a ReLU (or a ReLU6, a clamp to [0, 6]: oneDNN's
+// convolutions only), or an add of a residual of the output's shape followed by an optional
+// ReLU, each the only reader of what it reads. A ResNet block is then its
 // convolutions alone.
 //
 // conv_epilogues() is the same fusion for a backend whose convolutions take [N, C, H, W] and

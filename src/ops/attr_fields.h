@@ -32,6 +32,15 @@ struct Flag {
   B& value;
 };
 
+// Bools of which at most one is set, stored as one integer of a packed list: 0 when none is,
+// else 1 + the index of the one that is, printed as that one's name. A flag that gains
+// alternatives so keeps its bytes (conv2d's relu, then relu6: stored graphs stay reachable).
+template <class B, size_t N>
+struct OneOf {
+  std::array<std::string_view, N> names;
+  std::array<B*, N> values;
+};
+
 // Integer fields printed as one list, "name=[a,b]" (a 2-d stride from its two fields).
 template <class I, size_t N>
 struct IntList {
@@ -56,6 +65,11 @@ Field<T> field(std::string_view name, T& value) {
 template <class B>
 Flag<B> flag(std::string_view name, B& value) {
   return {name, value};
+}
+
+template <class B>
+OneOf<B, 2> one_of(std::string_view first, B& a, std::string_view second, B& b) {
+  return {{first, second}, {&a, &b}};
 }
 
 template <class I, class... More>

@@ -125,6 +125,12 @@ template <class B>
 void print(std::vector<std::string>& parts, const Flag<B>& f) {
   if (f.value) parts.emplace_back(f.name);
 }
+template <class B, size_t N>
+void print(std::vector<std::string>& parts, const OneOf<B, N>& o) {
+  for (size_t i = 0; i < N; ++i) {
+    if (*o.values[i]) parts.emplace_back(o.names[i]);
+  }
+}
 template <class I, size_t N>
 void print(std::vector<std::string>& parts, const IntList<I, N>& l) {
   std::vector<int64_t> v;
@@ -148,6 +154,14 @@ template <class B>
 void pack(std::vector<int64_t>& v, const Flag<B>& f) {
   v.push_back(static_cast<int64_t>(f.value));
 }
+template <class B, size_t N>
+void pack(std::vector<int64_t>& v, const OneOf<B, N>& o) {
+  int64_t code = 0;
+  for (size_t i = 0; i < N; ++i) {
+    if (*o.values[i]) code = static_cast<int64_t>(i) + 1;
+  }
+  v.push_back(code);
+}
 template <class I, size_t N>
 void pack(std::vector<int64_t>& v, const IntList<I, N>& l) {
   for (I* x : l.values) v.push_back(*x);
@@ -164,6 +178,16 @@ void unpack(const std::vector<int64_t>& v, size_t& at, const Field<T>& f) {
 template <class B>
 void unpack(const std::vector<int64_t>& v, size_t& at, const Flag<B>& f) {
   f.value = v[at++] != 0;
+}
+template <class B, size_t N>
+void unpack(const std::vector<int64_t>& v, size_t& at, const OneOf<B, N>& o) {
+  const int64_t code = v[at++];
+  if (code < 0 || code > static_cast<int64_t>(N)) {
+    throw Error("attributes: " + std::string(o.names[0]) +
+                " and its alternatives are stored as 0 to " + std::to_string(N) + ", got " +
+                std::to_string(code));
+  }
+  for (size_t i = 0; i < N; ++i) *o.values[i] = code == static_cast<int64_t>(i) + 1;
 }
 template <class I, size_t N>
 void unpack(const std::vector<int64_t>& v, size_t& at, const IntList<I, N>& l) {

@@ -118,9 +118,11 @@ struct Conv2dAttrs {
   int64_t dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
   // A fused epilogue, set only by the conv passes (lower/channels_last.h) for a backend whose
-  // convolution computes it: a last input of the output's shape added (a residual), then a ReLU.
+  // convolution computes it: a last input of the output's shape added (a residual), then a ReLU
+  // or a ReLU6 (min(max(y, 0), 6): MobileNets' activation; oneDNN's only), never both.
   bool residual = false;
   bool relu = false;
+  bool relu6 = false;
   bool operator==(const Conv2dAttrs&) const = default;
   // One list of integers in the bytes, the flags as 0 or 1: the layout stored graphs were
   // hashed with.
@@ -129,7 +131,7 @@ struct Conv2dAttrs {
                              ints("pads", a.pad_top, a.pad_left, a.pad_bottom, a.pad_right),
                              ints("dilation", a.dilation_h, a.dilation_w),
                              field("groups", a.groups), flag("residual", a.residual),
-                             flag("relu", a.relu))};
+                             one_of("relu", a.relu, "relu6", a.relu6))};
   }
 };
 // max_pool2d and avg_pool2d over [N, C, H, W]. Padding counts as -inf for max and 0 for avg;

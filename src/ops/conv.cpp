@@ -149,8 +149,8 @@ std::vector<Tensor> im2col_vjp(const VjpArgs& args) {
   return {taps_backward(grads, w, x.size(2), x.size(3))};
 }
 
-// ---- conv2d, optionally with a fused epilogue (Conv2dAttrs::residual, relu: a last input of
-// the output's shape added, then a ReLU). Only the conv passes set the epilogue
+// ---- conv2d, optionally with a fused epilogue (Conv2dAttrs::residual, relu, relu6: a last
+// input of the output's shape added, then a ReLU or a ReLU6). Only the conv passes set the epilogue
 // (lower/channels_last.h), for a backend whose convolution computes it on the way out (cuDNN);
 // it is the product's epilogue as it would be computed after the op, which is also how it
 // decomposes and differentiates. Inputs: x, w, an optional bias, the residual when the
@@ -158,7 +158,7 @@ std::vector<Tensor> im2col_vjp(const VjpArgs& args) {
 
 // The attributes and inputs of the convolution alone (no epilogue).
 Conv2dAttrs plain(Conv2dAttrs a) {
-  a.residual = a.relu = false;
+  a.residual = a.relu = a.relu6 = false;
   return a;
 }
 
@@ -171,18 +171,22 @@ std::span<const T> conv_inputs(std::span<const T> in, const Conv2dAttrs& a) {
 Tensor with_epilogue(Tensor y, const Conv2dAttrs& a, const Tensor* residual) {
   if (a.residual) y = y + *residual;
   if (a.relu) y = relu(y);
+  if (a.relu6) y = clamp(y, 0.0, 6.0);
   return y;
 }
 
 // The epilogue's gradient: ReLU's mask on the output's gradient (`out` is the op's output).
 Tensor epilogue_grad(Tensor g, const Conv2dAttrs& a, const Tensor& out) {
   if (a.relu) g = g * to_dtype(gt(out, 0.0), g.dtype());
+  // torch's ReLU6 (hardtanh) rule: the gradient passes where 0 < y < 6.
+  if (a.relu6) g = g * to_dtype(gt(out, 0.0), g.dtype()) * to_dtype(lt(out, 6.0), g.dtype());
   return g;
 }
 
 // The epilogue's inputs against the op's output: a residual's count and shape.
 void check_epilogue(const char* op, std::span<const TensorMeta> in, const Conv2dAttrs& a,
                     const TensorMeta& out) {
+  if (a.relu && a.relu6) op_error(op, "expected at most one of relu and relu6 in the epilogue");
   if (a.residual && (in.back().shape != out.shape || in.back().dtype != out.dtype)) {
     op_error(op, "expected a residual " + meta_str(out) + ", got " + meta_str(in.back()));
   }
@@ -275,7 +279,7 @@ std::vector<Tensor> plain_conv2d_decompose(std::span<const Tensor> in, const Con
 
 std::vector<Tensor> conv2d_decompose(std::span<const Tensor> in, const Attrs& attrs) {
   const auto& a = std::get<Conv2dAttrs>(attrs);
-  if (!a.residual && !a.relu) return plain_conv2d_decompose(in, a);
+  if (!a.residual && !a.relu && !a.relu6) return plain_conv2d_decompose(in, a);
   Tensor y = plain_conv2d_decompose(conv_inputs(in, a), plain(a))[0];
   return {with_epilogue(y, a, a.residual ? &in.back() : nullptr)};
 }
@@ -336,7 +340,7 @@ std::vector<Tensor> plain_conv2d_vjp(const VjpArgs& args) {
 // changed it); that rule does not read it.
 std::vector<Tensor> conv2d_vjp(const VjpArgs& args) {
   const auto& a = std::get<Conv2dAttrs>(args.attrs);
-  if (!a.residual && !a.relu) return plain_conv2d_vjp(args);
+  if (!a.residual && !a.relu && !a.relu6) return plain_conv2d_vjp(args);
   const Tensor g = epilogue_grad(out_grad(args), a, args.outputs[0]);
   std::span<const Tensor> conv = conv_inputs(args.inputs, a);
   const std::vector<Tensor> grads{g};

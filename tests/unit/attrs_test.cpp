@@ -46,6 +46,8 @@ const std::vector<Sample>& samples() {
       {ops::Conv2dAttrs{2, 3, 1, 2, 3, 4, 2, 1, 4, true, true},
        "stride=[2,3], pads=[1,2,3,4], dilation=[2,1], groups=4, residual, relu"},
       {ops::Conv2dAttrs{}, "stride=[1,1], pads=[0,0,0,0], dilation=[1,1], groups=1"},
+      {ops::Conv2dAttrs{1, 1, 0, 0, 0, 0, 1, 1, 8, false, false, true},
+       "stride=[1,1], pads=[0,0,0,0], dilation=[1,1], groups=8, relu6"},
       {ops::Pool2dAttrs{3, 2, 2, 1, 1, 0, 1, 0, 1, 2, true, false, true},
        "kernel=[3,2], stride=[2,1], pads=[1,0,1,0], dilation=[1,2], ceil_mode=true, "
        "count_include_pad=false, channels_last"},
@@ -128,7 +130,10 @@ TEST(Attrs, CanonicalBytesKeepTheirLayout) {
           } else if constexpr (std::is_same_v<A, ops::Conv2dAttrs>) {
             w.i64s(std::vector<int64_t>{a.stride_h, a.stride_w, a.pad_top, a.pad_left, a.pad_bottom,
                                         a.pad_right, a.dilation_h, a.dilation_w, a.groups,
-                                        a.residual, a.relu});
+                                        a.residual,
+                                        a.relu    ? 1
+                                        : a.relu6 ? 2
+                                                  : 0});
           } else if constexpr (std::is_same_v<A, ops::Pool2dAttrs>) {
             w.i64s(std::vector<int64_t>{a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.pad_top,
                                         a.pad_left, a.pad_bottom, a.pad_right, a.dilation_h,
@@ -192,6 +197,14 @@ TEST(Attrs, MalformedBytesAreErrors) {
         w.i64s(std::vector<int64_t>(10, 1));
       },
       "conv2d needs 11 integers");
+  expect_malformed(
+      [](ByteWriter& w) {
+        w.u8(index_of<ops::Conv2dAttrs>());
+        std::vector<int64_t> v(11, 1);
+        v.back() = 3;  // the epilogue's activation: 0 none, 1 relu, 2 relu6
+        w.i64s(v);
+      },
+      "relu and its alternatives are stored as 0 to 2, got 3");
   expect_malformed(
       [](ByteWriter& w) {
         w.u8(index_of<ops::Pool2dAttrs>());

@@ -98,6 +98,45 @@ TEST(ChannelsLast, ConvolutionsTakeTheirReluAndResidualAndTheValuesStay) {
   EXPECT_EQ(lower::channels_last(g).nodes.size(), g.nodes.size());
 }
 
+// A ReLU6 (one clamp to [0, 6], as ONNX's Clip and MobileNets write it) joins a channels-last
+// convolution; a clamp to other bounds does not, nor does a ReLU6 join a convolution in place
+// (cuDNN's fused kernel here takes a ReLU only).
+struct Relu6Block : nn::Module {
+  std::shared_ptr<nn::Conv2d> c1 = register_module(
+      "c1", std::make_shared<nn::Conv2d>(4, 4, std::vector<int64_t>{3}, std::vector<int64_t>{1},
+                                         std::vector<int64_t>{1}));
+  std::shared_ptr<nn::Conv2d> c2 =
+      register_module("c2", std::make_shared<nn::Conv2d>(4, 4, std::vector<int64_t>{1}));
+  Tensor forward(const Tensor& x) override {
+    return clamp((*c2)(clamp((*c1)(x), 0.0, 6.0)), 0.0, 5.0);
+  }
+};
+
+TEST(ChannelsLast, AConvolutionTakesAReluSixOnlyChannelsLast) {
+  manual_seed(4);
+  auto block = std::make_shared<Relu6Block>();
+  Tensor x = randn({2, 4, 9, 7}) * 8.0;
+  NoGradGuard no_grad;
+  capture::Captured c = capture::capture_module(*block, x, nullptr, true);
+  const std::vector<Tensor> inputs = bound_inputs(c, x);
+  for (bool nhwc : {true, false}) {
+    SCOPED_TRACE(nhwc ? "channels-last" : "in place");
+    const ir::Graph g = nhwc ? lower::channels_last(c.graph) : lower::conv_epilogues(c.graph);
+    int clamps = 0, relu6 = 0;
+    for (const ir::Node& n : g.nodes) {
+      clamps += n.op == OpId::clamp;
+      if (n.op == OpId::conv2d_nhwc || n.op == OpId::conv2d)
+        relu6 += std::get<Conv2dAttrs>(n.attrs).relu6;
+    }
+    EXPECT_EQ(relu6, nhwc ? 1 : 0);
+    EXPECT_EQ(clamps, nhwc ? 1 : 2);  // the clamp to [0, 5] stays
+    EXPECT_TRUE(allclose(run_graph(g, inputs), run_graph(c.graph, inputs), 1e-5, 1e-5));
+  }
+  // Compiled (oneDNN's post-op) as eager.
+  CompiledModule fast = compile(block);
+  EXPECT_TRUE(allclose(fast(x), (*block)(x), 1e-5, 1e-5));
+}
+
 // conv_epilogues (cuDNN's layout): the same fusion with the convolutions left in [N, C, H, W],
 // in every float dtype, and nothing permuted.
 TEST(ChannelsLast, EpiloguesJoinConvolutionsInPlaceInEveryFloatType) {
@@ -176,12 +215,13 @@ TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
   };
   manual_seed(11);
   for (const Case& c : cases) {
-    for (int variant = 0; variant < 8; ++variant) {
+    for (int variant = 0; variant < 12; ++variant) {
       Conv2dAttrs a = c.a;
       const bool bias = variant & 1;
       a.residual = (variant & 2) != 0;
       a.relu = (variant & 4) != 0;
-      std::vector<Tensor> in{randn(c.x), randn(c.w) * 0.3};
+      a.relu6 = variant >= 8;  // inputs scaled so that outputs pass 6
+      std::vector<Tensor> in{randn(c.x) * (a.relu6 ? 6.0 : 1.0), randn(c.w) * 0.3};
       if (bias) in.push_back(randn({c.w[0]}));
       const ops::OpDef& def = ops::op_def(OpId::conv2d_nhwc);
       std::vector<ops::TensorMeta> metas;
@@ -199,7 +239,7 @@ TEST(ChannelsLast, OneDnnKernelEqualsTheColumnsForEveryAttributeAndEpilogue) {
       kernel.run(in[0], in[1], bias ? &in[2] : nullptr, a.residual ? &in.back() : nullptr, got, {});
       EXPECT_TRUE(allclose(got, want, 1e-4, 1e-4))
           << "x " << shape_str(c.x) << " w " << shape_str(c.w) << " groups " << a.groups << " bias "
-          << bias << " residual " << a.residual << " relu " << a.relu;
+          << bias << " residual " << a.residual << " relu " << a.relu << " relu6 " << a.relu6;
       // The op's eager kernel is the same kernel.
       std::vector<ops::TensorMeta> all;
       for (const Tensor& t : in) all.push_back(ops::meta_of(t));

@@ -26,7 +26,7 @@ RegionPlan plan_regions(const ir::Graph& g, const RegionRule& rule) {
     int32_t ops = 1;
     if (g.nodes[i].op == ops::OpId::conv2d_nhwc || g.nodes[i].op == ops::OpId::conv2d) {
       const auto& a = std::get<ops::Conv2dAttrs>(g.nodes[i].attrs);
-      ops += int32_t{a.residual} + int32_t{a.relu};
+      ops += int32_t{a.residual} + int32_t{a.relu} + int32_t{a.relu6};
     }
     ops_before[i + 1] = ops_before[i] + ops;
   }

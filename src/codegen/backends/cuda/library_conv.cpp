@@ -85,6 +85,8 @@ std::optional<LibraryConv> library_conv(const Schedule& s, const Kernel& k) {
     lc.residual_offset = zv.offset;
   }
   p.relu = a.relu;
+  // The conv passes fuse a ReLU6 only into oneDNN's convolutions (lower/channels_last.cpp).
+  ZC_CHECK(!a.relu6, << "a ReLU6 epilogue reached cuDNN's convolution");
   return lc;
 }
 
