@@ -173,7 +173,7 @@ TEST(DynamicShapes, SharedNestsCoverEveryIndexAtEverySize) {
   CompiledModule a = compile(model, dyn), b = compile(model, fixed);
   NoGradGuard no_grad;
   for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{
-           {2, 3}, {1, 1}, {3, 7}, {64, 50}, {5, 400}, {7, 2}}) {
+           {2, 3}, {1, 1}, {3, 7}, {64, 50}, {5, 400}, {7, 2}, {0, 3}, {4, 0}}) {
     Tensor x = randn({n, 3, m, 33});
     Tensor ys = a(x), yf = b(x), ye = (*model)(x);
     EXPECT_TRUE(allclose(ys, yf, 1e-5, 1e-5)) << n << " x " << m;

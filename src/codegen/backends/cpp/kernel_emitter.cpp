@@ -109,6 +109,8 @@ void KernelEmitter::open_shared_nest(const Shape& shape, const std::string& pref
   w_.open("");
   w_.line("const int64_t zc_n = " + below + ";");
   w_.open("auto zc_nest = [&](int64_t zc_lo, int64_t zc_hi) __attribute__((noinline))");
+  // Nothing to do, and no start to count: a size of 0 would divide by zero there.
+  w_.line("if (zc_lo >= zc_hi) return;");
   w_.line("int64_t " + start + ";");
   w_.open("for (int64_t zc_f = zc_lo; zc_f < zc_hi; ++zc_f)");
   shared_nests_.push_back({w_.indent(), step, num(work)});
