@@ -246,6 +246,14 @@ void Cache::put_behind(const Key& key, std::vector<uint8_t> payload, double comp
   store(key, payload, compile_ms, /*disk_behind=*/disk_writer_ != nullptr, also);
 }
 
+void Cache::update(const Key& key,
+                   const std::function<std::vector<uint8_t>(const std::optional<Entry>&)>& merge,
+                   double compile_ms, CounterTable* also) {
+  std::lock_guard lock(update_mu_);
+  const std::optional<Entry> now = get(key, also);
+  put(key, merge(now), compile_ms, also);
+}
+
 void Cache::count_lookup(CounterKey key, Outcome outcome, double saved_ms, CounterTable* also) {
   counters_.count_lookup(key, outcome, saved_ms);
   if (also) also->count_lookup(key, outcome, saved_ms);

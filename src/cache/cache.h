@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -83,6 +84,13 @@ class Cache {
   // record only saves a later process some work.
   void put_behind(const Key& key, std::vector<uint8_t> payload, double compile_ms,
                   CounterTable* also = nullptr);
+  // Reads the entry under `key` (nullopt when none), hands it to `merge` and stores what merge
+  // returns, with no other update() of this Cache in between: for a record that gathers several
+  // writers' items under one key (the size templates of one structure), which the parts of one
+  // compile write side by side. Processes sharing a store may still race; the last write wins.
+  void update(const Key& key,
+              const std::function<std::vector<uint8_t>(const std::optional<Entry>&)>& merge,
+              double compile_ms, CounterTable* also = nullptr);
 
   // Asks the remote tier, in one round trip, for those of `keys` (one level) that neither memory
   // nor disk holds, and keeps the answers for get(): a start that needs several entries at once
@@ -147,6 +155,7 @@ class Cache {
   std::unique_ptr<SingleFlight> flights_;
   std::atomic<bool> remote_connect_started_{false};
   mutable std::mutex mu_;
+  std::mutex update_mu_;  // one update() at a time
   CounterTable counters_;
   std::vector<std::pair<Level, Digest>> touched_;
   // prefetch()'s remote answers (hits and misses), each taken by the first get() of its key.

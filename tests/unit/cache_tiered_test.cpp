@@ -3,7 +3,9 @@
 // level and tier kind, the disk tier's counts flowing into the store's lifetime statistics once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/cache.h"
@@ -93,6 +95,39 @@ TEST(CacheProvenance, PutWrapsThePayloadWithTheKeysProvenance) {
   std::optional<Entry> hit = c.get(key);
   ASSERT_TRUE(hit);
   EXPECT_EQ(hit->payload, payload);
+}
+
+// update: threads that each add their byte to one key's list lose none of them (as the size
+// templates of a compile's parts, written side by side, must not), and what they stored is on
+// disk for a later process.
+TEST(CacheProvenance, UpdatesOfOneKeyFromManyThreadsKeepEveryWritersItem) {
+  Cache c(local_config());
+  const Key key = graph_key("gathered");
+  constexpr int kThreads = 8, kEach = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        c.update(
+            key,
+            [&](const std::optional<Entry>& now) {
+              std::vector<uint8_t> list = now ? now->payload : std::vector<uint8_t>{};
+              list.push_back(static_cast<uint8_t>(t));
+              return list;
+            },
+            1);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  std::optional<Entry> got = c.get(key);
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->payload.size(), static_cast<size_t>(kThreads * kEach));
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(std::count(got->payload.begin(), got->payload.end(), static_cast<uint8_t>(t)), kEach)
+        << "thread " << t;
+  }
+  expect_on_disk(c, key, got->payload);
 }
 
 // put_behind: the entry is in memory at once, the same bytes put() would store reach the disk

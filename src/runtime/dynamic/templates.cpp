@@ -214,16 +214,30 @@ std::optional<std::string> make_size_template(std::span<const ir::Graph> family,
   binary_for(keys, backend, ctx, source, &build_ms);
   if (store) {
     // Beside the templates of other graphs of this structure (other fixed sizes), this one
-    // replacing a template of the same text; a write racing another may drop one of them,
+    // replacing a template of the same text. The parts of one compile store theirs side by
+    // side (two widths of one block): one update at a time, or one list overwrote the other and
+    // a width compiled again at its next size. Another process's write may still drop one,
     // which only costs a compile for its own size later.
-    const cache::Key key = keys.size_template_key(structure);
-    std::vector<Record> all = stored_records(*store, key, ctx, short_hash);
-    std::erase_if(all, [&](const Record& o) {
-      return o.text_hex == r.text_hex && o.source_hex == r.source_hex;
-    });
-    if (all.size() >= kTemplatesPerStructure) all.erase(all.begin());
-    all.push_back(r);
-    store->put(key, encode_list(all), t.ms(), ctx.lookups());
+    store->update(
+        keys.size_template_key(structure),
+        [&](const std::optional<cache::Entry>& entry) {
+          std::vector<Record> all;
+          if (entry) {
+            try {
+              all = decode_list(entry->payload);
+            } catch (const Error& e) {
+              ZC_LOG(cache) << "graph " << short_hash << ": size templates unusable (" << e.what()
+                            << "), replaced";
+            }
+          }
+          std::erase_if(all, [&](const Record& o) {
+            return o.text_hex == r.text_hex && o.source_hex == r.source_hex;
+          });
+          if (all.size() >= kTemplatesPerStructure) all.erase(all.begin());
+          all.push_back(r);
+          return encode_list(all);
+        },
+        t.ms(), ctx.lookups());
   }
   ctx.count(stats::Counter::size_templates);
   std::string names;
