@@ -33,7 +33,8 @@ struct GPTConfig {
 // (i64) and returns logits [B, T, vocab_size].
 class GPT : public CausalLM {
  public:
-  explicit GPT(const GPTConfig& config);
+  // Init::none allocates every weight without drawing it (from_pretrained fills them all).
+  explicit GPT(const GPTConfig& config, nn::Init init = nn::Init::random);
   using CausalLM::forward;
   Tensor forward(const Tensor& tokens) override;
   int64_t vocab_size() const override { return config.vocab_size; }
@@ -44,7 +45,7 @@ class GPT : public CausalLM {
   std::shared_ptr<nn::LayerNorm> ln_f;
 };
 
-std::shared_ptr<GPT> gpt(const GPTConfig& config);
+std::shared_ptr<GPT> gpt(const GPTConfig& config, nn::Init init = nn::Init::random);
 
 struct PretrainedOptions {
   DType dtype = DType::f32;  // the model's; stored weights of any float dtype convert to it

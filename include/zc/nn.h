@@ -226,7 +226,8 @@ class Flatten : public Module {
 // GPT-2's c_attn, and an output projection.
 class MultiheadAttention : public Module {
  public:
-  MultiheadAttention(int64_t d_model, int64_t num_heads, bool causal = false, bool bias = true);
+  MultiheadAttention(int64_t d_model, int64_t num_heads, bool causal = false, bool bias = true,
+                     Init init = Init::random);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<Linear> in_proj, out_proj;
   int64_t d_model, num_heads;
@@ -238,8 +239,9 @@ class MultiheadAttention : public Module {
 // dropout before it is added. Both LayerNorms use `layer_norm_eps`.
 class TransformerBlock : public Module {
  public:
+  // Init::none leaves the projections' weights undrawn (a checkpoint fills them).
   TransformerBlock(int64_t d_model, int64_t num_heads, bool causal = true, int64_t mlp_ratio = 4,
-                   double dropout = 0.0, double layer_norm_eps = 1e-5);
+                   double dropout = 0.0, double layer_norm_eps = 1e-5, Init init = Init::random);
   Tensor forward(const Tensor& x) override;
   std::shared_ptr<LayerNorm> ln1, ln2;
   std::shared_ptr<MultiheadAttention> attn;

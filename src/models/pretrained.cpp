@@ -125,7 +125,7 @@ std::shared_ptr<CausalLM> from_pretrained(const std::string& dir,
     ignored = [m = llama_model.get()](const std::string& name) { return llama_ignores(*m, name); };
     model = llama_model;
   } else {
-    auto gpt_model = gpt(config.gpt);
+    auto gpt_model = gpt(config.gpt, nn::Init::none);  // as the Llama's, every weight is read
     sources = gpt2_sources(*gpt_model);
     ignored = gpt2_ignores;
     model = gpt_model;

@@ -7,7 +7,8 @@
 
 namespace zc::nn {
 
-MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t num_heads, bool causal, bool bias)
+MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t num_heads, bool causal, bool bias,
+                                       Init init)
     : d_model(d_model), num_heads(num_heads), causal(causal) {
   if (d_model <= 0 || num_heads <= 0) {
     throw Error("zc::nn::MultiheadAttention: d_model and num_heads must be positive, got d_model " +
@@ -17,8 +18,8 @@ MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t num_heads, bool 
     throw Error("zc::nn::MultiheadAttention: d_model " + std::to_string(d_model) +
                 " is not divisible by num_heads " + std::to_string(num_heads));
   }
-  in_proj = register_module("in_proj", std::make_shared<Linear>(d_model, 3 * d_model, bias));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, bias));
+  in_proj = register_module("in_proj", std::make_shared<Linear>(d_model, 3 * d_model, bias, init));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, bias, init));
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x) {
@@ -42,7 +43,8 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
 }
 
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool causal,
-                                   int64_t mlp_ratio, double dropout, double layer_norm_eps)
+                                   int64_t mlp_ratio, double dropout, double layer_norm_eps,
+                                   Init init)
     : dropout_p(dropout) {
   if (d_model <= 0 || mlp_ratio <= 0) {
     throw Error("zc::nn::TransformerBlock: d_model and mlp_ratio must be positive, got d_model " +
@@ -53,10 +55,12 @@ TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool caus
                 std::to_string(dropout));
   }
   ln1 = register_module("ln1", std::make_shared<LayerNorm>(d_model, layer_norm_eps));
-  attn = register_module("attn", std::make_shared<MultiheadAttention>(d_model, num_heads, causal));
+  attn = register_module(
+      "attn", std::make_shared<MultiheadAttention>(d_model, num_heads, causal, true, init));
   ln2 = register_module("ln2", std::make_shared<LayerNorm>(d_model, layer_norm_eps));
-  fc = register_module("fc", std::make_shared<Linear>(d_model, mlp_ratio * d_model));
-  proj = register_module("proj", std::make_shared<Linear>(mlp_ratio * d_model, d_model));
+  fc = register_module("fc", std::make_shared<Linear>(d_model, mlp_ratio * d_model, true, init));
+  proj =
+      register_module("proj", std::make_shared<Linear>(mlp_ratio * d_model, d_model, true, init));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {

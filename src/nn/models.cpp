@@ -44,21 +44,24 @@ void check_config(const GPTConfig& c) {
 
 }  // namespace
 
-GPT::GPT(const GPTConfig& config) : config(config) {
+GPT::GPT(const GPTConfig& config, nn::Init init) : config(config) {
   check_config(config);
-  wte = register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.d_model));
-  wpe = register_module("wpe", std::make_shared<nn::Embedding>(config.block_size, config.d_model));
+  wte = register_module("wte",
+                        std::make_shared<nn::Embedding>(config.vocab_size, config.d_model, init));
+  wpe = register_module("wpe",
+                        std::make_shared<nn::Embedding>(config.block_size, config.d_model, init));
   blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < config.n_layer; ++i) {
     blocks->push_back(std::make_shared<nn::TransformerBlock>(
         config.d_model, config.n_head,
-        /*causal=*/true, config.mlp_ratio, config.dropout, config.layer_norm_eps));
+        /*causal=*/true, config.mlp_ratio, config.dropout, config.layer_norm_eps, init));
   }
   ln_f = register_module("ln_f",
                          std::make_shared<nn::LayerNorm>(config.d_model, config.layer_norm_eps));
   // GPT-2 draws its embeddings with std 0.02, not nn::Embedding's 1: the LM head is tied to
   // wte, so unit-variance rows would start the logits at a scale of sqrt(d_model) and the loss
   // far above log(vocab_size).
+  if (init == nn::Init::none) return;
   NoGradGuard no_grad;
   for (const Tensor& table : {wte->weight, wpe->weight}) assign_values(table, table * 0.02);
 }
@@ -82,8 +85,8 @@ Tensor GPT::forward(const Tensor& tokens) {
   return matmul((*ln_f)(x), wte->weight.t());
 }
 
-std::shared_ptr<GPT> gpt(const GPTConfig& config) {
-  return std::make_shared<GPT>(config);
+std::shared_ptr<GPT> gpt(const GPTConfig& config, nn::Init init) {
+  return std::make_shared<GPT>(config, init);
 }
 
 GPTConfig gpt_small_config(int64_t n_layer) {

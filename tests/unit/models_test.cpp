@@ -23,6 +23,25 @@ zc::models::GPTConfig small_config() {
   return c;
 }
 
+// Init::none (what from_pretrained builds a GPT-2 with): the same parameters, no number drawn.
+TEST(ModelsGPT, InitNoneDrawsNothing) {
+  zc::manual_seed(9);
+  const zc::Tensor expected = zc::randn({4});
+  zc::manual_seed(9);
+  auto bare = zc::models::gpt(small_config(), zc::nn::Init::none);
+  EXPECT_TRUE(zc::allclose(zc::randn({4}), expected, 0, 0));
+  auto drawn = zc::models::gpt(small_config());
+  const auto a = bare->named_parameters(), b = drawn->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.shape(), b[i].second.shape()) << a[i].first;
+  }
+  zc::manual_seed(9);
+  zc::models::gpt(small_config());
+  EXPECT_FALSE(zc::allclose(zc::randn({4}), expected, 0, 0));
+}
+
 TEST(ModelsGPT, ParameterNamesAndCount) {
   auto model = zc::models::gpt(small_config());
   const auto named = model->named_parameters();
