@@ -74,6 +74,15 @@ std::vector<Tensor> im2col_decompose(std::span<const Tensor> in, const Attrs& at
   const Window2d w = pool_window(std::get<Pool2dAttrs>(attrs));
   const Tensor& x = in[0];
   const int64_t oh = w.out_h(x.size(2)), ow = w.out_w(x.size(3));
+  if (w.sh == w.kh && w.sw == w.kw && w.dh == 1 && w.dw == 1) {
+    // Windows that tile the input (a ViT's or ConvNeXt's patches): each column is a block of
+    // it, so the columns are the blocks reordered, one copy. As kh*kw taps stacked, a ViT's
+    // 16x16 patches made one concat of 256 loops, 0.9 s of NVRTC for a 1 ms model.
+    const Tensor p = pad_for_windows(x, w, 0.0).slice(2, 0, oh * w.kh).slice(3, 0, ow * w.kw);
+    return {p.reshape({x.size(0), x.size(1), oh, w.kh, ow, w.kw})
+                .permute({0, 1, 3, 5, 2, 4})
+                .reshape({x.size(0), x.size(1) * w.kh * w.kw, oh * ow})};
+  }
   std::vector<Tensor> taps = window_taps(pad_for_windows(x, w, 0.0), w, oh, ow);
   return {stack(taps, 2).reshape({x.size(0), x.size(1) * w.kh * w.kw, oh * ow})};
 }

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/dispatch.h"
+#include "ops/registry.h"
 #include "tensor/assign.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
@@ -107,6 +109,33 @@ TEST(CnnOps, Conv2dMatchesTheDefinitionEagerAndCompiled) {
     auto m = std::make_shared<ConvModule>(c, w, b);
     Tensor compiled = compile(m)(x);
     EXPECT_TRUE(allclose(compiled.to(DType::f64), ref, 1e-4, 1e-4));
+  }
+}
+
+// The columns as other backends than the CPU's compute them (the op's decomposition, run
+// eagerly here) equal the op's own kernel: windows that overlap (stacked taps) and windows that
+// tile the input (its blocks reordered), with padding and with a remainder no window covers.
+TEST(CnnOps, Im2colDecompositionEqualsTheKernel) {
+  manual_seed(37);
+  NoGradGuard no_grad;
+  const ops::OpDef& op = ops::op_def(ops::OpId::im2col);
+  const std::vector<std::pair<Shape, ops::Pool2dAttrs>> cases{
+      {{2, 3, 8, 12}, ops::Pool2dAttrs{4, 4, 4, 4, 0, 0, 0, 0, 1, 1, false, true}},
+      {{1, 2, 10, 13}, ops::Pool2dAttrs{4, 3, 4, 3, 0, 0, 0, 0, 1, 1, false, true}},
+      {{1, 2, 9, 7}, ops::Pool2dAttrs{2, 3, 2, 3, 1, 2, 2, 0, 1, 1, false, true}},
+      {{2, 3, 6, 5}, ops::Pool2dAttrs{3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true}},
+      {{1, 2, 7, 9}, ops::Pool2dAttrs{2, 2, 2, 2, 0, 0, 0, 0, 2, 1, false, true}},
+  };
+  for (const auto& [shape, attrs] : cases) {
+    SCOPED_TRACE(shape_str(shape) + " window " + std::to_string(attrs.kernel_h) + "x" +
+                 std::to_string(attrs.kernel_w) + " stride " + std::to_string(attrs.stride_h) +
+                 "x" + std::to_string(attrs.stride_w));
+    Tensor x = randn(shape);
+    Tensor kernel = ops::call1(ops::OpId::im2col, {x}, attrs);
+    std::vector<Tensor> decomposed = op.decompose({&x, 1}, attrs);
+    ASSERT_EQ(decomposed.size(), 1u);
+    ASSERT_EQ(decomposed[0].shape(), kernel.shape());
+    EXPECT_TRUE(allclose(decomposed[0], kernel, 0, 0));
   }
 }
 
