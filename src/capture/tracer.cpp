@@ -198,6 +198,14 @@ void Tracer::draw_random(std::string_view factory) {
               "module uncompiled");
 }
 
+bool Tracer::untraced_on_host(const ops::OpDef&, std::span<const Tensor> inputs,
+                              std::span<const ops::TensorMeta> outputs) const {
+  int64_t read = 0, made = 0;
+  for (const Tensor& t : inputs) read += t.device().is_cpu() ? 0 : t.numel();
+  for (const ops::TensorMeta& m : outputs) made += shape_numel(m.shape);
+  return read <= kHostFoldElements && made <= kHostFoldElements;
+}
+
 Tensor Tracer::random_like(ops::OpId op, const Tensor& x) {
   // The seed lives where x does: generated code reads it as an element of device memory. A
   // trace draws nothing (traces for other sizes run beside calls, and would move the process

@@ -64,6 +64,12 @@ class Tracer final : public ops::OpInterceptor {
   void draw_random(std::string_view factory) override;
   // Records op(x, seed) (rand_like, randn_like) with `seed` a new graph input of kind seed.
   Tensor random_like(ops::OpId op, const Tensor& x) override;
+  // Constants computed from constants fold on the host when they are small (at most
+  // kHostFoldElements read from the device and as many made): they become constants of the
+  // graph either way, and a GPU would compile each op at its first call.
+  bool untraced_on_host(const ops::OpDef& op, std::span<const Tensor> inputs,
+                        std::span<const ops::TensorMeta> outputs) const override;
+  static constexpr int64_t kHostFoldElements = int64_t{1} << 20;
 
   // Forces the values of traced `self` (a graph break); called through its TraceSlot when
   // forward() reads them.

@@ -44,6 +44,25 @@ Device call_device(std::string_view name, std::span<const Tensor> inputs) {
   return on->device();
 }
 
+namespace {
+
+// The op computed on the CPU on copies of `inputs`, its results moved to `device` (see
+// OpInterceptor::untraced_on_host). A 0-dim number stays one.
+std::vector<Tensor> on_host(OpId id, std::span<const Tensor> inputs, const Attrs& attrs,
+                            Device device) {
+  std::vector<Tensor> host;
+  host.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    host.push_back(t.to(Device::cpu()));
+    host.back().unsafe_impl()->wrapped_number = t.unsafe_impl()->wrapped_number;
+  }
+  std::vector<Tensor> results = call(id, host, attrs);
+  for (Tensor& r : results) r = r.to(device);
+  return results;
+}
+
+}  // namespace
+
 Tensor OpInterceptor::random_like(OpId op, const Tensor&) {
   throw Error(std::string(op_def(op).name) +
               ": random draws are recorded only by a capture of forward()");
@@ -105,6 +124,10 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
   for (const Tensor& t : inputs) metas.push_back(meta_of(t));
   std::vector<TensorMeta> outs = infer_outputs(def, metas, attrs);
   std::vector<Tensor> results;
+  if (!device.is_cpu() && tl_interceptor && !is_view(id) && !autograd::wants_grad(inputs) &&
+      tl_interceptor->untraced_on_host(def, inputs, outs)) {
+    return on_host(id, inputs, attrs, device);
+  }
   if (device.is_cpu()) {
     cpu::CpuCallShare share;
     share.refresh();

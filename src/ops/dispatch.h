@@ -34,6 +34,15 @@ class OpInterceptor {
   // installed: a capture records the op with a seed that each call draws (ops/random_like.cpp);
   // nothing else records one.
   virtual Tensor random_like(OpId op, const Tensor& x);
+  // Whether an op whose inputs are all untraced, on a device other than the CPU, computes on
+  // the CPU instead while this interceptor is installed (its inputs copied there, its results
+  // back). A capture says yes for small ones: the result is a constant of the graph either way,
+  // and on a GPU an op's first call costs a compile of its own (30-40 ms of NVRTC each: a
+  // BERT's attention mask, built from constants, cost ten of them at its capture).
+  virtual bool untraced_on_host(const OpDef&, std::span<const Tensor> /*inputs*/,
+                                std::span<const TensorMeta> /*outputs*/) const {
+    return false;
+  }
 };
 
 // The interceptor of the calling thread, or nullptr.

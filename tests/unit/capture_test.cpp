@@ -227,6 +227,23 @@ TEST(CaptureBreaks, ANumberPassedToForwardStillPromotesLikeOneAfterTheBreak) {
 
 // Random numbers drawn in forward() would be constants of the graph, the same on every call:
 // refused with the factory named, and the module's eval() form compiles.
+// What a capture computes on the host when a GPU op's inputs are all constants: up to
+// kHostFoldElements made (and as many read from the device; CPU inputs are not read from it).
+// CudaCompile.ValuesMadeFromConstantsAtCaptureCompileNothingOfTheirOwn runs it on a GPU.
+TEST(CaptureConstants, SmallValuesMadeFromConstantsFoldOnTheHost) {
+  capture::Tracer tracer(nullptr, true);
+  const ops::OpDef& add = ops::op_def(ops::OpId::add);
+  const int64_t most = capture::Tracer::kHostFoldElements;
+  const std::vector<Tensor> cpu_inputs{zeros({4}), zeros({4})};
+  auto made = [](int64_t n) {
+    return std::vector<ops::TensorMeta>{{{n}, DType::f32, Device::cpu()}};
+  };
+  EXPECT_TRUE(tracer.untraced_on_host(add, cpu_inputs, made(most)));
+  EXPECT_FALSE(tracer.untraced_on_host(add, cpu_inputs, made(most + 1)));
+  const std::vector<Tensor> large{zeros({most + 1})};
+  EXPECT_TRUE(tracer.untraced_on_host(add, large, made(4)));  // on the CPU already: not read
+}
+
 TEST(CaptureRandom, ADrawInForwardIsRefusedNamingTheFactory) {
   manual_seed(12);
   const Tensor x = randn({3, 6});
