@@ -100,10 +100,11 @@ size_t nvrtc_worker_count() {
     long n = std::strtol(v->c_str(), &end, 10);
     if (end && *end == '\0' && n >= 0) return static_cast<size_t>(std::min<long>(n, 16));
   }
-  // Half the cores, at most 3: a model's distinct parts are a few, and a helper's start (NVRTC
-  // loading, 100-250 ms of one core) should not crowd a small machine's own start.
+  // Half the cores, at most 7 (with this process's own NVRTC, as many as a large graph's
+  // programs: codegen/backends/cuda/programs.h): a helper's start (NVRTC loading, 100-250 ms
+  // of one core) should not crowd a small machine's own start.
   const size_t cores = std::max<size_t>(1, std::thread::hardware_concurrency());
-  return std::min<size_t>(3, cores / 2);
+  return std::min<size_t>(7, cores / 2);
 }
 
 std::string nvrtc_helper_path() {

@@ -24,7 +24,7 @@
 //  - Helpers end when their socket closes: when this process exits or the pool is destroyed.
 //    Their stdio is /dev/null, and they close every other descriptor they inherited but their
 //    socket.
-//  - ZC_NVRTC_WORKERS=N sets how many (default: half the cores, at most 3); 0: none. The
+//  - ZC_NVRTC_WORKERS=N sets how many (default: half the cores, at most 7); 0: none. The
 //    program is found where ZC_NVRTC_HELPER names, else beside libzc (the build tree), else in
 //    libexec/zc/ of libzc's install; without it, every compile runs in process.
 #pragma once
@@ -57,7 +57,7 @@ using NvrtcCompileFn = NvrtcOutcome (*)(std::string_view source, const std::stri
 NvrtcOutcome nvrtc_compile_here(std::string_view source, const std::string& arch,
                                 const std::vector<std::string>& options);
 
-// How many helpers a process starts: ZC_NVRTC_WORKERS, else min(3, cores / 2).
+// How many helpers a process starts: ZC_NVRTC_WORKERS, else min(7, cores / 2).
 size_t nvrtc_worker_count();
 // The helper program's path, or empty when there is none (see the contract).
 std::string nvrtc_helper_path();

@@ -61,10 +61,6 @@ std::vector<Tensor> backward_ops(const Tensor& q, const Tensor& k, const Tensor&
 
 using test::sm90;
 
-bool is_elf(const std::vector<uint8_t>& b) {
-  return b.size() > 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
-}
-
 int count_op(const ir::Graph& g, OpId op) {
   int n = 0;
   for (const ir::Node& node : g.nodes) n += node.op == op;
@@ -129,7 +125,7 @@ TEST(CudaCodegen, AttentionBackwardBuildsInEveryForm) {
       if (dt == DType::f64) {
         EXPECT_FALSE(test::contains(code.source.text, "float4")) << code.source.text;
       }
-      EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
+      EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source))) << code.source.text;
     }
   }
 }
@@ -179,7 +175,7 @@ TEST(CudaCodegen, ACompiledAttentionBackwardIsThreeFusedKernels) {
   for (const codegen::Kernel& k : code.schedule.kernels)
     attention_kernels += k.kind == codegen::KernelKind::attention;
   EXPECT_EQ(attention_kernels, 3);
-  EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
+  EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source))) << code.source.text;
 
   ir::Graph cpu = lower::lower(part.backward, lower::LowerContext{});
   EXPECT_EQ(count_op(cpu, OpId::attention_grad), 0);

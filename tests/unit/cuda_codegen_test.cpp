@@ -23,6 +23,7 @@
 
 #if ZC_WITH_CUDA
 #include "codegen/backends/cuda/launch.h"
+#include "codegen/backends/cuda/programs.h"
 #endif
 
 namespace zc {
@@ -53,7 +54,7 @@ TEST(CudaCodegen, EveryOpBuildsToACubin) {
       ir::Graph low = lower::lower(captured(f, randn({3, 4}).to(dt)), lc);
       codegen::CodegenResult code = codegen::codegen(low, *backend);
       std::vector<uint8_t> cubin = backend->build(code.source);
-      EXPECT_TRUE(is_elf(cubin)) << code.source.text;
+      EXPECT_TRUE(test::cubins_are_elf(cubin)) << code.source.text;
       // Every kernel is generated but convolutions, which cuDNN runs where it is found.
       EXPECT_EQ(code.source.generated_kernels + code.source.extern_ops,
                 static_cast<int>(code.schedule.kernels.size()));
@@ -76,7 +77,7 @@ TEST(CudaCodegen, LargeMatmulsGoToTheLibraryWithAGeneratedEpilogue) {
   // No tiled product in the source: the bias and gelu read the library's product from memory.
   EXPECT_FALSE(test::contains(code.source.text, "zc_at[")) << code.source.text;
   EXPECT_TRUE(test::contains(code.source.text, "matmul epilogue")) << code.source.text;
-  EXPECT_TRUE(is_elf(backend->build(code.source)));
+  EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source)));
 }
 
 // The launch forms of reductions and generated products: a sum over every dim but the last
@@ -92,7 +93,7 @@ TEST(CudaCodegen, ReductionsAndGeneratedProductsTakeTheirLaunchForms) {
   auto launches = [&](const test::Program& f, const Tensor& x) {
     ir::Graph low = lower::lower(captured(f, x), lc);
     codegen::CodegenResult code = codegen::codegen(low, *backend);
-    EXPECT_TRUE(is_elf(backend->build(code.source)));
+    EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source)));
     return codegen::cuda::launch_plan(code.schedule, code.plan);
   };
   auto columns = [](const Tensor& x) { return sum(x, {0, 1}); };
@@ -139,7 +140,7 @@ TEST(CudaCodegen, ABf16TransformerBlockHasTheKernelsOfAnF32One) {
     std::vector<codegen::KernelKind> kinds;
     for (const codegen::Kernel& k : code.schedule.kernels) kinds.push_back(k.kind);
     if (dt == DType::bf16) {
-      EXPECT_TRUE(is_elf(backend->build(code.source)));
+      EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source)));
     }
     return kinds;
   };
@@ -178,7 +179,7 @@ TEST(CudaCodegen, PointwiseKernelsTakeVectorSteps) {
     } else {
       EXPECT_FALSE(test::contains(code.source.text, "zc_v")) << code.source.text;
     }
-    EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
+    EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source))) << code.source.text;
   }
 }
 
@@ -216,7 +217,7 @@ TEST(CudaCodegen, AttentionBuildsInEveryTiling) {
       } else {
         EXPECT_FALSE(test::contains(code.source.text, "float4")) << code.source.text;
       }
-      EXPECT_TRUE(is_elf(backend->build(code.source))) << code.source.text;
+      EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source))) << code.source.text;
     }
   }
 }
@@ -275,6 +276,99 @@ TEST(CudaCodegen, ACubinIsCachedAndFoundAgain) {
     ++cubins;
   }
   EXPECT_GE(cubins, 1);
+}
+
+// A source with many kernels is cut between kernels into programs, each with the shared head:
+// every kernel in exactly one, in order; a small source (or one kernel) is one program, itself.
+TEST(CudaPrograms, ALargeSourceIsCutBetweenKernelsIntoProgramsWithTheHead) {
+  using codegen::cuda::kKernelMarker;
+  using codegen::cuda::kMaxPrograms;
+  using codegen::cuda::kProgramBytes;
+  using codegen::cuda::split_programs;
+  const std::string head = "// prelude\n__device__ int zc_helper() { return 1; }\n";
+  auto source_of = [&](int kernels, size_t bytes_each) {
+    std::string s = head;
+    for (int k = 0; k < kernels; ++k) {
+      std::string body = std::string(kKernelMarker) + std::to_string(k) + ": pointwise\n";
+      body += std::string(bytes_each - body.size() - 1, 'x') + "\n";
+      s += body;
+    }
+    return s;
+  };
+  EXPECT_EQ(split_programs(source_of(3, 1000)), std::vector<std::string>{source_of(3, 1000)});
+  EXPECT_EQ(split_programs(source_of(1, 4 * kProgramBytes)).size(), 1u);  // one kernel
+  EXPECT_EQ(split_programs(head).size(), 1u);                             // no kernel
+  for (const auto& [kernels, bytes] : std::vector<std::pair<int, size_t>>{
+           {24, 1800}, {5, 3 * kProgramBytes}, {200, 2000}, {17, 1024}}) {
+    SCOPED_TRACE(std::to_string(kernels) + " kernels of " + std::to_string(bytes) + " bytes");
+    const std::string source = source_of(kernels, bytes);
+    const std::vector<std::string> programs = split_programs(source);
+    const size_t want = std::min({kMaxPrograms, static_cast<size_t>(kernels),
+                                  (kernels * bytes + kProgramBytes - 1) / kProgramBytes});
+    EXPECT_EQ(programs.size(), want);
+    std::string kernels_in_order;
+    for (const std::string& p : programs) {
+      ASSERT_EQ(p.substr(0, head.size()), head);
+      ASSERT_TRUE(p.substr(head.size()).starts_with(kKernelMarker));
+      kernels_in_order += p.substr(head.size());
+    }
+    EXPECT_EQ(head + kernels_in_order, source);
+    EXPECT_EQ(split_programs(source), programs);  // the same cut every time
+  }
+}
+
+// Several cubins travel as one binary and come back as they were; one cubin is itself (an ELF
+// file, as every cached cubin was before programs were cut); a container cut short or garbled is
+// a zc::Error.
+TEST(CudaPrograms, CubinsPackAndUnpackAndABadContainerIsAnError) {
+  using codegen::cuda::pack_cubins;
+  using codegen::cuda::unpack_cubins;
+  const std::vector<uint8_t> elf{0x7f, 'E', 'L', 'F', 1, 2, 3};
+  EXPECT_EQ(pack_cubins({elf}), elf);
+  EXPECT_EQ(unpack_cubins(elf), std::vector<std::vector<uint8_t>>{elf});
+  EXPECT_TRUE(unpack_cubins({}).empty());
+  const std::vector<std::vector<uint8_t>> three{
+      elf, {0x7f, 'E', 'L', 'F'}, {9, 9, 9, 9, 9, 9, 9, 9, 9}};
+  const std::vector<uint8_t> packed = pack_cubins(three);
+  EXPECT_EQ(unpack_cubins(packed), three);
+  std::vector<uint8_t> short_one(packed.begin(), packed.end() - 5);
+  EXPECT_TRUE(test::contains(test::error_message([&] { unpack_cubins(short_one); }), "cubins"));
+  std::vector<uint8_t> longer = packed;
+  longer.push_back(0);
+  EXPECT_TRUE(test::contains(test::error_message([&] { unpack_cubins(longer); }), "garbled"));
+  std::vector<uint8_t> count = packed;
+  count[8] = 200;  // the count of cubins
+  EXPECT_TRUE(test::contains(test::error_message([&] { unpack_cubins(count); }), "garbled"));
+}
+
+// A transformer block at GPT-2 small's width builds to several cubins through NVRTC, each an
+// ELF file, and every kernel the launches name is in one of them.
+TEST(CudaPrograms, ALargeGraphBuildsToSeveralCubinsHoldingEveryKernel) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(5);
+  NoGradGuard no_grad;
+  auto block = std::make_shared<nn::TransformerBlock>(768, 12, /*causal=*/true);
+  block->eval();
+  ir::Graph g = capture::capture_module(*block, randn({2, 64, 768}), nullptr, true).graph;
+  lower::LowerContext lc;
+  lc.keep = backend->native_ops();
+  lc.split_long_reductions = backend->splits_long_reductions();
+  codegen::CodegenResult code = codegen::codegen(lower::lower(g, lc), *backend);
+  const size_t programs = codegen::cuda::split_programs(code.source.text).size();
+  ASSERT_GT(programs, 1u) << code.source.text.size() << " bytes of source";
+  const std::vector<std::vector<uint8_t>> cubins =
+      codegen::cuda::unpack_cubins(backend->build(code.source));
+  ASSERT_EQ(cubins.size(), programs);
+  for (const auto& c : cubins) EXPECT_TRUE(is_elf(c));
+  for (const codegen::cuda::Launch& l : codegen::cuda::launch_plan(code.schedule, code.plan)) {
+    if (!l.has_kernel) continue;
+    int holders = 0;
+    for (const auto& c : cubins) {
+      holders += std::search(c.begin(), c.end(), l.symbol.begin(), l.symbol.end()) != c.end();
+    }
+    EXPECT_EQ(holders, 1) << l.symbol;
+  }
 }
 
 TEST(CudaCodegen, KeysNameTheArchitectureAndNvrtc) {
@@ -344,6 +438,33 @@ TEST(CudaCompile, Seed64AndGptMatchTheCpu) {
   gpt->to(Device::cuda(0));
   Tensor gpt_got = compile(gpt)(tokens.to(Device::cuda(0)));
   EXPECT_TRUE(allclose(gpt_got.to(Device::cpu()), gpt_want, 1e-3, 1e-4));
+}
+
+// A capture on a GPU computes what it makes from constants alone (a mask from positions, as a
+// transformer's attention mask is) on the host: the values are constants of the graph either
+// way, and on the device each such op's first call compiled a graph of its own (30-40 ms of
+// NVRTC each). The compile is the graph's alone, and its values are the eager ones.
+TEST(CudaCompile, ValuesMadeFromConstantsAtCaptureCompileNothingOfTheirOwn) {
+  ZC_SKIP_WITHOUT_GPU();
+  struct Masked : nn::Module {
+    Tensor pos;  // a constant: not registered, not traced
+    explicit Masked(Device d) : pos(arange(16).to(d)) {}
+    Tensor forward(const Tensor& x) override {
+      const Tensor keep = cast(lt(pos, 11.0), DType::f32) * cast(ge(pos, 2.0), DType::f32);
+      return x * (keep * 2.0 - 1.0) + cast(pos, DType::f32);
+    }
+  };
+  NoGradGuard no_grad;
+  manual_seed(17);
+  const Tensor x = randn({3, 16});
+  Masked on_cpu(Device::cpu());
+  const Tensor want = on_cpu(x);
+  compiler::reset();
+  compiler::reset_stats();
+  const Tensor got = compile(std::make_shared<Masked>(Device::cuda(0)))(x.to(Device::cuda(0)));
+  EXPECT_EQ(compiler::stats().code_cache_misses, 1);
+  EXPECT_EQ(got.device(), Device::cuda(0));
+  EXPECT_TRUE(allclose(got.to(Device::cpu()), want, 0, 0));
 }
 
 // Dims of size 0 on a GPU: a sum over an empty dim stores its identity per row (its rows are

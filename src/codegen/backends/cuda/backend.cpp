@@ -1,5 +1,6 @@
 #include "codegen/backends/cuda/backend.h"
 
+#include <future>
 #include <mutex>
 
 #include "codegen/backends/cuda/emit.h"
@@ -8,6 +9,7 @@
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
+#include "codegen/backends/cuda/programs.h"
 #include "codegen/backends/cuda/support.h"
 #include "cuda/blaslt_start.h"
 #include "cuda/cudnn.h"
@@ -57,7 +59,8 @@ class CudaBackend final : public Backend, private SchedulePolicy {
           "cuda;block=256;row_block<=256;matmul_threads=" + std::to_string(kMatmulThreads) +
           ";matmul_k=" + std::to_string(kMatmulTileK) + ";matmul_micro=4@64" +
           ";attention_threads=" + std::to_string(kAttentionThreads) + ";library_matmul>" +
-          std::to_string(kLibraryMatmulMinFlops);
+          std::to_string(kLibraryMatmulMinFlops) + ";programs<=" + std::to_string(kMaxPrograms) +
+          "x" + std::to_string(kProgramBytes);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
@@ -102,7 +105,19 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   std::vector<uint8_t> build(const GeneratedSource& source) const override {
     std::string why = unavailable_reason();
     if (!why.empty()) throw Error("the CUDA backend cannot build here: " + why);
-    return toolchain::compile_cubin(source.text, arch_, nvrtc_options()).cubin;
+    // A large source as programs compiled side by side (programs.h): this thread compiles the
+    // first, threads of their own the others, each in whichever NVRTC is free first.
+    const std::vector<std::string> programs = split_programs(source.text);
+    auto compile = [&](size_t i) {
+      return toolchain::compile_cubin(programs[i], arch_, nvrtc_options()).cubin;
+    };
+    std::vector<std::future<std::vector<uint8_t>>> others;
+    for (size_t i = 1; i < programs.size(); ++i) {
+      others.push_back(std::async(std::launch::async, compile, i));
+    }
+    std::vector<std::vector<uint8_t>> cubins{compile(0)};
+    for (auto& f : others) cubins.push_back(f.get());
+    return pack_cubins(cubins);
   }
 
   std::shared_ptr<const Executable> load(Schedule s, BufferPlan plan,

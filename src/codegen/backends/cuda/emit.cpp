@@ -3,6 +3,7 @@
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/launch.h"
 #include "codegen/backends/cuda/prelude.h"
+#include "codegen/backends/cuda/programs.h"
 #include "codegen/c_helpers.h"
 
 namespace zc::codegen::cuda {
@@ -18,8 +19,8 @@ CudaModule emit(const Schedule& s, const BufferPlan& plan) {
   for (size_t k = 0; k < launches.size(); ++k) {
     m.extern_ops += launches[k].conv.has_value();
     if (!launches[k].has_kernel) continue;  // a library product or convolution alone
-    w.line("// kernel " + std::to_string(k) + ": " + kernel_kind_name(launches[k].kind) +
-           (launches[k].library ? " epilogue" : ""));
+    w.line(std::string(kKernelMarker) + std::to_string(k) + ": " +
+           kernel_kind_name(launches[k].kind) + (launches[k].library ? " epilogue" : ""));
     emitter.emit(static_cast<int32_t>(k), launches[k]);
     ++m.kernels;
   }

@@ -10,6 +10,7 @@
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
+#include "codegen/backends/cuda/programs.h"
 #include "codegen/call_buffers.h"
 #include "cuda/allocator.h"
 #include "cuda/blaslt_start.h"
@@ -111,9 +112,10 @@ class CudaExecutable final : public RawExecutable,
     const ir::Graph& g = schedule_.graph;
     zc::cuda::use_device(device_);
     Timer timer;
-    // A graph of convolutions alone has no generated kernel, and its binary is empty.
-    if (!cubin.empty()) {
-      module_ = schedule_.symbolic() ? shared_module(cubin, device_) : load_module(cubin);
+    // A graph of convolutions alone has no generated kernel, and its binary is empty; a large
+    // one's kernels are in several cubins (programs.h).
+    for (const std::vector<uint8_t>& c : unpack_cubins(cubin)) {
+      modules_.push_back(schedule_.symbolic() ? shared_module(c, device_) : load_module(c));
     }
     const double module_ms = timer.ms();
     if (schedule_.symbolic()) {
@@ -126,7 +128,10 @@ class CudaExecutable final : public RawExecutable,
     for (const Launch& l : launches_) {
       CUfunction fn = nullptr;
       if (l.work > 0 && l.has_kernel) {
-        CUresult r = driver().cuModuleGetFunction(&fn, module_, l.symbol.c_str());
+        CUresult r = CUDA_ERROR_NOT_FOUND;
+        for (size_t m = 0; m < modules_.size() && r == CUDA_ERROR_NOT_FOUND; ++m) {
+          r = driver().cuModuleGetFunction(&fn, modules_[m], l.symbol.c_str());
+        }
         if (r != CUDA_SUCCESS) {
           throw Error("compiled graph's cubin lacks kernel " + l.symbol +
                       " (a cubin from another schedule): " + zc::cuda::error_text(r));
@@ -181,7 +186,7 @@ class CudaExecutable final : public RawExecutable,
         scratch_bytes_(call_scratch_bytes(plan_, convs_)),
         arenas_(scratch_bytes_, Device::cuda(device_)),
         error_flag_(base->error_flag_),
-        module_(base->module_),
+        modules_(base->modules_),
         symbols_(base->symbols_),
         functions_(base->functions_),
         has_library_(base->has_library_),
@@ -377,7 +382,7 @@ class CudaExecutable final : public RawExecutable,
   int64_t scratch_bytes_ = 0;                               // call_scratch_bytes()
   ArenaPool arenas_;
   CUdeviceptr error_flag_ = 0;
-  CUmodule module_ = nullptr;
+  std::vector<CUmodule> modules_;
   std::array<int64_t, kMaxSymbols> symbols_{};  // ZcSym, for a symbolic schedule
   std::vector<CUfunction> functions_;
   std::vector<std::string> labels_;     // per launch, when timing kernels (ZC_LOGS=kernels)
