@@ -127,8 +127,11 @@ def zc_run(zc, model, inputs, cache, device, repeats, out_dir=None):
         cmd += ["--input", f]
     if out_dir:
         cmd += ["--output", out_dir]
-    r = subprocess.run(cmd, env=dict(os.environ, ZC_CACHE_DIR=cache), capture_output=True,
-                       text=True)
+    # NVRTC 12.9 and later keep a cache of their own (the CUDA JIT cache, ~/.nv/ComputeCache)
+    # that an empty ZC_CACHE_DIR does not empty: with it, a cold run after an earlier one found
+    # its programs compiled (a ViT's first call 0.16 s so, 1.6 s without). Off: cold is cold.
+    env = dict(os.environ, ZC_CACHE_DIR=cache, CUDA_CACHE_DISABLE="1")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         return {"error": (r.stderr.strip().splitlines() or ["exit " + str(r.returncode)])[-1]}
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -41,8 +41,9 @@ def run_mode(args, mode, lengths):
            "--d-model", str(args.d_model), "--heads", str(args.heads), "--batch",
            str(args.batch), "--steady", str(args.steady)] + [str(t) for t in lengths]
     with tempfile.TemporaryDirectory() as cache:
-        p = subprocess.run(cmd, env=dict(os.environ, ZC_CACHE_DIR=cache), capture_output=True,
-                           text=True, timeout=args.timeout)
+        # CUDA_CACHE_DISABLE: NVRTC's own cache of programs would serve a second run's compiles.
+        env = dict(os.environ, ZC_CACHE_DIR=cache, CUDA_CACHE_DISABLE="1")
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     calls = []
     for line in p.stdout.splitlines():
         w = line.split()

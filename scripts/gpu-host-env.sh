@@ -34,6 +34,10 @@ fi
 if [[ -z "${ZC_CXX:-}" && -x /usr/bin/x86_64-linux-gnu-g++-13 ]]; then
   export ZC_CXX=/usr/bin/x86_64-linux-gnu-g++-13
 fi
+# NVRTC 12.9 and later keep a cache of their own programs (the CUDA JIT cache, ~/.nv/ComputeCache)
+# that an empty ZC_CACHE_DIR does not empty: a "cold" measurement after another found its
+# programs compiled there. Off on the measuring host, so that cold is cold.
+export CUDA_CACHE_DISABLE=1
 zc_gpu_cmake_args=(
   -DZC_OPENBLAS_OPENMP_DIR="$zc_gpu_lib/openblas-openmp"
   -DOPENSSL_INCLUDE_DIR="$zc_gpu_prefix/usr/include"

@@ -201,7 +201,11 @@ std::vector<Sample> spawn_all(const std::string& self, const std::vector<std::st
                               const std::string& args) {
   std::vector<std::pair<std::string, FILE*>> running;
   for (const std::string& env : envs) {
-    std::string cmd = env + " " + self + " bench --child " + args;
+    // NVRTC 12.9 and later keep their own cache of programs (the CUDA JIT cache, in
+    // ~/.nv/ComputeCache), which zc's empty cache directory does not empty: a cold measurement
+    // after another would find its programs compiled there (a ViT's first call measured 0.16 s
+    // so, 1.6 s without). Off for every measurement; a warm one runs no NVRTC anyway.
+    std::string cmd = "CUDA_CACHE_DISABLE=1 " + env + " " + self + " bench --child " + args;
     running.emplace_back(cmd, popen(cmd.c_str(), "r"));
   }
   std::vector<Sample> out;
