@@ -35,6 +35,7 @@ Captured trace(nn::Module& module, std::span<const Tensor> inputs, const Segment
   out.bindings = tracer.bindings();
   out.breaks = tracer.breaks();
   out.constants_read = tracer.constants_read();
+  out.writes = tracer.writes();
   return out;  // the tracer unmarks the parameters as it goes out of scope
 }
 }  // namespace
@@ -62,6 +63,11 @@ Captured capture_function(std::span<const Tensor> inputs,
   }
   out.graph = tracer.finish(results);
   out.bindings = tracer.bindings();
+  if (!tracer.writes().empty()) {
+    throw Error(
+        "capture: a traced function updated one of its inputs in place (index_copy_); "
+        "return the updated value instead");
+  }
   return out;
 }
 

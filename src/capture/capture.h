@@ -12,6 +12,9 @@ struct Captured {
   int breaks = 0;
   // Tensors read as constants that did not want gradients (Tracer::constants_read).
   std::vector<std::weak_ptr<TensorImpl>> constants_read;
+  // Buffers forward() updated in place, whose values are the graph's last outputs
+  // (Tracer::writes): a call applies them once, after the graph ran.
+  std::vector<BufferWrite> writes;
 };
 
 // Parameters and buffers of `module` become inputs; module calls become regions. Segments

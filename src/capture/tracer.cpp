@@ -1,5 +1,7 @@
 #include "capture/tracer.h"
 
+#include <algorithm>
+
 #include "autograd/node.h"
 #include "tensor/random.h"
 #include "util/check.h"
@@ -13,8 +15,9 @@ struct Tracer::Slot final : TraceSlot {
   int segment = 0;
   ir::ValueId id = -1;  // -1: a marked parameter not yet used in this segment
   ir::InputKind kind = ir::InputKind::carried;
-  size_t user = 0;  // kind user: which forward() argument
-  Tensor real;      // the concrete value, once known
+  size_t user = 0;     // kind user: which forward() argument
+  size_t binding = 0;  // kind parameter: its binding in this segment, once it is an input
+  Tensor real;         // the concrete value, once known
   void force(TensorImpl& self) override { tracer->force(self); }
 };
 
@@ -89,6 +92,7 @@ ir::ValueId Tracer::value_of(const Tensor& t) {
       binding = slot->real;
     }
     bindings_.push_back(InputBinding{kind, binding, slot->user});
+    slot->binding = bindings_.size() - 1;
     slot->segment = segment_;
     slot->id = id;
     produced_.resize(graph_.values.size());
@@ -206,6 +210,45 @@ bool Tracer::untraced_on_host(const ops::OpDef&, std::span<const Tensor> inputs,
   return read <= kHostFoldElements && made <= kHostFoldElements;
 }
 
+void Tracer::update_in_place(const Tensor& self, const Tensor& updated) {
+  auto* slot = dynamic_cast<Slot*>(self.unsafe_impl()->trace.get());
+  ZC_CHECK(slot && slot->tracer == this, "an in-place update of a tensor of another trace");
+  if (slot->kind == ir::InputKind::user) {
+    throw Error(
+        "capture: forward() updates its input tensor in place (index_copy_); a compiled "
+        "graph updates only the module's registered buffers: keep the state in a "
+        "buffer (register_buffer) or return the updated tensor");
+  }
+  if (breaks_ > 0) {
+    throw Error(
+        "capture: forward() updates a buffer in place (index_copy_) after a graph break; "
+        "in-place updates need a whole graph: remove the break (ZC_LOGS=graph shows "
+        "where it is)");
+  }
+  if (call_grad_ && autograd::requires_grad(updated)) {
+    throw Error(
+        "capture: forward() updates a buffer in place (index_copy_) with a value that "
+        "wants gradients; compiled training of in-place updates is not supported: call "
+        "it under zc::NoGradGuard, or uncompiled");
+  }
+  const ir::ValueId value = value_of(updated);
+  if (slot->kind == ir::InputKind::parameter) {
+    value_of(self);  // an input of this segment (it is, when the update read it)
+    auto it = std::find_if(updated_.begin(), updated_.end(),
+                           [&](const auto& u) { return u.first == slot->binding; });
+    if (it == updated_.end()) {
+      updated_.emplace_back(slot->binding, value);
+    } else {
+      it->second = value;
+    }
+  }
+  // Later reads of `self` in forward() see the update (a value it computed is rebound alike).
+  slot->id = value;
+  slot->segment = segment_;
+  produced_.resize(graph_.values.size());
+  produced_[value] = self.impl_ptr();
+}
+
 Tensor Tracer::random_like(ops::OpId op, const Tensor& x) {
   // The seed lives where x does: generated code reads it as an element of device memory. A
   // trace draws nothing (traces for other sizes run beside calls, and would move the process
@@ -235,6 +278,12 @@ void Tracer::exit_region() {
 }
 
 void Tracer::force(TensorImpl& self) {
+  if (!updated_.empty()) {
+    throw Error(
+        "capture: forward() updated a buffer in place (index_copy_) and then needs the "
+        "concrete value of a tensor (a graph break); in-place updates need a whole graph: "
+        "remove the data-dependent code");
+  }
   auto* slot = static_cast<Slot*>(self.trace.get());
   if (slot->kind == ir::InputKind::user && slot->real.defined()) {
     if (fullgraph_) {
@@ -324,6 +373,11 @@ ir::Graph Tracer::finish(std::span<const Tensor> results) {
   for (const Tensor& r : results) {
     ZC_CHECK(r.defined(), "a traced function returned an undefined Tensor");
     graph_.outputs.push_back(value_of(r));
+  }
+  writes_.clear();
+  for (const auto& [binding, value] : updated_) {
+    writes_.push_back(BufferWrite{binding, graph_.outputs.size()});
+    graph_.outputs.push_back(value);
   }
   while (!open_regions_.empty()) exit_region();
   return std::move(graph_);

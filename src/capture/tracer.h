@@ -20,6 +20,14 @@
 
 namespace zc::capture {
 
+// A buffer forward() updated in place (index_copy_): after each call, the tensor of
+// bindings()[binding] (a parameter-kind input: a registered buffer or parameter) takes the
+// value of the graph's output `output`. Such outputs come after forward()'s results.
+struct BufferWrite {
+  size_t binding = 0;
+  size_t output = 0;
+};
+
 // Compiles (or looks up) and runs one finished segment on real inputs.
 using SegmentRunner =
     std::function<std::vector<Tensor>(const ir::Graph& graph, std::span<const Tensor> inputs)>;
@@ -50,6 +58,8 @@ class Tracer final : public ops::OpInterceptor {
   ir::Graph finish(const Tensor& result);
   ir::Graph finish(std::span<const Tensor> results);
   const std::vector<InputBinding>& bindings() const { return bindings_; }
+  // The buffers forward() updated in place, as finish() appended them to the outputs.
+  const std::vector<BufferWrite>& writes() const { return writes_; }
   // The untraced tensors forward() read that did not want gradients (embedded or lifted as
   // constants of the graph), for the compiled module to notice one that starts to.
   const std::vector<std::weak_ptr<TensorImpl>>& constants_read() const { return read_; }
@@ -62,6 +72,10 @@ class Tracer final : public ops::OpInterceptor {
   // Raises zc::Error: a draw in forward() would be a constant of the graph, the same numbers on
   // every call (nn::Dropout in training mode draws its mask so).
   void draw_random(std::string_view factory) override;
+  // An update of a registered buffer (or parameter) becomes a write of the updated value back
+  // into it after the call; later reads in forward() see the updated value. Raises zc::Error
+  // for a user input, for a trace with a graph break, and under gradients.
+  void update_in_place(const Tensor& self, const Tensor& updated) override;
   // Records op(x, seed) (rand_like, randn_like) with `seed` a new graph input of kind seed.
   Tensor random_like(ops::OpId op, const Tensor& x) override;
   // Constants computed from constants fold on the host when they are small (at most
@@ -96,6 +110,10 @@ class Tracer final : public ops::OpInterceptor {
   ir::ConstantTable constants_;
   std::vector<std::weak_ptr<TensorImpl>> read_;  // constants_read()
   std::vector<ir::RegionId> open_regions_;
+  // Updated buffers: binding index and latest value, in order of first update; finish()
+  // turns them into writes_.
+  std::vector<std::pair<size_t, ir::ValueId>> updated_;
+  std::vector<BufferWrite> writes_;
 };
 
 }  // namespace zc::capture

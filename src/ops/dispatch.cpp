@@ -68,6 +68,12 @@ Tensor OpInterceptor::random_like(OpId op, const Tensor&) {
               ": random draws are recorded only by a capture of forward()");
 }
 
+void OpInterceptor::update_in_place(const Tensor&, const Tensor&) {
+  throw Error(
+      "index_copy_: an in-place update of a traced tensor is recorded only by a capture "
+      "of forward()");
+}
+
 OpInterceptor* current_interceptor() {
   return tl_interceptor;
 }

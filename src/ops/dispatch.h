@@ -39,6 +39,10 @@ class OpInterceptor {
   // back). A capture says yes for small ones: the result is a constant of the graph either way,
   // and on a GPU an op's first call costs a compile of its own (30-40 ms of NVRTC each: a
   // BERT's attention mask, built from constants, cost ten of them at its capture).
+  // index_copy_(self, ...) on a traced `self`: `updated` (the op's traced result) is self's
+  // value from now on. A capture records it as an update of the buffer `self` is (applied once
+  // per call, after the graph ran); the default refuses.
+  virtual void update_in_place(const Tensor& self, const Tensor& updated);
   virtual bool untraced_on_host(const OpDef&, std::span<const Tensor> /*inputs*/,
                                 std::span<const TensorMeta> /*outputs*/) const {
     return false;

@@ -2,8 +2,10 @@
 // registry call each. Normalizing here keeps attributes canonical for the capture stage.
 #include <cmath>
 
+#include "autograd/node.h"
 #include "ops/dispatch.h"
 #include "ops/shape_rules.h"
+#include "tensor/assign.h"
 #include "tensor/element.h"
 #include "zc/factories.h"
 #include "zc/ops.h"
@@ -263,6 +265,35 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return binary(OpId::embedding, weight, indices);
+}
+
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  if (!self.defined()) throw Error("index_copy: self is an undefined Tensor");
+  const int64_t d = ops::wrap_dim("index_copy", dim, self.dim());
+  return call1(OpId::index_copy, {self, index, source}, ops::DimAttrs{d});
+}
+
+void index_copy_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  const Tensor updated = index_copy(self, dim, index, source);
+  if (self.is_traced()) {
+    ops::OpInterceptor* tracer = ops::current_interceptor();
+    if (!tracer) throw Error("index_copy_: a traced tensor was used outside its capture");
+    tracer->update_in_place(self, updated);
+    return;
+  }
+  if (updated.is_traced()) {
+    throw Error(
+        "index_copy_: forward() writes a traced value into a tensor that is not a "
+        "registered buffer of the module (" +
+        shape_str(self.shape()) +
+        "); register it with register_buffer, so that the compiled graph updates it");
+  }
+  if (autograd::requires_grad(self)) {
+    throw Error("index_copy_: " + shape_str(self.shape()) +
+                " wants gradients; an in-place update of it would lose them (update a tensor "
+                "that wants none, or use zc::index_copy)");
+  }
+  assign_values(self, updated);
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {

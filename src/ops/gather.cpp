@@ -1,4 +1,5 @@
-// embedding (row gather), its backward (row scatter-add), and cat.
+// embedding (row gather), its backward (row scatter-add), cat, and index_copy (rows written at
+// given positions: a KV cache's update).
 #include <cstring>
 
 #include "ops/decompose.h"
@@ -179,6 +180,96 @@ std::vector<Tensor> cat_vjp(const VjpArgs& args) {
   return out;
 }
 
+// index_copy(self, index, source), dim d: self with source's slice i at position index[i]
+// along d (torch's index_copy). An index written twice keeps its last source; an index out of
+// [0, size) raises here, and in compiled code writes nothing (docs/generation.md).
+std::vector<TensorMeta> index_copy_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
+  const int64_t dim = std::get<DimAttrs>(attrs).dim;
+  const TensorMeta &self = in[0], &index = in[1], &source = in[2];
+  const int64_t nd = static_cast<int64_t>(self.shape.size());
+  if (dim < 0 || dim >= nd) {
+    op_error("index_copy",
+             "dimension " + std::to_string(dim) + " is out of range for " + meta_str(self));
+  }
+  if (index.shape.size() != 1 || !is_integral(index.dtype)) {
+    op_error("index_copy", "expected a 1-D index of i32 or i64, got " + meta_str(index));
+  }
+  Shape want = self.shape;
+  want[static_cast<size_t>(dim)] = index.shape[0];
+  if (source.shape != want || source.dtype != self.dtype) {
+    TensorMeta expected{want, self.dtype, self.device};
+    op_error("index_copy", "expected a source " + meta_str(expected) + " for " + meta_str(self) +
+                               " and " + std::to_string(index.shape[0]) + " indices along dim " +
+                               std::to_string(dim) + ", got " + meta_str(source));
+  }
+  return {TensorMeta{self.shape, self.dtype, self.device}};
+}
+
+std::vector<Tensor> index_copy_eager(std::span<const Tensor> in, const Attrs& attrs,
+                                     std::span<const TensorMeta> outs) {
+  const int64_t dim = std::get<DimAttrs>(attrs).dim;
+  const Tensor self = eager_contiguous(in[0]);
+  const Tensor index = eager_contiguous(as_dtype(in[1], DType::i64));
+  const Tensor source = eager_contiguous(in[2]);
+  const Shape& shape = outs[0].shape;
+  const int64_t len = shape[static_cast<size_t>(dim)], n = index.numel();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(dim) + 1; d < shape.size(); ++d) inner *= shape[d];
+  const int64_t* ip = elem_ptr<int64_t>(index);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ip[i] < 0 || ip[i] >= len) {
+      op_error("index_copy", "index " + std::to_string(ip[i]) + " is out of range for dim " +
+                                 std::to_string(dim) + " of size " + std::to_string(len) +
+                                 " (expected 0 to " + std::to_string(len - 1) + ")");
+    }
+  }
+  Tensor out = Tensor::empty(shape, self.dtype());
+  const size_t es = dtype_size(self.dtype());
+  const size_t row = static_cast<size_t>(inner) * es;
+  auto* dst = static_cast<char*>(out.raw_data());
+  const auto* from = static_cast<const char*>(self.raw_data());
+  const auto* src = static_cast<const char*>(source.raw_data());
+  if (out.numel() > 0) std::memcpy(dst, from, static_cast<size_t>(out.numel()) * es);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(dst + static_cast<size_t>(o * len + ip[i]) * row,
+                  src + static_cast<size_t>(o * n + i) * row, row);
+    }
+  }
+  return {out};
+}
+
+// Every position p along dim takes the source slice of the last i with index[i] == p, or keeps
+// self's: a one-hot match of positions against the indices, weighted by i + 1 so that its
+// argmax is that last i (0 where none matches), then a row gather and a select. The positions
+// and indices are compared, not used as addresses: an index out of range matches nothing.
+std::vector<Tensor> index_copy_decompose(std::span<const Tensor> in, const Attrs& attrs) {
+  const int64_t dim = std::get<DimAttrs>(attrs).dim;
+  const Tensor &self = in[0], &source = in[2];
+  const int64_t nd = self.dim(), len = self.size(dim), n = source.size(dim);
+  std::vector<int64_t> front{dim};
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d != dim) front.push_back(d);
+  }
+  std::vector<int64_t> back(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) back[static_cast<size_t>(front[static_cast<size_t>(d)])] = d;
+  if (n == 0) return {self};
+  const Tensor index = cast(in[1], DType::i64).reshape({1, n});
+  const Tensor order = arange(n + 1).slice(0, 1, n + 1).reshape({1, n});
+  const Tensor score =
+      cast(eq(arange(len).reshape({len, 1}), index), DType::i64) * order;  // [len, n]
+  const Tensor which = argmax(score, 1);                                   // [len]
+  Shape hit_shape(static_cast<size_t>(nd), 1);
+  hit_shape[0] = len;
+  const Tensor hit = gt(amax(score, {1}), 0.0).reshape(hit_shape);
+  const Tensor rows = source.permute(front).reshape({n, -1});
+  Shape front_shape;
+  for (int64_t d : front) front_shape.push_back(self.size(d));
+  const Tensor taken = embedding(rows, which).reshape(front_shape);
+  return {where(hit, taken, self.permute(front)).permute(back)};
+}
+
 }  // namespace
 
 void define_gather_ops(OpTable& t) {
@@ -196,6 +287,13 @@ void define_gather_ops(OpTable& t) {
                  .infer = embedding_backward_infer,
                  .eager = embedding_backward_eager,
                  .decompose = embedding_backward_decompose});
+  t.define(OpDef{.id = OpId::index_copy,
+                 .min_inputs = 3,
+                 .max_inputs = 3,
+                 .attrs_index = attrs_index_of<DimAttrs>(),
+                 .infer = index_copy_infer,
+                 .eager = index_copy_eager,
+                 .decompose = index_copy_decompose});
   t.define(OpDef{.id = OpId::cat,
                  .min_inputs = 1,
                  .max_inputs = -1,

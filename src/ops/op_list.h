@@ -71,6 +71,7 @@
   ZC_OP(embedding, composite)                                                  \
   ZC_OP(embedding_backward, composite)                                         \
   ZC_OP(cat, composite)                                                        \
+  ZC_OP(index_copy, composite)                                                 \
   ZC_OP(attention, composite)                                                  \
   ZC_OP(attention_lse, composite)                                              \
   ZC_OP(attention_grad, composite)                                             \

@@ -101,6 +101,7 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
   Entry& e = *p.entry;
   for (const Tensor& x : xs) e.guards.push_back(capture::input_guard(x));
   e.constants_read = std::move(cap.constants_read);
+  e.writes = std::move(cap.writes);
   runtime::GraphVariants::Options& v = p.variants;
   // A whole trace is compiled hierarchically unless the user asked for one flat graph; graph
   // break segments stay flat (they are re-traced on every call anyway), and an interpreter has
@@ -123,6 +124,12 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
                   << hex(ir::graph_hash(p.graph)).substr(0, 16) << ", " << p.graph.nodes.size()
                   << " nodes";
   p.wanted = wanted_gradients(e, xs);
+  if (!e.writes.empty() && !p.wanted.empty()) {
+    throw Error("compiled module " + c.module->type_name() +
+                ": forward() updates a buffer in place (index_copy_) while gradients are wanted; "
+                "compiled training of in-place updates is not supported: call it under "
+                "zc::NoGradGuard (decoding), or uncompiled");
+  }
   // What the first call's templates cover decides what this one is. Templates serve inference
   // graphs: a training call leaves a new dynamic dim to the next inference call.
   ctx.merge(finish_sizes_first(c));

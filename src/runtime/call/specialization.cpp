@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "tensor/assign.h"
 #include "tensor/random.h"
 #include "util/check.h"
 #include "util/hash.h"
@@ -45,7 +46,12 @@ std::vector<Tensor> run_inference(const Specialization& s, const Executable& exe
   for (const UserSlot& u : s.user_slots) args[u.slot] = &xs[u.input];
   const std::vector<Tensor> seeds = draw_seeds(s);
   for (size_t k = 0; k < seeds.size(); ++k) args[s.seed_slots[k]] = &seeds[k];
-  return exec.run(args);
+  std::vector<Tensor> outs = exec.run(args);
+  if (s.writes.empty()) return outs;
+  ZC_CHECK(outs.size() >= s.writes.size(), "a graph that updates buffers lacks their outputs");
+  for (const capture::BufferWrite& w : s.writes) assign_values(s.bound[w.binding], outs[w.output]);
+  outs.resize(outs.size() - s.writes.size());
+  return outs;
 }
 
 namespace {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "capture/guards.h"
+#include "capture/tracer.h"
 #include "codegen/executable.h"
 #include "runtime/driver/graph_variants.h"
 
@@ -61,6 +62,9 @@ struct Specialization {
   // Graph inputs of kind seed (rand_like's, randn_like's), which every call draws anew
   // (draw_seeds); their `bound` values are the trace's zeros, kept for their device.
   std::vector<size_t> seed_slots;
+  // Buffers forward() updated in place (capture/tracer.h): after its code ran, run_inference
+  // writes each such output into the tensor bound at its slot, and returns the others.
+  std::vector<capture::BufferWrite> writes;
   // Tensors the trace read as constants without gradients: should one start to want them, the
   // specialization is dropped and the module traced again, with it as an input.
   std::vector<std::weak_ptr<TensorImpl>> constants_read;
@@ -80,7 +84,8 @@ std::vector<Tensor> draw_seeds(const Specialization& s);
 std::vector<Tensor> call_inputs(const Specialization& s, std::span<const Tensor> xs,
                                 std::span<const Tensor> seeds);
 // Runs `exec` (an inference executable of `s`) on the call's inputs `xs`: the bound values, the
-// call's inputs and fresh seeds in their slots, passed without copying a tensor handle.
+// call's inputs and fresh seeds in their slots, passed without copying a tensor handle. The
+// buffers it updates take their values (s.writes), once, before it returns forward()'s results.
 std::vector<Tensor> run_inference(const Specialization& s, const Executable& exec,
                                   std::span<const Tensor> xs);
 

@@ -167,6 +167,11 @@ Builder::Capture Builder::capture_call(const std::vector<Tensor>& xs) {
     }
     throw;
   }
+  if (!c.cap.writes.empty()) {
+    throw Error(
+        "package: forward() updates a buffer in place (index_copy_: a KV cache); a "
+        "package does not hold such updates yet: compile the module instead");
+  }
   if (backend) c.cap.graph = runtime::in_backend_layout(std::move(c.cap.graph), *backend);
   c.graph = ir::canonical_bytes(c.cap.graph);
   for (const capture::InputBinding& bind : c.cap.bindings) {
