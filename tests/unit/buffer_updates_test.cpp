@@ -122,7 +122,8 @@ struct Cached : nn::Module {
     index_copy_(cache, 0, pos, matmul(x, w));
     // Reads after the update see it; the scale by the positions seen makes each step's result
     // depend on every row written before.
-    const Tensor seen = cast(le(arange(cache.size(0)), amax(pos)), DType::f32).reshape({-1, 1});
+    const Tensor at = arange(cache.size(0)).to(cache.device());
+    const Tensor seen = cast(le(at, amax(pos)), DType::f32).reshape({-1, 1});
     return {sum(cache * seen, {0}) + sum(x, {0})};
   }
 };
