@@ -18,6 +18,22 @@ class CausalLM : public nn::Module {
   virtual int64_t vocab_size() const = 0;
   // The longest sequence forward() takes (its position embeddings or rotary tables end there).
   virtual int64_t max_sequence_length() const = 0;
+
+  // The KV cache (docs/generation.md): each attention layer's keys and values for `batch`
+  // sequences of up to `max_length` positions, registered buffers in the model's dtype and on
+  // its device. Allocating again with other sizes replaces them; with the same, keeps them (a
+  // step reads only positions it or an earlier step of its generation wrote). The default
+  // raises zc::Error: a model without a cache path.
+  virtual void allocate_cache(int64_t batch, int64_t max_length);
+  // The positions the cache holds (0 before allocate_cache).
+  virtual int64_t cache_length() const { return 0; }
+  // A step with the cache: forward({ids [B, T], positions [T] i64}) returns {logits [B, T,
+  // vocab]} for tokens at those positions (consecutive, ascending), writing their keys and
+  // values into the cache there and attending to the cache's positions up to each one; what
+  // the cache holds beyond them is never read. positions is a tensor (on the model's device) so
+  // that one compiled graph serves every decode step. Raises zc::Error without a cache, for
+  // ids of another batch size, or (eagerly) for a position outside the cache.
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 };
 
 }  // namespace zc::models

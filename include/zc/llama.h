@@ -71,6 +71,8 @@ class LlamaRotaryEmbedding : public nn::Module {
   explicit LlamaRotaryEmbedding(const LlamaConfig& config);
   // The first `seq` rows of each table (views), for positions 0..seq-1.
   std::vector<Tensor> tables(int64_t seq) const;
+  // The rows of `positions` [T] (an integer tensor on the tables' device), gathered.
+  std::vector<Tensor> tables_at(const Tensor& positions) const;
   Tensor cos, sin;
 };
 
@@ -79,13 +81,19 @@ class LlamaRotaryEmbedding : public nn::Module {
 Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
 
 // Causal self-attention with num_key_value_heads key/value heads shared by groups of query
-// heads. forward({x [B, T, hidden], cos, sin}) returns {[B, T, hidden]}.
+// heads. forward({x [B, T, hidden], cos, sin}) returns {[B, T, hidden]}; with the cache
+// allocated, forward({x, cos, sin, positions [T]}) (cos and sin of those positions) writes the
+// step's keys and values at `positions` and attends to the cache up to each query's position.
 class LlamaAttention : public nn::Module {
  public:
   explicit LlamaAttention(const LlamaConfig& config, nn::Init init = nn::Init::random);
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  // k_cache and v_cache [batch, num_key_value_heads, max_length, head_dim], in k_proj's dtype
+  // and on its device; registered buffers from the first allocation on.
+  void allocate_cache(int64_t batch, int64_t max_length);
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
   int64_t num_heads, num_key_value_heads, head_dim;
+  Tensor k_cache, v_cache;  // undefined until allocate_cache
 };
 
 // down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -96,7 +104,8 @@ class LlamaMLP : public nn::Module {
   std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
 };
 
-// Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x)). forward({x, cos, sin}) -> {x}.
+// Pre-norm block: x + attn(norm(x)), then x + mlp(norm(x)). forward({x, cos, sin}) -> {x};
+// forward({x, cos, sin, positions}) runs the attention with its cache.
 class LlamaDecoderLayer : public nn::Module {
  public:
   explicit LlamaDecoderLayer(const LlamaConfig& config, nn::Init init = nn::Init::random);
@@ -107,11 +116,12 @@ class LlamaDecoderLayer : public nn::Module {
 };
 
 // The decoder without its head: forward(ids [B, T]) returns the final normed hidden states
-// [B, T, hidden_size].
+// [B, T, hidden_size]; forward({ids, positions}) is the step with the layers' caches.
 class LlamaModel : public nn::Module {
  public:
   explicit LlamaModel(const LlamaConfig& config, nn::Init init = nn::Init::random);
   Tensor forward(const Tensor& ids) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   LlamaConfig config;  // resolved
   std::shared_ptr<nn::Embedding> embed_tokens;
   std::shared_ptr<nn::ModuleList> layers;
@@ -127,11 +137,18 @@ class Llama : public CausalLM {
   explicit Llama(const LlamaConfig& config, nn::Init init = nn::Init::random);
   using CausalLM::forward;
   Tensor forward(const Tensor& ids) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   int64_t vocab_size() const override { return config.vocab_size; }
   int64_t max_sequence_length() const override { return config.max_position_embeddings; }
+  void allocate_cache(int64_t batch, int64_t max_length) override;
+  int64_t cache_length() const override { return cache_length_; }
   LlamaConfig config;  // resolved
   std::shared_ptr<LlamaModel> model;
   std::shared_ptr<nn::Linear> lm_head;  // null when tied
+
+ private:
+  Tensor head(const Tensor& h);
+  int64_t cache_length_ = 0;
 };
 
 // A Llama with weights initialized as zc's layers are (random); from_pretrained loads real ones.

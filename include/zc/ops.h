@@ -104,7 +104,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // `self` with `source`'s slice i along `dim` at position index[i] (torch's index_copy): index is
 // 1-D, i32 or i64, source is self's shape with index's length at dim, in self's dtype. An index
-// given twice keeps its last slice; one out of range raises zc::Error.
+// given twice keeps its first slice; one out of range raises zc::Error.
 Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
 // The same, written into `self` (a contiguous tensor with values: a module's buffer, such as a
 // KV cache). Inside a compiled forward() an update of a registered buffer is part of the graph

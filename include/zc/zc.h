@@ -9,6 +9,7 @@
 #include "zc/dtype.h"
 #include "zc/error.h"
 #include "zc/factories.h"
+#include "zc/generate.h"
 #include "zc/models.h"
 #include "zc/nn.h"
 #include "zc/onnx.h"

@@ -1,9 +1,11 @@
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "models/rope.h"
+#include "nn/epoch.h"
 #include "tensor/assign.h"
 #include "zc/autograd.h"
 #include "zc/factories.h"
@@ -129,6 +131,10 @@ LlamaRotaryEmbedding::LlamaRotaryEmbedding(const LlamaConfig& config) {
   sin = register_buffer("sin", t.sin);
 }
 
+std::vector<Tensor> LlamaRotaryEmbedding::tables_at(const Tensor& positions) const {
+  return {embedding(cos, positions), embedding(sin, positions)};
+}
+
 std::vector<Tensor> LlamaRotaryEmbedding::tables(int64_t seq) const {
   // Views of the buffers, as GPT's positions are of its table: the traced graph holds no
   // constant whose values change with the length.
@@ -162,10 +168,68 @@ LlamaAttention::LlamaAttention(const LlamaConfig& config, nn::Init init)
   o_proj = register_module("o_proj", std::make_shared<nn::Linear>(q_width, hidden, bias, init));
 }
 
+void LlamaAttention::allocate_cache(int64_t batch, int64_t max_length) {
+  const Tensor& w = k_proj->weight;
+  const Shape shape{batch, num_key_value_heads, max_length, head_dim};
+  if (k_cache.defined() && k_cache.shape() == shape && k_cache.dtype() == w.dtype() &&
+      k_cache.device() == w.device()) {
+    // Kept as it is: a step reads only the positions it and the steps before it wrote.
+    return;
+  }
+  const Tensor k = zeros(shape, w.dtype(), w.device()), v = zeros(shape, w.dtype(), w.device());
+  if (!k_cache.defined()) {
+    k_cache = register_buffer("k_cache", k);
+    v_cache = register_buffer("v_cache", v);
+    return;
+  }
+  // The registered handles keep their identity (compiled graphs bind them); their contents are
+  // the new cache, and compiled modules see the module changed.
+  replace_contents(k_cache, k);
+  replace_contents(v_cache, v);
+  nn::bump_module_epoch();
+}
+
+namespace {
+
+// Attention of queries at `positions` against the cache (keys and values written there
+// already): a query at position p sees the cache's positions 0..p. The queries of each group
+// of heads are rows of one product with their key-value head, read in place (no repeated keys):
+// q [B, H, T, D] -> [B, Hkv, group*T, D].
+Tensor attend_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                    const Tensor& positions) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k_cache.size(1), length = k_cache.size(2), group = heads / kv_heads;
+  const Tensor rows = q.reshape({batch, kv_heads, group * seq, dim});
+  Tensor scores = matmul(rows, k_cache.transpose(2, 3));  // [B, Hkv, group*T, L]
+  scores = scores.to(DType::f32) * (1.0 / std::sqrt(static_cast<double>(dim)));
+  const Tensor keys = arange(length).to(positions.device()).reshape({1, length});
+  const Tensor seen = le(keys, positions.to(DType::i64).reshape({seq, 1}));  // [T, L]
+  const Tensor mask = seen.unsqueeze(0).expand({group, seq, length}).reshape({group * seq, length});
+  scores = where(mask, scores, full({}, -std::numeric_limits<double>::infinity()));
+  const Tensor p = softmax(scores, -1).to(q.dtype());
+  const Tensor y = matmul(p, v_cache);  // [B, Hkv, group*T, D]
+  return y.reshape({batch, heads, seq, dim});
+}
+
+}  // namespace
+
 std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != 3) {
-    throw Error("zc::models::LlamaAttention: expected {x, cos, sin}, got " +
-                std::to_string(inputs.size()) + " tensors");
+  if (inputs.size() != 3 && inputs.size() != 4) {
+    throw Error(
+        "zc::models::LlamaAttention: expected {x, cos, sin} or {x, cos, sin, positions}, "
+        "got " +
+        std::to_string(inputs.size()) + " tensors");
+  }
+  const bool cached = inputs.size() == 4;
+  if (cached && !k_cache.defined()) {
+    throw Error(
+        "zc::models::LlamaAttention: a step at given positions needs the KV cache: call "
+        "allocate_cache(batch, max_length) on the model first");
+  }
+  if (cached && inputs[0].size(0) != k_cache.size(0)) {
+    throw Error("zc::models::LlamaAttention: the KV cache holds " +
+                std::to_string(k_cache.size(0)) + " sequences, the step has " +
+                std::to_string(inputs[0].size(0)) + " (allocate_cache with that batch)");
   }
   const Tensor& x = inputs[0];
   const int64_t batch = x.size(0), seq = x.size(1);
@@ -179,6 +243,14 @@ std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
   Tensor v = heads((*v_proj)(x), num_key_value_heads);
   q = apply_rotary(q, inputs[1], inputs[2]);
   k = apply_rotary(k, inputs[1], inputs[2]);
+  if (cached) {
+    // The step's keys and values into the cache (an update of a registered buffer: a compiled
+    // graph applies it once per call), then attention over the cache.
+    index_copy_(k_cache, 2, inputs[3], k);
+    index_copy_(v_cache, 2, inputs[3], v);
+    const Tensor y = attend_cache(q, k_cache, v_cache, inputs[3]);
+    return {(*o_proj)(y.transpose(1, 2).reshape({batch, seq, num_heads * head_dim}))};
+  }
   if (num_key_value_heads != num_heads) {
     // Grouped-query attention by repeating each key-value head for the query heads of its group
     // (a copy, as transformers' eager path makes). Attention that reads the shared heads in
@@ -222,13 +294,16 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, nn::Init init) {
 }
 
 std::vector<Tensor> LlamaDecoderLayer::forward(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != 3) {
-    throw Error("zc::models::LlamaDecoderLayer: expected {x, cos, sin}, got " +
-                std::to_string(inputs.size()) + " tensors");
+  if (inputs.size() != 3 && inputs.size() != 4) {
+    throw Error(
+        "zc::models::LlamaDecoderLayer: expected {x, cos, sin} or {x, cos, sin, "
+        "positions}, got " +
+        std::to_string(inputs.size()) + " tensors");
   }
   const Tensor& x = inputs[0];
-  Tensor normed = (*input_layernorm)(x);
-  Tensor h = x + (*self_attn)({normed, inputs[1], inputs[2]})[0];
+  std::vector<Tensor> attn_inputs(inputs);
+  attn_inputs[0] = (*input_layernorm)(x);
+  Tensor h = x + (*self_attn)(attn_inputs)[0];
   return {h + (*mlp)((*post_attention_layernorm)(h))};
 }
 
@@ -258,6 +333,25 @@ Tensor LlamaModel::forward(const Tensor& ids) {
   return (*norm)(h);
 }
 
+std::vector<Tensor> LlamaModel::forward(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  if (inputs.size() != 2) {
+    throw Error("zc::models::LlamaModel: expected {ids} or {ids, positions}, got " +
+                std::to_string(inputs.size()) + " tensors");
+  }
+  const Tensor &ids = inputs[0], &positions = inputs[1];
+  check_ids("zc::models::LlamaModel", ids, config.max_position_embeddings);
+  if (positions.dim() != 1 || positions.size(0) != ids.size(1) || !is_integral(positions.dtype())) {
+    throw Error("zc::models::LlamaModel: expected integer positions [" +
+                std::to_string(ids.size(1)) + "] for ids " + shape_str(ids.shape()) + ", got " +
+                std::string(dtype_name(positions.dtype())) + " " + shape_str(positions.shape()));
+  }
+  const std::vector<Tensor> rope = rotary_emb->tables_at(positions);
+  Tensor h = (*embed_tokens)(ids);
+  for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions})[0];
+  return {(*norm)(h)};
+}
+
 Llama::Llama(const LlamaConfig& config_in, nn::Init init) : config(config_in.resolved()) {
   model = register_module("model", std::make_shared<LlamaModel>(config, init));
   if (!config.tie_word_embeddings) {
@@ -266,10 +360,55 @@ Llama::Llama(const LlamaConfig& config_in, nn::Init init) : config(config_in.res
   }
 }
 
+Tensor Llama::head(const Tensor& h) {
+  return lm_head ? (*lm_head)(h) : linear(h, model->embed_tokens->weight);
+}
+
 Tensor Llama::forward(const Tensor& ids) {
   check_ids("zc::models::Llama", ids, config.max_position_embeddings);
-  Tensor h = (*model)(ids);
-  return lm_head ? (*lm_head)(h) : linear(h, model->embed_tokens->weight);
+  return head((*model)(ids));
+}
+
+std::vector<Tensor> Llama::forward(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  if (inputs.size() != 2) {
+    throw Error("zc::models::Llama: expected {ids} or {ids, positions}, got " +
+                std::to_string(inputs.size()) + " tensors");
+  }
+  if (cache_length_ == 0) {
+    throw Error(
+        "zc::models::Llama: a step at given positions needs the KV cache: call "
+        "allocate_cache(batch, max_length) first");
+  }
+  const Tensor& positions = inputs[1];
+  // Eagerly, positions are checked here; a compiled step's are the caller's to check
+  // (zc::generate does): reading them would stop the trace.
+  if (!positions.is_traced() && positions.numel() > 0) {
+    const Tensor p = positions.to(Device::cpu()).to(DType::i64);
+    const int64_t lo = amin(p).item<int64_t>(), hi = amax(p).item<int64_t>();
+    if (lo < 0 || hi >= cache_length_) {
+      throw Error("zc::models::Llama: positions " + std::to_string(lo) + ".." + std::to_string(hi) +
+                  " are outside the KV cache of " + std::to_string(cache_length_) + " positions");
+    }
+  }
+  return {head((*model)(inputs)[0])};
+}
+
+void Llama::allocate_cache(int64_t batch, int64_t max_length) {
+  if (batch <= 0 || max_length <= 0) {
+    throw Error("zc::models::Llama::allocate_cache: expected a positive batch and length, got " +
+                std::to_string(batch) + " and " + std::to_string(max_length));
+  }
+  if (max_length > config.max_position_embeddings) {
+    throw Error("zc::models::Llama::allocate_cache: " + std::to_string(max_length) +
+                " positions exceed max_position_embeddings " +
+                std::to_string(config.max_position_embeddings));
+  }
+  for (const auto& layer : *model->layers) {
+    std::dynamic_pointer_cast<LlamaDecoderLayer>(layer)->self_attn->allocate_cache(batch,
+                                                                                   max_length);
+  }
+  cache_length_ = max_length;
 }
 
 std::shared_ptr<Llama> llama(const LlamaConfig& config) {

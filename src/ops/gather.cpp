@@ -181,8 +181,9 @@ std::vector<Tensor> cat_vjp(const VjpArgs& args) {
 }
 
 // index_copy(self, index, source), dim d: self with source's slice i at position index[i]
-// along d (torch's index_copy). An index written twice keeps its last source; an index out of
-// [0, size) raises here, and in compiled code writes nothing (docs/generation.md).
+// along d (torch's index_copy). An index given twice keeps its first slice (torch leaves it
+// open); an index out of [0, size) raises here, and in compiled code writes nothing
+// (docs/generation.md).
 std::vector<TensorMeta> index_copy_infer(std::span<const TensorMeta> in, const Attrs& attrs) {
   const int64_t dim = std::get<DimAttrs>(attrs).dim;
   const TensorMeta &self = in[0], &index = in[1], &source = in[2];
@@ -232,7 +233,7 @@ std::vector<Tensor> index_copy_eager(std::span<const Tensor> in, const Attrs& at
   const auto* src = static_cast<const char*>(source.raw_data());
   if (out.numel() > 0) std::memcpy(dst, from, static_cast<size_t>(out.numel()) * es);
   for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = n - 1; i >= 0; --i) {  // the first of an index's slices written last
       std::memcpy(dst + static_cast<size_t>(o * len + ip[i]) * row,
                   src + static_cast<size_t>(o * n + i) * row, row);
     }
@@ -240,10 +241,12 @@ std::vector<Tensor> index_copy_eager(std::span<const Tensor> in, const Attrs& at
   return {out};
 }
 
-// Every position p along dim takes the source slice of the last i with index[i] == p, or keeps
-// self's: a one-hot match of positions against the indices, weighted by i + 1 so that its
-// argmax is that last i (0 where none matches), then a row gather and a select. The positions
-// and indices are compared, not used as addresses: an index out of range matches nothing.
+// Every position p along dim takes the source slice of the first i with index[i] == p, or
+// keeps self's: a match of positions against the indices, whose argmax along the indices is
+// that first i, then a row gather and a select. The positions and indices are compared, not
+// used as addresses: an index out of range matches nothing. The only constant is the positions
+// (the buffer's length), so the graph of a step of n indices differs from another n only in
+// sizes (size templates serve both).
 std::vector<Tensor> index_copy_decompose(std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t dim = std::get<DimAttrs>(attrs).dim;
   const Tensor &self = in[0], &source = in[2];
@@ -256,13 +259,11 @@ std::vector<Tensor> index_copy_decompose(std::span<const Tensor> in, const Attrs
   for (int64_t d = 0; d < nd; ++d) back[static_cast<size_t>(front[static_cast<size_t>(d)])] = d;
   if (n == 0) return {self};
   const Tensor index = cast(in[1], DType::i64).reshape({1, n});
-  const Tensor order = arange(n + 1).slice(0, 1, n + 1).reshape({1, n});
-  const Tensor score =
-      cast(eq(arange(len).reshape({len, 1}), index), DType::i64) * order;  // [len, n]
-  const Tensor which = argmax(score, 1);                                   // [len]
+  const Tensor match = cast(eq(arange(len).reshape({len, 1}), index), DType::i32);  // [len, n]
+  const Tensor which = argmax(match, 1);                                            // [len]
   Shape hit_shape(static_cast<size_t>(nd), 1);
   hit_shape[0] = len;
-  const Tensor hit = gt(amax(score, {1}), 0.0).reshape(hit_shape);
+  const Tensor hit = gt(amax(match, {1}), 0.0).reshape(hit_shape);
   const Tensor rows = source.permute(front).reshape({n, -1});
   Shape front_shape;
   for (int64_t d : front) front_shape.push_back(self.size(d));

@@ -27,7 +27,7 @@ Tensor reference_index_copy(const Tensor& self, int64_t dim, const std::vector<i
   double* o = out.data<double>();
   const double* x = src.data<double>();
   for (int64_t a = 0; a < outer; ++a)
-    for (int64_t i = 0; i < n; ++i)  // in order: an index given twice keeps its last slice
+    for (int64_t i = n - 1; i >= 0; --i)  // an index given twice keeps its first slice
       for (int64_t b = 0; b < inner; ++b)
         o[(a * len + index[i]) * inner + b] = x[(a * n + i) * inner + b];
   return out;
@@ -53,7 +53,7 @@ TEST(IndexCopy, EagerDecomposedAndCompiledEqualTheDefinition) {
   };
   const std::vector<Case> cases{{{6, 4}, 0, {2}},
                                 {{6, 4}, 0, {5, 0, 3}},
-                                {{2, 7, 3}, 1, {6, 1, 1, 4}},  // 1 twice: the last slice
+                                {{2, 7, 3}, 1, {6, 1, 1, 4}},  // 1 twice: the first slice
                                 {{2, 3, 5}, 2, {4, 0}},
                                 {{3, 5}, -1, {}},
                                 {{1, 2, 16, 8}, 2, {9}}};  // a KV cache's decode step
