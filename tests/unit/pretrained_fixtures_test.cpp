@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "unit/run_model.h"
 #include "unit/test_support.h"
 #include "zc/npy.h"
 #include "zc/zc.h"
@@ -133,6 +134,27 @@ TEST_P(PretrainedFixture, GenerateWithTheCacheMatchesTransformers) {
     EXPECT_EQ(values(zc::cat({prompt_.to(zc::DType::i64), r.tokens}, 1)), values(greedy_))
         << (compiled ? "compiled" : "eager");
   }
+}
+
+// `zc generate DIR --prompt-ids ...`: the first prompt's greedy tokens, as transformers chose
+// them, printed and in the JSON.
+TEST_P(PretrainedFixture, TheGenerateCommandPrintsTransformersTokens) {
+  if (GetParam() == "gpt2") GTEST_SKIP() << "GPT-2 has no KV cache path yet (docs/generation.md)";
+  const std::vector<int64_t> prompt = values(prompt_.select(0, 0));
+  const std::vector<int64_t> want = values(greedy_.select(0, 0).slice(0, prompt_.size(1), greedy_.size(1)));
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+  };
+  const zc::test::ProcessRun r =
+      zc::test::zc_cli("ZC_CACHE_DIR=" + zc::test::test_dir("generate_cmd"),
+                       "generate " + dir_ + " --prompt-ids " + list(prompt) + " --max-new-tokens " +
+                           std::to_string(want.size()) + " --json - 2>/dev/null");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(zc::test::contains(r.out, list(want) + "\n")) << r.out;
+  EXPECT_TRUE(zc::test::contains(r.out, "\"tokens\":[" + list(want) + "]")) << r.out;
+  EXPECT_TRUE(zc::test::contains(r.out, "\"steps\":" + std::to_string(want.size()) + ",")) << r.out;
 }
 
 TEST_P(PretrainedFixture, GenerateOnCudaMatchesTransformers) {

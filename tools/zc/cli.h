@@ -27,6 +27,7 @@ int cmd_cache(Args args);
 int cmd_bench(Args args);
 int cmd_run(Args args);
 int cmd_package(Args args);
+int cmd_generate(Args args);
 
 // `zc run FILE.zcpkg`: loads the package and runs it on the given inputs (.npy), else on
 // generated ones of its first specialization's shapes.

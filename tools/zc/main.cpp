@@ -87,6 +87,19 @@ const Command kCommands[] = {
      "                 (DIR/input_<i>.npy, DIR/expected_<i>.npy)\n"
      "  Run it with `zc run OUT.zcpkg`; signed when ZC_CACHE_HMAC_KEY_FILE is set",
      zc_cli::cmd_package},
+    {"generate",
+     "generate token ids after a prompt with a transformers checkpoint and its KV cache",
+     "zc generate DIR --prompt-ids ID,ID,... [--max-new-tokens N] [--temperature T]\n"
+     "            [--top-k K] [--top-p P] [--seed S] [--eos ID] [--device cpu|cuda]\n"
+     "            [--dtype f32|bf16|f16] [--eager] [--json FILE|-]\n"
+     "  DIR            a checkpoint directory as transformers' save_pretrained writes it\n"
+     "                 (the Llama family: docs/models.md)\n"
+     "  --prompt-ids   the prompt's token ids (zc has no tokenizer); the new ids are printed\n"
+     "                 comma-separated on stdout, the prefill, first token and decode speed\n"
+     "                 on stderr\n"
+     "  --temperature  0 (default): greedy; above 0 sampling, narrowed by --top-k and --top-p\n"
+     "  --eager        run the model uncompiled",
+     zc_cli::cmd_generate},
     {"cache", "inspect and manage the compile cache",
      "zc cache stats|ls [--remote]|clear [--remote --yes]|gc|verify|export FILE|import FILE "
      "[--json]",
