@@ -59,9 +59,8 @@ class CudaBackend final : public Backend, private SchedulePolicy {
           "cuda;block=256;row_block<=256;matmul_threads=" + std::to_string(kMatmulThreads) +
           ";matmul_k=" + std::to_string(kMatmulTileK) + ";matmul_micro=4@64" +
           ";attention_threads=" + std::to_string(kAttentionThreads) + ";library_matmul>" +
-          std::to_string(kLibraryMatmulMinFlops) + ";rows<=" + std::to_string(kRowsMaxM) + "x" +
-          std::to_string(kRowsWarps) + ";programs<=" + std::to_string(kMaxPrograms) + "x" +
-          std::to_string(kProgramBytes);
+          std::to_string(kLibraryMatmulMinFlops) + ";programs<=" + std::to_string(kMaxPrograms) +
+          "x" + std::to_string(kProgramBytes);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
@@ -170,16 +169,6 @@ class CudaBackend final : public Backend, private SchedulePolicy {
     const bool float_type =
         dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
     return float_type && !d.a_vec && !d.b_vec ? MatmulPath::library : MatmulPath::inline_loop;
-  }
-
-  // Products of a few rows (a decode step's linear layers, M = the batch; its attention's
-  // scores, M = a group of query heads) stream the weight (matmul.cpp, rows): at M = 1 a
-  // cuBLASLt call took 10-20 us for a 1-8 MB bf16 weight on the H200, which the memory reads
-  // in 0.2-1.7 us.
-  bool matmul_streams_rows(const ops::MatmulShapes& d, DType dtype) const override {
-    const bool float_type =
-        dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
-    return float_type && d.M <= kRowsMaxM && d.K >= 32;
   }
 
   MatmulPath matmul_path(const ops::MatmulShapes& d, DType dtype) const override {

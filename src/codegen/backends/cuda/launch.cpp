@@ -197,16 +197,6 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
       }
       case KernelKind::matmul: {
         const ir::Node& n = s.graph.nodes[K.anchor];
-        if (K.rows) {
-          const ops::MatmulShapes d =
-              ops::matmul_shapes(s.graph.meta(n.inputs[0]).shape, s.graph.meta(n.inputs[1]).shape);
-          l.block_x = 32 * kRowsWarps;
-          l.grid_x = ceil_div(d.N, int64_t{kRowsWarps});
-          l.grid_z = shape_numel(d.batch);
-          l.work = shape_numel(K.space);
-          largest = std::max(largest, d.M * d.K);
-          break;
-        }
         if ((l.library = library_matmul(s, K))) {
           // cuBLASLt computes the product; a grid-stride kernel runs the epilogue over it.
           l.has_kernel = K.nodes.size() > 1;

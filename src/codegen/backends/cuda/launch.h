@@ -59,11 +59,6 @@ inline constexpr int64_t kColumnMinRows = 2048;
 // threads, each thread computing micro x micro elements, over slices of kMatmulTileK along k.
 inline constexpr int kMatmulThreads = 16;
 inline constexpr int kMatmulTileK = 16;
-// A product streamed as rows (Kernel::rows, matmul.cpp): a warp per output column n, its lanes
-// striding along k through B's row n and the M rows of A, kRowsWarps warps a block; at most
-// kRowsMaxM rows of A (each lane keeps M sums in registers).
-inline constexpr int kRowsWarps = 8;
-inline constexpr int kRowsMaxM = 8;
 // 4 (a 64x64 tile per block, 16 products per pair of shared loads) for products with at least
 // 64 rows and 64 columns; 1 (16x16, one element per thread) for smaller ones, whose blocks
 // would otherwise compute mostly padding.

@@ -5,7 +5,6 @@
 // backend's inline products do), so the tile size changes speed, never results. The fused
 // epilogue then runs on each element. Any dtype; the batch dims broadcast as the eager kernel's.
 #include "codegen/backends/cuda/kernel_emitter.h"
-#include "codegen/backends/cuda/launch.h"
 #include "codegen/c_expr.h"
 #include "ops/shape_rules.h"
 
@@ -16,10 +15,6 @@ using ir::ValueId;
 void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   if (l.library) {
     emit_library_epilogue(k, l);
-    return;
-  }
-  if (k.rows) {
-    emit_matmul_rows(k, l);
     return;
   }
   const ir::Node& n = s_.graph.nodes[k.anchor];
@@ -114,66 +109,6 @@ void KernelEmitter::emit_matmul(const Kernel& k, const Launch& l) {
   for (ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
   w_.close();
   w_.close();
-  w_.close();
-  w_.close();
-}
-
-// A product of a few rows (Kernel::rows): warp w of block x computes column n = x * kRowsWarps
-// + w of every row of C. Its lanes stride along k, each reading B's element (k, n) once and
-// multiplying it into the M rows' sums (A's row elements are shared by the block's warps
-// through the cache), so a warp's loads of B run along memory (B is dense along k: a weight
-// [N, K] read as W^T). The sums meet by shuffles, in the order of lanes and then of k: the
-// product is the same on every run, though not summed in k order as the tiled form's are. Lane
-// 0 runs the epilogue on the M elements of column n.
-void KernelEmitter::emit_matmul_rows(const Kernel& k, const Launch& l) {
-  const ir::Node& n = s_.graph.nodes[k.anchor];
-  ValueId A = n.inputs[0], B = n.inputs[1], C = n.outputs[0];
-  const MatmulIndex mi = matmul_index(s_.graph.meta(A).shape, s_.graph.meta(B).shape);
-  const ops::MatmulShapes& d = mi.d;
-  if (shape_numel(k.space) == 0) return;
-  const DType cdt = s_.graph.meta(C).dtype;
-  const std::string T = compute_type(cdt);
-  const std::string N = num(d.N), K = num(d.K);
-  w_.line("const int zc_lane = threadIdx.x & 31;");
-  w_.line("const idx_t zc_n = (idx_t)blockIdx.x * " + std::to_string(kRowsWarps) +
-          " + (threadIdx.x >> 5);");
-  w_.line("if (zc_n >= " + N + ") return;  // the warp's column is past the end: all of it");
-  w_.open("for (idx_t zc_z = blockIdx.z; zc_z < " + num(l.grid_z) + "; zc_z += gridDim.z)");
-  Names batch = decompose(d.batch, "zc_z", "zb");
-  const std::string MS = std::to_string(d.M);
-  w_.line(T + " acc[" + MS + "];");
-  w_.line("#pragma unroll");
-  w_.line("for (int zc_i = 0; zc_i < " + MS + "; ++zc_i) acc[zc_i] = 0;");
-  w_.line("#pragma unroll 4");
-  w_.open("for (idx_t zc_k = zc_lane; zc_k < " + K + "; zc_k += 32)");
-  w_.line("const " + T + " zc_b = (" + T + ")" + load(B, mi.b(batch, "zc_k", "zc_n")) + ";");
-  for (int64_t i = 0; i < d.M; ++i) {
-    w_.line("acc[" + std::to_string(i) + "] += (" + T + ")" +
-            load(A, mi.a(batch, std::to_string(i), "zc_k")) + " * zc_b;");
-  }
-  w_.close();
-  w_.line("#pragma unroll");
-  w_.open("for (int zc_i = 0; zc_i < " + MS + "; ++zc_i)");
-  w_.line("#pragma unroll");
-  w_.line(
-      "for (int zc_o = 16; zc_o > 0; zc_o >>= 1) acc[zc_i] += __shfl_xor_sync(0xffffffffu, "
-      "acc[zc_i], zc_o);");
-  w_.close();
-  w_.open("if (zc_lane == 0)");
-  for (int64_t i = 0; i < d.M; ++i) {
-    w_.open("");
-    w_.line("const idx_t zc_m = " + std::to_string(i) + ";");
-    Names names = mi.c(batch, "zc_m", "zc_n");
-    const std::string reg = "v" + std::to_string(C);
-    w_.line(T + " " + reg + " = acc[" + std::to_string(i) + "];");
-    const std::string round = round_to_storage(cdt, reg);
-    if (!round.empty()) w_.line(round);
-    for (int32_t idx : k.nodes) {
-      if (idx != k.anchor) emit_node(idx, names);
-    }
-    for (ValueId v : k.stores) w_.line(store(v, names, "v" + std::to_string(v)));
-    w_.close();
-  }
   w_.close();
   w_.close();
 }
