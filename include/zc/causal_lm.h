@@ -31,8 +31,12 @@ class CausalLM : public nn::Module {
   // vocab]} for tokens at those positions (consecutive, ascending), writing their keys and
   // values into the cache there and attending to the cache's positions up to each one; what
   // the cache holds beyond them is never read. positions is a tensor (on the model's device) so
-  // that one compiled graph serves every decode step. Raises zc::Error without a cache, for
-  // ids of another batch size, or (eagerly) for a position outside the cache.
+  // that one compiled graph serves every decode step. forward({ids, positions, attention_mask})
+  // takes left-padded sequences: attention_mask [B, cache length] is 1 where a sequence holds
+  // a token and 0 on its padding (its first positions); padding is never attended to, and a
+  // sequence's tokens are rotated from their own first one. Raises zc::Error without a cache,
+  // for ids of another batch size, a mask of another shape, or (eagerly) for a position
+  // outside the cache.
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 };
 

@@ -62,5 +62,12 @@ struct GenerateResult {
 // a cache path.
 GenerateResult generate(const std::shared_ptr<models::CausalLM>& model, const Tensor& prompt,
                         const GenerateOptions& options = {});
+// Prompts of several lengths in one batch, left-padded as transformers' tokenizers pad for
+// generation: `attention_mask` [B, T] is 1 on a prompt's tokens and 0 on the padding before
+// them (whatever ids the padding holds). Each sequence's tokens are what it alone would get.
+// Raises zc::Error for a mask of another shape, values other than 0 and 1, padding after a
+// token (right padding), or a row of padding alone.
+GenerateResult generate(const std::shared_ptr<models::CausalLM>& model, const Tensor& prompt,
+                        const Tensor& attention_mask, const GenerateOptions& options = {});
 
 }  // namespace zc

@@ -94,8 +94,42 @@ double GenerateResult::tokens_per_s() const {
   return steps > 1 && decode_ms > 0 ? static_cast<double>(steps - 1) / (decode_ms / 1e3) : 0.0;
 }
 
-GenerateResult generate(const std::shared_ptr<models::CausalLM>& model, const Tensor& prompt,
-                        const GenerateOptions& options) {
+namespace {
+
+// The prompt's mask checked (left padding of 0s, then 1s), as the cache's [B, L] mask: later
+// positions hold the generated tokens.
+Tensor cache_mask(const Tensor& mask, const Tensor& prompt, int64_t cache) {
+  if (!mask.defined() || mask.shape() != prompt.shape()) {
+    refuse("expected an attention mask of the prompt's shape " + shape_str(prompt.shape()) +
+           ", got " + (mask.defined() ? shape_str(mask.shape()) : std::string("none")));
+  }
+  const int64_t batch = prompt.size(0), length = prompt.size(1);
+  const Tensor m = mask.to(Device::cpu()).to(DType::f64).contiguous();
+  const double* v = m.data<double>();
+  for (int64_t b = 0; b < batch; ++b) {
+    bool token = false;
+    for (int64_t t = 0; t < length; ++t) {
+      const double x = v[b * length + t];
+      if (x != 0 && x != 1) {
+        refuse("the attention mask holds " + std::to_string(x) + "; expected 0 (padding) or 1");
+      }
+      if (x == 0 && token) {
+        refuse("sequence " + std::to_string(b) +
+               "'s attention mask has padding after a token "
+               "at position " +
+               std::to_string(t) +
+               "; generation takes left padding (pad "
+               "before the prompt, as tokenizers do with padding_side='left')");
+      }
+      token = token || x == 1;
+    }
+    if (!token) refuse("sequence " + std::to_string(b) + " is padding alone");
+  }
+  return cat({m.to(DType::i64), ones({batch, cache - length}, DType::i64)}, 1);
+}
+
+GenerateResult run(const std::shared_ptr<models::CausalLM>& model, const Tensor& prompt,
+                   const Tensor* attention_mask, const GenerateOptions& options) {
   if (!model) refuse("the model is null");
   check_options(options);
   if (!prompt.defined() || prompt.dim() != 2 || !is_integral(prompt.dtype()) ||
@@ -122,12 +156,16 @@ GenerateResult generate(const std::shared_ptr<models::CausalLM>& model, const Te
   if (options.max_new_tokens == 0) return result;
 
   NoGradGuard no_grad;
+  const Tensor mask_on_host =
+      attention_mask ? cache_mask(*attention_mask, prompt, cache) : Tensor();
   model->allocate_cache(batch, cache);
   const Device device = device_of(*model);
+  const Tensor mask = mask_on_host.defined() ? mask_on_host.to(device) : Tensor();
   std::optional<CompiledModule> compiled;
   if (options.compile) compiled = zc::compile(model, options.compile_options);
   auto step = [&](const Tensor& ids, const Tensor& positions) {
-    const std::vector<Tensor> in{ids, positions};
+    std::vector<Tensor> in{ids, positions};
+    if (mask.defined()) in.push_back(mask);
     return compiled ? (*compiled)(in)[0] : (*model)(in)[0];
   };
   std::mt19937_64 rng(options.seed);
@@ -160,6 +198,18 @@ GenerateResult generate(const std::shared_ptr<models::CausalLM>& model, const Te
   // [steps, B] as chosen, then [B, steps].
   result.tokens = from_values(chosen, {result.steps, batch}).transpose(0, 1).contiguous();
   return result;
+}
+
+}  // namespace
+
+GenerateResult generate(const std::shared_ptr<models::CausalLM>& model, const Tensor& prompt,
+                        const GenerateOptions& options) {
+  return run(model, prompt, nullptr, options);
+}
+
+GenerateResult generate(const std::shared_ptr<models::CausalLM>& model, const Tensor& prompt,
+                        const Tensor& attention_mask, const GenerateOptions& options) {
+  return run(model, prompt, &attention_mask, options);
 }
 
 }  // namespace zc

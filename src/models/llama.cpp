@@ -192,11 +192,14 @@ void LlamaAttention::allocate_cache(int64_t batch, int64_t max_length) {
 namespace {
 
 // Attention of queries at `positions` against the cache (keys and values written there
-// already): a query at position p sees the cache's positions 0..p. The queries of each group
-// of heads are rows of one product with their key-value head, read in place (no repeated keys):
-// q [B, H, T, D] -> [B, Hkv, group*T, D].
+// already): a query at position p sees the cache's positions 0..p, and with `key_mask` [B, L]
+// only those its sequence holds (1; 0: left padding). The queries of each group of heads are
+// rows of one product with their key-value head, read in place (no repeated keys):
+// q [B, H, T, D] -> [B, Hkv, group*T, D]. Hidden scores take the lowest finite float, not -inf:
+// a padding query that sees nothing gets a finite (unused) result, so the keys and values it
+// writes are finite and weigh exactly 0 where they are hidden.
 Tensor attend_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                    const Tensor& positions) {
+                    const Tensor& positions, const Tensor& key_mask) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k_cache.size(1), length = k_cache.size(2), group = heads / kv_heads;
   const Tensor rows = q.reshape({batch, kv_heads, group * seq, dim});
@@ -204,8 +207,12 @@ Tensor attend_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cach
   scores = scores.to(DType::f32) * (1.0 / std::sqrt(static_cast<double>(dim)));
   const Tensor keys = arange(length).to(positions.device()).reshape({1, length});
   const Tensor seen = le(keys, positions.to(DType::i64).reshape({seq, 1}));  // [T, L]
-  const Tensor mask = seen.unsqueeze(0).expand({group, seq, length}).reshape({group * seq, length});
-  scores = where(mask, scores, full({}, -std::numeric_limits<double>::infinity()));
+  Tensor mask = seen.unsqueeze(0).expand({group, seq, length}).reshape({group * seq, length});
+  if (key_mask.defined()) {
+    const Tensor held = cast(ne(key_mask.reshape({batch, 1, 1, length}), 0.0), DType::f32);
+    mask = gt(cast(mask, DType::f32) * held, 0.5);  // [B, 1, group*T, L]
+  }
+  scores = where(mask, scores, full({}, std::numeric_limits<float>::lowest()));
   const Tensor p = softmax(scores, -1).to(q.dtype());
   const Tensor y = matmul(p, v_cache);  // [B, Hkv, group*T, D]
   return y.reshape({batch, heads, seq, dim});
@@ -214,13 +221,13 @@ Tensor attend_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cach
 }  // namespace
 
 std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != 3 && inputs.size() != 4) {
+  if (inputs.size() < 3 || inputs.size() > 5) {
     throw Error(
-        "zc::models::LlamaAttention: expected {x, cos, sin} or {x, cos, sin, positions}, "
-        "got " +
+        "zc::models::LlamaAttention: expected {x, cos, sin} or {x, cos, sin, positions[, "
+        "key_mask]}, got " +
         std::to_string(inputs.size()) + " tensors");
   }
-  const bool cached = inputs.size() == 4;
+  const bool cached = inputs.size() >= 4;
   if (cached && !k_cache.defined()) {
     throw Error(
         "zc::models::LlamaAttention: a step at given positions needs the KV cache: call "
@@ -248,7 +255,8 @@ std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
     // graph applies it once per call), then attention over the cache.
     index_copy_(k_cache, 2, inputs[3], k);
     index_copy_(v_cache, 2, inputs[3], v);
-    const Tensor y = attend_cache(q, k_cache, v_cache, inputs[3]);
+    const Tensor y =
+        attend_cache(q, k_cache, v_cache, inputs[3], inputs.size() == 5 ? inputs[4] : Tensor());
     return {(*o_proj)(y.transpose(1, 2).reshape({batch, seq, num_heads * head_dim}))};
   }
   if (num_key_value_heads != num_heads) {
@@ -294,10 +302,10 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, nn::Init init) {
 }
 
 std::vector<Tensor> LlamaDecoderLayer::forward(const std::vector<Tensor>& inputs) {
-  if (inputs.size() != 3 && inputs.size() != 4) {
+  if (inputs.size() < 3 || inputs.size() > 5) {
     throw Error(
         "zc::models::LlamaDecoderLayer: expected {x, cos, sin} or {x, cos, sin, "
-        "positions}, got " +
+        "positions[, key_mask]}, got " +
         std::to_string(inputs.size()) + " tensors");
   }
   const Tensor& x = inputs[0];
@@ -335,9 +343,11 @@ Tensor LlamaModel::forward(const Tensor& ids) {
 
 std::vector<Tensor> LlamaModel::forward(const std::vector<Tensor>& inputs) {
   if (inputs.size() == 1) return {forward(inputs[0])};
-  if (inputs.size() != 2) {
-    throw Error("zc::models::LlamaModel: expected {ids} or {ids, positions}, got " +
-                std::to_string(inputs.size()) + " tensors");
+  if (inputs.size() != 2 && inputs.size() != 3) {
+    throw Error(
+        "zc::models::LlamaModel: expected {ids}, {ids, positions} or {ids, positions, "
+        "attention_mask}, got " +
+        std::to_string(inputs.size()) + " tensors");
   }
   const Tensor &ids = inputs[0], &positions = inputs[1];
   check_ids("zc::models::LlamaModel", ids, config.max_position_embeddings);
@@ -346,9 +356,26 @@ std::vector<Tensor> LlamaModel::forward(const std::vector<Tensor>& inputs) {
                 std::to_string(ids.size(1)) + "] for ids " + shape_str(ids.shape()) + ", got " +
                 std::string(dtype_name(positions.dtype())) + " " + shape_str(positions.shape()));
   }
-  const std::vector<Tensor> rope = rotary_emb->tables_at(positions);
   Tensor h = (*embed_tokens)(ids);
-  for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions})[0];
+  if (inputs.size() == 2) {
+    const std::vector<Tensor> rope = rotary_emb->tables_at(positions);
+    for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions})[0];
+    return {(*norm)(h)};
+  }
+  // Left padding: a sequence's first `pad` cache positions hold no token (0 in the mask), so its
+  // token at position p is its (p - pad)-th, which is the rotation it gets (transformers'
+  // position ids from the mask). Padding positions take rotation 0; they are never seen.
+  const Tensor& mask = inputs[2];
+  const int64_t batch = ids.size(0), length = mask.size(1);
+  // In f32 (exact for positions below 2^24), cast back for the table's rows.
+  const Tensor held = sum(cast(ne(mask, 0.0), DType::f32), {1});  // [B]
+  const Tensor pad = (static_cast<double>(length) - held).reshape({batch, 1});
+  const Tensor at = cast(positions, DType::f32).reshape({1, -1});
+  const Tensor rotation = cast(maximum(at - pad, 0.0), DType::i64);  // [B, T]
+  std::vector<Tensor> rope = rotary_emb->tables_at(rotation);        // [B, T, D/2]
+  rope[0] = rope[0].unsqueeze(1);
+  rope[1] = rope[1].unsqueeze(1);
+  for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions, mask})[0];
   return {(*norm)(h)};
 }
 
@@ -371,9 +398,11 @@ Tensor Llama::forward(const Tensor& ids) {
 
 std::vector<Tensor> Llama::forward(const std::vector<Tensor>& inputs) {
   if (inputs.size() == 1) return {forward(inputs[0])};
-  if (inputs.size() != 2) {
-    throw Error("zc::models::Llama: expected {ids} or {ids, positions}, got " +
-                std::to_string(inputs.size()) + " tensors");
+  if (inputs.size() != 2 && inputs.size() != 3) {
+    throw Error(
+        "zc::models::Llama: expected {ids}, {ids, positions} or {ids, positions, "
+        "attention_mask}, got " +
+        std::to_string(inputs.size()) + " tensors");
   }
   if (cache_length_ == 0) {
     throw Error(
@@ -381,6 +410,15 @@ std::vector<Tensor> Llama::forward(const std::vector<Tensor>& inputs) {
         "allocate_cache(batch, max_length) first");
   }
   const Tensor& positions = inputs[1];
+  if (inputs.size() == 3) {
+    const Tensor& mask = inputs[2];
+    if (mask.dim() != 2 || mask.size(0) != inputs[0].size(0) || mask.size(1) != cache_length_) {
+      throw Error("zc::models::Llama: expected an attention mask [" +
+                  std::to_string(inputs[0].size(0)) + ", " + std::to_string(cache_length_) +
+                  "] (a sequence's cache positions: 1 a token, 0 padding), got " +
+                  shape_str(mask.shape()));
+    }
+  }
   // Eagerly, positions are checked here; a compiled step's are the caller's to check
   // (zc::generate does): reading them would stop the trace.
   if (!positions.is_traced() && positions.numel() > 0) {

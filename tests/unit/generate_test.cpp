@@ -1,7 +1,8 @@
 // Decoding with the KV cache (docs/generation.md): a Llama's cached steps against the whole
 // sequence run again, eagerly and compiled; zc::generate's greedy tokens against argmax of the
 // whole sequence at every step, its compiles bounded whatever the lengths, sampling that
-// repeats with its seed, eos and the callback, and the refusals.
+// repeats with its seed, eos and the callback, a left-padded batch against its prompts run one
+// by one, and the refusals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -159,6 +160,58 @@ TEST(Generate, EosEndsASequenceAndTheCallbackSeesEveryStep) {
                                      .compile = false});
   EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2}));
   EXPECT_EQ(stopped.steps, 3);
+}
+
+// Prompts of two lengths in one batch, the shorter left-padded (its padding ids arbitrary):
+// each sequence's tokens are what it gets alone, eagerly and compiled.
+TEST(Generate, ALeftPaddedBatchEqualsItsPromptsRunOneByOne) {
+  manual_seed(17);
+  NoGradGuard no_grad;
+  auto model = models::llama(small_config());
+  const Tensor a = randint(0, 64, {1, 8}), b = randint(0, 64, {1, 5});
+  const Tensor batch = cat({a, cat({full({1, 3}, 7.0, DType::i64), b}, 1)}, 0);  // [2, 8]
+  const Tensor mask = cat(
+      {ones({1, 8}, DType::i64), cat({zeros({1, 3}, DType::i64), ones({1, 5}, DType::i64)}, 1)}, 0);
+  for (bool compiled : {false, true}) {
+    SCOPED_TRACE(compiled ? "compiled" : "eager");
+    const GenerateOptions o{.max_new_tokens = 8, .compile = compiled};
+    const std::vector<int64_t> alone_a = values(generate(model, a, o).tokens);
+    const std::vector<int64_t> alone_b = values(generate(model, b, o).tokens);
+    const std::vector<int64_t> together = values(generate(model, batch, mask, o).tokens);
+    EXPECT_EQ(std::vector<int64_t>(together.begin(), together.begin() + 8), alone_a);
+    EXPECT_EQ(std::vector<int64_t>(together.begin() + 8, together.end()), alone_b);
+  }
+  // A mask of all ones is the unpadded batch.
+  const Tensor two = cat({a, a}, 0);
+  EXPECT_EQ(values(generate(model, two, ones({2, 8}, DType::i64), {.max_new_tokens = 4}).tokens),
+            values(generate(model, two, {.max_new_tokens = 4}).tokens));
+}
+
+TEST(Generate, AMaskThatIsNotLeftPaddingIsAnError) {
+  auto model = models::llama(small_config());
+  const Tensor prompt = randint(0, 64, {2, 4});
+  auto mask_of = [](std::vector<int64_t> v) { return from_values(v, {2, 4}); };
+  const GenerateOptions short_run{.max_new_tokens = 4};
+  test::expect_error_containing(
+      [&] {
+        generate(model, prompt, mask_of({1, 1, 1, 1, 1, 1, 0, 0}), short_run);
+      },
+      "padding after a token at position 2");
+  test::expect_error_containing(
+      [&] {
+        generate(model, prompt, mask_of({1, 1, 1, 1, 0, 0, 0, 0}), short_run);
+      },
+      "sequence 1 is padding alone");
+  test::expect_error_containing(
+      [&] {
+        generate(model, prompt, mask_of({1, 1, 1, 1, 0, 2, 1, 1}), short_run);
+      },
+      "expected 0");
+  test::expect_error_containing(
+      [&] {
+        generate(model, prompt, ones({2, 5}, DType::i64), short_run);
+      },
+      "of the prompt's shape [2,4]");
 }
 
 TEST(Generate, BadInputIsAnError) {
