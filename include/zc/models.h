@@ -37,12 +37,18 @@ class GPT : public CausalLM {
   explicit GPT(const GPTConfig& config, nn::Init init = nn::Init::random);
   using CausalLM::forward;
   Tensor forward(const Tensor& tokens) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;  // CausalLM's step
   int64_t vocab_size() const override { return config.vocab_size; }
   int64_t max_sequence_length() const override { return config.block_size; }
+  void allocate_cache(int64_t batch, int64_t max_length) override;
+  int64_t cache_length() const override { return cache_length_; }
   GPTConfig config;
   std::shared_ptr<nn::Embedding> wte, wpe;
   std::shared_ptr<nn::ModuleList> blocks;
   std::shared_ptr<nn::LayerNorm> ln_f;
+
+ private:
+  int64_t cache_length_ = 0;
 };
 
 std::shared_ptr<GPT> gpt(const GPTConfig& config, nn::Init init = nn::Init::random);

@@ -229,10 +229,26 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t d_model, int64_t num_heads, bool causal = false, bool bias = true,
                      Init init = Init::random);
   Tensor forward(const Tensor& x) override;
+  // With the KV cache allocated: forward({x [B, T, d_model], positions [T][, key_mask [B, L]]})
+  // writes the step's keys and values at `positions` and attends to the cache
+  // (cached_attention). {x} alone is forward(x).
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  // k_cache and v_cache [batch, num_heads, max_length, head_dim] in in_proj's dtype and on its
+  // device, registered buffers from the first call on; the same sizes again keep them.
+  void allocate_cache(int64_t batch, int64_t max_length);
   std::shared_ptr<Linear> in_proj, out_proj;
   int64_t d_model, num_heads;
   bool causal;
+  Tensor k_cache, v_cache;  // undefined until allocate_cache
 };
+
+// Attention of queries q [B, H, T, D] at cache positions `positions` [T] against a KV cache
+// k_cache, v_cache [B, Hkv, L, D] (H a multiple of Hkv: grouped-query heads share their
+// key-value head, read in place) that holds the step's own keys and values already: a query at
+// position p sees positions 0..p, and with `key_mask` [B, L] only those its sequence holds
+// (nonzero; zero: left padding). Softmax in f32, the scale 1/sqrt(D). Returns [B, H, T, D].
+Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& positions, const Tensor& key_mask = {});
 
 // Pre-LayerNorm transformer block (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)) with a
 // 4x GELU(tanh) MLP; in training mode with `dropout` > 0, each branch's output goes through
@@ -243,6 +259,8 @@ class TransformerBlock : public Module {
   TransformerBlock(int64_t d_model, int64_t num_heads, bool causal = true, int64_t mlp_ratio = 4,
                    double dropout = 0.0, double layer_norm_eps = 1e-5, Init init = Init::random);
   Tensor forward(const Tensor& x) override;
+  // The step with the attention's KV cache: forward({x, positions[, key_mask]}) -> {x}.
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   std::shared_ptr<LayerNorm> ln1, ln2;
   std::shared_ptr<MultiheadAttention> attn;
   std::shared_ptr<Linear> fc, proj;

@@ -189,37 +189,6 @@ void LlamaAttention::allocate_cache(int64_t batch, int64_t max_length) {
   nn::bump_module_epoch();
 }
 
-namespace {
-
-// Attention of queries at `positions` against the cache (keys and values written there
-// already): a query at position p sees the cache's positions 0..p, and with `key_mask` [B, L]
-// only those its sequence holds (1; 0: left padding). The queries of each group of heads are
-// rows of one product with their key-value head, read in place (no repeated keys):
-// q [B, H, T, D] -> [B, Hkv, group*T, D]. Hidden scores take the lowest finite float, not -inf:
-// a padding query that sees nothing gets a finite (unused) result, so the keys and values it
-// writes are finite and weigh exactly 0 where they are hidden.
-Tensor attend_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                    const Tensor& positions, const Tensor& key_mask) {
-  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
-  const int64_t kv_heads = k_cache.size(1), length = k_cache.size(2), group = heads / kv_heads;
-  const Tensor rows = q.reshape({batch, kv_heads, group * seq, dim});
-  Tensor scores = matmul(rows, k_cache.transpose(2, 3));  // [B, Hkv, group*T, L]
-  scores = scores.to(DType::f32) * (1.0 / std::sqrt(static_cast<double>(dim)));
-  const Tensor keys = arange(length).to(positions.device()).reshape({1, length});
-  const Tensor seen = le(keys, positions.to(DType::i64).reshape({seq, 1}));  // [T, L]
-  Tensor mask = seen.unsqueeze(0).expand({group, seq, length}).reshape({group * seq, length});
-  if (key_mask.defined()) {
-    const Tensor held = cast(ne(key_mask.reshape({batch, 1, 1, length}), 0.0), DType::f32);
-    mask = gt(cast(mask, DType::f32) * held, 0.5);  // [B, 1, group*T, L]
-  }
-  scores = where(mask, scores, full({}, std::numeric_limits<float>::lowest()));
-  const Tensor p = softmax(scores, -1).to(q.dtype());
-  const Tensor y = matmul(p, v_cache);  // [B, Hkv, group*T, D]
-  return y.reshape({batch, heads, seq, dim});
-}
-
-}  // namespace
-
 std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
   if (inputs.size() < 3 || inputs.size() > 5) {
     throw Error(
@@ -255,8 +224,8 @@ std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
     // graph applies it once per call), then attention over the cache.
     index_copy_(k_cache, 2, inputs[3], k);
     index_copy_(v_cache, 2, inputs[3], v);
-    const Tensor y =
-        attend_cache(q, k_cache, v_cache, inputs[3], inputs.size() == 5 ? inputs[4] : Tensor());
+    const Tensor y = nn::cached_attention(q, k_cache, v_cache, inputs[3],
+                                          inputs.size() == 5 ? inputs[4] : Tensor());
     return {(*o_proj)(y.transpose(1, 2).reshape({batch, seq, num_heads * head_dim}))};
   }
   if (num_key_value_heads != num_heads) {

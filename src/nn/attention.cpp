@@ -1,7 +1,12 @@
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "nn/epoch.h"
+#include "tensor/assign.h"
+#include "zc/factories.h"
 #include "zc/nn.h"
 #include "zc/ops.h"
 
@@ -42,6 +47,85 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
   return (*out_proj)(y.transpose(1, 2).reshape({batch, seq, d_model}));
 }
 
+// Attention of queries at `positions` against the cache (keys and values written there
+// already): a query at position p sees the cache's positions 0..p, and with `key_mask` [B, L]
+// only those its sequence holds (1; 0: left padding). The queries of each group of heads are
+// rows of one product with their key-value head, read in place (no repeated keys):
+// q [B, H, T, D] -> [B, Hkv, group*T, D]. Hidden scores take the lowest finite float, not -inf:
+// a padding query that sees nothing gets a finite (unused) result, so the keys and values it
+// writes are finite and weigh exactly 0 where they are hidden.
+Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& positions, const Tensor& key_mask) {
+  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k_cache.size(1), length = k_cache.size(2), group = heads / kv_heads;
+  const Tensor rows = q.reshape({batch, kv_heads, group * seq, dim});
+  Tensor scores = matmul(rows, k_cache.transpose(2, 3));  // [B, Hkv, group*T, L]
+  scores = scores.to(DType::f32) * (1.0 / std::sqrt(static_cast<double>(dim)));
+  const Tensor keys = arange(length).to(positions.device()).reshape({1, length});
+  const Tensor seen = le(keys, positions.to(DType::i64).reshape({seq, 1}));  // [T, L]
+  Tensor mask = seen.unsqueeze(0).expand({group, seq, length}).reshape({group * seq, length});
+  if (key_mask.defined()) {
+    const Tensor held = cast(ne(key_mask.reshape({batch, 1, 1, length}), 0.0), DType::f32);
+    mask = gt(cast(mask, DType::f32) * held, 0.5);  // [B, 1, group*T, L]
+  }
+  scores = where(mask, scores, full({}, std::numeric_limits<float>::lowest()));
+  const Tensor p = softmax(scores, -1).to(q.dtype());
+  const Tensor y = matmul(p, v_cache);  // [B, Hkv, group*T, D]
+  return y.reshape({batch, heads, seq, dim});
+}
+
+void MultiheadAttention::allocate_cache(int64_t batch, int64_t max_length) {
+  const Tensor& w = in_proj->weight;
+  const Shape shape{batch, num_heads, max_length, d_model / num_heads};
+  if (k_cache.defined() && k_cache.shape() == shape && k_cache.dtype() == w.dtype() &&
+      k_cache.device() == w.device()) {
+    return;  // a step reads only the positions it and the steps before it wrote
+  }
+  const Tensor k = zeros(shape, w.dtype(), w.device()), v = zeros(shape, w.dtype(), w.device());
+  if (!k_cache.defined()) {
+    k_cache = register_buffer("k_cache", k);
+    v_cache = register_buffer("v_cache", v);
+    return;
+  }
+  replace_contents(k_cache, k);
+  replace_contents(v_cache, v);
+  bump_module_epoch();
+}
+
+std::vector<Tensor> MultiheadAttention::forward(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  if (inputs.size() != 2 && inputs.size() != 3) {
+    throw Error(
+        "zc::nn::MultiheadAttention: expected {x}, {x, positions} or {x, positions, "
+        "key_mask}, got " +
+        std::to_string(inputs.size()) + " tensors");
+  }
+  const Tensor& x = inputs[0];
+  if (!k_cache.defined()) {
+    throw Error(
+        "zc::nn::MultiheadAttention: a step at given positions needs the KV cache: call "
+        "allocate_cache(batch, max_length) first");
+  }
+  if (x.dim() != 3 || x.size(-1) != d_model || x.size(0) != k_cache.size(0)) {
+    throw Error("zc::nn::MultiheadAttention: expected x of shape [" +
+                std::to_string(k_cache.size(0)) + ", T, " + std::to_string(d_model) +
+                "] (the cache's batch), got " + shape_str(x.shape()));
+  }
+  const int64_t batch = x.size(0), seq = x.size(1), head_dim = d_model / num_heads;
+  std::vector<Tensor> qkv = split((*in_proj)(x), d_model, -1);
+  auto heads = [&](const Tensor& t) {
+    return t.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2);
+  };
+  Tensor q = heads(qkv[0]);
+  Tensor k = heads(qkv[1]);
+  Tensor v = heads(qkv[2]);
+  index_copy_(k_cache, 2, inputs[1], k);
+  index_copy_(v_cache, 2, inputs[1], v);
+  const Tensor y =
+      cached_attention(q, k_cache, v_cache, inputs[1], inputs.size() == 3 ? inputs[2] : Tensor());
+  return {(*out_proj)(y.transpose(1, 2).reshape({batch, seq, d_model}))};
+}
+
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool causal,
                                    int64_t mlp_ratio, double dropout, double layer_norm_eps,
                                    Init init)
@@ -70,6 +154,17 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   auto branch = [&](const Tensor& b) { return drop ? zc::dropout(b, dropout_p) : b; };
   Tensor h = x + branch((*attn)((*ln1)(x)));
   return h + branch((*proj)(gelu((*fc)((*ln2)(h)), GeluApprox::tanh)));
+}
+
+std::vector<Tensor> TransformerBlock::forward(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  if (dropout_p > 0 && is_training()) {
+    throw Error("zc::nn::TransformerBlock: a step with the KV cache is inference (call eval())");
+  }
+  std::vector<Tensor> attn_inputs(inputs);
+  attn_inputs[0] = (*ln1)(inputs[0]);
+  Tensor h = inputs[0] + (*attn)(attn_inputs)[0];
+  return {h + (*proj)(gelu((*fc)((*ln2)(h)), GeluApprox::tanh))};
 }
 
 }  // namespace zc::nn

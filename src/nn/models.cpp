@@ -85,6 +85,68 @@ Tensor GPT::forward(const Tensor& tokens) {
   return matmul((*ln_f)(x), wte->weight.t());
 }
 
+std::vector<Tensor> GPT::forward(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  if (inputs.size() != 2 && inputs.size() != 3) {
+    throw Error(
+        "zc::models::GPT: expected {ids}, {ids, positions} or {ids, positions, "
+        "attention_mask}, got " +
+        std::to_string(inputs.size()) + " tensors");
+  }
+  const Tensor &ids = inputs[0], &positions = inputs[1];
+  if (cache_length_ == 0) {
+    throw Error(
+        "zc::models::GPT: a step at given positions needs the KV cache: call "
+        "allocate_cache(batch, max_length) first");
+  }
+  if (ids.dim() != 2 || !is_integral(ids.dtype()) || positions.dim() != 1 ||
+      positions.size(0) != ids.size(1) || !is_integral(positions.dtype())) {
+    throw Error("zc::models::GPT: expected integer ids [B, T] and positions [T], got " +
+                shape_str(ids.shape()) + " and " + shape_str(positions.shape()));
+  }
+  if (!positions.is_traced() && positions.numel() > 0) {
+    const Tensor p = positions.to(Device::cpu()).to(DType::i64);
+    const int64_t lo = amin(p).item<int64_t>(), hi = amax(p).item<int64_t>();
+    if (lo < 0 || hi >= cache_length_) {
+      throw Error("zc::models::GPT: positions " + std::to_string(lo) + ".." + std::to_string(hi) +
+                  " are outside the KV cache of " + std::to_string(cache_length_) + " positions");
+    }
+  }
+  std::vector<Tensor> step{Tensor(), positions};
+  Tensor rows = positions;  // each token's row of the position table
+  if (inputs.size() == 3) {
+    const Tensor& mask = inputs[2];
+    if (mask.dim() != 2 || mask.size(0) != ids.size(0) || mask.size(1) != cache_length_) {
+      throw Error("zc::models::GPT: expected an attention mask [" + std::to_string(ids.size(0)) +
+                  ", " + std::to_string(cache_length_) + "], got " + shape_str(mask.shape()));
+    }
+    // Left padding: a sequence's token at cache position p is its (p - padding)-th (in f32,
+    // exact below 2^24), padding itself row 0 (never attended to).
+    const Tensor held = sum(cast(ne(mask, 0.0), DType::f32), {1});
+    const Tensor pad = (static_cast<double>(cache_length_) - held).reshape({ids.size(0), 1});
+    rows = cast(maximum(cast(positions, DType::f32).reshape({1, -1}) - pad, 0.0), DType::i64);
+    step.push_back(mask);
+  }
+  step[0] = (*wte)(ids) + embedding(wpe->weight, rows);
+  for (const auto& block : *blocks) step[0] = (*block)(step)[0];
+  return {matmul((*ln_f)(step[0]), wte->weight.t())};
+}
+
+void GPT::allocate_cache(int64_t batch, int64_t max_length) {
+  if (batch <= 0 || max_length <= 0) {
+    throw Error("zc::models::GPT::allocate_cache: expected a positive batch and length, got " +
+                std::to_string(batch) + " and " + std::to_string(max_length));
+  }
+  if (max_length > config.block_size) {
+    throw Error("zc::models::GPT::allocate_cache: " + std::to_string(max_length) +
+                " positions exceed block_size " + std::to_string(config.block_size));
+  }
+  for (const auto& block : *blocks) {
+    std::dynamic_pointer_cast<nn::TransformerBlock>(block)->attn->allocate_cache(batch, max_length);
+  }
+  cache_length_ = max_length;
+}
+
 std::shared_ptr<GPT> gpt(const GPTConfig& config, nn::Init init) {
   return std::make_shared<GPT>(config, init);
 }

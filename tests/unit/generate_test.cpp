@@ -44,32 +44,48 @@ double relative_error(const Tensor& a, const Tensor& b) {
   return amax(abs(a - b)).item<float>() / scale;
 }
 
+std::shared_ptr<models::CausalLM> small_gpt() {
+  auto m = models::gpt(models::GPTConfig{
+      .vocab_size = 64, .block_size = 32, .n_layer = 3, .n_head = 4, .d_model = 32});
+  m->eval();
+  return m;
+}
+
+std::shared_ptr<models::CausalLM> small_model(int which) {
+  if (which == 1) return small_gpt();
+  return models::llama(small_config());
+}
+
 // The prompt's logits and every later step's, with the cache, equal the whole sequence's
-// logits at those positions: eagerly and compiled, for a batch of two.
+// logits at those positions: eagerly and compiled, for a batch of two, for a Llama (grouped
+// heads) and GPT-2.
 TEST(Generate, CachedStepsEqualTheWholeSequenceRunAgain) {
   manual_seed(11);
   NoGradGuard no_grad;
-  auto model = models::llama(small_config());
-  const Tensor seq = randint(0, 64, {2, 12});
-  const Tensor whole = (*model)(seq);  // [2, 12, 64]
-  for (bool compiled : {false, true}) {
-    SCOPED_TRACE(compiled ? "compiled" : "eager");
-    model->allocate_cache(2, 16);
-    std::optional<CompiledModule> fast;
-    if (compiled) fast = compile(model);
-    auto step = [&](const Tensor& ids, const Tensor& pos) {
-      const std::vector<Tensor> in{ids, pos};
-      return compiled ? (*fast)(in)[0] : (*model)(in)[0];
-    };
-    const Tensor prefill = step(seq.slice(1, 0, 5), positions(0, 5));
-    EXPECT_LT(relative_error(prefill, whole.slice(1, 0, 5)), 1e-5);
-    for (int64_t p = 5; p < 12; ++p) {
-      const Tensor logits = step(seq.slice(1, p, p + 1), positions(p, 1));
-      EXPECT_LT(relative_error(logits, whole.slice(1, p, p + 1)), 1e-5) << "position " << p;
+  for (int which : {0, 1}) {
+    SCOPED_TRACE(which ? "GPT-2" : "Llama");
+    auto model = small_model(which);
+    const Tensor seq = randint(0, 64, {2, 12});
+    const Tensor whole = (*model)(seq);  // [2, 12, 64]
+    for (bool compiled : {false, true}) {
+      SCOPED_TRACE(compiled ? "compiled" : "eager");
+      model->allocate_cache(2, 16);
+      std::optional<CompiledModule> fast;
+      if (compiled) fast = compile(model);
+      auto step = [&](const Tensor& ids, const Tensor& pos) {
+        const std::vector<Tensor> in{ids, pos};
+        return compiled ? (*fast)(in)[0] : (*model)(in)[0];
+      };
+      const Tensor prefill = step(seq.slice(1, 0, 5), positions(0, 5));
+      EXPECT_LT(relative_error(prefill, whole.slice(1, 0, 5)), 1e-5);
+      for (int64_t p = 5; p < 12; ++p) {
+        const Tensor logits = step(seq.slice(1, p, p + 1), positions(p, 1));
+        EXPECT_LT(relative_error(logits, whole.slice(1, p, p + 1)), 1e-5) << "position " << p;
+      }
+      // Positions 9..11 again, as one step of three: the cache's rows are rewritten in place.
+      const Tensor three = step(seq.slice(1, 9, 12), positions(9, 3));
+      EXPECT_LT(relative_error(three, whole.slice(1, 9, 12)), 1e-5);
     }
-    // Positions 9..11 again, as one step of three: the cache's rows are rewritten in place.
-    const Tensor three = step(seq.slice(1, 9, 12), positions(9, 3));
-    EXPECT_LT(relative_error(three, whole.slice(1, 9, 12)), 1e-5);
   }
 }
 
@@ -77,22 +93,25 @@ TEST(Generate, CachedStepsEqualTheWholeSequenceRunAgain) {
 TEST(Generate, GreedyTokensAreTheArgmaxOfTheWholeSequenceAtEveryStep) {
   manual_seed(12);
   NoGradGuard no_grad;
-  auto model = models::llama(small_config());
-  const Tensor prompt = randint(0, 64, {2, 6});
-  Tensor seq = prompt;
-  for (int i = 0; i < 10; ++i) {
-    const Tensor logits = (*model)(seq);
-    seq = cat({seq, argmax(logits.select(1, seq.size(1) - 1), -1, /*keepdim=*/true)}, 1);
-  }
-  const std::vector<int64_t> want = values(seq.slice(1, 6, 16));
-  for (bool compiled : {false, true}) {
-    SCOPED_TRACE(compiled ? "compiled" : "eager");
-    GenerateResult r = generate(model, prompt, {.max_new_tokens = 10, .compile = compiled});
-    EXPECT_EQ(r.steps, 10);
-    EXPECT_EQ(r.tokens.shape(), (Shape{2, 10}));
-    EXPECT_EQ(values(r.tokens), want);
-    EXPECT_GT(r.tokens_per_s(), 0);
-    EXPECT_GE(r.first_token_ms, r.prefill_ms);
+  for (int which : {0, 1}) {
+    SCOPED_TRACE(which ? "GPT-2" : "Llama");
+    auto model = small_model(which);
+    const Tensor prompt = randint(0, 64, {2, 6});
+    Tensor seq = prompt;
+    for (int i = 0; i < 10; ++i) {
+      const Tensor logits = (*model)(seq);
+      seq = cat({seq, argmax(logits.select(1, seq.size(1) - 1), -1, /*keepdim=*/true)}, 1);
+    }
+    const std::vector<int64_t> want = values(seq.slice(1, 6, 16));
+    for (bool compiled : {false, true}) {
+      SCOPED_TRACE(compiled ? "compiled" : "eager");
+      GenerateResult r = generate(model, prompt, {.max_new_tokens = 10, .compile = compiled});
+      EXPECT_EQ(r.steps, 10);
+      EXPECT_EQ(r.tokens.shape(), (Shape{2, 10}));
+      EXPECT_EQ(values(r.tokens), want);
+      EXPECT_GT(r.tokens_per_s(), 0);
+      EXPECT_GE(r.first_token_ms, r.prefill_ms);
+    }
   }
 }
 
@@ -187,24 +206,28 @@ TEST(Generate, EosEndsASequenceAndTheCallbackSeesEveryStep) {
 TEST(Generate, ALeftPaddedBatchEqualsItsPromptsRunOneByOne) {
   manual_seed(17);
   NoGradGuard no_grad;
-  auto model = models::llama(small_config());
-  const Tensor a = randint(0, 64, {1, 8}), b = randint(0, 64, {1, 5});
-  const Tensor batch = cat({a, cat({full({1, 3}, 7.0, DType::i64), b}, 1)}, 0);  // [2, 8]
-  const Tensor mask = cat(
-      {ones({1, 8}, DType::i64), cat({zeros({1, 3}, DType::i64), ones({1, 5}, DType::i64)}, 1)}, 0);
-  for (bool compiled : {false, true}) {
-    SCOPED_TRACE(compiled ? "compiled" : "eager");
-    const GenerateOptions o{.max_new_tokens = 8, .compile = compiled};
-    const std::vector<int64_t> alone_a = values(generate(model, a, o).tokens);
-    const std::vector<int64_t> alone_b = values(generate(model, b, o).tokens);
-    const std::vector<int64_t> together = values(generate(model, batch, mask, o).tokens);
-    EXPECT_EQ(std::vector<int64_t>(together.begin(), together.begin() + 8), alone_a);
-    EXPECT_EQ(std::vector<int64_t>(together.begin() + 8, together.end()), alone_b);
+  for (int which : {0, 1}) {
+    SCOPED_TRACE(which ? "GPT-2" : "Llama");
+    auto model = small_model(which);
+    const Tensor a = randint(0, 64, {1, 8}), b = randint(0, 64, {1, 5});
+    const Tensor batch = cat({a, cat({full({1, 3}, 7.0, DType::i64), b}, 1)}, 0);  // [2, 8]
+    const Tensor mask = cat(
+        {ones({1, 8}, DType::i64), cat({zeros({1, 3}, DType::i64), ones({1, 5}, DType::i64)}, 1)},
+        0);
+    for (bool compiled : {false, true}) {
+      SCOPED_TRACE(compiled ? "compiled" : "eager");
+      const GenerateOptions o{.max_new_tokens = 8, .compile = compiled};
+      const std::vector<int64_t> alone_a = values(generate(model, a, o).tokens);
+      const std::vector<int64_t> alone_b = values(generate(model, b, o).tokens);
+      const std::vector<int64_t> together = values(generate(model, batch, mask, o).tokens);
+      EXPECT_EQ(std::vector<int64_t>(together.begin(), together.begin() + 8), alone_a);
+      EXPECT_EQ(std::vector<int64_t>(together.begin() + 8, together.end()), alone_b);
+    }
+    // A mask of all ones is the unpadded batch.
+    const Tensor two = cat({a, a}, 0);
+    EXPECT_EQ(values(generate(model, two, ones({2, 8}, DType::i64), {.max_new_tokens = 4}).tokens),
+              values(generate(model, two, {.max_new_tokens = 4}).tokens));
   }
-  // A mask of all ones is the unpadded batch.
-  const Tensor two = cat({a, a}, 0);
-  EXPECT_EQ(values(generate(model, two, ones({2, 8}, DType::i64), {.max_new_tokens = 4}).tokens),
-            values(generate(model, two, {.max_new_tokens = 4}).tokens));
 }
 
 TEST(Generate, AMaskThatIsNotLeftPaddingIsAnError) {
@@ -267,14 +290,19 @@ TEST(Generate, BadInputIsAnError) {
         (*fresh)(std::vector<Tensor>{randint(0, 64, {2, 8}), positions(0, 8)});
       },
       "the KV cache holds 1 sequences, the step has 2");
-  // GPT-2 has no cache path yet.
-  auto gpt = models::gpt(models::GPTConfig{
-      .vocab_size = 64, .block_size = 16, .n_layer = 1, .n_head = 2, .d_model = 16});
+  // GPT-2's step: positions outside its cache, and a mask of another shape.
+  auto gpt = small_gpt();
+  gpt->allocate_cache(1, 10);
   test::expect_error_containing(
       [&] {
-        generate(gpt, randint(0, 64, {1, 4}), {.max_new_tokens = 4});
+        (*gpt)(std::vector<Tensor>{prompt, positions(4, 8)});
       },
-      "no KV cache path");
+      "positions 4..11 are outside the KV cache of 10 positions");
+  test::expect_error_containing(
+      [&] {
+        (*gpt)(std::vector<Tensor>{prompt, positions(0, 8), ones({1, 8}, DType::i64)});
+      },
+      "expected an attention mask [1, 10]");
 }
 
 }  // namespace

@@ -127,7 +127,6 @@ TEST_P(PretrainedFixture, LogitsAndGreedyTokensOnCuda) {
 // zc::generate with the KV cache: the prompt once, then one cached step per token, eagerly and
 // compiled, against transformers' greedy tokens.
 TEST_P(PretrainedFixture, GenerateWithTheCacheMatchesTransformers) {
-  if (GetParam() == "gpt2") GTEST_SKIP() << "GPT-2 has no KV cache path yet (docs/generation.md)";
   for (bool compiled : {false, true}) {
     const zc::GenerateResult r =
         zc::generate(model_, prompt_, {.max_new_tokens = new_tokens(), .compile = compiled});
@@ -139,9 +138,9 @@ TEST_P(PretrainedFixture, GenerateWithTheCacheMatchesTransformers) {
 // `zc generate DIR --prompt-ids ...`: the first prompt's greedy tokens, as transformers chose
 // them, printed and in the JSON.
 TEST_P(PretrainedFixture, TheGenerateCommandPrintsTransformersTokens) {
-  if (GetParam() == "gpt2") GTEST_SKIP() << "GPT-2 has no KV cache path yet (docs/generation.md)";
   const std::vector<int64_t> prompt = values(prompt_.select(0, 0));
-  const std::vector<int64_t> want = values(greedy_.select(0, 0).slice(0, prompt_.size(1), greedy_.size(1)));
+  const std::vector<int64_t> want =
+      values(greedy_.select(0, 0).slice(0, prompt_.size(1), greedy_.size(1)));
   auto list = [](const std::vector<int64_t>& v) {
     std::string s;
     for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -159,7 +158,6 @@ TEST_P(PretrainedFixture, TheGenerateCommandPrintsTransformersTokens) {
 
 TEST_P(PretrainedFixture, GenerateOnCudaMatchesTransformers) {
   ZC_SKIP_WITHOUT_GPU();
-  if (GetParam() == "gpt2") GTEST_SKIP() << "GPT-2 has no KV cache path yet (docs/generation.md)";
   auto model = zc::models::from_pretrained(dir_, {.device = zc::Device::cuda(0)});
   const zc::GenerateResult r = zc::generate(model, prompt_, {.max_new_tokens = new_tokens()});
   EXPECT_EQ(values(zc::cat({prompt_.to(zc::DType::i64), r.tokens}, 1)), values(greedy_));

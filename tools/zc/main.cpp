@@ -93,7 +93,7 @@ const Command kCommands[] = {
      "            [--top-k K] [--top-p P] [--seed S] [--eos ID] [--device cpu|cuda]\n"
      "            [--dtype f32|bf16|f16] [--eager] [--json FILE|-]\n"
      "  DIR            a checkpoint directory as transformers' save_pretrained writes it\n"
-     "                 (the Llama family: docs/models.md)\n"
+     "                 (the Llama family or GPT-2: docs/models.md)\n"
      "  --prompt-ids   the prompt's token ids (zc has no tokenizer); the new ids are printed\n"
      "                 comma-separated on stdout, the prefill, first token and decode speed\n"
      "                 on stderr\n"
