@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "models/rope.h"
-#include "nn/epoch.h"
+#include "nn/kv_cache.h"
 #include "tensor/assign.h"
 #include "zc/autograd.h"
 #include "zc/factories.h"
@@ -169,24 +169,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& config, nn::Init init)
 }
 
 void LlamaAttention::allocate_cache(int64_t batch, int64_t max_length) {
-  const Tensor& w = k_proj->weight;
-  const Shape shape{batch, num_key_value_heads, max_length, head_dim};
-  if (k_cache.defined() && k_cache.shape() == shape && k_cache.dtype() == w.dtype() &&
-      k_cache.device() == w.device()) {
-    // Kept as it is: a step reads only the positions it and the steps before it wrote.
-    return;
-  }
-  const Tensor k = zeros(shape, w.dtype(), w.device()), v = zeros(shape, w.dtype(), w.device());
-  if (!k_cache.defined()) {
-    k_cache = register_buffer("k_cache", k);
-    v_cache = register_buffer("v_cache", v);
-    return;
-  }
-  // The registered handles keep their identity (compiled graphs bind them); their contents are
-  // the new cache, and compiled modules see the module changed.
-  replace_contents(k_cache, k);
-  replace_contents(v_cache, v);
-  nn::bump_module_epoch();
+  nn::allocate_kv_cache(*this, k_cache, v_cache, {batch, num_key_value_heads, max_length, head_dim},
+                        k_proj->weight);
 }
 
 std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "nn/epoch.h"
+#include "nn/kv_cache.h"
 #include "tensor/assign.h"
 #include "zc/factories.h"
 #include "zc/nn.h"
@@ -74,22 +75,27 @@ Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
   return y.reshape({batch, heads, seq, dim});
 }
 
-void MultiheadAttention::allocate_cache(int64_t batch, int64_t max_length) {
-  const Tensor& w = in_proj->weight;
-  const Shape shape{batch, num_heads, max_length, d_model / num_heads};
-  if (k_cache.defined() && k_cache.shape() == shape && k_cache.dtype() == w.dtype() &&
-      k_cache.device() == w.device()) {
-    return;  // a step reads only the positions it and the steps before it wrote
+void allocate_kv_cache(Module& module, Tensor& k_cache, Tensor& v_cache, const Shape& shape,
+                       const Tensor& like) {
+  if (k_cache.defined() && k_cache.shape() == shape && k_cache.dtype() == like.dtype() &&
+      k_cache.device() == like.device()) {
+    return;
   }
-  const Tensor k = zeros(shape, w.dtype(), w.device()), v = zeros(shape, w.dtype(), w.device());
+  const Tensor k = zeros(shape, like.dtype(), like.device());
+  const Tensor v = zeros(shape, like.dtype(), like.device());
   if (!k_cache.defined()) {
-    k_cache = register_buffer("k_cache", k);
-    v_cache = register_buffer("v_cache", v);
+    k_cache = module.register_buffer("k_cache", k);
+    v_cache = module.register_buffer("v_cache", v);
     return;
   }
   replace_contents(k_cache, k);
   replace_contents(v_cache, v);
   bump_module_epoch();
+}
+
+void MultiheadAttention::allocate_cache(int64_t batch, int64_t max_length) {
+  allocate_kv_cache(*this, k_cache, v_cache, {batch, num_heads, max_length, d_model / num_heads},
+                    in_proj->weight);
 }
 
 std::vector<Tensor> MultiheadAttention::forward(const std::vector<Tensor>& inputs) {
