@@ -315,17 +315,10 @@ std::vector<Tensor> LlamaModel::forward(const std::vector<Tensor>& inputs) {
     for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions})[0];
     return {(*norm)(h)};
   }
-  // Left padding: a sequence's first `pad` cache positions hold no token (0 in the mask), so its
-  // token at position p is its (p - pad)-th, which is the rotation it gets (transformers'
-  // position ids from the mask). Padding positions take rotation 0; they are never seen.
+  // Left padding: each token is rotated by its position in its own sequence.
   const Tensor& mask = inputs[2];
-  const int64_t batch = ids.size(0), length = mask.size(1);
-  // In f32 (exact for positions below 2^24), cast back for the table's rows.
-  const Tensor held = sum(cast(ne(mask, 0.0), DType::f32), {1});  // [B]
-  const Tensor pad = (static_cast<double>(length) - held).reshape({batch, 1});
-  const Tensor at = cast(positions, DType::f32).reshape({1, -1});
-  const Tensor rotation = cast(maximum(at - pad, 0.0), DType::i64);  // [B, T]
-  std::vector<Tensor> rope = rotary_emb->tables_at(rotation);        // [B, T, D/2]
+  const Tensor rotation = nn::positions_in_sequence(positions, mask);  // [B, T]
+  std::vector<Tensor> rope = rotary_emb->tables_at(rotation);          // [B, T, D/2]
   rope[0] = rope[0].unsqueeze(1);
   rope[1] = rope[1].unsqueeze(1);
   for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions, mask})[0];
@@ -362,26 +355,8 @@ std::vector<Tensor> Llama::forward(const std::vector<Tensor>& inputs) {
         "zc::models::Llama: a step at given positions needs the KV cache: call "
         "allocate_cache(batch, max_length) first");
   }
-  const Tensor& positions = inputs[1];
-  if (inputs.size() == 3) {
-    const Tensor& mask = inputs[2];
-    if (mask.dim() != 2 || mask.size(0) != inputs[0].size(0) || mask.size(1) != cache_length_) {
-      throw Error("zc::models::Llama: expected an attention mask [" +
-                  std::to_string(inputs[0].size(0)) + ", " + std::to_string(cache_length_) +
-                  "] (a sequence's cache positions: 1 a token, 0 padding), got " +
-                  shape_str(mask.shape()));
-    }
-  }
-  // Eagerly, positions are checked here; a compiled step's are the caller's to check
-  // (zc::generate does): reading them would stop the trace.
-  if (!positions.is_traced() && positions.numel() > 0) {
-    const Tensor p = positions.to(Device::cpu()).to(DType::i64);
-    const int64_t lo = amin(p).item<int64_t>(), hi = amax(p).item<int64_t>();
-    if (lo < 0 || hi >= cache_length_) {
-      throw Error("zc::models::Llama: positions " + std::to_string(lo) + ".." + std::to_string(hi) +
-                  " are outside the KV cache of " + std::to_string(cache_length_) + " positions");
-    }
-  }
+  nn::check_cached_step("zc::models::Llama", inputs[0], inputs[1],
+                        inputs.size() == 3 ? &inputs[2] : nullptr, cache_length_);
   return {head((*model)(inputs)[0])};
 }
 

@@ -93,6 +93,31 @@ void allocate_kv_cache(Module& module, Tensor& k_cache, Tensor& v_cache, const S
   bump_module_epoch();
 }
 
+void check_cached_step(const std::string& who, const Tensor& ids, const Tensor& positions,
+                       const Tensor* mask, int64_t cache_length) {
+  if (mask && (mask->dim() != 2 || mask->size(0) != ids.size(0) || mask->size(1) != cache_length)) {
+    throw Error(who + ": expected an attention mask [" + std::to_string(ids.size(0)) + ", " +
+                std::to_string(cache_length) +
+                "] (a sequence's cache positions: 1 a token, 0 padding), got " +
+                shape_str(mask->shape()));
+  }
+  if (positions.is_traced() || positions.numel() == 0) return;
+  const Tensor p = positions.to(Device::cpu()).to(DType::i64);
+  const int64_t lo = amin(p).item<int64_t>(), hi = amax(p).item<int64_t>();
+  if (lo < 0 || hi >= cache_length) {
+    throw Error(who + ": positions " + std::to_string(lo) + ".." + std::to_string(hi) +
+                " are outside the KV cache of " + std::to_string(cache_length) + " positions");
+  }
+}
+
+Tensor positions_in_sequence(const Tensor& positions, const Tensor& mask) {
+  const int64_t batch = mask.size(0), length = mask.size(1);
+  const Tensor held = sum(cast(ne(mask, 0.0), DType::f32), {1});  // [B]
+  const Tensor pad = (static_cast<double>(length) - held).reshape({batch, 1});
+  const Tensor at = cast(positions, DType::f32).reshape({1, -1});
+  return cast(maximum(at - pad, 0.0), DType::i64);
+}
+
 void MultiheadAttention::allocate_cache(int64_t batch, int64_t max_length) {
   allocate_kv_cache(*this, k_cache, v_cache, {batch, num_heads, max_length, d_model / num_heads},
                     in_proj->weight);

@@ -2,6 +2,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/kv_cache.h"
 #include "tensor/assign.h"
 #include "zc/autograd.h"
 #include "zc/factories.h"
@@ -104,28 +105,14 @@ std::vector<Tensor> GPT::forward(const std::vector<Tensor>& inputs) {
     throw Error("zc::models::GPT: expected integer ids [B, T] and positions [T], got " +
                 shape_str(ids.shape()) + " and " + shape_str(positions.shape()));
   }
-  if (!positions.is_traced() && positions.numel() > 0) {
-    const Tensor p = positions.to(Device::cpu()).to(DType::i64);
-    const int64_t lo = amin(p).item<int64_t>(), hi = amax(p).item<int64_t>();
-    if (lo < 0 || hi >= cache_length_) {
-      throw Error("zc::models::GPT: positions " + std::to_string(lo) + ".." + std::to_string(hi) +
-                  " are outside the KV cache of " + std::to_string(cache_length_) + " positions");
-    }
-  }
+  const Tensor* mask = inputs.size() == 3 ? &inputs[2] : nullptr;
+  nn::check_cached_step("zc::models::GPT", ids, positions, mask, cache_length_);
   std::vector<Tensor> step{Tensor(), positions};
-  Tensor rows = positions;  // each token's row of the position table
-  if (inputs.size() == 3) {
-    const Tensor& mask = inputs[2];
-    if (mask.dim() != 2 || mask.size(0) != ids.size(0) || mask.size(1) != cache_length_) {
-      throw Error("zc::models::GPT: expected an attention mask [" + std::to_string(ids.size(0)) +
-                  ", " + std::to_string(cache_length_) + "], got " + shape_str(mask.shape()));
-    }
-    // Left padding: a sequence's token at cache position p is its (p - padding)-th (in f32,
-    // exact below 2^24), padding itself row 0 (never attended to).
-    const Tensor held = sum(cast(ne(mask, 0.0), DType::f32), {1});
-    const Tensor pad = (static_cast<double>(cache_length_) - held).reshape({ids.size(0), 1});
-    rows = cast(maximum(cast(positions, DType::f32).reshape({1, -1}) - pad, 0.0), DType::i64);
-    step.push_back(mask);
+  // Each token's row of the position table: its position in its own sequence.
+  Tensor rows = positions;
+  if (mask) {
+    rows = nn::positions_in_sequence(positions, *mask);
+    step.push_back(*mask);
   }
   step[0] = (*wte)(ids) + embedding(wpe->weight, rows);
   for (const auto& block : *blocks) step[0] = (*block)(step)[0];
