@@ -87,6 +87,9 @@ struct Kernel {
   std::vector<int64_t> reduce_dims;  // row_reduce: sorted
   int32_t anchor = -1;               // matmul/concat/gather/extern_op: the node
   bool library = false;  // matmul: the policy sent it to a library (the product is stored)
+  // matmul: generated as streamed rows of the right operand, both operands read along k
+  // (SchedulePolicy::matmul_streams_rows); its epilogue fused as any generated product's.
+  bool rows = false;
   ir::ValueId copy_from = -1, copy_to = -1;  // copy kernels
   std::vector<ir::ValueId> stores;           // values this kernel writes
   bool closed = false;  // scheduling: no more members once another kernel reads from it

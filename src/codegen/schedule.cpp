@@ -472,11 +472,30 @@ class Scheduler {
     k.anchor = idx;
     k.nodes = {idx};
     k.space = dims.out;
+    if (streams_rows(n, dims)) {
+      k.rows = true;
+      path = MatmulPath::inline_loop;
+    }
     k.library = path == MatmulPath::library;
     // A library product lands in a buffer (the library writes memory); its epilogue reads it
     // back.
     define(n.outputs[0], add_kernel(std::move(k)),
            path == MatmulPath::library ? ValueState::stored : ValueState::fused);
+  }
+
+  // Whether matmul node n (its operands materialized) is generated as streamed rows: sizes
+  // that do not vary, 2-D or more operands, A [.., M, K] and B [.., K, N] both dense along k,
+  // and the policy's yes.
+  bool streams_rows(const ir::Node& n, const ops::MatmulShapes& dims) const {
+    if (dims.a_vec || dims.b_vec || s_.varies(n.inputs[0]) || s_.varies(n.inputs[1]) ||
+        s_.varies(n.outputs[0])) {
+      return false;
+    }
+    const Shape& a = s_.values[n.inputs[0]].view.strides;
+    const Shape& b = s_.values[n.inputs[1]].view.strides;
+    const bool a_along_k = a.size() >= 2 && a.back() == 1;
+    const bool b_along_k = b.size() >= 2 && b[b.size() - 2] == 1 && dims.N > 1;
+    return a_along_k && b_along_k && policy_.matmul_streams_rows(dims, meta(n.outputs[0]).dtype);
   }
 
   void place_single(int32_t idx, KernelKind kind) {

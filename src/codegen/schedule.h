@@ -42,6 +42,16 @@ class SchedulePolicy {
     return MatmulPath::extern_call;
   }
 
+  // Whether a product of fixed sizes `dims` whose operands both run along k in memory (a linear
+  // layer's x [M, K] times its weight [N, K] read as W^T) is generated as a kernel that streams
+  // the right operand's rows (Kernel::rows) instead of going where matmul_path says: a product
+  // of a few rows reads each weight element once, and a library's tiles idle there (a decode
+  // step's products, M = 1). Default: never.
+  virtual bool matmul_streams_rows(const ops::MatmulShapes& dims, DType dtype) const {
+    (void)dims, (void)dtype;
+    return false;
+  }
+
   // Whether a matmul kernel reads f16/bf16 operands itself where the graph casts them to f32
   // first (a library that multiplies half inputs on tensor cores with f32 accumulation, which
   // is the cast's numerics exactly). Such casts become converting aliases (see kernel_ir.h).

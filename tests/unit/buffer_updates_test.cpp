@@ -8,6 +8,7 @@
 
 #include "ops/dispatch.h"
 #include "ops/registry.h"
+#include "unit/op_programs.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 
@@ -32,12 +33,6 @@ Tensor reference_index_copy(const Tensor& self, int64_t dim, const std::vector<i
         o[(a * len + index[i]) * inner + b] = x[(a * n + i) * inner + b];
   return out;
 }
-
-struct MultiFn : nn::Module {
-  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> f;
-  explicit MultiFn(decltype(f) fn) : f(std::move(fn)) {}
-  std::vector<Tensor> forward(const std::vector<Tensor>& x) override { return f(x); }
-};
 
 Tensor ids(const std::vector<int64_t>& v) {
   return from_values(v, {static_cast<int64_t>(v.size())});
@@ -71,7 +66,7 @@ TEST(IndexCopy, EagerDecomposedAndCompiledEqualTheDefinition) {
     const std::vector<Tensor> decomposed =
         ops::op_def(ops::OpId::index_copy).decompose(in, ops::DimAttrs{dim});
     EXPECT_TRUE(allclose(decomposed[0].to(DType::f64), want, 0, 0));
-    auto m = std::make_shared<MultiFn>([c](const std::vector<Tensor>& x) {
+    auto m = std::make_shared<test::MultiFn>([c](const std::vector<Tensor>& x) {
       return std::vector<Tensor>{index_copy(x[0], c.dim, x[1], x[2]) * 1.0};
     });
     const Tensor compiled = compile(m)({self, index, source})[0];
@@ -247,7 +242,7 @@ TEST(BufferUpdatesGpu, ACacheOnTheGpuIsUpdatedOncePerCallWhenReplayedToo) {
 TEST(BufferUpdates, WhatACompiledGraphCannotUpdateIsAnError) {
   NoGradGuard no_grad;
   // Forward's own input.
-  auto input = std::make_shared<MultiFn>([](const std::vector<Tensor>& x) {
+  auto input = std::make_shared<test::MultiFn>([](const std::vector<Tensor>& x) {
     index_copy_(x[0], 0, from_values<int64_t>({0}, {1}), x[1]);
     return std::vector<Tensor>{x[0] * 1.0};
   });

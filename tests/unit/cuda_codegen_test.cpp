@@ -2,6 +2,9 @@
 // bundle provenance), which runs in CI; and compiled graphs on a GPU, which skip without one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <thread>
 #include <tuple>
 
@@ -371,6 +374,80 @@ TEST(CudaPrograms, ALargeGraphBuildsToSeveralCubinsHoldingEveryKernel) {
   }
 }
 
+// A product of a few rows whose weight is read along k (a decode step's linear layer, and its
+// attention's scores against a cached key) is one generated kernel that streams the weight:
+// rows form, a warp per output column, its epilogue fused; more rows, or a right operand dense
+// along n, keep their path.
+TEST(CudaCodegen, ProductsOfFewRowsStreamTheirWeight) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(21);
+  NoGradGuard no_grad;
+  auto plan_graph = [&](const ir::Graph& g) {
+    ir::Graph low = lower::lower(g, lower::LowerContext{});
+    codegen::CodegenResult code = codegen::codegen(low, *backend);
+    EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source)));
+    return std::make_pair(code.schedule, codegen::cuda::launch_plan(code.schedule, code.plan));
+  };
+  auto plan = [&](const test::Program& f, const Tensor& x) { return plan_graph(captured(f, x)); };
+  // A cache is a buffer: its transpose is a view of a graph input, read in place.
+  struct Cached : nn::Module {
+    Tensor cache = register_buffer("cache", randn({4, 131, 64}));
+    bool transposed;
+    explicit Cached(bool t) : transposed(t) {}
+    Tensor forward(const Tensor& x) override {
+      return matmul(x, transposed ? cache.transpose(1, 2) : cache);
+    }
+  };
+  auto plan_cached = [&](bool transposed, const Tensor& x) {
+    Cached m(transposed);
+    return plan_graph(capture::capture_module(m, x, nullptr, true).graph);
+  };
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Tensor w = randn({300, 2048}).to(dt), b = randn({300}).to(dt);
+    // Long rows (k = 2048): at most kRowsLongMaxM of them; more go to the library.
+    for (int64_t m : {1, 2, 3}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " M=" + std::to_string(m));
+      auto [s, l] = plan([&](const Tensor& x) { return gelu(linear(x, w, b)) + 1.0; },
+                         randn({m, 2048}).to(dt));
+      int rows = 0;
+      for (size_t k = 0; k < s.kernels.size(); ++k) {
+        if (!s.kernels[k].rows) continue;
+        ++rows;
+        EXPECT_EQ(l[k].grid_x, (300 + codegen::cuda::kRowsWarps - 1) / codegen::cuda::kRowsWarps);
+        EXPECT_EQ(l[k].vector, dt == DType::bf16 ? 8 : 4);  // 16 bytes a load
+        EXPECT_GT(s.kernels[k].nodes.size(), 1u);           // the bias and gelu joined it
+      }
+      EXPECT_EQ(rows, m <= codegen::cuda::kRowsLongMaxM ? 1 : 0);
+    }
+  }
+  // A k that 16 bytes do not divide: one element at a time.
+  const Tensor w3 = randn({300, 2051});
+  auto [s3, l3] = plan([&](const Tensor& x) { return linear(x, w3); }, randn({2, 2051}));
+  for (size_t k = 0; k < s3.kernels.size(); ++k) {
+    if (s3.kernels[k].rows) {
+      EXPECT_EQ(l3[k].vector, 1);
+    }
+  }
+  // Short rows: up to eight of them; nine are not streamed.
+  const Tensor w = randn({300, 64});
+  for (int64_t m : {8, 9}) {
+    auto [s9, l9] = plan([&](const Tensor& x) { return linear(x, w); }, randn({m, 64}));
+    EXPECT_EQ(std::count_if(s9.kernels.begin(), s9.kernels.end(),
+                            [](const codegen::Kernel& k) { return k.rows; }),
+              m <= codegen::cuda::kRowsMaxM ? 1 : 0);
+  }
+  // Scores against a cached key (k dense along the head dim: B = k^T is dense along k), batched.
+  auto [sq, lq] = plan_cached(true, randn({4, 8, 64}));
+  EXPECT_EQ(std::count_if(sq.kernels.begin(), sq.kernels.end(),
+                          [](const codegen::Kernel& k) { return k.rows; }),
+            1);
+  // Probabilities times cached values: B dense along n, not along k: not streamed.
+  auto [sv, lv] = plan_cached(false, randn({4, 8, 131}));
+  EXPECT_TRUE(std::none_of(sv.kernels.begin(), sv.kernels.end(),
+                           [](const codegen::Kernel& k) { return k.rows; }));
+}
+
 TEST(CudaCodegen, KeysNameTheArchitectureAndNvrtc) {
   auto a = sm90();
   SKIP_WITHOUT_NVRTC(*a);
@@ -465,6 +542,45 @@ TEST(CudaCompile, ValuesMadeFromConstantsAtCaptureCompileNothingOfTheirOwn) {
   EXPECT_EQ(compiler::stats().code_cache_misses, 1);
   EXPECT_EQ(got.device(), Device::cuda(0));
   EXPECT_TRUE(allclose(got.to(Device::cpu()), want, 0, 0));
+}
+
+// Products of a few rows on a GPU (the rows form): a linear layer with its epilogue, f32 and bf16,
+// sizes that do not divide the warps, and batched scores against cached keys, against the CPU.
+TEST(CudaCompile, ProductsOfFewRowsMatchTheCpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  NoGradGuard no_grad;
+  manual_seed(22);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 2048, 2048},
+                                                              {3, 301, 40},
+                                                              {2, 5, 5632},
+                                                              {8, 33, 64},
+                                                              {1, 32000, 64},
+                                                              {2, 7, 2051}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + std::to_string(m) + "x" + std::to_string(k) +
+                   " @ " + std::to_string(k) + "x" + std::to_string(n));
+      const Tensor w = (randn({n, k}) * (1.0 / std::sqrt(static_cast<double>(k)))).to(dt);
+      const Tensor b = randn({n}).to(dt), x = randn({m, k}).to(dt), r = randn({m, n}).to(dt);
+      auto f = std::make_shared<test::MultiFn>([](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{gelu(linear(in[0], in[1], in[2])) + in[3]};
+      });
+      const Tensor want = (*f)({x, w, b, r})[0].to(DType::f32);
+      const Device g = Device::cuda(0);
+      const Tensor got =
+          compile(f)({x.to(g), w.to(g), b.to(g), r.to(g)})[0].to(Device::cpu()).to(DType::f32);
+      const double tol = dt == DType::bf16 ? 2e-2 : 1e-4;
+      EXPECT_TRUE(allclose(got, want, tol, tol));
+    }
+  }
+  // Keys as an input: their transpose is a view the kernel reads in place.
+  const Tensor q = randn({4, 8, 64}), keys = randn({4, 131, 64});
+  auto scores = std::make_shared<test::MultiFn>([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{matmul(in[0], in[1].transpose(1, 2)) * 0.125};
+  });
+  const Tensor want = (*scores)({q, keys})[0];
+  const Tensor got =
+      compile(scores)({q.to(Device::cuda(0)), keys.to(Device::cuda(0))})[0].to(Device::cpu());
+  EXPECT_TRUE(allclose(got, want, 1e-4, 1e-4));
 }
 
 // Dims of size 0 on a GPU: a sum over an empty dim stores its identity per row (its rows are

@@ -19,6 +19,13 @@ struct Fn : nn::Module {
   Tensor forward(const Tensor& x) override { return f(x); }
 };
 
+// A module of several inputs and outputs around a function of them.
+struct MultiFn : nn::Module {
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> f;
+  explicit MultiFn(decltype(f) fn) : f(std::move(fn)) {}
+  std::vector<Tensor> forward(const std::vector<Tensor>& x) override { return f(x); }
+};
+
 // Programs over a tensor with a dim of size 0, each with its input's shape: sums over an empty
 // dim (the identity per row, the column form's rows among them) and kernels over no element.
 inline std::vector<std::pair<Program, Shape>> empty_dim_programs() {

@@ -59,8 +59,10 @@ class CudaBackend final : public Backend, private SchedulePolicy {
           "cuda;block=256;row_block<=256;matmul_threads=" + std::to_string(kMatmulThreads) +
           ";matmul_k=" + std::to_string(kMatmulTileK) + ";matmul_micro=4@64" +
           ";attention_threads=" + std::to_string(kAttentionThreads) + ";library_matmul>" +
-          std::to_string(kLibraryMatmulMinFlops) + ";programs<=" + std::to_string(kMaxPrograms) +
-          "x" + std::to_string(kProgramBytes);
+          std::to_string(kLibraryMatmulMinFlops) + ";rows<=" + std::to_string(kRowsMaxM) + "," +
+          std::to_string(kRowsLongMaxM) + ">" + std::to_string(kRowsShortK) + "x" +
+          std::to_string(kRowsWarps) + "u" + std::to_string(kRowsUnroll) +
+          ";programs<=" + std::to_string(kMaxPrograms) + "x" + std::to_string(kProgramBytes);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
@@ -169,6 +171,22 @@ class CudaBackend final : public Backend, private SchedulePolicy {
     const bool float_type =
         dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
     return float_type && !d.a_vec && !d.b_vec ? MatmulPath::library : MatmulPath::inline_loop;
+  }
+
+  // Products of a few rows (a decode step's linear layers, M = the batch; its attention's
+  // scores, M = a group of query heads) stream the weight (matmul.cpp, rows): at M = 1 a
+  // cuBLASLt call took 10-20 us for a 1-8 MB bf16 weight on the H200, which the memory reads
+  // in 0.2-1.7 us. Each row costs a lane a load of A and v multiply-adds per chunk of the
+  // weight, so long rows go there only at M <= kRowsLongMaxM: a TinyLlama-shaped decode at
+  // batch 8 (M = 8, k = 2048 and 5632) fell from 343 to 223 tokens/s per sequence in this form,
+  // where the library's tensor cores serve eight rows for the price of one. Short rows (an
+  // attention's scores over a head dim of 64 against a cached key, M = 8) cost little either
+  // way and stay here up to kRowsMaxM.
+  bool matmul_streams_rows(const ops::MatmulShapes& d, DType dtype) const override {
+    const bool float_type =
+        dtype == DType::f32 || dtype == DType::f64 || dtype == DType::f16 || dtype == DType::bf16;
+    const int64_t max_m = d.K <= kRowsShortK ? kRowsMaxM : kRowsLongMaxM;
+    return float_type && d.M <= max_m && d.K >= 32;
   }
 
   MatmulPath matmul_path(const ops::MatmulShapes& d, DType dtype) const override {

@@ -46,6 +46,7 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_copy(const Kernel& k, const Launch& l);
   void emit_gather(const Kernel& k, const Launch& l);
   void emit_matmul(const Kernel& k, const Launch& l);
+  void emit_matmul_rows(const Kernel& k, const Launch& l);
   void emit_library_epilogue(const Kernel& k, const Launch& l);
   void emit_attention(const Kernel& k, const Launch& l);
   void emit_attention_tiled(const AttentionOperands& at, const Launch& l, const AttentionTiling& t);

@@ -139,6 +139,29 @@ int vector_width(const Schedule& s, int32_t k) {
   return width;
 }
 
+int64_t rows_vector(const Schedule& s, const Kernel& k) {
+  const ir::Node& n = s.graph.nodes[k.anchor];
+  const ops::MatmulShapes d =
+      ops::matmul_shapes(s.graph.meta(n.inputs[0]).shape, s.graph.meta(n.inputs[1]).shape);
+  size_t narrow = 16;
+  for (ir::ValueId u : n.inputs)
+    narrow = std::min(narrow, dtype_size(s.graph.meta(s.base_of(u)).dtype));
+  const int64_t v = static_cast<int64_t>(16 / narrow);
+  if (d.K % v != 0) return 1;
+  // Every dim but k (stride 1: A's last, B's second last) steps by whole chunks, and so does
+  // the view's start.
+  for (size_t o = 0; o < 2; ++o) {
+    const ValueView& view = s.at(n.inputs[o]).view;
+    const Shape& shape = s.graph.meta(n.inputs[o]).shape;
+    const size_t kdim = shape.size() - 1 - o;
+    if (view.offset % v != 0) return 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (i != kdim && shape[i] != 1 && view.strides[i] % v != 0) return 1;
+    }
+  }
+  return v;
+}
+
 int matmul_micro_tile(int64_t M, int64_t N) {
   return M >= 64 && N >= 64 ? 4 : 1;
 }
@@ -197,6 +220,17 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
       }
       case KernelKind::matmul: {
         const ir::Node& n = s.graph.nodes[K.anchor];
+        if (K.rows) {
+          const ops::MatmulShapes d =
+              ops::matmul_shapes(s.graph.meta(n.inputs[0]).shape, s.graph.meta(n.inputs[1]).shape);
+          l.block_x = 32 * kRowsWarps;
+          l.grid_x = ceil_div(d.N, int64_t{kRowsWarps});
+          l.vector = static_cast<int>(rows_vector(s, K));
+          l.grid_z = shape_numel(d.batch);
+          l.work = shape_numel(K.space);
+          largest = std::max(largest, d.M * d.K);
+          break;
+        }
         if ((l.library = library_matmul(s, K))) {
           // cuBLASLt computes the product; a grid-stride kernel runs the epilogue over it.
           l.has_kernel = K.nodes.size() > 1;

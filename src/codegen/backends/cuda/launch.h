@@ -59,6 +59,20 @@ inline constexpr int64_t kColumnMinRows = 2048;
 // threads, each thread computing micro x micro elements, over slices of kMatmulTileK along k.
 inline constexpr int kMatmulThreads = 16;
 inline constexpr int kMatmulTileK = 16;
+// A product streamed as rows (Kernel::rows, matmul.cpp): a warp per output column n, its lanes
+// taking chunks of k of B's row n and the M rows of A, kRowsWarps warps a block (small blocks
+// spread a narrow product's columns over more multiprocessors); at most kRowsMaxM rows of A
+// (each lane keeps M sums in registers); rows longer than kRowsShortK at most kRowsLongMaxM
+// (backend.cpp says why); kRowsUnroll chunks' loads in flight per lane.
+inline constexpr int kRowsWarps = 4;
+inline constexpr int kRowsMaxM = 8;
+inline constexpr int kRowsLongMaxM = 2;
+inline constexpr int kRowsShortK = 128;
+inline constexpr int kRowsUnroll = 8;
+// The elements of a rows product's chunk (Launch::vector): 16 bytes of its narrower operand,
+// when k and both operands' views keep every chunk on a multiple of that many elements (the
+// kernel still checks the pointers' alignment when it runs); 1 otherwise.
+int64_t rows_vector(const Schedule& s, const Kernel& k);
 // 4 (a 64x64 tile per block, 16 products per pair of shared loads) for products with at least
 // 64 rows and 64 columns; 1 (16x16, one element per thread) for smaller ones, whose blocks
 // would otherwise compute mostly padding.
