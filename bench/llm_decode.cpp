@@ -3,8 +3,10 @@
 // 8 on the GPU). One process; prints one JSON line per run:
 //
 //   build/bench/llm_decode [--device cuda|cpu] [--prompt 128] [--new 256] [--batch 1]
-//                          [--runs 3] [--small] [--eager]
+//                          [--runs 3] [--small] [--eager] [--int8]
 //
+// --int8 quantizes every linear layer's weight to int8 (zc::quantize, weight-only, a scale per
+// output channel) after the model is in its dtype; the JSON's "weights" says which.
 // Each run is a whole zc::generate: the first (cold: empty cache directory if ZC_CACHE_DIR is
 // one) compiles the prefill and the step, the later ones are warm. Fields: prefill_ms,
 // first_token_ms, decode tokens_per_s (per sequence), and the run's index.
@@ -47,7 +49,7 @@ zc::models::LlamaConfig small() {
 int main(int argc, char** argv) {
   std::string device = "cuda";
   int64_t prompt = 128, fresh = 256, batch = 1, runs = 3;
-  bool is_small = false, eager = false;
+  bool is_small = false, eager = false, int8 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -65,6 +67,8 @@ int main(int argc, char** argv) {
       is_small = true;
     else if (a == "--eager")
       eager = true;
+    else if (a == "--int8")
+      int8 = true;
     else {
       std::fprintf(stderr, "llm_decode: unknown argument %s\n", a.c_str());
       return 2;
@@ -82,20 +86,22 @@ int main(int argc, char** argv) {
       model->to(zc::DType::bf16);
       model->to(zc::Device::cuda(0));
     }
+    if (int8) zc::quantize(*model);
     const zc::Tensor ids = zc::randint(0, model->vocab_size(), {batch, prompt});
     for (int64_t r = 0; r < runs; ++r) {
       const zc::GenerateResult g =
           zc::generate(model, ids, {.max_new_tokens = fresh, .compile = !eager});
       std::printf(
           "{\"bench\": \"llm_decode\", \"model\": \"%s\", \"device\": \"%s\", \"dtype\": "
-          "\"%s\", \"compiled\": %s, \"batch\": %lld, \"prompt\": %lld, \"new_tokens\": %lld, "
+          "\"%s\", \"weights\": \"%s\", \"compiled\": %s, \"batch\": %lld, \"prompt\": %lld, "
+          "\"new_tokens\": %lld, "
           "\"run\": %lld, "
           "\"prefill_ms\": %.3f, \"first_token_ms\": %.3f, \"decode_ms\": %.3f, "
           "\"tokens_per_s\": %.1f}\n",
           is_small ? "llama-small" : "tinyllama-1.1b-shape", device.c_str(), cuda ? "bf16" : "f32",
-          eager ? "false" : "true", static_cast<long long>(batch), static_cast<long long>(prompt),
-          static_cast<long long>(g.steps), static_cast<long long>(r), g.prefill_ms,
-          g.first_token_ms, g.decode_ms, g.tokens_per_s());
+          int8 ? "int8" : "same", eager ? "false" : "true", static_cast<long long>(batch),
+          static_cast<long long>(prompt), static_cast<long long>(g.steps),
+          static_cast<long long>(r), g.prefill_ms, g.first_token_ms, g.decode_ms, g.tokens_per_s());
       std::fflush(stdout);
     }
   } catch (const zc::Error& e) {

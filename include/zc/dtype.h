@@ -8,8 +8,9 @@
 
 namespace zc {
 
-enum class DType : uint8_t { f32, f64, f16, bf16, i64, i32, boolean };
-inline constexpr int kNumDTypes = 7;
+// New dtypes go at the end: their numbers are in cache keys, packages and bundles.
+enum class DType : uint8_t { f32, f64, f16, bf16, i64, i32, boolean, i8 };
+inline constexpr int kNumDTypes = 8;
 
 // IEEE binary16, stored as bits; arithmetic happens in float.
 struct Half {
@@ -55,6 +56,7 @@ inline size_t dtype_size(DType t) {
     case DType::bf16:
       return 2;
     case DType::boolean:
+    case DType::i8:
       return 1;
   }
   throw_bad_dtype(t);
@@ -62,10 +64,10 @@ inline size_t dtype_size(DType t) {
 std::string_view dtype_name(DType t);  // "f32", "bool", ...
 std::ostream& operator<<(std::ostream& os, DType t);
 bool is_floating(DType t);
-bool is_integral(DType t);  // i32, i64 (not bool)
+bool is_integral(DType t);  // i8, i32, i64 (not bool)
 
 // Promotion of two tensor dtypes: bool < integers < floating; within a category the wider
-// type wins; f16 with bf16 gives f32.
+// type wins (i8 < i32 < i64); f16 with bf16 gives f32.
 DType promote_types(DType a, DType b);
 
 // The C++ type behind a DType, for data<T>() checks.
@@ -94,6 +96,10 @@ constexpr DType dtype_of<int64_t>() {
 template <>
 constexpr DType dtype_of<int32_t>() {
   return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int8_t>() {
+  return DType::i8;
 }
 template <>
 constexpr DType dtype_of<bool>() {

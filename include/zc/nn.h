@@ -67,6 +67,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // Replaces the parameter or buffer `name` by buffer `value` (a layer whose weight changes
+  // kind, as a quantized one's does); compiled modules see the module changed.
+  Tensor replace_with_buffer(const std::string& name, Tensor value);
 
  private:
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out,
@@ -87,7 +90,17 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Init init = Init::random);
   Tensor forward(const Tensor& x) override;
+  // Weight-only int8 (zc::quantize, zc/quantize.h): `weight` becomes a buffer of int8 values
+  // w_q = round(w / s) in [-127, 127], with one scale per output channel s = max|w_row| / 127
+  // in `weight_scale` ([out_features], the weight's dtype); forward computes
+  // (x @ w_q^T) * s + bias, the weight converted to x's dtype where it is read. A zc::Error when
+  // the layer is already quantized or its weight is not floating.
+  void quantize_int8();
+  bool quantized() const { return weight_scale.defined(); }
+  // The dtype the layer computes in: its weight's, or a quantized layer's scales'.
+  DType dtype() const { return quantized() ? weight_scale.dtype() : weight.dtype(); }
   Tensor weight, bias;  // bias undefined when bias=false
+  Tensor weight_scale;  // defined once quantized
   int64_t in_features, out_features;
 };
 

@@ -15,6 +15,7 @@
 #include "zc/onnx.h"
 #include "zc/ops.h"
 #include "zc/optim.h"
+#include "zc/quantize.h"
 #include "zc/package.h"
 #include "zc/serialize.h"
 #include "zc/tensor.h"

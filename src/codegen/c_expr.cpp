@@ -23,6 +23,7 @@ std::string from_storage(DType t, const std::string& e) {
 std::string to_storage(DType t, const std::string& e) {
   if (t == DType::f16) return "zc_f2h(" + e + ")";
   if (t == DType::bf16) return "zc_f2bf(" + e + ")";
+  if (t == DType::i8) return "(int8_t)(" + e + ")";
   return e;
 }
 

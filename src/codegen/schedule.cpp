@@ -212,12 +212,15 @@ class Scheduler {
   // through permute/expand/slice views, is
   //  - an operand of a generated or library matmul whose other operand is such a cast from the
   //    same dtype (when the policy's matmuls read half operands), or else
+  //  - (a cast from i8, when the policy's generated matmuls read int8 operands) an operand of
+  //    a matmul, which place_matmul then generates, or else
   //  - (a cast of a graph input, parameter or constant, when the policy's elementwise loads
   //    read half inputs) such a matmul, an elementwise node, a reduction or attention.
   std::vector<bool> converting_casts() const {
     const ir::Graph& g = s_.graph;
     std::vector<bool> out(g.nodes.size(), false);
-    if (!policy_.matmul_reads_half_operands() && !policy_.elementwise_reads_half_inputs())
+    if (!policy_.matmul_reads_half_operands() && !policy_.elementwise_reads_half_inputs() &&
+        !policy_.matmul_reads_int8_operands())
       return out;
     std::vector<std::vector<int32_t>> users(g.values.size());
     for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -235,37 +238,45 @@ class Scheduler {
         return cast_source(n.inputs[0]);
       if (n.op != OpId::cast || meta(v).dtype != DType::f32) return none;
       const DType from = meta(n.inputs[0]).dtype;
-      return from == DType::f16 || from == DType::bf16 ? std::optional<DType>(from) : none;
+      return from == DType::f16 || from == DType::bf16 || from == DType::i8
+                 ? std::optional<DType>(from)
+                 : none;
     };
-    auto half_matmul = [&](int32_t idx) {
+    // Whether matmul idx reads its operand that is a cast from `from` through its loads: a
+    // product with an int8 operand is generated, and its loads convert any operand.
+    auto half_matmul = [&](int32_t idx, DType from) {
       const ir::Node& n = g.nodes[idx];
-      if (n.op != OpId::matmul || !policy_.matmul_reads_half_operands()) return false;
+      if (n.op != OpId::matmul) return false;
       auto a = cast_source(n.inputs[0]), b = cast_source(n.inputs[1]);
-      if (!a || !b || *a != *b) return false;
+      if (from == DType::i8 || a == DType::i8 || b == DType::i8) {
+        if (!policy_.matmul_reads_int8_operands()) return false;
+      } else if (!policy_.matmul_reads_half_operands() || !a || !b || *a != *b) {
+        return false;
+      }
       const auto dims = ops::matmul_shapes(meta(n.inputs[0]).shape, meta(n.inputs[1]).shape);
       return matmul_path(n, dims) != MatmulPath::extern_call &&
              policy_.supports(OpId::matmul, meta(n.outputs[0]).dtype);
     };
-    std::function<bool(ValueId)> only_matmuls = [&](ValueId v) {
+    std::function<bool(ValueId, DType)> only_matmuls = [&](ValueId v, DType from) {
       if (is_output[v] || users[v].empty()) return false;
       for (int32_t u : users[v]) {
         const OpId op = g.nodes[u].op;
         const bool view = op == OpId::permute || op == OpId::expand || op == OpId::slice;
-        if (view ? !only_matmuls(g.nodes[u].outputs[0]) : !half_matmul(u)) return false;
+        if (view ? !only_matmuls(g.nodes[u].outputs[0], from) : !half_matmul(u, from)) return false;
       }
       return true;
     };
     // Elementwise nodes, reductions and attention read through loads that convert too; their
     // casts of inputs, parameters and constants (already in memory: nothing is materialized
     // for them) need no kernel of their own.
-    std::function<bool(ValueId)> only_converting_loads = [&](ValueId v) {
+    std::function<bool(ValueId, DType)> only_converting_loads = [&](ValueId v, DType from) {
       if (is_output[v] || users[v].empty()) return false;
       for (int32_t u : users[v]) {
         const OpId op = g.nodes[u].op;
         if (op == OpId::permute || op == OpId::expand || op == OpId::slice) {
-          if (!only_converting_loads(g.nodes[u].outputs[0])) return false;
+          if (!only_converting_loads(g.nodes[u].outputs[0], from)) return false;
         } else if (op == OpId::matmul) {
-          if (!half_matmul(u)) return false;
+          if (!half_matmul(u, from)) return false;
         } else if (!reads_through_converting_loads(op) ||
                    !policy_.supports(op, meta(g.nodes[u].outputs[0]).dtype)) {
           return false;
@@ -275,11 +286,15 @@ class Scheduler {
     };
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const ir::Node& n = g.nodes[i];
-      if (n.op != OpId::cast || !cast_source(n.outputs[0])) continue;
+      const std::optional<DType> from =
+          n.op == OpId::cast ? cast_source(n.outputs[0]) : std::nullopt;
+      if (!from) continue;
       const bool from_memory = g.values[n.inputs[0]].producer < 0;
-      out[i] =
-          only_matmuls(n.outputs[0]) || (from_memory && policy_.elementwise_reads_half_inputs() &&
-                                         only_converting_loads(n.outputs[0]));
+      // Int8 operands only from memory, and only into products.
+      out[i] = *from == DType::i8 ? from_memory && only_matmuls(n.outputs[0], *from)
+                                  : only_matmuls(n.outputs[0], *from) ||
+                                        (from_memory && policy_.elementwise_reads_half_inputs() &&
+                                         only_converting_loads(n.outputs[0], *from));
     }
     return out;
   }
@@ -467,6 +482,12 @@ class Scheduler {
       return;
     }
     for (ValueId u : n.inputs) materialize(u);
+    // A library multiplies floats: an int8 operand read through a converting alias is
+    // generated (converting_casts chose that).
+    for (ValueId u : n.inputs) {
+      if (meta(s_.base_of(u)).dtype == DType::i8 && meta(u).dtype != DType::i8)
+        path = MatmulPath::inline_loop;
+    }
     Kernel k;
     k.kind = KernelKind::matmul;
     k.anchor = idx;

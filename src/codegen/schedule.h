@@ -52,6 +52,12 @@ class SchedulePolicy {
     return false;
   }
 
+  // Whether a generated matmul kernel reads an int8 graph input, parameter or constant itself
+  // where the graph casts it to a float for the product (a weight-only int8 layer: its weight
+  // stays one byte an element in memory). Such casts become converting aliases, and the
+  // products reading them are generated whatever matmul_path says. Default: no.
+  virtual bool matmul_reads_int8_operands() const { return false; }
+
   // Whether a matmul kernel reads f16/bf16 operands itself where the graph casts them to f32
   // first (a library that multiplies half inputs on tensor cores with f32 accumulation, which
   // is the cast's numerics exactly). Such casts become converting aliases (see kernel_ir.h).

@@ -55,22 +55,30 @@ void check_kernel_shape(const Schedule& s, int32_t k) {
 
 // A converting alias (kernel_ir.h): f16/bf16 read as f32, by matmuls, by views that are
 // aliases themselves and, when it is the cast of an input or constant, by nodes whose loads
-// convert.
+// convert; or an int8 input or constant read as f32 by generated matmuls and such views.
 void check_converting_alias(const Schedule& s, ValueId v, DType from, DType to) {
   const ir::Graph& g = s.graph;
-  ZC_CHECK((from == DType::f16 || from == DType::bf16) && to == DType::f32,
+  const bool int8 = from == DType::i8;
+  ZC_CHECK((from == DType::f16 || from == DType::bf16 || int8) && to == DType::f32,
            "alias %" << v << " reads a " << dtype_name(from) << " buffer as " << dtype_name(to)
-                     << ": only f16/bf16 read as f32 can be a converting alias");
+                     << ": only f16/bf16/i8 read as f32 can be a converting alias");
   for (ValueId o : g.outputs) {
     ZC_CHECK(o != v, "converting alias %" << v << " is a graph output");
   }
   const ValueState base = s.at(s.base_of(v)).state;
   const bool of_memory = base == ValueState::input || base == ValueState::constant;
+  ZC_CHECK(!int8 || of_memory, "converting alias %" << v << " reads a computed i8 value");
   for (const ir::Node& n : g.nodes) {
     if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end()) continue;
-    if (n.op == ops::OpId::matmul ||
-        (ops::is_view(n.op) && s.at(n.outputs[0]).state == ValueState::alias))
+    if (ops::is_view(n.op) && s.at(n.outputs[0]).state == ValueState::alias) continue;
+    if (n.op == ops::OpId::matmul) {
+      const int32_t k = s.at(n.outputs[0]).kernel;
+      ZC_CHECK(!int8 || (k >= 0 && !s.kernels[k].library),
+               "converting alias %" << v << " of an i8 value is read by a library product");
       continue;
+    }
+    ZC_CHECK(!int8, "converting alias %" << v << " of an i8 value is read by "
+                                         << ops::op_def(n.op).name << ", which is not a product");
     ZC_CHECK(reads_through_converting_loads(n.op),
              "converting alias %" << v << " is read by " << ops::op_def(n.op).name
                                   << ", which reads only its own dtype");

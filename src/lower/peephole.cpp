@@ -39,6 +39,25 @@ bool is_identity(OpId op, const ops::TensorMeta& in, const ops::TensorMeta& out)
   }
 }
 
+// Whether every value of dtype `from` is a value of `to`, so that a cast from `from` to `to`
+// and on to any dtype is the one cast to that dtype.
+bool exact_cast(DType from, DType to) {
+  if (from == to || from == DType::boolean) return true;
+  switch (from) {
+    case DType::i8:
+      return to != DType::boolean;
+    case DType::i32:
+      return to == DType::i64 || to == DType::f64;
+    case DType::f16:
+    case DType::bf16:
+      return to == DType::f32 || to == DType::f64;
+    case DType::f32:
+      return to == DType::f64;
+    default:
+      return false;
+  }
+}
+
 struct Rewrite {
   OpId op;
   ops::Attrs attrs;
@@ -48,10 +67,14 @@ struct Rewrite {
 // The single layout op equal to `r` applied to the output of `inner` (a node of `region`
 // giving `out`), when there is one.
 std::optional<Rewrite> fold_chain(const Rewrite& r, ir::RegionId region, const ir::Node& inner,
-                                  const ops::TensorMeta& out) {
+                                  const GraphBuilder& b, const ops::TensorMeta& out) {
   if (inner.op != r.op || inner.region != region) return std::nullopt;
   ir::ValueId src = inner.inputs[0];
   switch (r.op) {
+    case OpId::cast:
+      if (!exact_cast(b.meta(src).dtype, std::get<ops::CastAttrs>(inner.attrs).dtype))
+        return std::nullopt;
+      return Rewrite{OpId::cast, r.attrs, src};
     case OpId::reshape:
     case OpId::expand:
       return Rewrite{r.op, ops::ShapeAttrs{out.shape}, src};
@@ -90,7 +113,7 @@ ir::Graph peephole(const ir::Graph& g) {
     const ops::TensorMeta& out = g.meta(node.outputs[0]);
     Rewrite r = as_reshape(Rewrite{node.op, node.attrs, b.map(node.inputs[0])}, b, out);
     if (const ir::Node* inner = b.producer(r.input)) {
-      if (auto folded = fold_chain(r, node.region, *inner, out)) r = as_reshape(*folded, b, out);
+      if (auto folded = fold_chain(r, node.region, *inner, b, out)) r = as_reshape(*folded, b, out);
     }
     if (is_identity(r.op, b.meta(r.input), out)) {
       b.alias(node.outputs[0], r.input);

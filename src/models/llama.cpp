@@ -170,7 +170,7 @@ LlamaAttention::LlamaAttention(const LlamaConfig& config, nn::Init init)
 
 void LlamaAttention::allocate_cache(int64_t batch, int64_t max_length) {
   nn::allocate_kv_cache(*this, k_cache, v_cache, {batch, num_key_value_heads, max_length, head_dim},
-                        k_proj->weight);
+                        k_proj->dtype(), k_proj->weight.device());
 }
 
 std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {

@@ -76,13 +76,13 @@ Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
 }
 
 void allocate_kv_cache(Module& module, Tensor& k_cache, Tensor& v_cache, const Shape& shape,
-                       const Tensor& like) {
-  if (k_cache.defined() && k_cache.shape() == shape && k_cache.dtype() == like.dtype() &&
-      k_cache.device() == like.device()) {
+                       DType dtype, Device device) {
+  if (k_cache.defined() && k_cache.shape() == shape && k_cache.dtype() == dtype &&
+      k_cache.device() == device) {
     return;
   }
-  const Tensor k = zeros(shape, like.dtype(), like.device());
-  const Tensor v = zeros(shape, like.dtype(), like.device());
+  const Tensor k = zeros(shape, dtype, device);
+  const Tensor v = zeros(shape, dtype, device);
   if (!k_cache.defined()) {
     k_cache = module.register_buffer("k_cache", k);
     v_cache = module.register_buffer("v_cache", v);
@@ -120,7 +120,7 @@ Tensor positions_in_sequence(const Tensor& positions, const Tensor& mask) {
 
 void MultiheadAttention::allocate_cache(int64_t batch, int64_t max_length) {
   allocate_kv_cache(*this, k_cache, v_cache, {batch, num_heads, max_length, d_model / num_heads},
-                    in_proj->weight);
+                    in_proj->dtype(), in_proj->weight.device());
 }
 
 std::vector<Tensor> MultiheadAttention::forward(const std::vector<Tensor>& inputs) {

@@ -8,13 +8,14 @@
 
 namespace zc::nn {
 
-// Makes `k_cache` and `v_cache` zeros of `shape` in `like`'s dtype and on its device: registered
+// Makes `k_cache` and `v_cache` zeros of `shape`, `dtype` and `device` (the projection's that
+// writes them: Linear::dtype(), an int8 layer's activations' dtype): registered
 // buffers of `module` ("k_cache", "v_cache") at the first call; kept as they are when they
 // already have that shape, dtype and device (a step reads only positions it or an earlier step
 // of its generation wrote); otherwise the registered handles keep their identity (compiled
 // graphs bind them), take the new contents, and compiled modules see the module changed.
 void allocate_kv_cache(Module& module, Tensor& k_cache, Tensor& v_cache, const Shape& shape,
-                       const Tensor& like);
+                       DType dtype, Device device);
 
 // A step's checks (`who` names the model in errors): a mask, when given, is [B, cache_length]
 // for ids [B, T]; eagerly (positions not traced: reading them would stop a trace), every

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "nn/init.h"
+#include "zc/autograd.h"
 #include "zc/factories.h"
 #include "zc/nn.h"
 #include "zc/ops.h"
@@ -35,7 +36,27 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Init init)
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  return linear(x, weight, bias);
+  if (!quantized()) return linear(x, weight, bias);
+  // The int8 weight converted where it is read (a generated product reads the int8 bytes),
+  // the scales applied to the product's columns, then the bias.
+  Tensor y = linear(x, weight.to(x.dtype())) * weight_scale;
+  return bias.defined() ? y + bias : y;
+}
+
+void Linear::quantize_int8() {
+  if (quantized()) throw Error("zc::nn::Linear::quantize_int8: the layer is already quantized");
+  if (!is_floating(weight.dtype())) {
+    throw Error("zc::nn::Linear::quantize_int8: the weight is " +
+                std::string(dtype_name(weight.dtype())) + "; expected a floating dtype");
+  }
+  NoGradGuard no_grad;
+  const Tensor w = weight.detach().to(DType::f32);
+  // [out, 1], in the dtype forward multiplies by; a row of zeros gets a tiny scale and zeros.
+  const Tensor scale =
+      (clamp(zc::amax(abs(w), {1}, true), 1e-30, std::nullopt) / 127.0).to(weight.dtype());
+  const Tensor q = clamp(round(w / scale.to(DType::f32)), -127.0, 127.0).to(DType::i8);
+  weight_scale = register_buffer("weight_scale", scale.reshape({out_features}));
+  weight = replace_with_buffer("weight", q);
 }
 
 LayerNorm::LayerNorm(int64_t d, double eps, bool elementwise_affine)

@@ -151,6 +151,16 @@ Tensor Module::register_buffer(const std::string& name, Tensor value) {
   return value;
 }
 
+Tensor Module::replace_with_buffer(const std::string& name, Tensor value) {
+  if (!value.defined()) throw Error(type_name() + ": buffer '" + name + "' is an undefined tensor");
+  auto drop = [&](std::vector<std::pair<std::string, Tensor>>& entries) {
+    std::erase_if(entries, [&](const auto& e) { return e.first == name; });
+  };
+  drop(params_);
+  drop(buffers_);
+  return register_buffer(name, std::move(value));
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(*this, "submodule", name,
                  has_name(params_, name) || has_name(buffers_, name) || has_name(children_, name));

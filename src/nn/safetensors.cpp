@@ -30,7 +30,7 @@ struct DTypeName {
 };
 constexpr DTypeName kDTypeNames[] = {
     {DType::f32, "F32"}, {DType::f64, "F64"}, {DType::f16, "F16"},      {DType::bf16, "BF16"},
-    {DType::i64, "I64"}, {DType::i32, "I32"}, {DType::boolean, "BOOL"},
+    {DType::i64, "I64"}, {DType::i32, "I32"}, {DType::boolean, "BOOL"}, {DType::i8, "I8"},
 };
 static_assert(std::size(kDTypeNames) == kNumDTypes, "every DType needs a safetensors name");
 

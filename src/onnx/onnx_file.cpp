@@ -51,10 +51,12 @@ DType dtype_of(int32_t t, const std::string& what) {
       return DType::i32;
     case TensorProto::BOOL:
       return DType::boolean;
+    case TensorProto::INT8:
+      return DType::i8;
     default:
       throw Error(what + ": element type " + onnx_type_name(t) + " (" + std::to_string(t) +
-                  ") is not supported; zc reads float, double, float16, bfloat16, int64, int32 "
-                  "and bool");
+                  ") is not supported; zc reads float, double, float16, bfloat16, int64, int32, "
+                  "int8 and bool");
   }
 }
 
@@ -135,6 +137,7 @@ void copy_tensor_data(const TensorProto& t, const RawTensor& layout, void* dst) 
       break;
     case DType::i32:
     case DType::boolean:
+    case DType::i8:
     case DType::f16:
     case DType::bf16:
       for (uint64_t i = 0; i < numel; ++i) {
@@ -143,6 +146,8 @@ void copy_tensor_data(const TensorProto& t, const RawTensor& layout, void* dst) 
           std::memcpy(out + 4 * i, &v, 4);
         } else if (layout.dtype == DType::boolean) {
           out[i] = v != 0;
+        } else if (layout.dtype == DType::i8) {
+          out[i] = static_cast<uint8_t>(static_cast<int8_t>(v));
         } else {
           const uint16_t bits = static_cast<uint16_t>(v);
           std::memcpy(out + 2 * i, &bits, 2);

@@ -8,6 +8,7 @@ namespace zc::ops {
 
 // 16-bit floats compute in f32; every other dtype computes as itself.
 inline DType compute_dtype(DType t) {
+  if (t == DType::i8) return DType::i32;  // as C promotes it; stores wrap to 8 bits
   return t == DType::f16 || t == DType::bf16 ? DType::f32 : t;
 }
 

@@ -36,6 +36,8 @@ std::string c_type_name(DType t) {
       return "int32_t";
     case DType::boolean:
       return "bool";
+    case DType::i8:
+      return "int8_t";
     case DType::f16:
     case DType::bf16:
       break;

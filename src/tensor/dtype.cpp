@@ -28,6 +28,8 @@ std::string_view dtype_name(DType t) {
       return "i32";
     case DType::boolean:
       return "bool";
+    case DType::i8:
+      return "i8";
   }
   return "?";
 }
@@ -40,7 +42,7 @@ bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
 bool is_integral(DType t) {
-  return t == DType::i64 || t == DType::i32;
+  return t == DType::i64 || t == DType::i32 || t == DType::i8;
 }
 
 namespace {
@@ -53,7 +55,7 @@ DType promote_types(DType a, DType b) {
   if (a == b) return a;
   int ca = category(a), cb = category(b);
   if (ca != cb) return ca > cb ? a : b;
-  if (ca == 1) return DType::i64;  // i32 with i64
+  if (ca == 1) return dtype_size(a) > dtype_size(b) ? a : b;  // the wider integer
   // Two different floating types.
   if (a == DType::f64 || b == DType::f64) return DType::f64;
   return DType::f32;  // f32 with a 16-bit type, or f16 with bf16

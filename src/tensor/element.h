@@ -27,6 +27,8 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
       return fn(int32_t{});
     case DType::boolean:
       return fn(bool{});
+    case DType::i8:
+      return fn(int8_t{});
   }
   ZC_CHECK(false, "bad dtype");
   return fn(float{});

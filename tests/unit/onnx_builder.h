@@ -32,6 +32,8 @@ inline int32_t onnx_type(DType t) {
       return ::onnx::TensorProto::INT32;
     case DType::boolean:
       return ::onnx::TensorProto::BOOL;
+    case DType::i8:
+      return ::onnx::TensorProto::INT8;
     case DType::f16:
       return ::onnx::TensorProto::FLOAT16;
     case DType::bf16:

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -161,6 +162,42 @@ TEST_P(PretrainedFixture, GenerateOnCudaMatchesTransformers) {
   auto model = zc::models::from_pretrained(dir_, {.device = zc::Device::cuda(0)});
   const zc::GenerateResult r = zc::generate(model, prompt_, {.max_new_tokens = new_tokens()});
   EXPECT_EQ(values(zc::cat({prompt_.to(zc::DType::i64), r.tokens}, 1)), values(greedy_));
+}
+
+// Weight-only int8 (zc::quantize): the prompt's logits within kInt8Tolerance of transformers'
+// f32 logits (relative to their largest), and the greedy tokens mostly transformers' (the rate
+// is a test property, int8_greedy_rate); compiled on the CPU and eagerly alike. On a GPU the
+// compiled step reads the int8 weights itself and chooses the CPU's tokens.
+constexpr double kInt8Tolerance = 0.05;
+constexpr double kInt8MinGreedyRate = 0.6;
+
+TEST_P(PretrainedFixture, Int8LogitsAndGreedyTokensStayNearF32) {
+  const zc::QuantizeReport q = zc::quantize(*model_);
+  EXPECT_GT(q.layers, 0);
+  EXPECT_LT(q.bytes_after * 3, q.bytes_before);  // f32 weights: 4 bytes to 1 and a scale a row
+  zc::NoGradGuard no_grad;
+  const Tensor eager = (*model_)(prompt_);
+  const double err = relative_error(eager, logits_);
+  EXPECT_LT(err, kInt8Tolerance);
+  const zc::GenerateResult r =
+      zc::generate(model_, prompt_, {.max_new_tokens = new_tokens(), .compile = true});
+  const std::vector<int64_t> got = values(r.tokens);
+  const std::vector<int64_t> want =
+      values(greedy_.slice(1, prompt_.size(1), greedy_.size(1)).contiguous());
+  ASSERT_EQ(got.size(), want.size());
+  int64_t same = 0;
+  for (size_t i = 0; i < got.size(); ++i) same += got[i] == want[i];
+  const double rate = static_cast<double>(same) / static_cast<double>(got.size());
+  RecordProperty("int8_logits_relative_error", std::to_string(err));
+  RecordProperty("int8_greedy_rate", std::to_string(rate));
+  std::printf("%s int8: logits within %.4f, greedy tokens %.2f of transformers'\n",
+              GetParam().c_str(), err, rate);
+  EXPECT_GE(rate, kInt8MinGreedyRate);
+  if (!zc::cuda::is_available()) return;
+  auto gpu = zc::models::from_pretrained(dir_, {.device = zc::Device::cuda(0)});
+  zc::quantize(*gpu);
+  const zc::GenerateResult g = zc::generate(gpu, prompt_, {.max_new_tokens = new_tokens()});
+  EXPECT_EQ(values(g.tokens), got);
 }
 
 INSTANTIATE_TEST_SUITE_P(Llm, PretrainedFixture,

@@ -111,6 +111,8 @@ inline double round_to(double v, DType t) {
       return static_cast<double>(static_cast<int64_t>(v));
     case DType::i32:
       return static_cast<double>(static_cast<int32_t>(v));
+    case DType::i8:
+      return static_cast<double>(static_cast<int8_t>(static_cast<int32_t>(v)));
     case DType::boolean:
       return v != 0 ? 1.0 : 0.0;
   }
@@ -142,6 +144,8 @@ inline double load(const char* p, DType t) {
       return static_cast<double>(get<int64_t>(p));
     case DType::i32:
       return get<int32_t>(p);
+    case DType::i8:
+      return get<int8_t>(p);
     case DType::boolean:
       return get<uint8_t>(p) ? 1.0 : 0.0;
   }
@@ -162,6 +166,8 @@ inline void store(char* p, DType t, double x) {
       return put(p, static_cast<int64_t>(x));
     case DType::i32:
       return put(p, static_cast<int32_t>(x));
+    case DType::i8:
+      return put(p, static_cast<int8_t>(static_cast<int32_t>(x)));
     case DType::boolean:
       return put(p, static_cast<uint8_t>(x != 0));
   }

@@ -30,6 +30,8 @@ inline const char* npy_descr(zc::DType t) {
       return "<i4";
     case DType::boolean:
       return "|b1";
+    case DType::i8:
+      return "|i1";
     default:
       return "";
   }

@@ -161,6 +161,10 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   // cuBLASLt multiplies f16/bf16 on the tensor cores with f32 accumulation: a bf16 model's
   // products read its bf16 weights and activations, never an f32 copy of them.
   bool matmul_reads_half_operands() const override { return true; }
+  // A weight-only int8 layer's weight is read as int8 by the generated product (the rows form
+  // at a decode step's few rows): half the bytes of a bf16 weight, where reading the weight is
+  // the step's cost.
+  bool matmul_reads_int8_operands() const override { return true; }
   // Its loads convert too: a bf16 layer_norm's weight and bias are read where they are, and the
   // normalization stays one kernel as in f32.
   bool elementwise_reads_half_inputs() const override { return true; }
