@@ -506,12 +506,15 @@ class Scheduler {
 
   // Whether matmul node n (its operands materialized) is generated as streamed rows: sizes
   // that do not vary, 2-D or more operands, A [.., M, K] and B [.., K, N] both dense along k,
-  // and the policy's yes.
+  // B not broadcast over the batch (each batch element would read it again: a linear layer's
+  // x [8, 1, K] is 8 products of M = 1 against one weight), and the policy's yes.
   bool streams_rows(const ir::Node& n, const ops::MatmulShapes& dims) const {
     if (dims.a_vec || dims.b_vec || s_.varies(n.inputs[0]) || s_.varies(n.inputs[1]) ||
         s_.varies(n.outputs[0])) {
       return false;
     }
+    const Shape& bs = meta(n.inputs[1]).shape;
+    if (shape_numel(bs) / (dims.K * dims.N) != shape_numel(dims.batch)) return false;
     const Shape& a = s_.values[n.inputs[0]].view.strides;
     const Shape& b = s_.values[n.inputs[1]].view.strides;
     const bool a_along_k = a.size() >= 2 && a.back() == 1;

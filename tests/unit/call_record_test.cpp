@@ -56,7 +56,8 @@ TEST(CallRecord, RefusesWhatIsNotARecordWithTheReason) {
   EXPECT_NE(refusal(with(4, 5)).find("5 calls, at most 4"), std::string::npos);
   EXPECT_NE(refusal(with(rank, 65)).find("rank 65"), std::string::npos);
   EXPECT_NE(refusal(with(rank + 15, 0x80)).find("outside 0..2^48"), std::string::npos);
-  EXPECT_NE(refusal(with(dtype, 7)).find("dtype 7"), std::string::npos);
+  EXPECT_NE(refusal(with(dtype, kNumDTypes)).find("dtype " + std::to_string(kNumDTypes)),
+            std::string::npos);
   EXPECT_NE(refusal(with(dtype + 1, 2)).find("device type 2"), std::string::npos);
   EXPECT_NE(refusal(with(dtype + 2, 1)).find("device index 1"), std::string::npos);
   EXPECT_NE(refusal(with(dtype + 6, 2)).find("wrapped-number flag 2"), std::string::npos);
