@@ -246,7 +246,9 @@ std::vector<Tensor> index_copy_eager(std::span<const Tensor> in, const Attrs& at
 // that first i, then a row gather and a select. The positions and indices are compared, not
 // used as addresses: an index out of range matches nothing. The only constant is the positions
 // (the buffer's length), so the graph of a step of n indices differs from another n only in
-// sizes (size templates serve both).
+// sizes (size templates serve both). The select runs in self's own layout (the gathered rows
+// are read through a view), so that the result is dense where self is: a KV cache's new value
+// leaves its kernel in the buffer's layout, with no copy to put it there.
 std::vector<Tensor> index_copy_decompose(std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t dim = std::get<DimAttrs>(attrs).dim;
   const Tensor &self = in[0], &source = in[2];
@@ -262,13 +264,13 @@ std::vector<Tensor> index_copy_decompose(std::span<const Tensor> in, const Attrs
   const Tensor match = cast(eq(arange(len).reshape({len, 1}), index), DType::i32);  // [len, n]
   const Tensor which = argmax(match, 1);                                            // [len]
   Shape hit_shape(static_cast<size_t>(nd), 1);
-  hit_shape[0] = len;
+  hit_shape[static_cast<size_t>(dim)] = len;
   const Tensor hit = gt(amax(match, {1}), 0.0).reshape(hit_shape);
   const Tensor rows = source.permute(front).reshape({n, -1});
   Shape front_shape;
   for (int64_t d : front) front_shape.push_back(self.size(d));
-  const Tensor taken = embedding(rows, which).reshape(front_shape);
-  return {where(hit, taken, self.permute(front)).permute(back)};
+  const Tensor taken = embedding(rows, which).reshape(front_shape).permute(back);
+  return {where(hit, taken, self)};
 }
 
 }  // namespace
