@@ -83,7 +83,9 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin);
 // Causal self-attention with num_key_value_heads key/value heads shared by groups of query
 // heads. forward({x [B, T, hidden], cos, sin}) returns {[B, T, hidden]}; with the cache
 // allocated, forward({x, cos, sin, positions [T]}) (cos and sin of those positions) writes the
-// step's keys and values at `positions` and attends to the cache up to each query's position.
+// step's keys and values at `positions` and attends to the cache up to each query's position;
+// forward({x, cos, sin, positions, visible}) attends where `visible` says
+// (nn::cached_attention_mask: LlamaModel computes it once for its layers).
 class LlamaAttention : public nn::Module {
  public:
   explicit LlamaAttention(const LlamaConfig& config, nn::Init init = nn::Init::random);

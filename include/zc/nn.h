@@ -261,7 +261,15 @@ class MultiheadAttention : public Module {
 // position p sees positions 0..p, and with `key_mask` [B, L] only those its sequence holds
 // (nonzero; zero: left padding). Softmax in f32, the scale 1/sqrt(D). Returns [B, H, T, D].
 Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        const Tensor& positions, const Tensor& key_mask = {});
+                        const Tensor& positions, const Tensor& key_mask);
+// The same with the positions each query sees given as `visible`, bool [B or 1, 1, T, L]
+// (cached_attention_mask): a model computes it once for all its layers.
+Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& visible);
+// Which of a cache's `length` positions each query at `positions` [T] sees: positions up to its
+// own, and with `key_mask` [B, L] (or undefined) only those its sequence holds. Bool
+// [1, 1, T, L], or [B, 1, T, L] with a key_mask.
+Tensor cached_attention_mask(const Tensor& positions, const Tensor& key_mask, int64_t length);
 
 // Pre-LayerNorm transformer block (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)) with a
 // 4x GELU(tanh) MLP; in training mode with `dropout` > 0, each branch's output goes through

@@ -208,8 +208,11 @@ std::vector<Tensor> LlamaAttention::forward(const std::vector<Tensor>& inputs) {
     // graph applies it once per call), then attention over the cache.
     index_copy_(k_cache, 2, inputs[3], k);
     index_copy_(v_cache, 2, inputs[3], v);
-    const Tensor y = nn::cached_attention(q, k_cache, v_cache, inputs[3],
-                                          inputs.size() == 5 ? inputs[4] : Tensor());
+    // The positions each query sees: given (the model computes them once for its layers), or
+    // from the positions alone.
+    const Tensor y = inputs.size() == 5
+                         ? nn::cached_attention(q, k_cache, v_cache, inputs[4])
+                         : nn::cached_attention(q, k_cache, v_cache, inputs[3], Tensor());
     return {(*o_proj)(y.transpose(1, 2).reshape({batch, seq, num_heads * head_dim}))};
   }
   if (num_key_value_heads != num_heads) {
@@ -310,18 +313,28 @@ std::vector<Tensor> LlamaModel::forward(const std::vector<Tensor>& inputs) {
                 std::string(dtype_name(positions.dtype())) + " " + shape_str(positions.shape()));
   }
   Tensor h = (*embed_tokens)(ids);
-  if (inputs.size() == 2) {
-    const std::vector<Tensor> rope = rotary_emb->tables_at(positions);
-    for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions})[0];
-    return {(*norm)(h)};
+  // The cache positions each query sees, once for every layer (a kernel less per layer).
+  const Tensor mask = inputs.size() == 3 ? inputs[2] : Tensor();
+  if (layers->size() == 0) return {(*norm)(h)};
+  const Tensor& cache =
+      std::static_pointer_cast<LlamaDecoderLayer>((*layers)[0])->self_attn->k_cache;
+  if (!cache.defined()) {
+    throw Error(
+        "zc::models::LlamaModel: a step at given positions needs the KV cache: call "
+        "allocate_cache(batch, max_length) on the model first");
   }
-  // Left padding: each token is rotated by its position in its own sequence.
-  const Tensor& mask = inputs[2];
-  const Tensor rotation = nn::positions_in_sequence(positions, mask);  // [B, T]
-  std::vector<Tensor> rope = rotary_emb->tables_at(rotation);          // [B, T, D/2]
-  rope[0] = rope[0].unsqueeze(1);
-  rope[1] = rope[1].unsqueeze(1);
-  for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions, mask})[0];
+  const Tensor visible = nn::cached_attention_mask(positions, mask, cache.size(2));
+  std::vector<Tensor> rope;
+  if (!mask.defined()) {
+    rope = rotary_emb->tables_at(positions);
+  } else {
+    // Left padding: each token is rotated by its position in its own sequence.
+    const Tensor rotation = nn::positions_in_sequence(positions, mask);  // [B, T]
+    rope = rotary_emb->tables_at(rotation);                              // [B, T, D/2]
+    rope[0] = rope[0].unsqueeze(1);
+    rope[1] = rope[1].unsqueeze(1);
+  }
+  for (const auto& layer : *layers) h = (*layer)({h, rope[0], rope[1], positions, visible})[0];
   return {(*norm)(h)};
 }
 

@@ -55,20 +55,36 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
 // q [B, H, T, D] -> [B, Hkv, group*T, D]. Hidden scores take the lowest finite float, not -inf:
 // a padding query that sees nothing gets a finite (unused) result, so the keys and values it
 // writes are finite and weigh exactly 0 where they are hidden.
+Tensor cached_attention_mask(const Tensor& positions, const Tensor& key_mask, int64_t length) {
+  const int64_t seq = positions.size(0);
+  const Tensor keys = arange(length).to(positions.device()).reshape({1, length});
+  Tensor seen = le(keys, positions.to(DType::i64).reshape({seq, 1})).reshape({1, 1, seq, length});
+  if (key_mask.defined()) {
+    const int64_t batch = key_mask.size(0);
+    const Tensor held = cast(ne(key_mask.reshape({batch, 1, 1, length}), 0.0), DType::f32);
+    seen = gt(cast(seen, DType::f32) * held, 0.5);  // [B, 1, T, L]
+  }
+  return seen;
+}
+
 Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& positions, const Tensor& key_mask) {
+  return cached_attention(q, k_cache, v_cache,
+                          cached_attention_mask(positions, key_mask, k_cache.size(2)));
+}
+
+Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const Tensor& visible) {
   const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
   const int64_t kv_heads = k_cache.size(1), length = k_cache.size(2), group = heads / kv_heads;
   const Tensor rows = q.reshape({batch, kv_heads, group * seq, dim});
   Tensor scores = matmul(rows, k_cache.transpose(2, 3));  // [B, Hkv, group*T, L]
   scores = scores.to(DType::f32) * (1.0 / std::sqrt(static_cast<double>(dim)));
-  const Tensor keys = arange(length).to(positions.device()).reshape({1, length});
-  const Tensor seen = le(keys, positions.to(DType::i64).reshape({seq, 1}));  // [T, L]
-  Tensor mask = seen.unsqueeze(0).expand({group, seq, length}).reshape({group * seq, length});
-  if (key_mask.defined()) {
-    const Tensor held = cast(ne(key_mask.reshape({batch, 1, 1, length}), 0.0), DType::f32);
-    mask = gt(cast(mask, DType::f32) * held, 0.5);  // [B, 1, group*T, L]
-  }
+  // Each query row of a group sees what its position sees: [B|1, 1, group*T, L].
+  const int64_t vb = visible.size(0);
+  const Tensor mask = visible.reshape({vb, 1, 1, seq, length})
+                          .expand({vb, 1, group, seq, length})
+                          .reshape({vb, 1, group * seq, length});
   scores = where(mask, scores, full({}, std::numeric_limits<float>::lowest()));
   const Tensor p = softmax(scores, -1).to(q.dtype());
   const Tensor y = matmul(p, v_cache);  // [B, Hkv, group*T, D]
