@@ -424,8 +424,8 @@ TEST(CudaCodegen, ProductsOfFewRowsStreamTheirWeight) {
   // A weight broadcast over a batch (x [8, 1, k]: eight products of one row against one weight)
   // would be read once per batch element: not streamed.
   const Tensor wb = randn({300, 2048}).to(DType::bf16);
-  auto [sb, lb] = plan([&](const Tensor& x) { return linear(x, wb); },
-                       randn({8, 1, 2048}).to(DType::bf16));
+  auto [sb, lb] =
+      plan([&](const Tensor& x) { return linear(x, wb); }, randn({8, 1, 2048}).to(DType::bf16));
   EXPECT_TRUE(std::none_of(sb.kernels.begin(), sb.kernels.end(),
                            [](const codegen::Kernel& k) { return k.rows; }));
   // A k that 16 bytes do not divide: one element at a time.
