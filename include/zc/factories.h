@@ -11,6 +11,11 @@ namespace zc {
 // Reseeds the process-wide generator: the same seed gives the same randn/rand/randint
 // sequence on every machine.
 void manual_seed(uint64_t seed);
+// The process generator's state, as i64 words (torch.get_rng_state's role), and its restore:
+// draws after set_rng_state(s) repeat those after rng_state() returned s. A tensor that is not
+// such a state is a zc::Error, and the generator is left as it was.
+Tensor rng_state();
+void set_rng_state(const Tensor& state);
 
 Tensor zeros(const Shape& shape, DType dtype = DType::f32);
 // Zeros made on `device` itself: no host buffer, no copy (on a GPU, a memset queued with the

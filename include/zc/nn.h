@@ -80,6 +80,14 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_ = true;
 };
 
+// Scales the gradients of `parameters` (those that have one) together so that their norm is at
+// most max_norm, as torch.nn.utils.clip_grad_norm_: the norm of all of them as one vector (p =
+// norm_type: 2, any p > 0, or infinity), then each gradient times min(1, max_norm / (norm +
+// 1e-6)), on the gradients' device without waiting for them. Returns that total norm (a 0-dim
+// f32 tensor). A zc::Error for max_norm < 0, norm_type <= 0, or gradients on several devices.
+Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
+                       double norm_type = 2.0);
+
 // How a layer's constructor fills its weights: `random` as torch initializes them; `none`
 // allocates them and leaves their values unset, for a loader that assigns every one
 // (from_pretrained), so that a large model does not draw billions of numbers it discards.

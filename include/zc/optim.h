@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +33,9 @@ class Optimizer {
   void load(const std::string& path);
 
   const std::vector<Tensor>& parameters() const { return params_; }
+  // The learning rate the next step() uses; a schedule (LRScheduler) sets it between steps.
+  double lr() const;
+  void set_lr(double lr);
 
  protected:
   // `kind` names the optimizer in errors and in the saved state ("SGD", "AdamW").
@@ -107,6 +111,64 @@ class AdamW final : public Optimizer {
 
   std::map<std::string, double> hyperparameters() const override;
   void set_hyperparameters(const std::map<std::string, double>& values) override;
+};
+
+// Learning-rate schedules, shaped like torch.optim.lr_scheduler: a schedule holds its optimizer's
+// learning rate at construction as base_lr, sets lr = base_lr * factor(0) at once, and each
+// step() (called after the optimizer's step) advances one step and sets base_lr * factor(step).
+class LRScheduler {
+ public:
+  virtual ~LRScheduler() = default;
+  LRScheduler(const LRScheduler&) = delete;
+  LRScheduler& operator=(const LRScheduler&) = delete;
+
+  void step();
+  int64_t last_step() const { return step_; }  // steps taken
+  double base_lr() const { return base_lr_; }
+  double last_lr() const { return optimizer_.lr(); }
+  // For resuming (save_training_state): the step count and base_lr, and setting them back,
+  // which sets the optimizer's lr for that step.
+  std::map<std::string, double> state() const;
+  void load_state(const std::map<std::string, double>& state);
+
+ protected:
+  explicit LRScheduler(Optimizer& optimizer);
+  virtual double factor(int64_t step) const = 0;
+  void apply();  // lr = base_lr * factor(last_step); derived constructors call it
+
+ private:
+  Optimizer& optimizer_;
+  double base_lr_;
+  int64_t step_ = 0;
+};
+
+// factor(step) given by a function (torch's LambdaLR).
+class LambdaLR final : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> factor);
+
+ private:
+  double factor(int64_t step) const override { return f_(step); }
+  std::function<double(int64_t)> f_;
+};
+
+struct WarmupCosineOptions {
+  int64_t warmup_steps = 0;  // factor rises linearly from 0 over these steps
+  int64_t total_steps = 0;   // then falls along a half cosine until this step, and stays
+  double min_factor = 0.0;   // where the cosine ends
+};
+
+// Linear warmup, then cosine decay (transformers' get_cosine_schedule_with_warmup, with a
+// floor): factor(s) = s / warmup for s < warmup, else min + (1 - min) (1 + cos(pi p)) / 2 with
+// p = (s - warmup) / (total - warmup), clamped to 1. A zc::Error for total_steps < warmup_steps
+// or < 1, negative steps, or min_factor outside [0, 1].
+class WarmupCosine final : public LRScheduler {
+ public:
+  WarmupCosine(Optimizer& optimizer, WarmupCosineOptions options);
+  WarmupCosineOptions options;
+
+ private:
+  double factor(int64_t step) const override;
 };
 
 }  // namespace zc::optim

@@ -19,4 +19,5 @@
 #include "zc/quantize.h"
 #include "zc/serialize.h"
 #include "zc/tensor.h"
+#include "zc/training_state.h"
 #include "zc/version.h"

@@ -32,6 +32,15 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string kind)
   }
 }
 
+double Optimizer::lr() const {
+  return hyperparameters().at("lr");
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0)) throw Error(kind_ + ": expected a learning rate >= 0, got " + std::to_string(lr));
+  set_hyperparameters({{"lr", lr}});
+}
+
 void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.mutable_grad() = Tensor();
 }

@@ -3,7 +3,11 @@
 #include <cmath>
 #include <mutex>
 #include <random>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "zc/error.h"
 #include "zc/factories.h"
 
 namespace zc {
@@ -26,6 +30,43 @@ void manual_seed(uint64_t seed) {
   Generator& g = generator();
   std::lock_guard lock(g.mu);
   g.engine.seed(seed);
+}
+
+// The engine's textual state (the standard's operator<<: its 312 words and its position),
+// as words.
+Tensor rng_state() {
+  Generator& g = generator();
+  std::ostringstream text;
+  {
+    std::lock_guard lock(g.mu);
+    text << g.engine;
+  }
+  std::istringstream in(text.str());
+  std::vector<int64_t> words;
+  for (uint64_t w; in >> w;) words.push_back(static_cast<int64_t>(w));
+  return from_values(words, {static_cast<int64_t>(words.size())});
+}
+
+void set_rng_state(const Tensor& state) {
+  constexpr int64_t kWords = std::mt19937_64::state_size + 1;
+  if (!state.defined() || state.dtype() != DType::i64 || state.shape() != Shape{kWords}) {
+    throw Error("zc::set_rng_state: expected the i64 [" + std::to_string(kWords) +
+                "] tensor rng_state() returns, got " +
+                (state.defined()
+                     ? std::string(dtype_name(state.dtype())) + " " + shape_str(state.shape())
+                     : std::string("an undefined tensor")));
+  }
+  const Tensor c = state.to(Device::cpu()).contiguous();
+  std::ostringstream text;
+  for (int64_t i = 0; i < kWords; ++i)
+    text << (i ? " " : "") << static_cast<uint64_t>(c.data<int64_t>()[i]);
+  std::mt19937_64 engine;
+  std::istringstream in(text.str());
+  in >> engine;
+  if (!in && !in.eof()) throw Error("zc::set_rng_state: the words are not a generator state");
+  Generator& g = generator();
+  std::lock_guard lock(g.mu);
+  g.engine = engine;
 }
 
 void random_uniform(double* out, int64_t n) {
