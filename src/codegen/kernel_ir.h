@@ -10,13 +10,15 @@
 // listed in `stores`.
 //
 // A *converting alias* is an alias whose base has another dtype than the value: a cast from
-// f16/bf16 to f32 (exact, so reading the base and converting is the cast). Two kinds, as the
-// policy allows (schedule.h):
+// f16/bf16 or i8 to f32 (exact, so reading the base and converting is the cast). Three kinds,
+// as the policy allows (schedule.h):
 //  - read only by matmul kernels (through views): a library product multiplies the half base
 //    directly (SchedulePolicy::matmul_reads_half_operands);
 //  - the cast of a graph input, parameter or constant read by nodes whose loads convert
 //    (reads_through_converting_loads: elementwise, reductions, attention) or by such matmuls
-//    (SchedulePolicy::elementwise_reads_half_inputs).
+//    (SchedulePolicy::elementwise_reads_half_inputs);
+//  - the cast of an i8 graph input, parameter or constant read only by matmuls, which are then
+//    generated (SchedulePolicy::matmul_reads_int8_operands: a weight-only int8 layer).
 // Loads through one convert. Nothing else ever reads one: an extern op, a gather or a copy
 // would read the base's bits as the value's dtype.
 //

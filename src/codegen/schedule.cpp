@@ -244,7 +244,7 @@ class Scheduler {
     };
     // Whether matmul idx reads its operand that is a cast from `from` through its loads: a
     // product with an int8 operand is generated, and its loads convert any operand.
-    auto half_matmul = [&](int32_t idx, DType from) {
+    auto reads_converted = [&](int32_t idx, DType from) {
       const ir::Node& n = g.nodes[idx];
       if (n.op != OpId::matmul) return false;
       auto a = cast_source(n.inputs[0]), b = cast_source(n.inputs[1]);
@@ -262,7 +262,8 @@ class Scheduler {
       for (int32_t u : users[v]) {
         const OpId op = g.nodes[u].op;
         const bool view = op == OpId::permute || op == OpId::expand || op == OpId::slice;
-        if (view ? !only_matmuls(g.nodes[u].outputs[0], from) : !half_matmul(u, from)) return false;
+        if (view ? !only_matmuls(g.nodes[u].outputs[0], from) : !reads_converted(u, from))
+          return false;
       }
       return true;
     };
@@ -276,7 +277,7 @@ class Scheduler {
         if (op == OpId::permute || op == OpId::expand || op == OpId::slice) {
           if (!only_converting_loads(g.nodes[u].outputs[0], from)) return false;
         } else if (op == OpId::matmul) {
-          if (!half_matmul(u, from)) return false;
+          if (!reads_converted(u, from)) return false;
         } else if (!reads_through_converting_loads(op) ||
                    !policy_.supports(op, meta(g.nodes[u].outputs[0]).dtype)) {
           return false;
@@ -510,7 +511,7 @@ class Scheduler {
   // x [8, 1, K] is 8 products of M = 1 against one weight), and the policy's yes.
   bool streams_rows(const ir::Node& n, const ops::MatmulShapes& dims) const {
     if (dims.a_vec || dims.b_vec || s_.varies(n.inputs[0]) || s_.varies(n.inputs[1]) ||
-        s_.varies(n.outputs[0])) {
+        s_.varies(n.outputs[0]) || dims.K == 0 || dims.N == 0) {
       return false;
     }
     const Shape& bs = meta(n.inputs[1]).shape;
