@@ -19,7 +19,7 @@
 
 namespace zc::host_memory {
 
-inline constexpr size_t kMappedBytes = size_t{1} << 20;
+inline constexpr size_t kMappedBytes = size_t{1} << 17;
 inline constexpr size_t kCachedBytes = size_t{1} << 30;
 
 // 64-byte aligned (a cache line, what AVX-512 loads want); nullptr for 0 bytes. Throws

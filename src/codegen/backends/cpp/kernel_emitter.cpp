@@ -69,6 +69,11 @@ KernelEmitter::Names KernelEmitter::open_loops(const Shape& shape, const std::st
     *opened = 1;
   } else if (share != Share::none && loops > 0 && large) {
     std::string pragma = "#pragma omp parallel for";
+    // A nest of one loop shares its innermost loop, whose iterations are independent elements
+    // (Share::outer): `simd` says so. Without it gcc 12 vectorized no such loop (it could not
+    // type the loop's shared bounds), and a fused AdamW update over 67,072 floats took 83 us on
+    // two threads where vectorized it takes 7.
+    if (share == Share::outer && loops == 1) pragma += " simd";
     if (shared > 1) pragma += " collapse(" + std::to_string(shared) + ")";
     w_.line(pragma);
   }
