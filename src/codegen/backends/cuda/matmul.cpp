@@ -155,7 +155,8 @@ void KernelEmitter::emit_matmul_rows(const Kernel& k, const Launch& l) {
   w_.line("for (int zc_i = 0; zc_i < " + M + "; ++zc_i) acc[zc_i] = 0;");
   auto elem = [&](DType t, const std::string& e) { return "(" + T + ")" + from_storage(t, e); };
   if (v > 1) {
-    // A chunk is v elements: one 16-byte load of the narrower operand, va of the other's.
+    // A chunk is v elements: one 16-byte load of the narrower operand, one or more of the
+    // wider one.
     const int64_t step = 32 * v;
     const std::string V = str(v);
     w_.open("if (zc_vec)");
