@@ -1,8 +1,8 @@
 // Training-step figures on the CPU: one AdamW step (forward, mse_loss, backward, optimizer) of
 // seed64 and of a 16-block MLP (activations [64, 32], each block Linear 32->64, ReLU, Linear
 // 64->32, issue 60's small model), eager, and compiled (the model compiled, so its backward
-// too, and the fused AdamW update). Run with --benchmark_format=json for JSON. The compiled step's graphs are
-// compiled (or loaded from the cache) during the first, untimed step.
+// too, and the fused AdamW update). Run with --benchmark_format=json for JSON. The compiled step's
+// graphs are compiled (or loaded from the cache) during the first, untimed step.
 #include <benchmark/benchmark.h>
 
 #include "zc/zc.h"
