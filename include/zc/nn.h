@@ -261,6 +261,10 @@ class MultiheadAttention : public Module {
   int64_t d_model, num_heads;
   bool causal;
   Tensor k_cache, v_cache;  // undefined until allocate_cache
+
+ private:
+  // x [B, T, d_model] through in_proj, split into q, k, v [B, H, T, head_dim].
+  std::vector<Tensor> project_heads(const Tensor& x);
 };
 
 // Attention of queries q [B, H, T, D] at cache positions `positions` [T] against a KV cache

@@ -28,24 +28,24 @@ MultiheadAttention::MultiheadAttention(int64_t d_model, int64_t num_heads, bool 
   out_proj = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, bias, init));
 }
 
+std::vector<Tensor> MultiheadAttention::project_heads(const Tensor& x) {
+  const int64_t batch = x.size(0), seq = x.size(1), head_dim = d_model / num_heads;
+  std::vector<Tensor> qkv = split((*in_proj)(x), d_model, -1);
+  // [B, T, d] -> [B, H, T, head_dim]: attention runs per head over the last two dims. One
+  // statement each: argument evaluation order is unspecified in C++, and the order of the
+  // recorded ops is part of the graph hash, which must not depend on the compiler.
+  for (Tensor& t : qkv) t = t.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2);
+  return qkv;
+}
+
 Tensor MultiheadAttention::forward(const Tensor& x) {
   if (x.dim() != 3 || x.size(-1) != d_model) {
     throw Error("zc::nn::MultiheadAttention: expected x of shape [B, T, " +
                 std::to_string(d_model) + "], got " + shape_str(x.shape()));
   }
-  const int64_t batch = x.size(0), seq = x.size(1), head_dim = d_model / num_heads;
-  std::vector<Tensor> qkv = split((*in_proj)(x), d_model, -1);
-  // [B, T, d] -> [B, H, T, head_dim]: attention runs per head over the last two dims.
-  auto heads = [&](const Tensor& t) {
-    return t.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2);
-  };
-  // One statement each: argument evaluation order is unspecified in C++, and the order of the
-  // recorded ops is part of the graph hash, which must not depend on the compiler.
-  Tensor q = heads(qkv[0]);
-  Tensor k = heads(qkv[1]);
-  Tensor v = heads(qkv[2]);
-  Tensor y = scaled_dot_product_attention(q, k, v, causal);
-  return (*out_proj)(y.transpose(1, 2).reshape({batch, seq, d_model}));
+  const std::vector<Tensor> qkv = project_heads(x);
+  Tensor y = scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], causal);
+  return (*out_proj)(y.transpose(1, 2).reshape({x.size(0), x.size(1), d_model}));
 }
 
 // Attention of queries at `positions` against the cache (keys and values written there
@@ -158,19 +158,12 @@ std::vector<Tensor> MultiheadAttention::forward(const std::vector<Tensor>& input
                 std::to_string(k_cache.size(0)) + ", T, " + std::to_string(d_model) +
                 "] (the cache's batch), got " + shape_str(x.shape()));
   }
-  const int64_t batch = x.size(0), seq = x.size(1), head_dim = d_model / num_heads;
-  std::vector<Tensor> qkv = split((*in_proj)(x), d_model, -1);
-  auto heads = [&](const Tensor& t) {
-    return t.reshape({batch, seq, num_heads, head_dim}).transpose(1, 2);
-  };
-  Tensor q = heads(qkv[0]);
-  Tensor k = heads(qkv[1]);
-  Tensor v = heads(qkv[2]);
-  index_copy_(k_cache, 2, inputs[1], k);
-  index_copy_(v_cache, 2, inputs[1], v);
-  const Tensor y =
-      cached_attention(q, k_cache, v_cache, inputs[1], inputs.size() == 3 ? inputs[2] : Tensor());
-  return {(*out_proj)(y.transpose(1, 2).reshape({batch, seq, d_model}))};
+  const std::vector<Tensor> qkv = project_heads(x);
+  index_copy_(k_cache, 2, inputs[1], qkv[1]);
+  index_copy_(v_cache, 2, inputs[1], qkv[2]);
+  const Tensor y = cached_attention(qkv[0], k_cache, v_cache, inputs[1],
+                                    inputs.size() == 3 ? inputs[2] : Tensor());
+  return {(*out_proj)(y.transpose(1, 2).reshape({x.size(0), x.size(1), d_model}))};
 }
 
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, bool causal,
