@@ -271,7 +271,9 @@ class MultiheadAttention : public Module {
 // k_cache, v_cache [B, Hkv, L, D] (H a multiple of Hkv: grouped-query heads share their
 // key-value head, read in place) that holds the step's own keys and values already: a query at
 // position p sees positions 0..p, and with `key_mask` [B, L] only those its sequence holds
-// (nonzero; zero: left padding). Softmax in f32, the scale 1/sqrt(D). Returns [B, H, T, D].
+// (nonzero; zero: left padding). One attention op (its mask and grouped heads), computed in f32
+// for 16-bit caches, the scale 1/sqrt(D); a query that sees no key gives zeros. Returns
+// [B, H, T, D].
 Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& positions, const Tensor& key_mask);
 // The same with the positions each query sees given as `visible`, bool [B or 1, 1, T, L]

@@ -119,6 +119,14 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool is_causal = false,
                                     std::optional<double> scale = std::nullopt);
+// With torch's attn_mask, broadcast to the scores [..., Tq, Tk]: boolean (true: the query sees
+// the key) or floating (added to the scaled scores); a query that sees no key gives zeros. An
+// undefined mask is none. enable_gqa: k and v have Hkv heads (dim -3) shared by groups of
+// H / Hkv of q's H heads (grouped-query attention), read in place rather than repeated.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt,
+                                    bool enable_gqa = false);
 // Convolutional networks, over [N, C, H, W] (NCHW) as torch.nn.functional. A window argument
 // of one number means both dims, of two (h, w); padding may also give four (top, left, bottom,
 // right: ONNX's asymmetric pads). An empty stride means the window's size (pools).

@@ -242,6 +242,13 @@ CLikeEmitter::Names CLikeEmitter::AttentionOperands::names(const Shape& operand,
   return out;
 }
 
+CLikeEmitter::Names CLikeEmitter::AttentionOperands::mask_names(const Names& b,
+                                                                const std::string& row,
+                                                                const std::string& col) const {
+  const size_t r = ms.size();
+  return names(ms, b, ms[r - 2] == 1 ? "0" : row, ms[r - 1] == 1 ? "0" : col);
+}
+
 CLikeEmitter::Names CLikeEmitter::AttentionOperands::row_names(const Shape& operand, const Names& b,
                                                                const std::string& row) const {
   Names out = broadcast(Shape(operand.begin(), operand.end() - 1), batch, b);
@@ -262,6 +269,11 @@ CLikeEmitter::AttentionOperands CLikeEmitter::attention_operands(const Kernel& k
     at.gs = s_.graph.meta(at.G).shape;
   } else {
     at.a = std::get<ops::AttentionAttrs>(n.attrs);
+  }
+  if (n.op == ops::OpId::attention && n.inputs.size() == 4) {
+    at.M = n.inputs[3];
+    at.ms = s_.graph.meta(at.M).shape;
+    at.mask_keeps = s_.graph.meta(at.M).dtype == DType::boolean;
   }
   if (n.op != ops::OpId::attention_lse) {
     at.V = n.inputs[2];

@@ -99,13 +99,19 @@ class CLikeEmitter {
     ops::AttentionAttrs a;  // causal and scale, whichever op
     ops::AttentionWrt wrt = ops::AttentionWrt::q;
     ir::ValueId Q = -1, K = -1, V = -1, G = -1, LSE = -1, DELTA = -1, O = -1;
-    Shape qs, ks, vs, gs, os, batch;
+    // attention's mask (its fourth input, ops/attention.cpp), -1 for none: boolean (which keys
+    // a row sees) or floating (added to the scaled scores), of shape ms.
+    ir::ValueId M = -1;
+    bool mask_keeps = false;
+    Shape qs, ks, vs, gs, os, ms, batch;
     int64_t tq = 0, tk = 0, d = 0, dv = 0;
     DType odt = DType::f32;  // the output's dtype
     // The index names of an operand of shape `operand` (its batch dims broadcast onto `batch`,
     // whose names are `b`), then its row and column.
     Names names(const Shape& operand, const Names& b, const std::string& row,
                 const std::string& col) const;
+    // The mask's element of query `row` and key `col`; its size-1 dims broadcast.
+    Names mask_names(const Names& b, const std::string& row, const std::string& col) const;
     // The same for a per-query-row operand [.., tq] (lse, delta, attention_lse's output).
     Names row_names(const Shape& operand, const Names& b, const std::string& row) const;
     // attention_grad's: whether its rows are query rows (dq) rather than key rows (dk, dv);

@@ -75,20 +75,9 @@ Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_
 
 Tensor cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                         const Tensor& visible) {
-  const int64_t batch = q.size(0), heads = q.size(1), seq = q.size(2), dim = q.size(3);
-  const int64_t kv_heads = k_cache.size(1), length = k_cache.size(2), group = heads / kv_heads;
-  const Tensor rows = q.reshape({batch, kv_heads, group * seq, dim});
-  Tensor scores = matmul(rows, k_cache.transpose(2, 3));  // [B, Hkv, group*T, L]
-  scores = scores.to(DType::f32) * (1.0 / std::sqrt(static_cast<double>(dim)));
-  // Each query row of a group sees what its position sees: [B|1, 1, group*T, L].
-  const int64_t vb = visible.size(0);
-  const Tensor mask = visible.reshape({vb, 1, 1, seq, length})
-                          .expand({vb, 1, group, seq, length})
-                          .reshape({vb, 1, group * seq, length});
-  scores = where(mask, scores, full({}, std::numeric_limits<float>::lowest()));
-  const Tensor p = softmax(scores, -1).to(q.dtype());
-  const Tensor y = matmul(p, v_cache);  // [B, Hkv, group*T, D]
-  return y.reshape({batch, heads, seq, dim});
+  // One attention op, the mask and the grouped heads in it: a fused kernel on the CPU and on
+  // CUDA reads each cached head in place for its group's queries.
+  return scaled_dot_product_attention(q, k_cache, v_cache, visible, false, std::nullopt, true);
 }
 
 void allocate_kv_cache(Module& module, Tensor& k_cache, Tensor& v_cache, const Shape& shape,

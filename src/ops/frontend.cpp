@@ -1,6 +1,7 @@
 // The public op functions: argument normalization (dims, shapes, optional operands) and one
 // registry call each. Normalizing here keeps attributes canonical for the capture stage.
 #include <cmath>
+#include <limits>
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
@@ -338,6 +339,78 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.shape().back()));
   return call1(OpId::attention, {q, k, v}, ops::AttentionAttrs{is_causal, s});
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask, bool is_causal,
+                                    std::optional<double> scale, bool enable_gqa) {
+  if (!q.defined() || q.dim() < 1 || !k.defined() || !v.defined()) {
+    throw Error("scaled_dot_product_attention: q, k and v must be tensors [..., T, head_dim]");
+  }
+  const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.shape().back()));
+  auto attend = [&](const Tensor& rows, const Tensor& mask, bool causal) {
+    const ops::AttentionAttrs attrs{causal, s};
+    return mask.defined() ? call1(OpId::attention, {rows, k, v, mask}, attrs)
+                          : call1(OpId::attention, {rows, k, v}, attrs);
+  };
+  const int64_t heads = q.dim() >= 3 ? q.size(-3) : 1;
+  const int64_t kv_heads = k.dim() >= 3 ? k.size(-3) : 1;
+  if (!enable_gqa || heads == kv_heads) return attend(q, attn_mask, is_causal);
+  if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim() || v.size(-3) != kv_heads ||
+      kv_heads == 0 || heads % kv_heads != 0) {
+    throw Error("scaled_dot_product_attention: enable_gqa takes q [..., H, Tq, d] and k, v "
+                "[..., Hkv, Tk, d] of q's rank with H a multiple of Hkv, got q " +
+                shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
+                shape_str(v.shape()));
+  }
+  // The queries of the `group` heads that share a key-value head are rows of one attention
+  // against it: keys and values are read in place, never repeated (torch repeats them).
+  const int64_t group = heads / kv_heads, tq = q.size(-2);
+  Shape lead(q.shape().begin(), q.shape().end() - 3);
+  auto grouped = [&](Shape tail) {
+    Shape s = lead;
+    s.insert(s.end(), tail.begin(), tail.end());
+    return s;
+  };
+  const Tensor rows = q.reshape(grouped({kv_heads, group * tq, q.size(-1)}));
+  Tensor mask = attn_mask;
+  if (is_causal) {
+    // The op's causal limit would count a group's rows as positions: a mask instead.
+    const int64_t tk = k.size(-2);
+    Tensor causal = le(arange(tk).reshape({1, tk}), arange(tq).reshape({tq, 1}));
+    if (!q.is_traced() && !q.device().is_cpu()) causal = causal.to(q.device());
+    if (!mask.defined()) {
+      mask = causal;
+    } else if (mask.dtype() == DType::boolean) {
+      mask = where(causal, mask, causal);  // both
+    } else {
+      mask = where(causal, mask, full({}, -std::numeric_limits<double>::infinity(), mask.dtype()));
+    }
+  }
+  if (mask.defined()) {
+    // Each row of a group sees what its query does: the mask's head dim (1 or H) as (Hkv,
+    // group), merged with its query rows.
+    if (mask.dim() < 2) {
+      throw Error("scaled_dot_product_attention: attn_mask must be [..., Tq, Tk], got " +
+                  shape_str(mask.shape()));
+    }
+    const int64_t mq = mask.size(-2), mk = mask.size(-1);
+    Shape full = grouped({heads, mq == 1 ? tq : mq, mk});
+    if (mask.dim() > q.dim()) {
+      throw Error("scaled_dot_product_attention: attn_mask " + shape_str(mask.shape()) +
+                  " has more dims than q " + shape_str(q.shape()));
+    }
+    try {
+      mask = mask.expand(full);
+    } catch (const Error&) {
+      throw Error("scaled_dot_product_attention: attn_mask " + shape_str(attn_mask.shape()) +
+                  ": expected a shape that broadcasts to " + shape_str(grouped({heads, tq, mk})) +
+                  " (q's heads and queries)");
+    }
+    mask = mask.reshape(grouped({kv_heads, group * full[full.size() - 2], mk}));
+  }
+  const Tensor y = attend(rows, mask, false);
+  return y.reshape(grouped({heads, tq, y.size(-1)}));
 }
 
 Tensor dropout(const Tensor& x, double p) {

@@ -636,6 +636,38 @@ inline Arr attention(const Arr& q, const Arr& k, const Arr& v, bool causal,
   return r;
 }
 
+// The same with a mask `add` [batch..., T, S] (q's batch, dense) added to the scaled scores
+// (-inf: the key is hidden); a row that sees no key is zeros.
+inline Arr attention_masked(const Arr& q, const Arr& k, const Arr& v, const Arr& add,
+                            bool causal, double scale) {
+  const int64_t T = q.shape[q.dim() - 2], D = q.shape[q.dim() - 1];
+  const int64_t S = k.shape[k.dim() - 2], Dv = v.shape[v.dim() - 1];
+  Shape out = q.shape;
+  out.back() = Dv;
+  Arr r{out, std::vector<double>(numel_of(out))};
+  for (int64_t p = 0; p < q.numel() / std::max<int64_t>(T * D, 1); ++p) {
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> logits;
+      bool any = false;
+      for (int64_t s = 0; s < S; ++s) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += q.v[(p * T + t) * D + d] * k.v[(p * S + s) * D + d];
+        const double x = causal && s > t ? -INFINITY : dot * scale + add.v[(p * T + t) * S + s];
+        any = any || x != -INFINITY;
+        logits.push_back(x);
+      }
+      if (!any) continue;  // zeros
+      auto w = softmax_line(logits);
+      for (int64_t e = 0; e < Dv; ++e) {
+        double acc = 0;
+        for (int64_t s = 0; s < S; ++s) acc += w[s] * v.v[(p * S + s) * Dv + e];
+        r.v[(p * T + t) * Dv + e] = acc;
+      }
+    }
+  }
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Comparison. Element i passes when |got - want| <= atol + rtol * |want| (+ scale_i * srel when
 // a per-element error scale is given); NaN matches NaN and infinities must match exactly.

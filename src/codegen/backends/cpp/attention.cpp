@@ -1,5 +1,7 @@
-// Attention as one kernel on the CPU: softmax(q k^T * scale [causal]) v with no [Tq, Tk] scores
-// in memory, only blocks of them the size of a core's cache.
+// Attention as one kernel on the CPU: softmax(q k^T * scale [causal] [mask]) v with no [Tq, Tk]
+// scores in memory, only blocks of them the size of a core's cache. A mask (ops/attention.cpp)
+// is read where each score is scaled: a boolean one sets the unseen keys' scores to -inf, a
+// floating one is added.
 //
 // Work items are (batch item, block of kQueryRows query rows), shared among the team (dynamic:
 // causal blocks differ in work). A thread takes the keys of its item kKeyBlock at a time:
@@ -55,7 +57,8 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   const DType cdt = ops::compute_dtype(at.odt);
   const std::string T = compute_type(cdt);
   const std::string gemm = cdt == DType::f64 ? "dgemm" : "sgemm";
-  const bool any_size = varies(at.Q) || varies(at.K) || varies(at.V) || varies(at.O);
+  const bool any_size = varies(at.Q) || varies(at.K) || varies(at.V) || varies(at.O) ||
+                        (at.M >= 0 && varies(at.M));
   // Block sizes: constants, smaller for a short sequence of one size.
   const int64_t R = any_size ? kQueryRows : std::min(kQueryRows, at.tq);
   const int64_t KB = any_size ? kKeyBlock : std::max<int64_t>(1, std::min(kKeyBlock, at.tk));
@@ -192,11 +195,27 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   w_.line(T + " zc_mx = zc_m[zc_i];");
   w_.line("#pragma omp simd reduction(max:zc_mx)");
   w_.open("for (int64_t zc_j = 0; zc_j < zc_n; ++zc_j)");
-  w_.line(T + " zc_x = zc_j < zc_seen ? zc_row[zc_j] * " + literal(at.a.scale, cdt) +
-          " : -INFINITY;");
+  std::string seen = "zc_j < zc_seen", score = "zc_row[zc_j] * " + literal(at.a.scale, cdt);
+  if (at.M >= 0) {
+    const std::string m = load(at.M, at.mask_names(b, "(zc_r0 + zc_i)", "(zc_k0 + zc_j)"));
+    if (at.mask_keeps) {
+      seen += " && " + m;
+    } else {
+      score += " + (" + T + ")" + m;
+    }
+  }
+  w_.line(T + " zc_x = " + seen + " ? " + score + " : -INFINITY;");
   w_.line("zc_row[zc_j] = zc_x;");
   w_.line("zc_mx = zc_x > zc_mx ? zc_x : zc_mx;");
   w_.close();
+  if (at.M >= 0) {
+    // A row the mask has shown no key yet keeps its state, as an unseen causal block does.
+    w_.open("if (zc_mx == -INFINITY)");
+    w_.line("for (int64_t zc_j = 0; zc_j < zc_n; ++zc_j) zc_row[zc_j] = 0;");
+    w_.line("zc_c[zc_i] = 1;");
+    w_.line("continue;");
+    w_.close();
+  }
   w_.line(T + " zc_sum = 0;");
   w_.line("#pragma omp simd reduction(+:zc_sum)");
   w_.open("for (int64_t zc_j = 0; zc_j < zc_n; ++zc_j)");

@@ -46,6 +46,7 @@ void KernelEmitter::emit_attention(const Kernel& k, const Launch& l) {
     if (t.tiled) return emit_attention_grad_tiled(at, l, t);
     return emit_attention_grad_rows(at, l, t);
   }
+  if (at.M >= 0) return emit_attention_keys(at, l, attention_key_rows(at.tq, s_.varies(k)));
   // attention_lse: the forward without V.
   const bool lse = at.op == ops::OpId::attention_lse;
   const std::string T = compute_type(at.odt);

@@ -50,6 +50,8 @@ class KernelEmitter final : private CLikeEmitter {
   void emit_library_epilogue(const Kernel& k, const Launch& l);
   void emit_attention(const Kernel& k, const Launch& l);
   void emit_attention_tiled(const AttentionOperands& at, const Launch& l, const AttentionTiling& t);
+  // A masked attention (attention_keys.cpp), `rows` query rows a block.
+  void emit_attention_keys(const AttentionOperands& at, const Launch& l, int64_t rows);
   void emit_attention_grad_rows(const AttentionOperands& at, const Launch& l,
                                 const AttentionGradTiling& t);
   void emit_attention_grad_tiled(const AttentionOperands& at, const Launch& l,

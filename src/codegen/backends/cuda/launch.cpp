@@ -83,6 +83,10 @@ AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_
   return {.tiled = false, .threads_per_row = tpr, .rows = kAttentionThreads / tpr};
 }
 
+int64_t attention_key_rows(int64_t tq, bool any_size) {
+  return any_size ? kAttentionKeyRows : std::clamp<int64_t>(tq, 1, kAttentionKeyRows);
+}
+
 AttentionGradTiling attention_grad_tiling(DType compute, int64_t head_dim, int64_t value_dim,
                                           int64_t side_rows, int64_t batch, bool any_size) {
   const int64_t widest = std::max(head_dim, value_dim);
@@ -265,6 +269,8 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
                      compute, d, s.graph.meta(n.inputs[2]).shape.back(), out[row_dim],
                      shape_numel(Shape(out.begin(), out.begin() + row_dim)), s.varies(K))
                      .rows;
+        } else if (n.inputs.size() == 4) {  // a mask: the keys form
+          rows = static_cast<int>(attention_key_rows(out[row_dim], s.varies(K)));
         } else {
           rows = attention_tiling(compute, d, lse ? d : out.back()).rows;
         }

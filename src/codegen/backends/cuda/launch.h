@@ -96,6 +96,14 @@ struct AttentionTiling {
   int keys = 0;  // tiled form: keys per shared-memory tile
 };
 AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_dim);
+// An attention with a mask (its fourth input, ops/attention.cpp) takes a third form, keys
+// (attention_keys.cpp): a block takes up to kAttentionKeyRows query rows (fewer when the code
+// is for Tq < kAttentionKeyRows only), its warps taking turns at 32 keys; made for few rows
+// against many keys (a decode step's queries of a group against its cached keys). Its shared
+// memory (the rows' queries, each warp's state) must fit kAttentionKeysSharedBytes.
+inline constexpr int64_t kAttentionKeyRows = 8;
+inline constexpr int64_t kAttentionKeysSharedBytes = 48 * 1024;
+int64_t attention_key_rows(int64_t tq, bool any_size);
 // attention_lse takes the forward's kernel without its value product (its value dim is its
 // head dim here), attention_grad its own (below).
 
