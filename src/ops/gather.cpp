@@ -248,7 +248,8 @@ std::vector<Tensor> index_copy_eager(std::span<const Tensor> in, const Attrs& at
 // (the buffer's length), so the graph of a step of n indices differs from another n only in
 // sizes (size templates serve both). The select runs in self's own layout (the gathered rows
 // are read through a view), so that the result is dense where self is: a KV cache's new value
-// leaves its kernel in the buffer's layout, with no copy to put it there.
+// leaves its kernel in the buffer's layout, with no copy to put it there. A single index (n = 1:
+// a decode step) needs no match: the slice is selected where the position equals the index.
 std::vector<Tensor> index_copy_decompose(std::span<const Tensor> in, const Attrs& attrs) {
   const int64_t dim = std::get<DimAttrs>(attrs).dim;
   const Tensor &self = in[0], &source = in[2];
@@ -260,6 +261,17 @@ std::vector<Tensor> index_copy_decompose(std::span<const Tensor> in, const Attrs
   std::vector<int64_t> back(static_cast<size_t>(nd));
   for (int64_t d = 0; d < nd; ++d) back[static_cast<size_t>(front[static_cast<size_t>(d)])] = d;
   if (n == 0) return {self};
+  if (n == 1) {
+    // One index (a decode step's position): a select of the source slice, broadcast along dim,
+    // where the position matches: one elementwise pass, no match, argmax or gather kernels.
+    Shape at(static_cast<size_t>(nd), 1);
+    at[static_cast<size_t>(dim)] = len;
+    // The comparison over the whole shape (the positions broadcast), so that it fuses into the
+    // select rather than being a kernel of its own.
+    const Tensor hit = eq(arange(len).reshape(at).expand(self.shape()),
+                          cast(in[1], DType::i64).reshape(Shape(static_cast<size_t>(nd), 1)));
+    return {where(hit, source.expand(self.shape()), self)};
+  }
   const Tensor index = cast(in[1], DType::i64).reshape({1, n});
   const Tensor match = cast(eq(arange(len).reshape({len, 1}), index), DType::i32);  // [len, n]
   const Tensor which = argmax(match, 1);                                            // [len]

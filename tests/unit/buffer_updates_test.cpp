@@ -6,8 +6,12 @@
 
 #include <functional>
 
+#include "capture/capture.h"
+#include "codegen/pipeline.h"
+#include "lower/pipeline.h"
 #include "ops/dispatch.h"
 #include "ops/registry.h"
+#include "runtime/driver/compile_graph.h"
 #include "unit/op_programs.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
@@ -51,6 +55,7 @@ TEST(IndexCopy, EagerDecomposedAndCompiledEqualTheDefinition) {
                                 {{2, 7, 3}, 1, {6, 1, 1, 4}},  // 1 twice: the first slice
                                 {{2, 3, 5}, 2, {4, 0}},
                                 {{3, 5}, -1, {}},
+                                {{2, 3, 5}, 1, {1}},
                                 {{1, 2, 16, 8}, 2, {9}}};  // a KV cache's decode step
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_str(c.self) + " dim " + std::to_string(c.dim) + ", " +
@@ -72,6 +77,20 @@ TEST(IndexCopy, EagerDecomposedAndCompiledEqualTheDefinition) {
     const Tensor compiled = compile(m)({self, index, source})[0];
     EXPECT_TRUE(allclose(compiled.to(DType::f64), want, 0, 0));
   }
+}
+
+// A decode step's update (one index) is one elementwise kernel: no match, argmax or gather.
+TEST(IndexCopy, OneIndexIsOneElementwiseKernel) {
+  const std::vector<Tensor> in{randn({1, 2, 16, 8}), ids({9}), randn({1, 2, 1, 8})};
+  capture::Captured cap = capture::capture_function(in, [&] {
+    return std::vector<Tensor>{index_copy(in[0], 2, in[1], in[2]) * 1.0};
+  });
+  const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
+  lower::LowerContext lc;
+  lc.keep = cpp.native_ops();
+  const codegen::CodegenResult code = codegen::codegen(lower::lower(cap.graph, lc), cpp);
+  ASSERT_EQ(code.schedule.kernels.size(), 1u);
+  EXPECT_EQ(code.schedule.kernels[0].kind, codegen::KernelKind::pointwise);
 }
 
 TEST(IndexCopy, BadArgumentsAreErrors) {

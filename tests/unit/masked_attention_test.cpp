@@ -223,7 +223,8 @@ TEST(MaskedAttention, BadMasksAndGroupsAreErrorsNamingThem) {
 #if ZC_WITH_CUDA
 
 // The keys form: one attention kernel whose source has the warps' shared states, built by
-// NVRTC for each float dtype and head dims up to 128 (runs wherever NVRTC does: CI).
+// NVRTC for each float dtype and head dims up to 128, with and without 16-byte key reads (runs
+// wherever NVRTC does: CI).
 TEST(MaskedAttentionCuda, BuildsInTheKeysForm) {
   auto backend = test::sm90();
   SKIP_WITHOUT_NVRTC(*backend);
@@ -241,6 +242,9 @@ TEST(MaskedAttentionCuda, BuildsInTheKeysForm) {
       ASSERT_EQ(code.schedule.kernels.size(), 1u);
       EXPECT_EQ(code.schedule.kernels[0].kind, codegen::KernelKind::attention);
       EXPECT_TRUE(test::contains(code.source.text, "zc_wacc")) << code.source.text;
+      // Keys read in 16-byte chunks where the head dim is a multiple of a chunk.
+      const bool chunks = d % static_cast<int64_t>(16 / dtype_size(dt)) == 0;
+      EXPECT_EQ(test::contains(code.source.text, "zc_kc["), chunks) << code.source.text;
       EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source))) << code.source.text;
     }
   }

@@ -4,12 +4,15 @@
 // correct for any number of rows (a prefill's).
 //
 // A block takes `rows` query rows of one batch item and stages them in shared memory. Its warps
-// take turns at 32 keys: lane j scores key k0 + j against every row (a dot product over the head
-// dims, the rows read from shared memory as broadcasts), applies the scale, the causal limit
+// (up to 16: a decode step has only batch x key-value heads blocks, so the keys are spread over
+// a block's warps) take turns at 32 keys: lane j scores key k0 + j against every row (a dot
+// product over the head dims, its key's row read in 16-byte chunks where the view allows, the
+// rows read from shared memory as broadcasts), applies the scale, the causal limit
 // and the mask (a boolean one hides keys, a floating one is added), and the warp updates each
 // row's running maximum (shuffles), the lanes' partial sums and the output accumulators, whose
 // value dims are spread over the lanes: for each of the 32 keys, its weight goes to every lane
-// by a shuffle and the lanes read that key's value row together (coalesced). The warps' states
+// by a shuffle and the lanes read that key's value row together (coalesced; 16 keys' rows in
+// flight at once). The warps' states
 // meet in shared memory at the end, each rescaled to the largest maximum. Sums are in the
 // compute type; a row that sees no key gives zeros (ops/attention.cpp).
 #include "codegen/backends/cuda/kernel_emitter.h"
@@ -23,15 +26,12 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
                                         int64_t R) {
   const DType cdt = ops::compute_dtype(at.odt);
   const std::string T = compute_type(at.odt);
-  constexpr int64_t W = kAttentionThreads / 32;  // warps
-  const int64_t lanes_dims = (at.dv + 31) / 32;   // value dims per lane
-  const int64_t smem = (R * at.d + 2 * W * R + W * R * at.dv) *
-                       static_cast<int64_t>(dtype_size(cdt));
-  if (smem > kAttentionKeysSharedBytes) {
+  const int64_t W = attention_key_warps(cdt, at.d, at.dv, R);
+  const int64_t lanes_dims = (at.dv + 31) / 32;  // value dims per lane
+  if (W == 0) {
     throw Error("CUDA attention with a mask: head dims " + std::to_string(at.d) + " and " +
-                std::to_string(at.dv) + " need " + std::to_string(smem) +
-                " bytes of shared memory a block, above " +
-                std::to_string(kAttentionKeysSharedBytes));
+                std::to_string(at.dv) + " need more than " +
+                std::to_string(kAttentionKeysSharedBytes) + " bytes of shared memory a block");
   }
   const std::string RS = str(R), D = str(at.d), DV = str(at.dv), WS = str(W),
                     DVL = str(lanes_dims);
@@ -39,6 +39,7 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   w_.line("__shared__ " + T + " zc_qs[" + RS + "][" + D + "];");
   w_.line("__shared__ " + T + " zc_wm[" + WS + "][" + RS + "], zc_wl[" + WS + "][" + RS + "];");
   w_.line("__shared__ " + T + " zc_wacc[" + WS + "][" + RS + "][" + DV + "];");
+  if (l.vector > 1) declare_vector_check({at.K});
   w_.line("const int zc_lane = threadIdx.x % 32, zc_warp = threadIdx.x / 32;");
   w_.line("const idx_t zc_r0 = (idx_t)blockIdx.x * " + RS + ";");
   // The keys this block's rows see: all, or (causal, top-left aligned) up to its last row.
@@ -72,13 +73,47 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   w_.line("#pragma unroll");
   w_.line("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r) s[zc_r] = 0;");
   w_.open("if (zc_in)");
+  // Each query row's dot product with this lane's key, the row read from shared memory (the
+  // same address in every lane: a broadcast).
+  auto add_products = [&](const std::string& dim, const std::string& kd) {
+    w_.line("#pragma unroll");
+    w_.line("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r) s[zc_r] += zc_qs[zc_r][" + dim +
+            "] * " + kd + ";");
+  };
+  const int64_t v = l.vector;
+  const DType kdt = s_.graph.meta(s_.base_of(at.K)).dtype;
+  if (v > 1) {
+    // The key's row in 16-byte chunks, up to eight loads in flight before any is used.
+    const int64_t chunks = at.d / v, group = std::min<int64_t>(chunks, 8);
+    w_.line("const uint4* __restrict__ zc_kr = reinterpret_cast<const uint4*>(&" +
+            element_ref(at.K, at.names(at.ks, b, "zc_key", "0")) + ");");
+    w_.open("if (zc_vec)");
+    w_.line("#pragma unroll");
+    w_.open("for (int zc_c0 = 0; zc_c0 < " + str(chunks) + "; zc_c0 += " + str(group) + ")");
+    w_.line("uint4 zc_kc[" + str(group) + "];");
+    w_.line("#pragma unroll");
+    w_.line("for (int zc_c = 0; zc_c < " + str(group) + "; ++zc_c) zc_kc[zc_c] = zc_kr[zc_c0 + zc_c];");
+    w_.line("#pragma unroll");
+    w_.open("for (int zc_c = 0; zc_c < " + str(group) + "; ++zc_c)");
+    w_.line("const " + storage_type(kdt) + "* zc_ke = reinterpret_cast<const " + storage_type(kdt) +
+            "*>(&zc_kc[zc_c]);");
+    w_.line("#pragma unroll");
+    w_.open("for (int zc_e = 0; zc_e < " + str(v) + "; ++zc_e)");
+    w_.line("const " + T + " zc_kd = (" + T + ")" + from_storage(kdt, "zc_ke[zc_e]") + ";");
+    add_products("(zc_c0 + zc_c) * " + str(v) + " + zc_e", "zc_kd");
+    w_.close();
+    w_.close();
+    w_.close();
+    w_.close();
+    w_.open("else");
+  }
   w_.line("#pragma unroll 8");
   w_.open("for (int zc_d = 0; zc_d < " + D + "; ++zc_d)");
   w_.line("const " + T + " zc_kd = (" + T + ")" + load(at.K, at.names(at.ks, b, "zc_key", "zc_d")) +
           ";");
-  w_.line("#pragma unroll");
-  w_.line("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r) s[zc_r] += zc_qs[zc_r][zc_d] * zc_kd;");
+  add_products("zc_d", "zc_kd");
   w_.close();
+  if (v > 1) w_.close();
   w_.close();
   w_.line(T + " p[" + RS + "];");
   w_.line("#pragma unroll");
@@ -109,23 +144,30 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   w_.line("for (int zc_i = 0; zc_i < " + DVL + "; ++zc_i) acc[zc_r][zc_i] *= zc_corr;");
   w_.line("m[zc_r] = zc_mn;");
   w_.close();
-  // The chunk's keys one by one, the warp reading each one's value row together.
-  w_.line("const int zc_n = zc_end - zc_k0 < 32 ? (int)(zc_end - zc_k0) : 32;");
-  w_.line("#pragma unroll 4");
-  w_.open("for (int zc_j = 0; zc_j < zc_n; ++zc_j)");
-  w_.line("const idx_t zc_vk = zc_k0 + zc_j;");
-  w_.line(T + " zc_v[" + DVL + "];");
+  // The chunk's keys, the warp reading each one's value row together: kValueKeys keys' rows
+  // are loaded before any is used (one wait for them, not one per key).
+  constexpr int64_t kValueKeys = 16;
+  w_.line("#pragma unroll");
+  w_.open("for (int zc_j0 = 0; zc_j0 < 32; zc_j0 += " + str(kValueKeys) + ")");
+  w_.line(T + " zc_v[" + str(kValueKeys) + "][" + DVL + "];");
+  w_.line("#pragma unroll");
+  w_.open("for (int zc_u = 0; zc_u < " + str(kValueKeys) + "; ++zc_u)");
+  w_.line("const idx_t zc_vk = zc_k0 + zc_j0 + zc_u;");
   w_.line("#pragma unroll");
   w_.open("for (int zc_i = 0; zc_i < " + DVL + "; ++zc_i)");
   w_.line("const int zc_d = zc_lane + 32 * zc_i;");
-  w_.line("zc_v[zc_i] = zc_d < " + DV + " ? (" + T + ")" +
+  w_.line("zc_v[zc_u][zc_i] = zc_vk < zc_end && zc_d < " + DV + " ? (" + T + ")" +
           load(at.V, at.names(at.vs, b, "zc_vk", "zc_d")) + " : (" + T + ")0;");
   w_.close();
+  w_.close();
+  w_.line("#pragma unroll");
+  w_.open("for (int zc_u = 0; zc_u < " + str(kValueKeys) + "; ++zc_u)");
   w_.line("#pragma unroll");
   w_.open("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r)");
-  w_.line("const " + T + " zc_p = __shfl_sync(0xffffffffu, p[zc_r], zc_j);");
+  w_.line("const " + T + " zc_p = __shfl_sync(0xffffffffu, p[zc_r], zc_j0 + zc_u);");
   w_.line("#pragma unroll");
-  w_.line("for (int zc_i = 0; zc_i < " + DVL + "; ++zc_i) acc[zc_r][zc_i] += zc_p * zc_v[zc_i];");
+  w_.line("for (int zc_i = 0; zc_i < " + DVL + "; ++zc_i) acc[zc_r][zc_i] += zc_p * zc_v[zc_u][zc_i];");
+  w_.close();
   w_.close();
   w_.close();
   w_.close();  // key chunks

@@ -87,6 +87,30 @@ int64_t attention_key_rows(int64_t tq, bool any_size) {
   return any_size ? kAttentionKeyRows : std::clamp<int64_t>(tq, 1, kAttentionKeyRows);
 }
 
+int64_t attention_key_warps(DType compute, int64_t head_dim, int64_t value_dim, int64_t rows) {
+  // The rows' queries, then each warp's maximum, sum and accumulators.
+  auto bytes = [&](int64_t w) {
+    return (rows * head_dim + w * rows * (2 + value_dim)) * static_cast<int64_t>(dtype_size(compute));
+  };
+  int64_t w = kAttentionKeyWarps;
+  while (w > 1 && bytes(w) > kAttentionKeysSharedBytes) w /= 2;
+  return bytes(w) <= kAttentionKeysSharedBytes ? w : 0;
+}
+
+int64_t attention_key_vector(const Schedule& s, const Kernel& k) {
+  const ir::ValueId K = s.graph.nodes[k.anchor].inputs[1];
+  const DType stored = s.graph.meta(s.base_of(K)).dtype;
+  if (s.varies(k) || stored != s.graph.meta(K).dtype) return 1;
+  const int64_t v = static_cast<int64_t>(16 / dtype_size(stored));
+  const Shape& shape = s.graph.meta(K).shape;
+  const ValueView& view = s.at(K).view;
+  if (shape.back() % v != 0 || view.offset % v != 0 || view.strides.back() != 1) return 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) {
+    if (shape[i] != 1 && view.strides[i] % v != 0) return 1;
+  }
+  return v;
+}
+
 AttentionGradTiling attention_grad_tiling(DType compute, int64_t head_dim, int64_t value_dim,
                                           int64_t side_rows, int64_t batch, bool any_size) {
   const int64_t widest = std::max(head_dim, value_dim);
@@ -275,6 +299,11 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
           rows = attention_tiling(compute, d, lse ? d : out.back()).rows;
         }
         l.block_x = kAttentionThreads;
+        if (n.inputs.size() == 4) {
+          l.block_x = static_cast<int>(32 * std::max<int64_t>(
+                                               1, attention_key_warps(compute, d, out.back(), rows)));
+          l.vector = static_cast<int>(attention_key_vector(s, K));
+        }
         l.grid_x = ceil_div(out[row_dim], rows);
         l.grid_y = shape_numel(Shape(out.begin(), out.begin() + row_dim));
         l.work = shape_numel(out);

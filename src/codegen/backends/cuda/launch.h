@@ -101,9 +101,16 @@ AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_
 // is for Tq < kAttentionKeyRows only), its warps taking turns at 32 keys; made for few rows
 // against many keys (a decode step's queries of a group against its cached keys). Its shared
 // memory (the rows' queries, each warp's state) must fit kAttentionKeysSharedBytes.
+// Its block has up to kAttentionKeyWarps warps, fewer where their states would not fit
+// (attention_key_warps); each lane reads its key's row in 16-byte chunks of attention_key_vector
+// elements where the keys' view allows (dense rows on chunk boundaries, code for one size).
 inline constexpr int64_t kAttentionKeyRows = 8;
+inline constexpr int64_t kAttentionKeyWarps = 16;
 inline constexpr int64_t kAttentionKeysSharedBytes = 48 * 1024;
 int64_t attention_key_rows(int64_t tq, bool any_size);
+// 0 when even one warp's state does not fit.
+int64_t attention_key_warps(DType compute, int64_t head_dim, int64_t value_dim, int64_t rows);
+int64_t attention_key_vector(const Schedule& s, const Kernel& k);
 // attention_lse takes the forward's kernel without its value product (its value dim is its
 // head dim here), attention_grad its own (below).
 
