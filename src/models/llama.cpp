@@ -142,17 +142,27 @@ std::vector<Tensor> LlamaRotaryEmbedding::tables(int64_t seq) const {
 }
 
 Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  // transformers' x * cat(cos, cos) + rotate_half(x) * cat(sin, sin), one half at a time:
-  // [x1 cos - x2 sin, x2 cos + x1 sin]. One product per statement, so that the recorded order
-  // (part of the graph hash) does not depend on how the compiler orders operands.
+  // transformers' x * cat(cos, cos) + rotate_half(x) * cat(sin, sin), with the head dim split
+  // into its halves [.., 2, D/2]: out = x * cos + rot * sin, rot = [-x2, x1] selected from the
+  // halves broadcast (views). Every op is elementwise over one shape, so a compiled graph
+  // computes it in one kernel (a concatenation of the halves was two more). One op per
+  // statement: the recorded order is part of the graph hash.
   const int64_t half = x.size(-1) / 2;
-  const Tensor x1 = x.narrow(-1, 0, half);
-  const Tensor x2 = x.narrow(-1, half, half);
-  const Tensor x1_cos = x1 * cos;
-  const Tensor x2_sin = x2 * sin;
-  const Tensor x2_cos = x2 * cos;
-  const Tensor x1_sin = x1 * sin;
-  return cat({x1_cos - x2_sin, x2_cos + x1_sin}, -1);
+  Shape split = x.shape();
+  split.back() = 2;
+  split.push_back(half);
+  const Tensor xr = x.reshape(split);
+  const Tensor x1 = xr.narrow(-2, 0, 1);
+  const Tensor x2 = xr.narrow(-2, 1, 1);
+  Tensor first = from_values<bool>({true, false}, {2, 1});
+  if (!x.is_traced() && !x.device().is_cpu()) first = first.to(x.device());
+  const Tensor neg_x2 = -x2;
+  const Tensor rot = where(first, neg_x2, x1);
+  const Tensor c = cos.unsqueeze(-2);
+  const Tensor sn = sin.unsqueeze(-2);
+  const Tensor x_cos = xr * c;
+  const Tensor rot_sin = rot * sn;
+  return (x_cos + rot_sin).reshape(x.shape());
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& config, nn::Init init)
