@@ -152,10 +152,12 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   split.back() = 2;
   split.push_back(half);
   const Tensor xr = x.reshape(split);
-  const Tensor x1 = xr.narrow(-2, 0, 1);
-  const Tensor x2 = xr.narrow(-2, 1, 1);
-  Tensor first = from_values<bool>({true, false}, {2, 1});
-  if (!x.is_traced() && !x.device().is_cpu()) first = first.to(x.device());
+  // The halves broadcast to the whole shape before any op, so that no op works on a smaller
+  // shape (which a GPU would compute in a kernel of its own).
+  const Tensor x1 = xr.narrow(-2, 0, 1).expand(split);
+  const Tensor x2 = xr.narrow(-2, 1, 1).expand(split);
+  // On x's device, traced too: a constant of the graph is made where it is used.
+  const Tensor first = from_values<bool>({true, false}, {2, 1}).to(x.device());
   const Tensor neg_x2 = -x2;
   const Tensor rot = where(first, neg_x2, x1);
   const Tensor c = cos.unsqueeze(-2);

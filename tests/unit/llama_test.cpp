@@ -12,8 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "capture/capture.h"
+#include "codegen/pipeline.h"
+#include "lower/pipeline.h"
 #include "models/rope.h"
+#include "runtime/driver/compile_graph.h"
 #include "tensor/assign.h"
+#include "unit/op_programs.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 
@@ -219,6 +224,35 @@ TEST(ModelsLlama, RotaryIsRotateHalf) {
   EXPECT_EQ(tables.cos.data<float>()[0], 1.0f);
   EXPECT_EQ(tables.sin.data<float>()[1], 0.0f);
   EXPECT_FLOAT_EQ(tables.sin.data<float>()[2 * 2 + 1], static_cast<float>(std::sin(1.0)));
+}
+
+// Compiled by the C++ backend, the rotation of a transposed projection (as LlamaAttention
+// calls it) is one elementwise kernel (no concatenation) and equals eager.
+TEST(ModelsLlama, RotaryCompilesToOneKernel) {
+  zc::manual_seed(4);
+  const std::vector<Tensor> in{zc::randn({1, 3, 2 * 8}), zc::randn({3, 4}), zc::randn({3, 4})};
+  auto rotate = [&](const std::vector<Tensor>& x) {
+    return zc::models::apply_rotary(x[0].reshape({1, 3, 2, 8}).transpose(1, 2), x[1], x[2]);
+  };
+  zc::capture::Captured cap = zc::capture::capture_function(
+      in, [&] { return std::vector<Tensor>{rotate(in)}; });
+  const auto& cpp = zc::runtime::resolve_backend("cpp", zc::Device::cpu());
+  zc::lower::LowerContext lc;
+  lc.keep = cpp.native_ops();
+  const zc::codegen::CodegenResult code =
+      zc::codegen::codegen(zc::lower::lower(cap.graph, lc), cpp);
+  // One pass computes it (the graph output, a view of it, is then copied out densely).
+  int pointwise = 0;
+  for (const zc::codegen::Kernel& k : code.schedule.kernels) {
+    pointwise += k.kind == zc::codegen::KernelKind::pointwise;
+    EXPECT_TRUE(k.kind == zc::codegen::KernelKind::pointwise ||
+                k.kind == zc::codegen::KernelKind::copy)
+        << zc::codegen::kernel_kind_name(k.kind);
+  }
+  EXPECT_EQ(pointwise, 1);
+  auto m = std::make_shared<zc::test::MultiFn>(
+      [&](const std::vector<Tensor>& x) { return std::vector<Tensor>{rotate(x)}; });
+  EXPECT_TRUE(zc::allclose(zc::compile(m)(in)[0], rotate(in), 1e-6, 1e-6));
 }
 
 // Grouped-query attention shares key-value head j with query heads j*group..(j+1)*group-1 (as

@@ -84,7 +84,9 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   const DType kdt = s_.graph.meta(s_.base_of(at.K)).dtype;
   if (v > 1) {
     // The key's row in 16-byte chunks, up to eight loads in flight before any is used.
-    const int64_t chunks = at.d / v, group = std::min<int64_t>(chunks, 8);
+    const int64_t chunks = at.d / v;
+    int64_t group = std::min<int64_t>(chunks, 8);  // a divisor of chunks: no read past the row
+    while (chunks % group != 0) --group;
     w_.line("const uint4* __restrict__ zc_kr = reinterpret_cast<const uint4*>(&" +
             element_ref(at.K, at.names(at.ks, b, "zc_key", "0")) + ");");
     w_.open("if (zc_vec)");
