@@ -84,7 +84,8 @@ AttentionTiling attention_tiling(DType compute, int64_t head_dim, int64_t value_
 }
 
 int64_t attention_key_rows(int64_t tq, bool any_size) {
-  return any_size ? kAttentionKeyRows : std::clamp<int64_t>(tq, 1, kAttentionKeyRows);
+  if (any_size || tq > kAttentionKeyRows) return kAttentionKeyRowsMany;
+  return std::max<int64_t>(tq, 1);
 }
 
 int64_t attention_key_warps(DType compute, int64_t head_dim, int64_t value_dim, int64_t rows) {
