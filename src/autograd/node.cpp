@@ -45,6 +45,17 @@ void SavedValues::save(std::span<const Tensor> values) {
   }
 }
 
+void SavedValues::save(std::span<const Tensor> values, const std::vector<bool>& as_is) {
+  ZC_CHECK(as_is.size() == values.size(), "" << as_is.size() << " flags for " << values.size()
+                                              << " saved values");
+  values_.reserve(values_.size() + values.size());
+  versions_.reserve(versions_.size() + values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    values_.push_back(as_is[i] ? values[i] : alias_without_grad(values[i]));
+    versions_.push_back(version_of(values[i]));
+  }
+}
+
 void SavedValues::check(const std::string& owner) const {
   if (released_) {
     throw Error("backward: tried to go through " + owner +

@@ -65,6 +65,11 @@ Tensor alias_without_grad(const Tensor& t);
 class SavedValues {
  public:
   void save(std::span<const Tensor> values);
+  // Saves values[i] as it is where as_is[i] (no copy of its TensorImpl), else as save() does.
+  // For values no node will ever make its output while they are saved, so that keeping their
+  // autograd state makes no cycle: a node's inputs, and fresh values that are not its outputs
+  // (a compiled forward's saved values), which save() copied one TensorImpl each.
+  void save(std::span<const Tensor> values, const std::vector<bool>& as_is);
   // Raises zc::Error naming `owner` when a value changed or release() freed them.
   void check(const std::string& owner) const;
   const std::vector<Tensor>& values() const { return values_; }

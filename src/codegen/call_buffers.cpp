@@ -68,7 +68,7 @@ std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vect
 }
 
 std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
-                                std::vector<void*>& ptrs) {
+                                std::vector<void*>& ptrs, size_t together_from) {
   std::vector<Tensor> out;
   ptrs.clear();
   // A GPU's outputs come in one allocation (Storage::allocate_together): one cuMemAlloc for a
@@ -90,8 +90,25 @@ std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
     }
     return out;
   }
-  for (const ops::TensorMeta& m : metas) {
-    out.push_back(Tensor::empty(m.shape, m.dtype, m.device));
+  // The host outputs from together_from on: their 64-byte aligned offsets in one block.
+  std::vector<int64_t> at(metas.size(), -1);
+  size_t block_bytes = 0;
+  for (size_t i = together_from; i < metas.size(); ++i) {
+    if (!metas[i].device.is_cpu()) continue;
+    at[i] = static_cast<int64_t>(block_bytes);
+    const size_t n = static_cast<size_t>(shape_numel(metas[i].shape)) * dtype_size(metas[i].dtype);
+    block_bytes += (n + 63) / 64 * 64;
+  }
+  std::shared_ptr<Storage> block;
+  if (block_bytes > 0) block = std::make_shared<Storage>(block_bytes, Device::cpu());
+  for (size_t i = 0; i < metas.size(); ++i) {
+    const ops::TensorMeta& m = metas[i];
+    if (at[i] >= 0) {
+      out.push_back(Tensor::view_of(block, m.shape, contiguous_strides(m.shape),
+                                    at[i] / static_cast<int64_t>(dtype_size(m.dtype)), m.dtype));
+    } else {
+      out.push_back(Tensor::empty(m.shape, m.dtype, m.device));
+    }
     ptrs.push_back(data_address(out.back()));
   }
   return out;

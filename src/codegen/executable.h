@@ -39,6 +39,15 @@ class Executable {
   virtual ~Executable() = default;
   // inputs[i] is the value of graph input i (any strides); returns the graph's outputs.
   virtual std::vector<Tensor> run(std::span<const Tensor* const> inputs) const = 0;
+  // run(), with the host outputs from index `together_from` on in one allocation (views of
+  // one storage): a training forward's saved values, which live and die together, one
+  // allocation a call instead of one each. Executables that allocate their outputs
+  // themselves honor it; the others run as run() does.
+  virtual std::vector<Tensor> run_together_from(std::span<const Tensor* const> inputs,
+                                                size_t together_from) const {
+    (void)together_from;
+    return run(inputs);
+  }
   virtual std::string_view backend() const = 0;
   // Where its inputs, outputs and scratch memory live.
   virtual Device device() const { return Device::cpu(); }

@@ -78,8 +78,13 @@ class HierarchicalExecutable final : public RawExecutable {
   }
 
   std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
+    return run_together_from(inputs, SIZE_MAX);
+  }
+
+  std::vector<Tensor> run_together_from(std::span<const Tensor* const> inputs,
+                                        size_t together_from) const override {
     ZC_CHECK(inputs.size() == num_inputs_, "hierarchical executable got the wrong inputs");
-    return fast_ ? run_fast(inputs) : run_generic(inputs);
+    return fast_ ? run_fast(inputs, together_from) : run_generic(inputs);
   }
 
   std::string_view backend() const override {
@@ -186,11 +191,11 @@ class HierarchicalExecutable final : public RawExecutable {
   }
 
   // Every part runs on raw buffers: one arena, pointer tables, no allocation per part.
-  std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs) const {
+  std::vector<Tensor> run_fast(std::span<const Tensor* const> inputs, size_t together_from) const {
     std::vector<Tensor> keep;
     std::vector<InputIdentity> ids;
     std::vector<void*> in = dense_inputs(inputs, keep, reads_identities_ ? &ids : nullptr), out;
-    std::vector<Tensor> outputs = new_outputs(output_metas_, out);
+    std::vector<Tensor> outputs = new_outputs(output_metas_, out, together_from);
     ArenaPool::Lease arena = arenas_->take();
     run_raw(in.data(), out.data(), arena.get(), ids.empty() ? nullptr : ids.data());
     finish_run();

@@ -4,6 +4,8 @@
 
 #include <functional>
 
+#include "codegen/call_buffers.h"
+#include "tensor/assign.h"
 #include "test_support.h"
 #include "unit/run_model.h"
 #include "zc/zc.h"
@@ -51,6 +53,35 @@ void expect_gradients_match_eager(
   const std::vector<Tensor> got = grads([&](const std::vector<Tensor>& in) { return fast(in); });
   for (size_t i = 0; i < eager.size(); ++i)
     EXPECT_TRUE(allclose(got[i], eager[i], 1e-5, 1e-5)) << what << "gradient " << i;
+}
+
+// A training forward's saved values (its outputs after the graph's own) come in one
+// allocation: views of one storage, each 64-byte aligned and apart, while the graph's own
+// outputs keep storages of their own (a loss the caller keeps pins no activation).
+TEST(CompiledTraining, SavedValuesShareOneAllocation) {
+  const std::vector<ops::TensorMeta> metas{{{3}, DType::f32, Device::cpu()},
+                                           {{5, 3}, DType::f32, Device::cpu()},
+                                           {{7}, DType::i64, Device::cpu()},
+                                           {{2, 2}, DType::f64, Device::cpu()}};
+  std::vector<void*> ptrs;
+  const std::vector<Tensor> out = codegen::new_outputs(metas, ptrs, 1);
+  ASSERT_EQ(out.size(), 4u);
+  const Storage* block = out[1].unsafe_impl()->storage.get();
+  EXPECT_NE(out[0].unsafe_impl()->storage.get(), block);
+  for (size_t i = 1; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].unsafe_impl()->storage.get(), block) << i;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(ptrs[i]) % 64, 0u) << i;
+    EXPECT_EQ(out[i].shape(), metas[i].shape);
+    EXPECT_EQ(out[i].raw_data(), ptrs[i]);
+  }
+  // Apart: each filled with its own value keeps it.
+  for (size_t i = 0; i < out.size(); ++i) {
+    assign_values(out[i], full(metas[i].shape, i + 1.0, metas[i].dtype));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_TRUE(allclose(out[i].to(DType::f64), full(metas[i].shape, i + 1.0, DType::f64), 0, 0))
+        << i;
+  }
 }
 
 TEST(CompiledTraining, Seed64GradientsEqualEager) {

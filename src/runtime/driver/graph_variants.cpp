@@ -150,8 +150,11 @@ class CompiledBackwardNode final : public autograd::Node {
         module_type_(std::move(module_type)),
         output_metas_(std::move(output_metas)) {}
 
-  // The call's graph inputs, then the saved values.
-  void save(std::span<const Tensor> values) { values_.save(values); }
+  // The call's graph inputs, then the saved values; those flagged in `as_is` are kept as they
+  // are (SavedValues::save).
+  void save(std::span<const Tensor> values, const std::vector<bool>& as_is) {
+    values_.save(values, as_is);
+  }
 
   std::string name() const override { return "compiled " + module_type_; }
 
@@ -197,7 +200,8 @@ std::vector<Tensor> run_for_training(std::shared_ptr<const TrainingPlan> plan,
                                      std::vector<Tensor> inputs, const std::string& module_type) {
   std::vector<const Tensor*> args;
   for (const Tensor& t : inputs) args.push_back(&t);
-  std::vector<Tensor> results = plan->forward->run(args);
+  // The saved values (the outputs after the graph's own) in one block.
+  std::vector<Tensor> results = plan->forward->run_together_from(args, plan->outputs);
   ZC_CHECK(results.size() >= plan->outputs, "the training forward returned too few outputs");
   std::vector<Tensor> outs(results.begin(),
                            results.begin() + static_cast<std::ptrdiff_t>(plan->outputs));
@@ -205,11 +209,21 @@ std::vector<Tensor> run_for_training(std::shared_ptr<const TrainingPlan> plan,
   for (const Tensor& t : outs) metas.push_back(ops::meta_of(t));
   std::vector<Tensor> kept = inputs;
   for (size_t index : plan->saved) kept.push_back(results[index]);
+  // Kept as they are, without a TensorImpl copied for each (seed64's call with gradients spent
+  // most of its time in malloc and free, most of that here): every value but the outputs, to
+  // which attach() gives this node's autograd state (an output saved as it is would hold the
+  // node that holds it).
+  std::vector<bool> as_is(kept.size(), true);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    for (const Tensor& o : outs) {
+      if (kept[i].unsafe_impl() == o.unsafe_impl()) as_is[i] = false;
+    }
+  }
   // The node owns the plan from here; its flags are read in place, not copied per call.
   const std::vector<bool>& with_grad = plan->output_grad;
   auto node =
       std::make_shared<CompiledBackwardNode>(std::move(plan), module_type, std::move(metas));
-  node->save(kept);
+  node->save(kept, as_is);
   autograd::attach(node, inputs, outs, &with_grad);
   return outs;
 }

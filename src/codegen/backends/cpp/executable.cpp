@@ -112,13 +112,18 @@ class CppExecutable final : public RawExecutable {
   }
 
   std::vector<Tensor> run(std::span<const Tensor* const> inputs) const override {
+    return run_together_from(inputs, SIZE_MAX);
+  }
+
+  std::vector<Tensor> run_together_from(std::span<const Tensor* const> inputs,
+                                        size_t together_from) const override {
     const Schedule& s = schedule_;
     ZC_CHECK(inputs.size() == s.graph.inputs.size(),
              "compiled graph takes " << s.graph.inputs.size() << " inputs, got " << inputs.size());
     std::vector<Tensor> keep;
     std::vector<InputIdentity> ids;
     std::vector<void*> in = dense_inputs(inputs, keep, reads_identities() ? &ids : nullptr), out;
-    std::vector<Tensor> outputs = new_outputs(output_metas_, out);
+    std::vector<Tensor> outputs = new_outputs(output_metas_, out, together_from);
     ArenaPool::Lease arena = arenas_.take();
     run_raw(in.data(), out.data(), arena.get(), ids.empty() ? nullptr : ids.data());
     return outputs;
