@@ -3,12 +3,15 @@
 // the dynamic-shape tests count.
 //
 //   dynamic_lengths [--dynamic auto|static|marked|all] [--layers N] [--batch B] [--steady R]
-//                   [--device cpu|cuda] [--d-model D --heads H] [--pooled] LENGTH...
+//                   [--device cpu|cuda] [--d-model D --heads H] [--pooled] [--train] LENGTH...
 //
 // The model is gpt-small with N layers (d=256, 4 heads) unless --d-model and --heads say
 // otherwise (768 and 12: the 12-layer GPT of the GPU comparisons). With --pooled it is
 // test::PooledGPT over the same layers: two inputs (ids and weights, both of the length) and
-// two outputs, max_diff over both. Times on cuda include waiting for the GPU.
+// two outputs, max_diff over both. With --train each call wants gradients (as a training step:
+// the parameters', of the sum of the outputs), the compiler runs count the backward's too, and
+// max_diff also takes each parameter's gradient against eager's (relative to its largest).
+// Times on cuda include waiting for the GPU.
 //
 // Prints one line per call, "call <length> compiler_runs <n> template_hits <n> recompiles <n>
 // max_diff <d> ms <first-call ms>" (with --steady, "steady_ms <median of R more calls>" added),
@@ -16,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +28,10 @@
 #include "zc/zc.h"
 
 int main(int argc, char** argv) {
-  zc::NoGradGuard no_grad;
+  bool train = false;
+  for (int i = 1; i < argc; ++i) train = train || std::string(argv[i]) == "--train";
+  std::optional<zc::NoGradGuard> no_grad;
+  if (!train) no_grad.emplace();
   std::string dynamic = "auto";
   int64_t layers = 2, batch = 2, steady = 0, d_model = 0, heads = 0;
   std::string device = "cpu";
@@ -48,6 +55,7 @@ int main(int argc, char** argv) {
       heads = std::stoll(argv[++i]);
     } else if (a == "--pooled") {
       pooled = true;
+    } else if (a == "--train") {
     } else {
       lengths.push_back(std::stoll(a));
     }
@@ -88,18 +96,40 @@ int main(int argc, char** argv) {
         if (pooled) return compiled ? fast(inputs) : (*model)(inputs);
         return {compiled ? fast(tokens) : (*model)(tokens)};
       };
+      // The parameters' gradients of the outputs' sum (--train), taken out of the parameters.
+      const std::vector<zc::Tensor> params = model->parameters();
+      auto gradients = [&](const std::vector<zc::Tensor>& outs) {
+        std::vector<zc::Tensor> grads;
+        if (!train) return grads;
+        for (const zc::Tensor& p : params) p.mutable_grad() = zc::Tensor();
+        zc::Tensor total = zc::sum(outs[0]);
+        for (size_t i = 1; i < outs.size(); ++i) total = total + zc::sum(outs[i]);
+        total.backward();
+        for (const zc::Tensor& p : params) grads.push_back(p.grad());
+        return grads;
+      };
       finish();
       auto before = zc::compiler::stats();
       auto t0 = std::chrono::steady_clock::now();
       std::vector<zc::Tensor> y = run(true);
+      const std::vector<zc::Tensor> grads = gradients(y);
       finish();
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       auto after = zc::compiler::stats();
       std::vector<zc::Tensor> eager = run(false);
+      const std::vector<zc::Tensor> eager_grads = gradients(eager);
       double diff = 0;
       for (size_t i = 0; i < y.size(); ++i) {
         diff = std::max(diff, zc::max(zc::abs(y[i] - eager[i])).item<double>());
+      }
+      for (size_t i = 0; i < grads.size(); ++i) {
+        if (!grads[i].defined() || !eager_grads[i].defined()) {
+          diff = grads[i].defined() == eager_grads[i].defined() ? diff : 1e30;
+          continue;
+        }
+        const double scale = zc::max(zc::abs(eager_grads[i])).item<double>() + 1e-6;
+        diff = std::max(diff, zc::max(zc::abs(grads[i] - eager_grads[i])).item<double>() / scale);
       }
       std::printf(
           "call %lld compiler_runs %lld template_hits %lld recompiles %lld max_diff %.3g ms %.3f",

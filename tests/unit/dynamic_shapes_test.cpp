@@ -554,6 +554,39 @@ TEST(DynamicShapesGpu, GptOverEightLengthsCompilesTwiceAutomaticallyOnceMarked) 
   gpt_over_eight_lengths("cuda");
 }
 
+// gpt-small trained over eight lengths (gradients wanted, as a training step: the parameters'
+// gradients of the outputs' sum, against eager's): the first length compiles the forward and
+// backward for its own size, the second makes size templates of both (traced at sample sizes,
+// each sample derived and partitioned as the call's graph is); the other lengths find their
+// code in the templates, but for at most one graph at one length (a long reduction split in two
+// from some size on is another graph). A fresh process at lengths it never saw compiles
+// nothing. Before templates served training graphs, every length ran the compiler 12 times.
+TEST(DynamicShapes, TrainingOverEightLengthsCompilesTwiceAndAWarmProcessNever) {
+  const std::string dir = test::test_dir("dynamic-training");
+  test::ProcessRun r = test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir,
+                                      std::string("--dynamic auto --train") + kLengths);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  Calls c = calls(r);
+  ASSERT_EQ(c.compiler_runs.size(), 8u) << r.out;
+  EXPECT_GT(c.compiler_runs[0], 0) << r.out;
+  EXPECT_GT(c.compiler_runs[1], 0) << r.out;
+  int later = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_LT(c.max_diff[i], 1e-4) << "call " << i << "\n" << r.out;
+    if (i >= 2) later += c.compiler_runs[i];
+  }
+  EXPECT_LE(later, 1) << r.out;
+  test::ProcessRun warm =
+      test::run_tool("dynamic_lengths", "ZC_CACHE_DIR=" + dir, "--dynamic auto --train 50 90");
+  ASSERT_EQ(warm.rc, 0) << warm.out;
+  Calls w = calls(warm);
+  ASSERT_EQ(w.compiler_runs.size(), 2u) << warm.out;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(w.compiler_runs[i], 0) << warm.out;
+    EXPECT_LT(w.max_diff[i], 1e-4) << warm.out;
+  }
+}
+
 // Two inputs of one length (ids and their weights) and two outputs: the length is one symbol.
 TEST(DynamicShapes, TwoInputsSharingALengthCompileTwiceAutomaticallyOnceMarked) {
   gpt_over_eight_lengths("cpu", "--pooled");

@@ -14,6 +14,7 @@
 #include "runtime/driver/backend_layout.h"
 #include "runtime/driver/compile_graph.h"
 #include "runtime/driver/graph_variants.h"
+#include "runtime/dynamic/training_sizes.h"
 #include "util/log.h"
 #include "util/timer.h"
 
@@ -130,14 +131,14 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
                 "compiled training of in-place updates is not supported: call it under "
                 "zc::NoGradGuard (decoding), or uncompiled");
   }
-  // What the first call's templates cover decides what this one is. Templates serve inference
-  // graphs: a training call leaves a new dynamic dim to the next inference call.
+  // What the first call's templates cover decides what this one is. A training call makes
+  // templates of its forward and backward graphs when a dim becomes dynamic (all_now); sizes
+  // first is for inference graphs.
   ctx.merge(finish_sizes_first(c));
-  p.miss =
-      c.dynamic.on_guard_miss(xs, p.breaks == 0 && backend.serves_many_sizes() && p.wanted.empty());
+  p.miss = c.dynamic.on_guard_miss(xs, p.breaks == 0 && backend.serves_many_sizes());
   if (!p.miss.dynamic.empty() && !p.miss.expect_served) {
     p.sizes = Sizes::all_now;
-  } else if (!p.miss.sizes_first.empty() && !v.products.autotune &&
+  } else if (p.wanted.empty() && !p.miss.sizes_first.empty() && !v.products.autotune &&
              runtime::sizes_first_pays(p.graph, backend)) {
     // Not under max_autotune: its choices are timed per problem, for code of one size.
     if (auto covered = runtime::recorded_sizes_first(c.module->type_name(), p.miss.sizes_first,
@@ -188,8 +189,17 @@ Made prepare_step(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, P
     case Sizes::own:
       break;
     case Sizes::all_now:
-      runtime::compile_for_all_sizes(*c.module, xs, p.miss.dynamic, p.graph, backend, hierarchical,
-                                     ctx);
+      if (p.wanted.empty()) {
+        runtime::compile_for_all_sizes(*c.module, xs, p.miss.dynamic, p.graph, backend,
+                                       hierarchical, ctx);
+      } else {
+        std::vector<size_t> wrt;
+        for (size_t i = 0; i < p.wanted.size(); ++i) {
+          if (p.wanted[i]) wrt.push_back(i);
+        }
+        runtime::compile_training_for_all_sizes(*c.module, xs, p.miss.dynamic, p.graph, wrt,
+                                                backend, hierarchical, ctx);
+      }
       break;
     case Sizes::first_recorded:
       c.dynamic.made_sizes_first(xs, p.recorded);
