@@ -220,6 +220,36 @@ TEST(DynamicShapes, SmallGraphsCompileTwiceAutomatically) {
   }
 }
 
+// Training calls and inference calls of one module are kinds of their own: each makes the
+// templates of the graphs it runs at its own second size, and neither leaves the other
+// compiling at every size (a dim that training made dynamic once left inference without
+// templates of its own).
+TEST(DynamicShapes, TrainingAndInferenceCallsEachMakeTheirOwnTemplates) {
+  manual_seed(3);
+  auto model = std::make_shared<SaltedMixer>();
+  CompiledModule fast = compile(model);
+  // A training call (the parameters want gradients): its compiler runs, backward included.
+  auto train_runs = [&](int64_t n) {
+    const int64_t before = compiler::stats().compiler_invocations;
+    sum(fast(randn({n, 8}))).backward();
+    return compiler::stats().compiler_invocations - before;
+  };
+  EXPECT_GT(train_runs(4), 0);
+  EXPECT_GT(train_runs(6), 0);
+  EXPECT_EQ(train_runs(5), 0);
+  {
+    NoGradGuard no_grad;
+    bool same = false;
+    EXPECT_GT(runs_of(fast, *model, randn({7, 8}), &same), 0);
+    EXPECT_GT(runs_of(fast, *model, randn({9, 8}), &same), 0);
+    for (int64_t n : {3, 10}) {
+      EXPECT_EQ(runs_of(fast, *model, randn({n, 8}), &same), 0) << "size " << n;
+      EXPECT_TRUE(same) << "size " << n;
+    }
+  }
+  EXPECT_EQ(train_runs(11), 0);
+}
+
 // A block over [batch, length, features] whose products go to a library.
 struct Projector : nn::Module {
   std::shared_ptr<nn::Linear> up = register_module("up", std::make_shared<nn::Linear>(8, 32));

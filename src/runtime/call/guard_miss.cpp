@@ -135,7 +135,8 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
   // templates of its forward and backward graphs when a dim becomes dynamic (all_now); sizes
   // first is for inference graphs.
   ctx.merge(finish_sizes_first(c));
-  p.miss = c.dynamic.on_guard_miss(xs, p.breaks == 0 && backend.serves_many_sizes());
+  p.miss = c.dynamic.on_guard_miss(xs, p.breaks == 0 && backend.serves_many_sizes(),
+                                   !p.wanted.empty());
   if (!p.miss.dynamic.empty() && !p.miss.expect_served) {
     p.sizes = Sizes::all_now;
   } else if (p.wanted.empty() && !p.miss.sizes_first.empty() && !v.products.autotune &&
@@ -255,12 +256,13 @@ Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bo
   capture::Captured cap = capture_step(c, xs, backend, recapture, ctx);
   Plan plan = plan_step(c, xs, std::move(cap), backend, ctx);
   const runtime::GuardMiss miss = plan.miss;
+  const bool training = !plan.wanted.empty();
   Made made = prepare_step(cp, xs, std::move(plan), whole_step, ctx);
   made.report = ctx.report();
   if (miss.expect_served && made.report.count(stats::Counter::template_refusals) > 0) {
     ZC_LOG(recompiles) << c.module->type_name() << ": " << inputs_str(xs)
                        << " is not served by the size templates made before";
-    c.dynamic.templates_missed(xs);
+    c.dynamic.templates_missed(xs, training);
   }
   if (recapture) {
     const int64_t ran = made.report.compiler_runs();

@@ -19,8 +19,9 @@
 
 namespace zc::runtime {
 
-DynamicShapes::Kind DynamicShapes::make_kind(std::span<const Tensor> inputs) const {
+DynamicShapes::Kind DynamicShapes::make_kind(std::span<const Tensor> inputs, bool training) const {
   Kind kind;
+  kind.training = training;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& x = inputs[i];
     const size_t rank = x.shape().size();
@@ -56,9 +57,9 @@ DynamicShapes::Kind DynamicShapes::make_kind(std::span<const Tensor> inputs) con
   return kind;
 }
 
-DynamicShapes::Kind* DynamicShapes::find_kind(std::span<const Tensor> inputs) {
+DynamicShapes::Kind* DynamicShapes::find_kind(std::span<const Tensor> inputs, bool training) {
   auto same_kind = [&](const Kind& k) {
-    if (k.inputs.size() != inputs.size()) return false;
+    if (k.training != training || k.inputs.size() != inputs.size()) return false;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!(k.inputs[i] ==
             InputKind{inputs[i].shape().size(), inputs[i].dtype(), inputs[i].device()})) {
@@ -71,12 +72,13 @@ DynamicShapes::Kind* DynamicShapes::find_kind(std::span<const Tensor> inputs) {
   return it == kinds_.end() ? nullptr : &*it;
 }
 
-GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_template) {
-  Kind* found = find_kind(inputs);
+GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_template,
+                                       bool training) {
+  Kind* found = find_kind(inputs, training);
   GuardMiss miss;
   const bool first = found == nullptr;
   if (first) {
-    kinds_.push_back(make_kind(inputs));  // validates the marks against these inputs first
+    kinds_.push_back(make_kind(inputs, training));  // validates the marks against these inputs
     found = &kinds_.back();
     miss.changed = "a new kind of input";
   }
@@ -156,7 +158,7 @@ GuardMiss DynamicShapes::on_guard_miss(std::span<const Tensor> inputs, bool can_
 
 void DynamicShapes::made_sizes_first(std::span<const Tensor> inputs,
                                      const std::vector<DynamicRange>& covered) {
-  Kind* kind = find_kind(inputs);
+  Kind* kind = find_kind(inputs, /*training=*/false);
   if (!kind) return;
   std::vector<int64_t> symbol_sizes;  // symbol i: the dims of this size at the call
   for (const DynamicRange& r : covered) {
@@ -168,8 +170,8 @@ void DynamicShapes::made_sizes_first(std::span<const Tensor> inputs,
   }
 }
 
-void DynamicShapes::templates_missed(std::span<const Tensor> inputs) {
-  Kind* kind = find_kind(inputs);
+void DynamicShapes::templates_missed(std::span<const Tensor> inputs, bool training) {
+  Kind* kind = find_kind(inputs, training);
   if (!kind || kind->missed) return;
   kind->missed = true;
   kind->first_symbol.assign(kind->ranges.size(), -1);

@@ -62,18 +62,20 @@ class DynamicShapes {
       : mode_(mode), marked_(std::move(marked)) {}
 
   // Called on a guard miss with the call's inputs: records their sizes. A dim joins the
-  // dynamic set only when `can_template` (the caller will make templates now: an inference call
-  // on a backend that serves many sizes); otherwise it stays eligible for a later call. Raises
-  // zc::Error for a marked input or dim the call lacks.
-  GuardMiss on_guard_miss(std::span<const Tensor> inputs, bool can_template);
-  // After a GuardMiss with `sizes_first`: the dims the templates made for all sizes cover at
-  // these inputs (those of equal size here are one symbol); empty when none were made.
+  // dynamic set only when `can_template` (the caller will make templates now: a call on a
+  // backend that serves many sizes); otherwise it stays eligible for a later call. Training
+  // calls (gradients wanted) are kinds of their own: their templates are of other graphs.
+  // Raises zc::Error for a marked input or dim the call lacks.
+  GuardMiss on_guard_miss(std::span<const Tensor> inputs, bool can_template,
+                          bool training = false);
+  // After an inference call's GuardMiss with `sizes_first`: the dims the templates made for all
+  // sizes cover at these inputs (those of equal size here are one symbol); empty when none were made.
   void made_sizes_first(std::span<const Tensor> inputs, const std::vector<DynamicRange>& covered);
   // After a GuardMiss `expect_served` whose call a stored template refused (a relation the
   // templates rely on broke, such as two dims of one symbol now differing): the kind's dims
   // are no longer dynamic, so the next new size makes templates of its own. Once per kind, so
   // that a graph no template serves does not try again at every size.
-  void templates_missed(std::span<const Tensor> inputs);
+  void templates_missed(std::span<const Tensor> inputs, bool training = false);
 
  private:
   struct InputKind {
@@ -93,9 +95,10 @@ class DynamicShapes {
     // Per dim: the symbol of the templates made at the first call (sizes first), or -1.
     std::vector<int> first_symbol;
     bool missed = false;  // templates_missed() was called
+    bool training = false;  // calls that want gradients
   };
-  Kind make_kind(std::span<const Tensor> inputs) const;
-  Kind* find_kind(std::span<const Tensor> inputs);
+  Kind make_kind(std::span<const Tensor> inputs, bool training) const;
+  Kind* find_kind(std::span<const Tensor> inputs, bool training);
 
   Dynamic mode_;
   std::vector<DynamicDim> marked_;
