@@ -551,6 +551,38 @@ TEST(CudaCompile, ValuesMadeFromConstantsAtCaptureCompileNothingOfTheirOwn) {
   EXPECT_TRUE(allclose(got.to(Device::cpu()), want, 0, 0));
 }
 
+// A tensor of several elements made on the CPU inside a GPU module's forward (a select mask)
+// is lifted to an input of the graph: the compiled graph reads it on the GPU (it was passed as
+// a host pointer, an illegal address in the kernel), also inside a repeated block.
+TEST(CudaCompile, ACpuTensorMadeInForwardIsReadOnTheGpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  struct Select : nn::Module {
+    Tensor forward(const Tensor& x) override {
+      const Tensor first = from_values<bool>({true, false}, {2, 1});  // on the CPU
+      return where(first, x, -x);
+    }
+  };
+  struct Blocks : nn::Module {
+    std::vector<std::shared_ptr<Select>> blocks;
+    Blocks() {
+      for (int i = 0; i < 3; ++i)
+        blocks.push_back(register_module("b" + std::to_string(i), std::make_shared<Select>()));
+    }
+    Tensor forward(const Tensor& x) override {
+      Tensor h = x;
+      for (const auto& b : blocks) h = (*b)(h) * 2.0;
+      return h;
+    }
+  };
+  NoGradGuard no_grad;
+  manual_seed(18);
+  const Tensor x = randn({2, 5});
+  const Tensor row = from_values<double>({1.0, -1.0}, {2, 1}).to(DType::f32);
+  const Tensor want = x * row * 8.0;  // three selects, each times 2
+  const Tensor got = compile(std::make_shared<Blocks>())(x.to(Device::cuda(0)));
+  EXPECT_TRUE(allclose(got.to(Device::cpu()), want, 1e-6, 1e-6));
+}
+
 // Products of a few rows on a GPU (the rows form): a linear layer with its epilogue, f32 and bf16,
 // sizes that do not divide the warps, and batched scores against cached keys, against the CPU.
 TEST(CudaCompile, ProductsOfFewRowsMatchTheCpu) {

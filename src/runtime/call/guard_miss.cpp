@@ -8,6 +8,7 @@
 #include <future>
 #include <optional>
 
+#include "autograd/node.h"
 #include "capture/capture.h"
 #include "ir/canonical.h"
 #include "runtime/call/module_core.h"
@@ -92,8 +93,25 @@ capture::Captured capture_step(Core& c, std::span<const Tensor> xs, const Backen
 // Plan: nothing compiles here. The sizes decision reads the module's dynamic-shape record
 // (after the sizes-first thread of an earlier call, which it waits for) and, for sizes first,
 // the cache's record of what an earlier process covered.
+// A tensor forward() made or read that the trace lifted to an input (a mask of more than one
+// element, made on the CPU inside a GPU module's forward) is read by the compiled graph on its
+// own device, as an embedded constant is (ops/dispatch.cpp: traced calls leave constants to
+// the compiled graph): moved there once, here. One that wants gradients cannot be moved (its
+// gradient would go to the copy): a zc::Error naming it.
+Tensor on_call_device(const capture::InputBinding& b, Device device, const nn::Module& module) {
+  const Tensor& t = b.tensor;
+  if (b.kind != ir::InputKind::lifted || !t.defined() || t.device() == device) return t;
+  if (autograd::requires_grad(t)) {
+    throw Error("compiled module " + module.type_name() + ": forward() read a tensor " +
+                shape_str(t.shape()) + " on " + t.device().str() +
+                " that wants gradients, in a call on " + device.str() +
+                "; move it to " + device.str() + " (or register it as a parameter)");
+  }
+  return t.to(device);
+}
+
 Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const Backend& backend,
-               runtime::CompileContext& ctx) {
+               Device device, runtime::CompileContext& ctx) {
   Plan p;
   p.backend = &backend;
   p.breaks = cap.breaks;
@@ -115,8 +133,8 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
   v.products.bf16 = c.options.matmul_precision == MatmulPrecision::Bf16;
   v.products.tf32 = c.options.matmul_precision == MatmulPrecision::Tf32;
   for (size_t i = 0; i < cap.bindings.size(); ++i) {
-    e.bound.push_back(cap.bindings[i].tensor);
     const ir::InputKind kind = cap.bindings[i].kind;
+    e.bound.push_back(on_call_device(cap.bindings[i], device, *c.module));
     v.per_call.push_back(kind == ir::InputKind::user || kind == ir::InputKind::seed);
     if (kind == ir::InputKind::user) e.user_slots.push_back({i, cap.bindings[i].user});
     if (kind == ir::InputKind::seed) e.seed_slots.push_back(i);
@@ -250,11 +268,12 @@ Made compile_for(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, bo
                  bool recapture, runtime::CompileContext& ctx) {
   Core& c = *cp;
   Timer ready;
-  const Backend& backend = runtime::resolve_backend(c.options.backend, call_device(xs, *c.module));
+  const Device device = call_device(xs, *c.module);
+  const Backend& backend = runtime::resolve_backend(c.options.backend, device);
   // Waited for when this returns or throws.
   std::future<void> connection = runtime::prefetch_remote(backend, ctx);
   capture::Captured cap = capture_step(c, xs, backend, recapture, ctx);
-  Plan plan = plan_step(c, xs, std::move(cap), backend, ctx);
+  Plan plan = plan_step(c, xs, std::move(cap), backend, device, ctx);
   const runtime::GuardMiss miss = plan.miss;
   const bool training = !plan.wanted.empty();
   Made made = prepare_step(cp, xs, std::move(plan), whole_step, ctx);
