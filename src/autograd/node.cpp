@@ -46,8 +46,8 @@ void SavedValues::save(std::span<const Tensor> values) {
 }
 
 void SavedValues::save(std::span<const Tensor> values, const std::vector<bool>& as_is) {
-  ZC_CHECK(as_is.size() == values.size(), "" << as_is.size() << " flags for " << values.size()
-                                              << " saved values");
+  ZC_CHECK(as_is.size() == values.size(),
+           "" << as_is.size() << " flags for " << values.size() << " saved values");
   values_.reserve(values_.size() + values.size());
   versions_.reserve(versions_.size() + values.size());
   for (size_t i = 0; i < values.size(); ++i) {

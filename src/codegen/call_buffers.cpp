@@ -67,8 +67,8 @@ std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vect
   return in;
 }
 
-std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
-                                std::vector<void*>& ptrs, size_t together_from) {
+std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas, std::vector<void*>& ptrs,
+                                size_t together_from) {
   std::vector<Tensor> out;
   ptrs.clear();
   // A GPU's outputs come in one allocation (Storage::allocate_together): one cuMemAlloc for a

@@ -66,7 +66,7 @@ std::vector<void*> dense_inputs(std::span<const Tensor* const> inputs, std::vect
 // New output tensors for `metas` (on the metadata's devices), and their addresses in `ptrs`.
 // Host outputs from index `together_from` on are views of one storage, each 64-byte aligned
 // (Executable::run_together_from).
-std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas,
-                                std::vector<void*>& ptrs, size_t together_from = SIZE_MAX);
+std::vector<Tensor> new_outputs(const std::vector<ops::TensorMeta>& metas, std::vector<void*>& ptrs,
+                                size_t together_from = SIZE_MAX);
 
 }  // namespace zc::codegen

@@ -59,19 +59,18 @@ void check_attention_mask(const TensorMeta& m, const Shape& batch, int64_t tq, i
   const size_t r = m.shape.size();
   const bool rows_fit = r >= 2 && (m.shape[r - 2] == tq || m.shape[r - 2] == 1) &&
                         (m.shape[r - 1] == tk || m.shape[r - 1] == 1);
-  const bool batch_fits =
-      rows_fit && r - 2 <= batch.size() &&
-      [&] {
-        for (size_t i = 0; i < r - 2; ++i) {
-          const int64_t d = m.shape[i], b = batch[batch.size() - (r - 2) + i];
-          if (d != b && d != 1) return false;
-        }
-        return true;
-      }();
+  const bool batch_fits = rows_fit && r - 2 <= batch.size() && [&] {
+    for (size_t i = 0; i < r - 2; ++i) {
+      const int64_t d = m.shape[i], b = batch[batch.size() - (r - 2) + i];
+      if (d != b && d != 1) return false;
+    }
+    return true;
+  }();
   if (m.dtype != DType::boolean && !is_floating(m.dtype)) {
     op_error("scaled_dot_product_attention",
-             "attn_mask " + meta_str(m) + ": expected a boolean mask (true: the key is seen) or a "
-             "floating one added to the scores");
+             "attn_mask " + meta_str(m) +
+                 ": expected a boolean mask (true: the key is seen) or a "
+                 "floating one added to the scores");
   }
   if (!batch_fits) {
     Shape want = batch;

@@ -358,10 +358,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!enable_gqa || heads == kv_heads) return attend(q, attn_mask, is_causal);
   if (q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim() || v.size(-3) != kv_heads ||
       kv_heads == 0 || heads % kv_heads != 0) {
-    throw Error("scaled_dot_product_attention: enable_gqa takes q [..., H, Tq, d] and k, v "
-                "[..., Hkv, Tk, d] of q's rank with H a multiple of Hkv, got q " +
-                shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
-                shape_str(v.shape()));
+    throw Error(
+        "scaled_dot_product_attention: enable_gqa takes q [..., H, Tq, d] and k, v "
+        "[..., Hkv, Tk, d] of q's rank with H a multiple of Hkv, got q " +
+        shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " + shape_str(v.shape()));
   }
   // The queries of the `group` heads that share a key-value head are rows of one attention
   // against it: keys and values are read in place, never repeated (torch repeats them).

@@ -82,9 +82,8 @@ TEST(IndexCopy, EagerDecomposedAndCompiledEqualTheDefinition) {
 // A decode step's update (one index) is one elementwise kernel: no match, argmax or gather.
 TEST(IndexCopy, OneIndexIsOneElementwiseKernel) {
   const std::vector<Tensor> in{randn({1, 2, 16, 8}), ids({9}), randn({1, 2, 1, 8})};
-  capture::Captured cap = capture::capture_function(in, [&] {
-    return std::vector<Tensor>{index_copy(in[0], 2, in[1], in[2]) * 1.0};
-  });
+  capture::Captured cap = capture::capture_function(
+      in, [&] { return std::vector<Tensor>{index_copy(in[0], 2, in[1], in[2]) * 1.0}; });
   const auto& cpp = runtime::resolve_backend("cpp", Device::cpu());
   lower::LowerContext lc;
   lc.keep = cpp.native_ops();

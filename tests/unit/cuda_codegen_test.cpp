@@ -570,7 +570,7 @@ TEST(CudaCompile, ACpuTensorMadeInForwardIsReadOnTheGpu) {
     }
     Tensor forward(const Tensor& x) override {
       Tensor h = x;
-      for (const auto& b : blocks) h = (*b)(h) * 2.0;
+      for (const auto& b : blocks) h = (*b)(h)*2.0;
       return h;
     }
   };

@@ -234,8 +234,8 @@ TEST(ModelsLlama, RotaryCompilesToOneKernel) {
   auto rotate = [&](const std::vector<Tensor>& x) {
     return zc::models::apply_rotary(x[0].reshape({1, 3, 2, 8}).transpose(1, 2), x[1], x[2]);
   };
-  zc::capture::Captured cap = zc::capture::capture_function(
-      in, [&] { return std::vector<Tensor>{rotate(in)}; });
+  zc::capture::Captured cap =
+      zc::capture::capture_function(in, [&] { return std::vector<Tensor>{rotate(in)}; });
   const auto& cpp = zc::runtime::resolve_backend("cpp", zc::Device::cpu());
   zc::lower::LowerContext lc;
   lc.keep = cpp.native_ops();

@@ -106,15 +106,15 @@ TEST(MaskedAttention, EagerAndCompiledEqualTheReference) {
       auto f = [&] {
         return scaled_dot_product_attention(in[0], in[1], in[2], in[3], c.causal, 0.4);
       };
-      const Arr want = ref::attention_masked(ref::read(in[0]), full_batch(in[1], c),
-                                             full_batch(in[2], c), additive(mask, c), c.causal,
-                                             0.4);
+      const Arr want =
+          ref::attention_masked(ref::read(in[0]), full_batch(in[1], c), full_batch(in[2], c),
+                                additive(mask, c), c.causal, 0.4);
       const ref::Tol t = tol(dt, c.k[c.k.size() - 2]);
       EXPECT_TRUE(ref::close(f(), want, dt, t)) << "eager";
       EXPECT_TRUE(ref::close(compiled_cpu(in, f), want, dt, t)) << "compiled";
       // The decomposition (what a backend without the fused kernel runs), eagerly.
-      const Tensor decomposed = ops::op_def(ops::OpId::attention)
-                                    .decompose(in, ops::AttentionAttrs{c.causal, 0.4})[0];
+      const Tensor decomposed =
+          ops::op_def(ops::OpId::attention).decompose(in, ops::AttentionAttrs{c.causal, 0.4})[0];
       EXPECT_TRUE(ref::close(decomposed, want, dt, t)) << "decomposed";
     }
   }
@@ -208,16 +208,28 @@ TEST(MaskedAttention, BadMasksAndGroupsAreErrorsNamingThem) {
       EXPECT_TRUE(test::contains(e.what(), words)) << e.what();
     }
   };
-  raises([&] { scaled_dot_product_attention(q, q, q, zeros({3, 3}, DType::i64), false); },
-         "expected a boolean mask");
-  raises([&] { scaled_dot_product_attention(q, q, q, gt(rand({3, 4}), 0.5)); },
-         "broadcasts to [1,4,3,3]");
-  raises([&] { scaled_dot_product_attention(q, k, v, gt(rand({2, 1, 3, 5}), 0.5), false,
-                                            std::nullopt, true); },
-         "broadcasts");
-  raises([&] { scaled_dot_product_attention(q, randn({1, 3, 5, 8}), randn({1, 3, 5, 8}),
-                                            Tensor(), false, std::nullopt, true); },
-         "H a multiple of Hkv");
+  raises(
+      [&] {
+        scaled_dot_product_attention(q, q, q, zeros({3, 3}, DType::i64), false);
+      },
+      "expected a boolean mask");
+  raises(
+      [&] {
+        scaled_dot_product_attention(q, q, q, gt(rand({3, 4}), 0.5));
+      },
+      "broadcasts to [1,4,3,3]");
+  raises(
+      [&] {
+        scaled_dot_product_attention(q, k, v, gt(rand({2, 1, 3, 5}), 0.5), false, std::nullopt,
+                                     true);
+      },
+      "broadcasts");
+  raises(
+      [&] {
+        scaled_dot_product_attention(q, randn({1, 3, 5, 8}), randn({1, 3, 5, 8}), Tensor(), false,
+                                     std::nullopt, true);
+      },
+      "H a multiple of Hkv");
 }
 
 #if ZC_WITH_CUDA

@@ -608,38 +608,11 @@ inline Arr cat(const std::vector<Arr>& xs, int64_t dim) {
   return r;
 }
 
-// softmax(q k^T * scale, masked above the diagonal when causal) v over [..., T, D].
-inline Arr attention(const Arr& q, const Arr& k, const Arr& v, bool causal,
-                     std::optional<double> scale) {
-  const int64_t T = q.shape[q.dim() - 2], D = q.shape[q.dim() - 1];
-  const int64_t S = k.shape[k.dim() - 2], Dv = v.shape[v.dim() - 1];
-  const double sc = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(D));
-  Shape out = q.shape;
-  out.back() = Dv;
-  Arr r{out, std::vector<double>(numel_of(out))};
-  for (int64_t p = 0; p < q.numel() / std::max<int64_t>(T * D, 1); ++p) {
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<double> logits;
-      for (int64_t s = 0; s < S; ++s) {
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += q.v[(p * T + t) * D + d] * k.v[(p * S + s) * D + d];
-        logits.push_back(causal && s > t ? -INFINITY : dot * sc);
-      }
-      auto w = softmax_line(logits);
-      for (int64_t e = 0; e < Dv; ++e) {
-        double acc = 0;
-        for (int64_t s = 0; s < S; ++s) acc += w[s] * v.v[(p * S + s) * Dv + e];
-        r.v[(p * T + t) * Dv + e] = acc;
-      }
-    }
-  }
-  return r;
-}
-
-// The same with a mask `add` [batch..., T, S] (q's batch, dense) added to the scaled scores
+// softmax(q k^T * scale [, masked above the diagonal when causal]) v over [..., T, D], with a
+// mask `add` [batch..., T, S] (q's batch, dense) added to the scaled scores
 // (-inf: the key is hidden); a row that sees no key is zeros.
-inline Arr attention_masked(const Arr& q, const Arr& k, const Arr& v, const Arr& add,
-                            bool causal, double scale) {
+inline Arr attention_masked(const Arr& q, const Arr& k, const Arr& v, const Arr& add, bool causal,
+                            double scale) {
   const int64_t T = q.shape[q.dim() - 2], D = q.shape[q.dim() - 1];
   const int64_t S = k.shape[k.dim() - 2], Dv = v.shape[v.dim() - 1];
   Shape out = q.shape;
@@ -666,6 +639,16 @@ inline Arr attention_masked(const Arr& q, const Arr& k, const Arr& v, const Arr&
     }
   }
   return r;
+}
+
+// The same without a mask; the scale defaults to 1/sqrt(D).
+inline Arr attention(const Arr& q, const Arr& k, const Arr& v, bool causal,
+                     std::optional<double> scale) {
+  const int64_t D = q.shape[q.dim() - 1], S = k.shape[k.dim() - 2];
+  Shape scores = q.shape;
+  scores.back() = S;
+  return attention_masked(q, k, v, Arr{scores, std::vector<double>(numel_of(scores))}, causal,
+                          scale ? *scale : 1.0 / std::sqrt(static_cast<double>(D)));
 }
 
 // ---------------------------------------------------------------------------------------------

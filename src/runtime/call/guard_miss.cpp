@@ -104,8 +104,8 @@ Tensor on_call_device(const capture::InputBinding& b, Device device, const nn::M
   if (autograd::requires_grad(t)) {
     throw Error("compiled module " + module.type_name() + ": forward() read a tensor " +
                 shape_str(t.shape()) + " on " + t.device().str() +
-                " that wants gradients, in a call on " + device.str() +
-                "; move it to " + device.str() + " (or register it as a parameter)");
+                " that wants gradients, in a call on " + device.str() + "; move it to " +
+                device.str() + " (or register it as a parameter)");
   }
   return t.to(device);
 }
@@ -153,8 +153,8 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
   // templates of its forward and backward graphs when a dim becomes dynamic (all_now); sizes
   // first is for inference graphs.
   ctx.merge(finish_sizes_first(c));
-  p.miss = c.dynamic.on_guard_miss(xs, p.breaks == 0 && backend.serves_many_sizes(),
-                                   !p.wanted.empty());
+  p.miss =
+      c.dynamic.on_guard_miss(xs, p.breaks == 0 && backend.serves_many_sizes(), !p.wanted.empty());
   if (!p.miss.dynamic.empty() && !p.miss.expect_served) {
     p.sizes = Sizes::all_now;
   } else if (p.wanted.empty() && !p.miss.sizes_first.empty() && !v.products.autotune &&

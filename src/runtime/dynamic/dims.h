@@ -66,10 +66,10 @@ class DynamicShapes {
   // backend that serves many sizes); otherwise it stays eligible for a later call. Training
   // calls (gradients wanted) are kinds of their own: their templates are of other graphs.
   // Raises zc::Error for a marked input or dim the call lacks.
-  GuardMiss on_guard_miss(std::span<const Tensor> inputs, bool can_template,
-                          bool training = false);
+  GuardMiss on_guard_miss(std::span<const Tensor> inputs, bool can_template, bool training = false);
   // After an inference call's GuardMiss with `sizes_first`: the dims the templates made for all
-  // sizes cover at these inputs (those of equal size here are one symbol); empty when none were made.
+  // sizes cover at these inputs (those of equal size here are one symbol); empty when none were
+  // made.
   void made_sizes_first(std::span<const Tensor> inputs, const std::vector<DynamicRange>& covered);
   // After a GuardMiss `expect_served` whose call a stored template refused (a relation the
   // templates rely on broke, such as two dims of one symbol now differing): the kind's dims
@@ -94,7 +94,7 @@ class DynamicShapes {
     std::vector<bool> dynamic;               // per dim: a template made (or tried)
     // Per dim: the symbol of the templates made at the first call (sizes first), or -1.
     std::vector<int> first_symbol;
-    bool missed = false;  // templates_missed() was called
+    bool missed = false;    // templates_missed() was called
     bool training = false;  // calls that want gradients
   };
   Kind make_kind(std::span<const Tensor> inputs, bool training) const;

@@ -57,8 +57,8 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   const DType cdt = ops::compute_dtype(at.odt);
   const std::string T = compute_type(cdt);
   const std::string gemm = cdt == DType::f64 ? "dgemm" : "sgemm";
-  const bool any_size = varies(at.Q) || varies(at.K) || varies(at.V) || varies(at.O) ||
-                        (at.M >= 0 && varies(at.M));
+  const bool any_size =
+      varies(at.Q) || varies(at.K) || varies(at.V) || varies(at.O) || (at.M >= 0 && varies(at.M));
   // Block sizes: constants, smaller for a short sequence of one size.
   const int64_t R = any_size ? kQueryRows : std::min(kQueryRows, at.tq);
   const int64_t KB = any_size ? kKeyBlock : std::max<int64_t>(1, std::min(kKeyBlock, at.tk));

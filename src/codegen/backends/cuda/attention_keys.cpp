@@ -22,8 +22,7 @@
 
 namespace zc::codegen::cuda {
 
-void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launch& l,
-                                        int64_t R) {
+void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launch& l, int64_t R) {
   const DType cdt = ops::compute_dtype(at.odt);
   const std::string T = compute_type(at.odt);
   const int64_t W = attention_key_warps(cdt, at.d, at.dv, R);
@@ -33,8 +32,7 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
                 std::to_string(at.dv) + " need more than " +
                 std::to_string(kAttentionKeysSharedBytes) + " bytes of shared memory a block");
   }
-  const std::string RS = str(R), D = str(at.d), DV = str(at.dv), WS = str(W),
-                    DVL = str(lanes_dims);
+  const std::string RS = str(R), D = str(at.d), DV = str(at.dv), WS = str(W), DVL = str(lanes_dims);
   const std::string TQ = num(at.tq), TK = num(at.tk);
   w_.line("__shared__ " + T + " zc_qs[" + RS + "][" + D + "];");
   w_.line("__shared__ " + T + " zc_wm[" + WS + "][" + RS + "], zc_wl[" + WS + "][" + RS + "];");
@@ -65,8 +63,7 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   w_.line("for (int zc_i = 0; zc_i < " + DVL + "; ++zc_i) acc[zc_r][zc_i] = 0;");
   w_.close();
 
-  w_.open("for (idx_t zc_k0 = (idx_t)zc_warp * 32; zc_k0 < zc_end; zc_k0 += " + str(W * 32) +
-          ")");
+  w_.open("for (idx_t zc_k0 = (idx_t)zc_warp * 32; zc_k0 < zc_end; zc_k0 += " + str(W * 32) + ")");
   w_.line("const idx_t zc_key = zc_k0 + zc_lane;");
   w_.line("const bool zc_in = zc_key < zc_end;");
   w_.line(T + " s[" + RS + "];");
@@ -77,8 +74,8 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   // same address in every lane: a broadcast).
   auto add_products = [&](const std::string& dim, const std::string& kd) {
     w_.line("#pragma unroll");
-    w_.line("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r) s[zc_r] += zc_qs[zc_r][" + dim +
-            "] * " + kd + ";");
+    w_.line("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r) s[zc_r] += zc_qs[zc_r][" + dim + "] * " +
+            kd + ";");
   };
   const int64_t v = l.vector;
   const DType kdt = s_.graph.meta(s_.base_of(at.K)).dtype;
@@ -94,7 +91,8 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
     w_.open("for (int zc_c0 = 0; zc_c0 < " + str(chunks) + "; zc_c0 += " + str(group) + ")");
     w_.line("uint4 zc_kc[" + str(group) + "];");
     w_.line("#pragma unroll");
-    w_.line("for (int zc_c = 0; zc_c < " + str(group) + "; ++zc_c) zc_kc[zc_c] = zc_kr[zc_c0 + zc_c];");
+    w_.line("for (int zc_c = 0; zc_c < " + str(group) +
+            "; ++zc_c) zc_kc[zc_c] = zc_kr[zc_c0 + zc_c];");
     w_.line("#pragma unroll");
     w_.open("for (int zc_c = 0; zc_c < " + str(group) + "; ++zc_c)");
     w_.line("const " + storage_type(kdt) + "* zc_ke = reinterpret_cast<const " + storage_type(kdt) +
@@ -135,8 +133,9 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   w_.line("const " + T + " zc_x = " + seen + " ? " + score + " : (" + T + ")-INFINITY;");
   w_.line(T + " zc_cm = zc_x;");
   w_.line("#pragma unroll");
-  w_.line("for (int zc_o = 16; zc_o > 0; zc_o /= 2) zc_cm = max(zc_cm, "
-          "__shfl_xor_sync(0xffffffffu, zc_cm, zc_o));");
+  w_.line(
+      "for (int zc_o = 16; zc_o > 0; zc_o /= 2) zc_cm = max(zc_cm, "
+      "__shfl_xor_sync(0xffffffffu, zc_cm, zc_o));");
   w_.line("const " + T + " zc_mn = max(m[zc_r], zc_cm);");
   // Nothing seen yet (the maximum is still -inf): nothing to add and nothing to rescale.
   w_.line("const " + T + " zc_corr = zc_mn == -INFINITY ? (" + T + ")1 : zc_exp(m[zc_r] - zc_mn);");
@@ -169,7 +168,8 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   w_.open("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r)");
   w_.line("const " + T + " zc_p = __shfl_sync(0xffffffffu, p[zc_r], zc_j0 + zc_u);");
   w_.line("#pragma unroll");
-  w_.line("for (int zc_i = 0; zc_i < " + DVL + "; ++zc_i) acc[zc_r][zc_i] += zc_p * zc_v[zc_u][zc_i];");
+  w_.line("for (int zc_i = 0; zc_i < " + DVL +
+          "; ++zc_i) acc[zc_r][zc_i] += zc_p * zc_v[zc_u][zc_i];");
   w_.close();
   w_.close();
   w_.close();
@@ -181,8 +181,9 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   w_.open("for (int zc_r = 0; zc_r < " + RS + "; ++zc_r)");
   w_.line(T + " zc_sum = l[zc_r];");
   w_.line("#pragma unroll");
-  w_.line("for (int zc_o = 16; zc_o > 0; zc_o /= 2) zc_sum += __shfl_xor_sync(0xffffffffu, "
-          "zc_sum, zc_o);");
+  w_.line(
+      "for (int zc_o = 16; zc_o > 0; zc_o /= 2) zc_sum += __shfl_xor_sync(0xffffffffu, "
+      "zc_sum, zc_o);");
   w_.open("if (zc_lane == 0)");
   w_.line("zc_wm[zc_warp][zc_r] = m[zc_r];");
   w_.line("zc_wl[zc_warp][zc_r] = zc_sum;");

@@ -91,7 +91,8 @@ int64_t attention_key_rows(int64_t tq, bool any_size) {
 int64_t attention_key_warps(DType compute, int64_t head_dim, int64_t value_dim, int64_t rows) {
   // The rows' queries, then each warp's maximum, sum and accumulators.
   auto bytes = [&](int64_t w) {
-    return (rows * head_dim + w * rows * (2 + value_dim)) * static_cast<int64_t>(dtype_size(compute));
+    return (rows * head_dim + w * rows * (2 + value_dim)) *
+           static_cast<int64_t>(dtype_size(compute));
   };
   int64_t w = kAttentionKeyWarps;
   while (w > 1 && bytes(w) > kAttentionKeysSharedBytes) w /= 2;
@@ -301,8 +302,8 @@ std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan&) {
         }
         l.block_x = kAttentionThreads;
         if (n.inputs.size() == 4) {
-          l.block_x = static_cast<int>(32 * std::max<int64_t>(
-                                               1, attention_key_warps(compute, d, out.back(), rows)));
+          l.block_x = static_cast<int>(
+              32 * std::max<int64_t>(1, attention_key_warps(compute, d, out.back(), rows)));
           l.vector = static_cast<int>(attention_key_vector(s, K));
         }
         l.grid_x = ceil_div(out[row_dim], rows);
