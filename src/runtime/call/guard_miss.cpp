@@ -90,9 +90,6 @@ capture::Captured capture_step(Core& c, std::span<const Tensor> xs, const Backen
   return cap;
 }
 
-// Plan: nothing compiles here. The sizes decision reads the module's dynamic-shape record
-// (after the sizes-first thread of an earlier call, which it waits for) and, for sizes first,
-// the cache's record of what an earlier process covered.
 // A tensor forward() made or read that the trace lifted to an input (a mask of more than one
 // element, made on the CPU inside a GPU module's forward) is read by the compiled graph on its
 // own device, as an embedded constant is (ops/dispatch.cpp: traced calls leave constants to
@@ -110,6 +107,9 @@ Tensor on_call_device(const capture::InputBinding& b, Device device, const nn::M
   return t.to(device);
 }
 
+// Plan: nothing compiles here. The sizes decision reads the module's dynamic-shape record
+// (after the sizes-first thread of an earlier call, which it waits for) and, for sizes first,
+// the cache's record of what an earlier process covered.
 Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const Backend& backend,
                Device device, runtime::CompileContext& ctx) {
   Plan p;
