@@ -2,8 +2,11 @@
 // seed64 and of a 16-block MLP (activations [64, 32], each block Linear 32->64, ReLU, Linear
 // 64->32, issue 60's small model), eager, and compiled (the model compiled, so its backward
 // too, and the fused AdamW update). Run with --benchmark_format=json for JSON. The compiled step's
-// graphs are compiled (or loaded from the cache) during the first, untimed step.
+// graphs are compiled (or loaded from the cache) during the first, untimed step. BM_Seed64Call
+// times one compiled call alone, with gradients wanted and without.
 #include <benchmark/benchmark.h>
+
+#include <optional>
 
 #include "zc/zc.h"
 
@@ -50,6 +53,22 @@ void BM_Seed64TrainStep(benchmark::State& state, bool compiled) {
 }
 BENCHMARK_CAPTURE(BM_Seed64TrainStep, Eager, false)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Seed64TrainStep, Compiled, true)->Unit(benchmark::kMicrosecond);
+
+// One compiled call of seed64 alone (no loss, backward or update): with gradients wanted (the
+// training forward, its saved values and the backward node) against under NoGradGuard (the
+// inference graph): what wanting gradients adds to a call.
+void BM_Seed64Call(benchmark::State& state, bool gradients) {
+  zc::manual_seed(0);
+  auto model = zc::models::seed_model(64);
+  zc::CompiledModule fast = zc::compile(model);
+  const zc::Tensor x = zc::randn({10, 10});
+  std::optional<zc::NoGradGuard> no_grad;
+  if (!gradients) no_grad.emplace();
+  fast(x);
+  for (auto _ : state) benchmark::DoNotOptimize(fast(x));
+}
+BENCHMARK_CAPTURE(BM_Seed64Call, GradientsWanted, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Seed64Call, NoGrad, false)->Unit(benchmark::kMicrosecond);
 
 void BM_Mlp16TrainStep(benchmark::State& state, bool compiled) {
   zc::manual_seed(0);
