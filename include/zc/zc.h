@@ -1,6 +1,7 @@
 // The umbrella header: everything a zc user needs.
 #pragma once
 
+#include "zc/autocast.h"
 #include "zc/autograd.h"
 #include "zc/cache.h"
 #include "zc/compile.h"

@@ -2,6 +2,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "zc/autocast.h"
 
 namespace zc {
 
@@ -49,6 +50,8 @@ std::string Tensor::grad_fn_name() const {
 }
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  // Derivatives compute in the dtypes their forward ops had: no autocast policy of their own.
+  AutocastGuard off;
   autograd::run_backward(*this, gradient, retain_graph);
 }
 

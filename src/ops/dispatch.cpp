@@ -3,9 +3,11 @@
 #include <atomic>
 
 #include "autograd/record.h"
+#include "ops/autocast.h"
 #include "cpu/threads.h"
 #include "ops/shape_rules.h"
 #include "util/check.h"
+#include "zc/ops.h"
 
 namespace zc::ops {
 
@@ -115,6 +117,16 @@ std::vector<Tensor> call(OpId id, std::span<const Tensor> inputs, const Attrs& a
       op_error(def.name, "input " + std::to_string(i) + " is an undefined Tensor");
     }
     traced = traced || inputs[i].is_traced();
+  }
+  // Autocast (zc/autocast.h): the op again on its floating inputs cast, eagerly and traced
+  // alike, so that a compiled graph records the casts eager autocast makes.
+  if (const std::optional<DType> to = autocast_target(id, inputs)) {
+    std::vector<Tensor> cast_inputs(inputs.begin(), inputs.end());
+    for (Tensor& t : cast_inputs) {
+      const DType d = t.dtype();
+      if ((d == DType::f32 || d == DType::bf16 || d == DType::f16) && d != *to) t = cast(t, *to);
+    }
+    return call(id, cast_inputs, attrs);
   }
   if (traced) {
     if (tl_interceptor) return tl_interceptor->intercept(def, inputs, attrs);

@@ -9,6 +9,7 @@
 #include "capture/guards.h"
 #include "cpu/threads.h"
 #include "runtime/call/module_core.h"
+#include "zc/autocast.h"
 #include "toolchain/build_priority.h"
 #include "util/log.h"
 #include "util/stats.h"
@@ -35,12 +36,15 @@ std::vector<Tensor> inputs_for_later(std::span<const Tensor> xs) {
 
 // The background compile of one kind of input.
 void compile_in_background(std::shared_ptr<Core> cp, std::vector<Tensor> xs, bool grad_mode,
-                           bool recapture, std::shared_ptr<runtime::CompileContext> ctx) {
+                           std::optional<DType> autocast, bool recapture,
+                           std::shared_ptr<runtime::CompileContext> ctx) {
   Core& c = *cp;
   std::vector<capture::InputGuard> guards;
   for (const Tensor& x : xs) guards.push_back(capture::input_guard(x));
   try {
-    GradMode::set_enabled(grad_mode);  // this thread's mode, as the call's
+    GradMode::set_enabled(grad_mode);  // this thread's modes, as the call's
+    std::optional<AutocastGuard> cast;
+    if (autocast) cast.emplace(*autocast);
     // Counted as a call in flight, so that the eager calls meanwhile take a share of the CPU's
     // threads and leave cores to the compiler: a full OpenMP team beside compiler processes
     // oversubscribes the machine, and an eager gpt-small call then took 4-7x its time.
@@ -112,7 +116,7 @@ std::vector<Tensor> call_async(const std::shared_ptr<Core>& cp, std::span<const 
     zc::stats::add(zc::stats::Counter::async_compiles);
     try {
       std::thread(compile_in_background, cp, inputs_for_later(xs), GradMode::is_enabled(),
-                  had_entries, ctx)
+                  autocast_dtype(), had_entries, ctx)
           .detach();
     } catch (...) {
       std::lock_guard lock(c.mu);
@@ -128,7 +132,7 @@ std::vector<Tensor> call_async(const std::shared_ptr<Core>& cp, std::span<const 
     int64_t n = 0;
     {
       std::lock_guard lock(c.mu);
-      if (!c.retrace_always) hit = c.entries.find(xs);
+      if (!c.retrace_always) hit = c.entries.find(xs, call_tag());
       n = ++c.hits;
     }
     if (hit) return run_hit(c, *hit, xs, n);

@@ -12,6 +12,7 @@
 #include "capture/trace_lock.h"
 #include "nn/epoch.h"
 #include "runtime/call/module_core.h"
+#include "zc/autocast.h"
 #include "runtime/debug/accuracy_check.h"
 #include "runtime/driver/code_cache.h"
 #include "runtime/driver/compile_graph.h"
@@ -39,6 +40,12 @@ std::string inputs_str(std::span<const Tensor> inputs) {
          (x.is_contiguous() ? "" : " (non-contiguous)");
   }
   return inputs.size() > 1 ? "inputs " + s : "input " + s;
+}
+
+std::string_view call_tag() {
+  const std::optional<DType> autocast = autocast_dtype();
+  if (!autocast) return {};
+  return *autocast == DType::bf16 ? "autocast bf16" : "autocast f16";
 }
 
 // Which graph inputs want gradients; empty when none does (or grad mode is off). Copies
@@ -136,7 +143,7 @@ std::vector<Tensor> call(const std::shared_ptr<Core>& cp, std::span<const Tensor
     drop_stale_entries(c);
     had_entries = !c.entries.empty();
     eager_only = c.eager_only;
-    if (!c.retrace_always && !eager_only) hit = c.entries.find(xs);
+    if (!c.retrace_always && !eager_only) hit = c.entries.find(xs, call_tag());
     if (hit) n = ++c.hits;
   }
   if (hit) return run_hit(c, *hit, xs, n);
@@ -148,7 +155,7 @@ std::vector<Tensor> call(const std::shared_ptr<Core>& cp, std::span<const Tensor
   std::unique_lock capture_lock(c.capture_mu);
   {
     std::lock_guard lock(c.mu);
-    if (!c.retrace_always) hit = c.entries.find(xs);
+    if (!c.retrace_always) hit = c.entries.find(xs, call_tag());
   }
   if (hit) {
     capture_lock.unlock();

@@ -119,6 +119,7 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
   p.entry = std::make_shared<Entry>();
   Entry& e = *p.entry;
   for (const Tensor& x : xs) e.guards.push_back(capture::input_guard(x));
+  e.tag = std::string(call_tag());
   e.constants_read = std::move(cap.constants_read);
   e.writes = std::move(cap.writes);
   runtime::GraphVariants::Options& v = p.variants;

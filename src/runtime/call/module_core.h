@@ -92,6 +92,10 @@ struct Made {
   runtime::CompileReport report;
 };
 
+// What besides its inputs decides the graph a call traces: the thread's autocast scope
+// (zc/autocast.h); empty outside one. Specializations are found by it (Specialization::tag).
+std::string_view call_tag();
+
 // "input [2, 3] f32" or "inputs ...": the call's inputs in a message.
 std::string inputs_str(std::span<const Tensor> inputs);
 // Which graph inputs want gradients; empty when none does (or grad mode is off).

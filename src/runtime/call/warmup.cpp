@@ -26,7 +26,7 @@ WarmupReport::Item warmup_one(const std::shared_ptr<Core>& cp, std::span<const T
       std::lock_guard lock(c.mu);
       drop_stale_entries(c);
       had_entries = !c.entries.empty();
-      if (!c.retrace_always) hit = c.entries.find(xs);
+      if (!c.retrace_always) hit = c.entries.find(xs, call_tag());
     }
     if (hit) {
       std::vector<bool> wanted = wanted_gradients(*hit, xs);

@@ -17,6 +17,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/timer.h"
+#include "zc/autocast.h"
 #include "zc/autograd.h"
 
 namespace zc::runtime {
@@ -179,8 +180,10 @@ std::future<std::optional<SizeSamples>> trace_sizes_first_beside(nn::Module& mod
                                                                  const ir::Graph& captured,
                                                                  const codegen::Backend& backend) {
   auto trace = [&module, inputs, dims = std::move(dims), &captured, &backend,
-                grad = GradMode::is_enabled()] {
+                grad = GradMode::is_enabled(), autocast = autocast_dtype()] {
     GradMode::set_enabled(grad);  // traced as the call's own thread would trace
+    std::optional<AutocastGuard> cast;
+    if (autocast) cast.emplace(*autocast);
     return trace_sizes_first(module, inputs, dims, captured, backend);
   };
   try {
