@@ -171,4 +171,43 @@ class WarmupCosine final : public LRScheduler {
   double factor(int64_t step) const override;
 };
 
+struct GradScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;  // steps without an inf or NaN before the scale grows
+};
+
+// Loss scaling for f16 training (torch.amp.GradScaler's loop): f16's range loses small
+// gradients to zero, so the loss is multiplied by a scale before backward() and the gradients
+// divided by it before the step; a step whose gradients hold an inf or NaN is skipped and the
+// scale backs off, and after growth_interval good steps it grows.
+//
+//   opt.zero_grad();
+//   scaler.scale(loss).backward();
+//   scaler.step(opt);   // unscales, then steps unless a gradient is not finite
+//   scaler.update();
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+  // loss * scale (f32).
+  Tensor scale(const Tensor& loss) const;
+  // Divides the gradients of opt's parameters by the scale, once per step (step() does it
+  // when this was not called: call it first to clip the true gradients). Returns whether every
+  // gradient is finite.
+  bool unscale_(Optimizer& opt);
+  // opt.step() unless a gradient is inf or NaN; whether it stepped.
+  bool step(Optimizer& opt);
+  // The scale for the next step: backed off after a skipped step, grown after growth_interval
+  // good ones.
+  void update();
+  double get_scale() const { return scale_; }
+
+ private:
+  GradScalerOptions options_;
+  double scale_;
+  int64_t good_steps_ = 0;
+  bool unscaled_ = false, found_inf_ = false;
+};
+
 }  // namespace zc::optim

@@ -1,6 +1,7 @@
 // Mixed precision (zc/autocast.h): the policy's dtypes op by op, gradients that reach f32
 // master weights in f32, compiled modules that equal eager autocast and keep calls with and
-// without the scope apart, and a gpt-small whose loss goes down trained under bf16 autocast.
+// without the scope apart, a gpt-small whose loss goes down trained under bf16 autocast, and
+// f16 training with optim::GradScaler.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -140,6 +141,76 @@ TEST(Autocast, ALossGoesDownTrainingGptSmallInBf16) {
   }
   EXPECT_LT(losses.back(), 0.7 * losses.front()) << losses.front() << " -> " << losses.back();
   for (const Tensor& p : model->parameters()) EXPECT_EQ(p.dtype(), DType::f32);
+}
+
+// The scaler's gradients, unscaled, are the loss's own (the scale is a power of two: exact);
+// an infinite gradient skips the step and halves the scale; growth_interval good steps double
+// it.
+TEST(GradScaler, UnscalesSkipsBacksOffAndGrows) {
+  manual_seed(5);
+  auto lin = std::make_shared<nn::Linear>(4, 2);
+  optim::SGD opt(lin->parameters(), {.lr = 0.1});
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2});
+  const Tensor x = randn({8, 4}), target = randn({8, 2});
+  auto loss = [&] { return nn::functional::mse_loss((*lin)(x), target); };
+  opt.zero_grad();
+  loss().backward();
+  const Tensor want = lin->weight.grad().clone();
+  opt.zero_grad();
+  scaler.scale(loss()).backward();
+  EXPECT_TRUE(allclose(lin->weight.grad(), want * 1024.0, 1e-6, 0));
+  EXPECT_TRUE(scaler.unscale_(opt));
+  EXPECT_TRUE(allclose(lin->weight.grad(), want, 0, 0));
+  const Tensor before = lin->weight.clone();
+  EXPECT_TRUE(scaler.step(opt));  // unscaled once, not twice
+  EXPECT_TRUE(allclose(lin->weight, before - want * 0.1, 1e-6, 1e-7));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 1024.0);
+  // An infinite gradient: no step, the scale halves.
+  opt.zero_grad();
+  scaler.scale(loss()).backward();
+  lin->bias.mutable_grad() = full({2}, INFINITY);
+  const Tensor kept = lin->weight.clone();
+  EXPECT_FALSE(scaler.step(opt));
+  EXPECT_TRUE(allclose(lin->weight, kept, 0, 0));
+  scaler.update();
+  EXPECT_EQ(scaler.get_scale(), 512.0);
+  for (int i = 0; i < 2; ++i) {
+    opt.zero_grad();
+    scaler.scale(loss()).backward();
+    EXPECT_TRUE(scaler.step(opt));
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.get_scale(), 1024.0);
+  EXPECT_TRUE(test::contains(test::error_message([] { optim::GradScaler({.init_scale = 0}); }),
+                             "init_scale > 0"));
+}
+
+// f16 autocast with the scaler on a small MLP of f32 weights: the loss goes down.
+TEST(Autocast, F16TrainingWithTheGradScalerLowersTheLoss) {
+  manual_seed(6);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(16, 32));
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(std::make_shared<nn::Linear>(32, 4));
+  CompiledModule fast = compile(model);
+  optim::AdamW opt(model->parameters(), {.lr = 1e-2, .weight_decay = 0.0});
+  optim::GradScaler scaler;
+  const Tensor x = randn({64, 16}), target = randn({64, 4});
+  std::vector<double> losses;
+  for (int step = 0; step < 20; ++step) {
+    Tensor loss;
+    {
+      AutocastGuard f16(DType::f16);
+      loss = nn::functional::mse_loss(fast(x), target);
+    }
+    opt.zero_grad();
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+    losses.push_back(loss.item<double>());
+  }
+  EXPECT_LT(losses.back(), 0.8 * losses.front()) << losses.front() << " -> " << losses.back();
 }
 
 }  // namespace
