@@ -38,8 +38,7 @@ namespace {
 // Products, convolutions and attention: where low precision pays (tensor cores, AMX) and
 // rounding averages out over the sums.
 bool low_precision(OpId id) {
-  return id == OpId::matmul || id == OpId::linear || id == OpId::conv2d ||
-         id == OpId::attention;
+  return id == OpId::matmul || id == OpId::linear || id == OpId::conv2d || id == OpId::attention;
 }
 
 // Where bf16 or f16 would lose too much: exponentials, normalizations, long sums.

@@ -3,8 +3,8 @@
 #include <atomic>
 
 #include "autograd/record.h"
-#include "ops/autocast.h"
 #include "cpu/threads.h"
+#include "ops/autocast.h"
 #include "ops/shape_rules.h"
 #include "util/check.h"
 #include "zc/ops.h"

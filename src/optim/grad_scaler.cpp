@@ -7,15 +7,14 @@
 
 namespace zc::optim {
 
-GradScaler::GradScaler(GradScalerOptions options)
-    : options_(options), scale_(options.init_scale) {
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
   if (!(options.init_scale > 0) || !(options.growth_factor > 1) ||
       !(options.backoff_factor > 0 && options.backoff_factor < 1) || options.growth_interval < 1) {
-    throw Error("GradScaler: expected init_scale > 0, growth_factor > 1, backoff_factor in "
-                "(0, 1) and growth_interval >= 1, got " +
-                std::to_string(options.init_scale) + ", " + std::to_string(options.growth_factor) +
-                ", " + std::to_string(options.backoff_factor) + ", " +
-                std::to_string(options.growth_interval));
+    throw Error(
+        "GradScaler: expected init_scale > 0, growth_factor > 1, backoff_factor in "
+        "(0, 1) and growth_interval >= 1, got " +
+        std::to_string(options.init_scale) + ", " + std::to_string(options.growth_factor) + ", " +
+        std::to_string(options.backoff_factor) + ", " + std::to_string(options.growth_interval));
   }
 }
 

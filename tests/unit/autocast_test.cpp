@@ -21,14 +21,14 @@ TEST(Autocast, OpsTakeThePolicysDtypes) {
   {
     AutocastGuard bf16(DType::bf16);
     ASSERT_EQ(autocast_dtype(), DType::bf16);
-    EXPECT_EQ(matmul(a, b).dtype(), DType::bf16);           // products in bf16
-    EXPECT_EQ((*lin)(a).dtype(), DType::bf16);              // f32 weights cast, not changed
+    EXPECT_EQ(matmul(a, b).dtype(), DType::bf16);  // products in bf16
+    EXPECT_EQ((*lin)(a).dtype(), DType::bf16);     // f32 weights cast, not changed
     EXPECT_EQ(lin->weight.dtype(), DType::f32);
     const Tensor p = matmul(a, b);
-    EXPECT_EQ(softmax(p, -1).dtype(), DType::f32);          // exponentials and sums in f32
+    EXPECT_EQ(softmax(p, -1).dtype(), DType::f32);  // exponentials and sums in f32
     EXPECT_EQ(sum(p).dtype(), DType::f32);
     EXPECT_EQ(exp(p).dtype(), DType::f32);
-    EXPECT_EQ((p + randn({4, 3})).dtype(), DType::f32);     // promotion decides the rest
+    EXPECT_EQ((p + randn({4, 3})).dtype(), DType::f32);  // promotion decides the rest
     EXPECT_EQ(relu(p).dtype(), DType::bf16);
     EXPECT_EQ(matmul(d, d.transpose(0, 1)).dtype(), DType::f64);  // f64 is left alone
     {
@@ -44,12 +44,12 @@ TEST(Autocast, OpsTakeThePolicysDtypes) {
     AutocastGuard bf16(DType::bf16);
     got = matmul(a, b);
   }
-  EXPECT_TRUE(allclose(got.to(DType::f32), matmul(a.to(DType::bf16), b.to(DType::bf16)).to(DType::f32),
-                       0, 0));
+  EXPECT_TRUE(allclose(got.to(DType::f32),
+                       matmul(a.to(DType::bf16), b.to(DType::bf16)).to(DType::f32), 0, 0));
   EXPECT_FALSE(autocast_dtype().has_value());
   EXPECT_EQ(matmul(a, b).dtype(), DType::f32);
-  EXPECT_TRUE(test::contains(test::error_message([] { AutocastGuard bad(DType::f32); }),
-                             "bf16 or f16"));
+  EXPECT_TRUE(
+      test::contains(test::error_message([] { AutocastGuard bad(DType::f32); }), "bf16 or f16"));
 }
 
 // A linear layer's f32 weights under bf16 autocast: their gradients are f32 and near the f32

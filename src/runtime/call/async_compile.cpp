@@ -9,11 +9,11 @@
 #include "capture/guards.h"
 #include "cpu/threads.h"
 #include "runtime/call/module_core.h"
-#include "zc/autocast.h"
 #include "toolchain/build_priority.h"
 #include "util/log.h"
 #include "util/stats.h"
 #include "util/timer.h"
+#include "zc/autocast.h"
 #include "zc/autograd.h"
 
 namespace zc::module_core {
