@@ -7,6 +7,7 @@
 #include "ops/derivative.h"
 #include "ops/dispatch.h"
 #include "util/check.h"
+#include "zc/autocast.h"
 #include "zc/ops.h"
 
 namespace zc::lower {
@@ -123,6 +124,9 @@ std::vector<bool> tracked_values(const ir::Graph& captured, std::span<const size
 }
 
 JointGraph joint_graph(const ir::Graph& captured, std::span<const size_t> wrt) {
+  // Derivatives trace in their forward ops' dtypes, as eager backward() computes them: the
+  // caller's autocast scope (zc/autocast.h) is off here.
+  AutocastGuard no_autocast;
   ir::Graph g = captured;
   const size_t forward_nodes = g.nodes.size();
 

@@ -8,6 +8,7 @@
 #include "lower/graph_builder.h"
 #include "ops/dispatch.h"
 #include "util/check.h"
+#include "zc/autocast.h"
 
 namespace zc::lower {
 
@@ -87,6 +88,9 @@ class Recorder final : public ops::OpInterceptor {
 }  // namespace
 
 ir::Graph decompose(const ir::Graph& g, std::span<const ops::OpId> keep) {
+  // A pure function of the graph: the caller's autocast scope (zc/autocast.h) must not cast
+  // inside decompositions (eagerly the op's own kernel runs, in its inputs' dtypes).
+  AutocastGuard no_autocast;
   GraphBuilder b(g);
   Recorder recorder(b, keep);
   for (size_t i = 0; i < g.nodes.size(); ++i) {

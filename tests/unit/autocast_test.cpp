@@ -8,6 +8,10 @@
 #include <optional>
 #include <vector>
 
+#include "capture/capture.h"
+#include "ir/canonical.h"
+#include "lower/autodiff.h"
+#include "lower/pipeline.h"
 #include "unit/test_support.h"
 #include "zc/zc.h"
 
@@ -141,6 +145,28 @@ TEST(Autocast, ALossGoesDownTrainingGptSmallInBf16) {
   }
   EXPECT_LT(losses.back(), 0.7 * losses.front()) << losses.front() << " -> " << losses.back();
   for (const Tensor& p : model->parameters()) EXPECT_EQ(p.dtype(), DType::f32);
+}
+
+// Lowering and deriving are functions of the graph alone: under a caller's autocast scope they
+// make the graphs they make without one (decompositions and derivative rules call ops, which
+// the scope would otherwise cast; eager backward() and the ops' own kernels do not).
+TEST(Autocast, LoweringAndDerivingIgnoreTheCallersScope) {
+  manual_seed(7);
+  const std::vector<Tensor> in{randn({2, 4, 8}), randn({2, 4, 8}), randn({2, 4, 8})};
+  capture::Captured cap = capture::capture_function(in, [&] {
+    return std::vector<Tensor>{
+        sum(scaled_dot_product_attention(in[0], in[1], in[2], true) * in[0]) +
+        sum(matmul(in[0], in[1].transpose(-1, -2)))};
+  });
+  const std::vector<size_t> wrt{0, 1, 2};
+  auto hashes = [&] {
+    lower::LowerContext lc;
+    return std::pair{ir::graph_hash(lower::lower(cap.graph, lc)),
+                     ir::graph_hash(lower::joint_graph(cap.graph, wrt).graph)};
+  };
+  const auto plain = hashes();
+  AutocastGuard bf16(DType::bf16);
+  EXPECT_EQ(hashes(), plain);
 }
 
 // The scaler's gradients, unscaled, are the loss's own (the scale is a power of two: exact);
