@@ -1,6 +1,11 @@
 // matmul (numpy semantics: 1-D operands, broadcast batch dims) and linear (x W^T + b).
+#include <algorithm>
+#include <type_traits>
+
+#include "cpu/bf16_gemm.h"
 #include "cpu/blas.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_choice.h"
 #include "cpu/threads.h"
 #include "ops/decompose.h"
 #include "ops/derivative.h"
@@ -48,8 +53,45 @@ BatchedOperand batched(const Tensor& t, bool vec_is_row, const Shape& batch) {
   return op;
 }
 
+// C = A B for f32 views of bf16 values (an autocast product, zc/autocast.h): oneDNN's bf16
+// GEMM (cpu/bf16_gemm.h: AMX or AVX-512 BF16, f32 sums) where this CPU has one, the size pays
+// and the views are matrices BLAS reads; false (C untouched) otherwise. Rounding the operands to
+// bf16 again changes nothing: they are bf16 values.
+bool bf16_values_gemm(int64_t M, int64_t N, int64_t K, const cpu::MatView& a, const cpu::MatView& b,
+                      float* c) {
+  if (!cpu::bf16_pays(M, N, K)) return false;
+  auto layout = [](const cpu::MatView& v, int64_t rows, int64_t cols, bool* t, int64_t* ld) {
+    if (v.col_stride == 1 && v.row_stride >= std::max<int64_t>(cols, 1)) {
+      *t = false;
+      *ld = v.row_stride;
+      return true;
+    }
+    if (v.row_stride == 1 && v.col_stride >= std::max<int64_t>(rows, 1)) {
+      *t = true;
+      *ld = v.col_stride;
+      return true;
+    }
+    return false;
+  };
+  bool ta = false, tb = false;
+  int64_t lda = 0, ldb = 0;
+  if (!layout(a, M, K, &ta, &lda) || !layout(b, K, N, &tb, &ldb)) return false;
+  return cpu::sgemm_bf16(ta, tb, M, N, K, static_cast<const float*>(a.data), lda,
+                         static_cast<const float*>(b.data), ldb, c, N);
+}
+
 template <class T>
-void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tensor& out) {
+void gemm_of(int64_t M, int64_t N, int64_t K, const cpu::MatView& a, const cpu::MatView& b, T* c,
+             bool bf16_values) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (bf16_values && bf16_values_gemm(M, N, K, a, b, c)) return;
+  }
+  cpu::gemm<T>(M, N, K, a, b, c);
+}
+
+template <class T>
+void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tensor& out,
+                  bool bf16_values = false) {
   BatchedOperand A = batched(a, true, s.batch), B = batched(b, false, s.batch);
   int64_t nb = static_cast<int64_t>(s.batch.size());
   int64_t batches = shape_numel(s.batch);
@@ -66,7 +108,7 @@ void batched_gemm(const MatmulShapes& s, const Tensor& a, const Tensor& b, Tenso
     }
     cpu::MatView av{reinterpret_cast<const T*>(A.base) + oa, A.strides[nb], A.strides[nb + 1]};
     cpu::MatView bv{reinterpret_cast<const T*>(B.base) + ob, B.strides[nb], B.strides[nb + 1]};
-    cpu::gemm<T>(s.M, s.N, s.K, av, bv, c + bi * s.M * s.N);
+    gemm_of<T>(s.M, s.N, s.K, av, bv, c + bi * s.M * s.N, bf16_values);
   });
 }
 
@@ -101,7 +143,8 @@ std::vector<Tensor> matmul_eager(std::span<const Tensor> in, const Attrs&,
   DType ct = gemm_dtype(outs[0].dtype);
   Tensor a = as_dtype(in[0], ct), b = as_dtype(in[1], ct);
   Tensor out = Tensor::empty(outs[0].shape, ct);
-  visit_gemm_dtype(ct, [&](auto tag) { batched_gemm<decltype(tag)>(s, a, b, out); });
+  const bool bf16 = in[0].dtype() == DType::bf16 && in[1].dtype() == DType::bf16;
+  visit_gemm_dtype(ct, [&](auto tag) { batched_gemm<decltype(tag)>(s, a, b, out, bf16); });
   return {as_dtype(out, outs[0].dtype)};
 }
 
@@ -141,8 +184,9 @@ std::vector<Tensor> linear_eager(std::span<const Tensor> in, const Attrs&,
     if (K == 0) {
       for (int64_t i = 0; i < M * N; ++i) c[i] = T(0);
     } else {
-      cpu::gemm<T>(M, N, K, cpu::MatView{elem_ptr<T>(x), rows_strides[0], rows_strides[1]},
-                   cpu::MatView{elem_ptr<T>(w), w.strides()[1], w.strides()[0]}, c);
+      gemm_of<T>(M, N, K, cpu::MatView{elem_ptr<T>(x), rows_strides[0], rows_strides[1]},
+                 cpu::MatView{elem_ptr<T>(w), w.strides()[1], w.strides()[0]}, c,
+                 in[0].dtype() == DType::bf16 && in[1].dtype() == DType::bf16);
     }
     if (in.size() == 3) {
       Tensor b = as_dtype(in[2], ct);

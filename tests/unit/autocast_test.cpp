@@ -56,6 +56,25 @@ TEST(Autocast, OpsTakeThePolicysDtypes) {
       test::contains(test::error_message([] { AutocastGuard bad(DType::f32); }), "bf16 or f16"));
 }
 
+// Products large enough for oneDNN's bf16 GEMM (where this CPU has one): the f32 product of
+// the bf16 values, rounded to bf16 (sums in another order: within a bf16 rounding), for matmul
+// with a transposed operand and for linear.
+TEST(Autocast, LargeBf16ProductsEqualTheF32ProductOfTheirValues) {
+  manual_seed(8);
+  const Tensor a = randn({192, 256}), b = randn({160, 256});
+  const Tensor a16 = a.to(DType::bf16), b16 = b.to(DType::bf16);
+  const Tensor want = matmul(a16.to(DType::f32), b16.to(DType::f32).transpose(0, 1));
+  Tensor got, lin;
+  {
+    AutocastGuard bf16(DType::bf16);
+    got = matmul(a, b.transpose(0, 1));
+    lin = linear(a, b);
+  }
+  ASSERT_EQ(got.dtype(), DType::bf16);
+  EXPECT_TRUE(allclose(got.to(DType::f32), want, 1e-2, 1e-1));
+  EXPECT_TRUE(allclose(lin.to(DType::f32), want, 1e-2, 1e-1));
+}
+
 // A linear layer's f32 weights under bf16 autocast: their gradients are f32 and near the f32
 // layer's (bf16 rounding), and backward() itself runs without the policy.
 TEST(Autocast, GradientsReachF32MasterWeights) {
