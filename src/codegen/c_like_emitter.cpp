@@ -256,6 +256,19 @@ CLikeEmitter::Names CLikeEmitter::AttentionOperands::row_names(const Shape& oper
   return out;
 }
 
+void CLikeEmitter::apply_attention_mask(const AttentionOperands& at, const Names& b,
+                                        const std::string& row, const std::string& col,
+                                        const std::string& T, std::string& seen,
+                                        std::string& score) const {
+  if (at.M < 0) return;
+  const std::string m = load(at.M, at.mask_names(b, row, col));
+  if (at.mask_keeps) {
+    seen += " && " + m;
+  } else {
+    score += " + (" + T + ")" + m;
+  }
+}
+
 CLikeEmitter::AttentionOperands CLikeEmitter::attention_operands(const Kernel& k) const {
   const ir::Node& n = s_.graph.nodes[k.anchor];
   AttentionOperands at{.op = n.op, .Q = n.inputs[0], .K = n.inputs[1], .O = n.outputs[0]};

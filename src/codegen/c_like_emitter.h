@@ -122,6 +122,12 @@ class CLikeEmitter {
     bool needs_ds() const { return query_side() || wants_k(); }
   };
   AttentionOperands attention_operands(const Kernel& k) const;
+  // The mask of `at` (none: nothing changes) applied to one score: a boolean mask joins the
+  // condition `seen` (the key is seen), a floating one is added to the expression `score`, in
+  // compute type `T`; the element of query `row` and key `col` of batch item `b`.
+  void apply_attention_mask(const AttentionOperands& at, const Names& b, const std::string& row,
+                            const std::string& col, const std::string& T, std::string& seen,
+                            std::string& score) const;
 
   // A row_reduce kernel, row by row: its row-level member nodes in graph order, each reduction
   // a pass over the row's elements that computes the element values it needs on the way; then

@@ -196,14 +196,7 @@ void KernelEmitter::emit_attention(const Kernel& k) {
   w_.line("#pragma omp simd reduction(max:zc_mx)");
   w_.open("for (int64_t zc_j = 0; zc_j < zc_n; ++zc_j)");
   std::string seen = "zc_j < zc_seen", score = "zc_row[zc_j] * " + literal(at.a.scale, cdt);
-  if (at.M >= 0) {
-    const std::string m = load(at.M, at.mask_names(b, "(zc_r0 + zc_i)", "(zc_k0 + zc_j)"));
-    if (at.mask_keeps) {
-      seen += " && " + m;
-    } else {
-      score += " + (" + T + ")" + m;
-    }
-  }
+  apply_attention_mask(at, b, "(zc_r0 + zc_i)", "(zc_k0 + zc_j)", T, seen, score);
   w_.line(T + " zc_x = " + seen + " ? " + score + " : -INFINITY;");
   w_.line("zc_row[zc_j] = zc_x;");
   w_.line("zc_mx = zc_x > zc_mx ? zc_x : zc_mx;");

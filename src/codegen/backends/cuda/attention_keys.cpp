@@ -122,14 +122,7 @@ void KernelEmitter::emit_attention_keys(const AttentionOperands& at, const Launc
   std::string seen = "zc_in && zc_q < " + TQ;
   if (at.a.causal) seen += " && zc_key <= zc_q";
   std::string score = "s[zc_r] * " + literal(at.a.scale, cdt);
-  if (at.M >= 0) {
-    const std::string mask = load(at.M, at.mask_names(b, "zc_q", "zc_key"));
-    if (at.mask_keeps) {
-      seen += " && " + mask;
-    } else {
-      score += " + (" + T + ")" + mask;
-    }
-  }
+  apply_attention_mask(at, b, "zc_q", "zc_key", T, seen, score);
   w_.line("const " + T + " zc_x = " + seen + " ? " + score + " : (" + T + ")-INFINITY;");
   w_.line(T + " zc_cm = zc_x;");
   w_.line("#pragma unroll");
