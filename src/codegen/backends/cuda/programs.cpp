@@ -17,6 +17,18 @@ size_t padding_to_8(size_t n) {
   return (8 - n % 8) % 8;
 }
 
+// The weight a kernel's marker line gives it (programs.h): 1 unless it ends in one.
+size_t weight_of(std::string_view marker_line) {
+  const size_t at = marker_line.rfind(kWeightMarker);
+  if (at == std::string_view::npos) return 1;
+  size_t w = 0;
+  for (char c : marker_line.substr(at + kWeightMarker.size())) {
+    if (c < '0' || c > '9') return 1;  // not a weight: the line says something else
+    w = w * 10 + static_cast<size_t>(c - '0');
+  }
+  return std::max<size_t>(w, 1);
+}
+
 }  // namespace
 
 std::vector<std::string> split_programs(std::string_view source) {
@@ -28,26 +40,53 @@ std::vector<std::string> split_programs(std::string_view source) {
     starts.push_back(p + 1);
   }
   if (starts.size() < 2) return {std::string(source)};
-  const size_t kernel_bytes = source.size() - starts[0];
-  if (kernel_bytes < 2 * kProgramBytes) return {std::string(source)};
-  const size_t programs =
-      std::min({kMaxPrograms, starts.size(), (kernel_bytes + kProgramBytes - 1) / kProgramBytes});
   const std::string_view head = source.substr(0, starts[0]);
   starts.push_back(source.size());
-  // Kernels in source order, a program closed once it holds its share of the bytes (measured
-  // from the first kernel, so that one large kernel does not leave the rest to one program).
-  std::vector<std::string> out;
-  size_t begin = 0;  // index into starts of the program's first kernel
-  for (size_t k = 0; k + 1 < starts.size(); ++k) {
-    const size_t done = starts[k + 1] - starts[0];
-    const bool last_kernel = k + 2 == starts.size();
-    const bool full = done * programs >= kernel_bytes * (out.size() + 1);
-    if (last_kernel || (full && out.size() + 1 < programs)) {
-      std::string program(head);
-      program += source.substr(starts[begin], starts[k + 1] - starts[begin]);
-      out.push_back(std::move(program));
-      begin = k + 1;
+  const size_t kernels = starts.size() - 1;
+  std::vector<size_t> cost(kernels);
+  size_t total = 0;
+  for (size_t k = 0; k < kernels; ++k) {
+    const size_t line_end = source.find('\n', starts[k]);
+    cost[k] = (starts[k + 1] - starts[k]) *
+              weight_of(source.substr(starts[k], line_end - starts[k]));
+    total += cost[k];
+  }
+  if (total < 2 * kProgramBytes) return {std::string(source)};
+  const size_t programs =
+      std::min({kMaxPrograms, kernels, (total + kProgramBytes - 1) / kProgramBytes});
+  // Programs filled in source order up to a limit, a kernel that costs more than the limit
+  // alone in its own, with the least limit that needs no more than `programs` of them (found
+  // by bisection): the costliest program is then as cheap as the cut can make it (what the
+  // build waits for, the programs being compiled side by side), and the other programs share
+  // the rest of the kernels rather than filling up to a heavy kernel's cost.
+  auto cut_under = [&](size_t limit) {
+    std::vector<size_t> ends;  // one past each program's last kernel
+    size_t held = 0;
+    for (size_t k = 0; k < kernels; ++k) {
+      if (held > 0 && held + cost[k] > limit) {
+        ends.push_back(k);
+        held = 0;
+      }
+      held += cost[k];
     }
+    ends.push_back(kernels);
+    return ends;
+  };
+  size_t lo = 1, hi = total;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (cut_under(mid).size() <= programs)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  std::vector<std::string> out;
+  size_t begin = 0;  // the program's first kernel
+  for (size_t end : cut_under(lo)) {
+    std::string program(head);
+    program += source.substr(starts[begin], starts[end] - starts[begin]);
+    out.push_back(std::move(program));
+    begin = end;
   }
   return out;
 }
