@@ -247,17 +247,22 @@ void prepare_blaslt(int device) {
   const cublasLtHandle_t handle = handle_for(lt, s.devices[device], device);
   // cuBLASLt starts itself (80-90 ms) in a process's first heuristic query, or in its first
   // product when the algorithm is given: one query of a small f32 product, whose result is not
-  // kept, so it is not counted among the plans.
-  GemmProblem p;
-  p.M = p.N = p.K = p.lda = p.ldb = p.ldd = 64;
+  // kept, so it is not counted among the plans. Its first query of a bf16 product costs as much
+  // again (108 ms on the H200 host, on a cold LLM's way to its first token), and f16's likely
+  // so: a query of each here, on the start's thread, instead of in the first such product.
   const auto start = std::chrono::steady_clock::now();
-  const GemmDescriptors d(lt, p, GemmAlignment{}, 0);
-  cublasLtMatmulHeuristicResult_t result{};
-  int count = 0;
-  check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(handle, d.op.get(), d.lt_a.get(), d.lt_b.get(),
-                                                 d.lt_d.get(), d.lt_d.get(), d.preference.get(), 1,
-                                                 &result, &count),
-               "cuBLASLt's first heuristic query on cuda:" + std::to_string(device));
+  for (DType low : {DType::f32, DType::bf16, DType::f16}) {
+    GemmProblem p;
+    p.a = p.b = low;
+    p.M = p.N = p.K = p.lda = p.ldb = p.ldd = 64;
+    const GemmDescriptors d(lt, p, GemmAlignment{}, 0);
+    cublasLtMatmulHeuristicResult_t result{};
+    int count = 0;
+    check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(handle, d.op.get(), d.lt_a.get(),
+                                                   d.lt_b.get(), d.lt_d.get(), d.lt_d.get(),
+                                                   d.preference.get(), 1, &result, &count),
+                 "cuBLASLt's first heuristic query on cuda:" + std::to_string(device));
+  }
   ZC_LOG(timing)
       << "cuBLASLt's one-time start on cuda:" << device << ": "
       << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()

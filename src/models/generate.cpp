@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <numeric>
 #include <random>
 #include <string>
@@ -42,6 +43,14 @@ void check_options(const GenerateOptions& o) {
 Device device_of(const models::CausalLM& model) {
   for (const Tensor& p : model.parameters()) return p.device();
   return Device::cpu();
+}
+
+// The dtype of the model's activations, and so of its logits: its first floating parameter's.
+DType activation_dtype(const models::CausalLM& model) {
+  for (const Tensor& p : model.parameters()) {
+    if (is_floating(p.dtype())) return p.dtype();
+  }
+  return DType::f32;
 }
 
 // One token drawn from `row` (a sequence's logits) as the options say, with `rng`.
@@ -169,8 +178,23 @@ GenerateResult run(const std::shared_ptr<models::CausalLM>& model, const Tensor&
     return compiled ? (*compiled)(in)[0] : (*model)(in)[0];
   };
   std::mt19937_64 rng(options.seed);
+  // On a GPU the choice of a token is eager ops (an argmax of the last logits, or their copy to
+  // the host), each compiled at its first call: 147 ms of NVRTC after a cold prefill on the H200
+  // host, on the way to the first token. So the same choice is made on zeros of the same shape
+  // (a row of [B, 2, vocab], as the logits' last row is a row of [B, T, vocab]) on a thread of
+  // its own while the prefill compiles. Its result and any error are dropped: the real choice
+  // raises what it would have raised.
+  std::future<void> choice_warmed;
+  if (compiled && device.is_cuda()) {
+    const Tensor like = zeros({batch, 2, model->vocab_size()}, activation_dtype(*model), device);
+    choice_warmed = std::async(std::launch::async, [like, options, rng] {
+      std::mt19937_64 scratch = rng;
+      choose(like.select(1, 1), options, scratch);
+    });
+  }
   Timer timer;
   Tensor logits = step(prompt.to(device), arange(length).to(device));
+  if (choice_warmed.valid()) choice_warmed.wait();
   const Tensor first_last = logits.select(1, length - 1);
   std::vector<int64_t> tokens = choose(first_last, options, rng);
   result.prefill_ms = timer.ms();  // the choice waited for the logits
