@@ -69,7 +69,7 @@ ir::ValueId residual_taken_over(const Schedule& s, const Kernel& k, ir::ValueId 
 }
 }  // namespace
 
-BufferPlan plan_buffers(const Schedule& s) {
+BufferPlan plan_buffers(const Schedule& s, const std::vector<int32_t>& together) {
   const ir::Graph& g = s.graph;
   BufferPlan plan;
   plan.slot.assign(g.values.size(), BufferPlan::Slot{});
@@ -87,6 +87,8 @@ BufferPlan plan_buffers(const Schedule& s) {
   }
   // Lifetimes of arena values: [writer, last reader].
   size_t nk = s.kernels.size();
+  ZC_CHECK(together.empty() || together.size() == nk, "runs_together gave " << together.size()
+                                                        << " kernels' runs for " << nk);
   const std::vector<int32_t> last = last_readers(s);
   FreeRanges arena;
   std::vector<std::vector<ir::ValueId>> dies_after(nk);
@@ -123,7 +125,9 @@ BufferPlan plan_buffers(const Schedule& s) {
       } else {
         plan.slot[v] = {BufferKind::arena, arena.allocate(size_of[v])};
       }
-      dies_after[std::max<int32_t>(last[v], kernel)].push_back(v);
+      // Released after the last kernel of the run its last reader is in.
+      const int32_t dies = std::max<int32_t>(last[v], kernel);
+      dies_after[together.empty() ? dies : together[dies]].push_back(v);
     }
     for (ir::ValueId v : dies_after[k]) {
       if (!handed_on[v]) arena.release(plan.slot[v].index, size_of[v]);

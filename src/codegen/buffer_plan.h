@@ -5,7 +5,9 @@
 // lifetimes (from the kernel that writes them to the last kernel that reads them) do not
 // overlap. Values written or read by the same kernel never share bytes, with one exception: a
 // CPU convolution's output (conv2d_nhwc) takes its residual's bytes when the residual is an
-// arena value read by no later kernel (buffer_plan.cpp says why that is safe).
+// arena value read by no later kernel (buffer_plan.cpp says why that is safe). Kernels that run
+// at the same time (`together`, SchedulePolicy::runs_together: per kernel, the last kernel of
+// its run) count as one kernel for that rule: a value read in a run lives to the run's end.
 #pragma once
 
 #include <utility>
@@ -15,7 +17,7 @@
 
 namespace zc::codegen {
 
-BufferPlan plan_buffers(const Schedule& s);
+BufferPlan plan_buffers(const Schedule& s, const std::vector<int32_t>& together = {});
 
 // The (graph input, graph output) pairs a caller may give one buffer: by the same rule, an
 // output written by a convolution over an input that is its residual and dies there

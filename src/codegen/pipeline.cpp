@@ -32,7 +32,8 @@ CodegenResult codegen(const ir::Graph& lowered, const Backend& backend, bool emi
   ZC_LOG(graph) << "schedule (" << r.schedule.kernels.size() << " kernels):\n"
                 << describe(r.schedule);
   t = Timer();
-  r.plan = plan_buffers(r.schedule);  // place intermediates in one arena by liveness
+  // Place intermediates in one arena by liveness.
+  r.plan = plan_buffers(r.schedule, backend.policy().runs_together(r.schedule));
   ZC_LOG(timing) << "codegen pass plan_buffers: " << t.ms() << " ms, arena " << r.plan.arena_bytes
                  << " bytes";
   if (!emit_source) return r;

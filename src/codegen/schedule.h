@@ -67,6 +67,15 @@ class SchedulePolicy {
   // parameter or constant through a converting alias where the graph casts it to f32 (a
   // layer_norm's bf16 weight): the cast is exact, so it needs no kernel and no f32 copy.
   virtual bool elementwise_reads_half_inputs() const { return false; }
+
+  // Which kernels of `s` the backend may run at the same time (the CUDA backend packs
+  // independent launches, cuda/packs.h): per kernel, the last kernel of the run it is in (itself
+  // when alone), so that plan_buffers gives values read or written within a run bytes of their
+  // own. Empty: every kernel runs alone, one after another. Default: empty.
+  virtual std::vector<int32_t> runs_together(const Schedule& s) const {
+    (void)s;
+    return {};
+  }
 };
 
 // `varying`: per value of `g`, the dims that vary (Schedule::varying); empty for one size.

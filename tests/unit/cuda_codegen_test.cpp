@@ -320,6 +320,34 @@ TEST(CudaPrograms, ALargeSourceIsCutBetweenKernelsIntoProgramsWithTheHead) {
   }
 }
 
+// A kernel's marker may give it a weight (NVRTC's time per byte of an attention kernel is about
+// five times a pointwise one's): its bytes count so many times, and the cut makes the costliest
+// program as cheap as it can, so a heavy kernel is compiled in a program of its own.
+TEST(CudaPrograms, AHeavyKernelIsCompiledInAProgramOfItsOwn) {
+  using codegen::cuda::kKernelMarker;
+  using codegen::cuda::kWeightMarker;
+  using codegen::cuda::split_programs;
+  const std::string head = "// prelude\n";
+  auto kernel = [&](int k, size_t bytes, int weight) {
+    std::string body = std::string(kKernelMarker) + std::to_string(k) + ": attention";
+    if (weight) body += std::string(kWeightMarker) + std::to_string(weight);
+    body += "\n";
+    return body + std::string(bytes - body.size() - 1, 'x') + "\n";
+  };
+  // Eight kernels of 1.5 KB, the sixth weighing five times its bytes: 18 KB of cost, so three
+  // programs of about 6 KB: [0..4], [5], [6, 7].
+  std::string source = head;
+  for (int k = 0; k < 8; ++k) source += kernel(k, 1536, k == 5 ? 5 : 0);
+  const std::vector<std::string> programs = split_programs(source);
+  ASSERT_EQ(programs.size(), 3u);
+  EXPECT_EQ(programs[1], head + kernel(5, 1536, 5));
+  EXPECT_EQ(programs[2], head + kernel(6, 1536, 0) + kernel(7, 1536, 0));
+  // Unweighted, the same bytes are one program (9 KB of kernels, under two programs' worth).
+  std::string light = head;
+  for (int k = 0; k < 8; ++k) light += kernel(k, 1536, 0);
+  EXPECT_EQ(split_programs(light).size(), 1u);
+}
+
 // Several cubins travel as one binary and come back as they were; one cubin is itself (an ELF
 // file, as every cached cubin was before programs were cut); a container cut short or garbled is
 // a zc::Error.
@@ -453,6 +481,81 @@ TEST(CudaCodegen, ProductsOfFewRowsStreamTheirWeight) {
   auto [sv, lv] = plan_cached(false, randn({4, 8, 131}));
   EXPECT_TRUE(std::none_of(sv.kernels.begin(), sv.kernels.end(),
                            [](const codegen::Kernel& k) { return k.rows; }));
+}
+
+// Consecutive kernels that do not depend on each other run as one packed launch (packs.h): a
+// decode step's query, key and value products of one input are one kernel; a product of a
+// product's result is not packed with it; a member's blocks read their own numbers.
+TEST(CudaCodegen, IndependentKernelsArePackedIntoOneLaunch) {
+  auto backend = sm90();
+  SKIP_WITHOUT_NVRTC(*backend);
+  manual_seed(23);
+  NoGradGuard no_grad;
+  const Tensor wq = randn({256, 512}).to(DType::bf16), wk = randn({64, 512}).to(DType::bf16),
+               wv = randn({64, 512}).to(DType::bf16);
+  auto plan = [&](const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f) {
+    test::MultiFn m(f);
+    const std::vector<Tensor> in{randn({1, 512}).to(DType::bf16)};
+    ir::Graph low =
+        lower::lower(capture::capture_module(m, in, nullptr, true).graph, lower::LowerContext{});
+    codegen::CodegenResult code = codegen::codegen(low, *backend);
+    EXPECT_TRUE(test::cubins_are_elf(backend->build(code.source)));
+    return std::make_pair(code, codegen::cuda::launch_plan(code.schedule, code.plan));
+  };
+  auto [code, l] = plan([&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{linear(in[0], wq), linear(in[0], wk), linear(in[0], wv)};
+  });
+  ASSERT_EQ(l.size(), 3u);
+  ASSERT_TRUE(l[0].pack);
+  EXPECT_EQ(l[0].pack->members, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(l[1].packed_into, 0);
+  EXPECT_EQ(l[2].packed_into, 0);
+  EXPECT_NE(code.source.text.find("zc_pack0("), std::string::npos);
+  EXPECT_EQ(code.source.generated_kernels, 3);
+  // Chained: the second product reads the first's result.
+  const Tensor w2 = randn({64, 256}).to(DType::bf16);
+  auto [code2, l2] = plan([&](const std::vector<Tensor>& in) {
+    const Tensor h = linear(in[0], wq);
+    return std::vector<Tensor>{h, linear(h, w2)};
+  });
+  ASSERT_EQ(l2.size(), 2u);
+  EXPECT_FALSE(l2[0].pack);
+  EXPECT_EQ(l2[1].packed_into, -1);
+  // A Llama decode step: the q, k and v products are one pack, and so are the rotary passes of
+  // q and k, though the buffer plan would put k's rotated values over q's product (dead after
+  // q's pass) were they not one run (SchedulePolicy::runs_together).
+  models::LlamaConfig c;
+  c.vocab_size = 64;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 64;
+  auto llama = models::llama(c);
+  llama->to(DType::bf16);
+  llama->allocate_cache(1, 32);
+  const std::vector<Tensor> step{randint(0, 64, {1, 1}), from_values<int64_t>({5}, {1})};
+  lower::LowerContext lc;
+  lc.keep = backend->native_ops();
+  ir::Graph low = lower::lower(capture::capture_module(*llama, step, nullptr, true).graph, lc);
+  codegen::CodegenResult step_code = codegen::codegen(low, *backend);
+  EXPECT_TRUE(test::cubins_are_elf(backend->build(step_code.source)));
+  const std::vector<codegen::cuda::Launch> launches =
+      codegen::cuda::launch_plan(step_code.schedule, step_code.plan);
+  std::vector<std::vector<codegen::KernelKind>> packs;
+  for (const codegen::cuda::Launch& l : launches) {
+    if (!l.pack) continue;
+    packs.emplace_back();
+    for (int32_t m : l.pack->members) packs.back().push_back(launches[m].kind);
+  }
+  using codegen::KernelKind;
+  EXPECT_NE(std::find(packs.begin(), packs.end(),
+                      std::vector<KernelKind>(3, KernelKind::matmul)),
+            packs.end());
+  EXPECT_NE(std::find(packs.begin(), packs.end(),
+                      std::vector<KernelKind>(2, KernelKind::pointwise)),
+            packs.end());
 }
 
 TEST(CudaCodegen, KeysNameTheArchitectureAndNvrtc) {
@@ -620,6 +723,36 @@ TEST(CudaCompile, ProductsOfFewRowsMatchTheCpu) {
   const Tensor got =
       compile(scores)({q.to(Device::cuda(0)), keys.to(Device::cuda(0))})[0].to(Device::cpu());
   EXPECT_TRUE(allclose(got, want, 1e-4, 1e-4));
+}
+
+// Packed launches (packs.h) on the GPU: products of one input and pointwise kernels packed
+// together, each member's blocks renumbered from 0, compute what they compute alone.
+TEST(CudaCompile, PackedLaunchesMatchTheCpu) {
+  ZC_SKIP_WITHOUT_GPU();
+  NoGradGuard no_grad;
+  manual_seed(24);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor wq = randn({2048, 2048}).to(dt) * 0.02, wk = randn({256, 2048}).to(dt) * 0.02,
+                 wv = randn({256, 2048}).to(dt) * 0.02, x = randn({1, 2048}).to(dt),
+                 a = randn({3000}).to(dt), b = randn({70000}).to(dt);
+    auto f = std::make_shared<test::MultiFn>([](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{linear(in[0], in[1]), linear(in[0], in[2]) + 1.0,
+                                 linear(in[0], in[3]), sigmoid(in[4]), in[5] * 3.0};
+    });
+    const std::vector<Tensor> in{x, wq, wk, wv, a, b};
+    const std::vector<Tensor> want = (*f)(in);
+    std::vector<Tensor> on_gpu;
+    for (const Tensor& t : in) on_gpu.push_back(t.to(Device::cuda(0)));
+    const std::vector<Tensor> got = compile(f)(on_gpu);
+    ASSERT_EQ(got.size(), want.size());
+    const double tol = dt == DType::bf16 ? 2e-2 : 1e-4;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(allclose(got[i].to(Device::cpu()).to(DType::f32), want[i].to(DType::f32), tol,
+                           tol))
+          << "output " << i;
+    }
+  }
 }
 
 // Dims of size 0 on a GPU: a sum over an empty dim stores its identity per row (its rows are

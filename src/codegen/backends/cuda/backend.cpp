@@ -9,6 +9,7 @@
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
+#include "codegen/backends/cuda/packs.h"
 #include "codegen/backends/cuda/programs.h"
 #include "codegen/backends/cuda/support.h"
 #include "cuda/blaslt_start.h"
@@ -56,13 +57,14 @@ class CudaBackend final : public Backend, private SchedulePolicy {
     std::call_once(key_once_, [&] {
       unavailable_reason();
       key_.codegen =
-          "cuda;block=256;row_block<=256;matmul_threads=" + std::to_string(kMatmulThreads) +
+          "cuda;block=256;row_block<=256,1024<" + std::to_string(kFewRows) + ";matmul_threads=" + std::to_string(kMatmulThreads) +
           ";matmul_k=" + std::to_string(kMatmulTileK) + ";matmul_micro=4@64" +
           ";attention_threads=" + std::to_string(kAttentionThreads) + ";library_matmul>" +
           std::to_string(kLibraryMatmulMinFlops) + ";rows<=" + std::to_string(kRowsMaxM) + "," +
           std::to_string(kRowsLongMaxM) + ">" + std::to_string(kRowsShortK) + "x" +
           std::to_string(kRowsWarps) + "u" + std::to_string(kRowsUnroll) +
-          ";programs<=" + std::to_string(kMaxPrograms) + "x" + std::to_string(kProgramBytes);
+          ";programs<=" + std::to_string(kMaxPrograms) + "x" + std::to_string(kProgramBytes) +
+          ";pack<=" + std::to_string(kMaxPackMembers);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";
@@ -79,6 +81,9 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   }
 
   const SchedulePolicy& policy() const override { return *this; }
+
+  // Packed launches run their members at the same time (packs.h).
+  std::vector<int32_t> runs_together(const Schedule& s) const override { return pack_runs(s); }
 
   // Attention and its backward as fused kernels: no [Tq, Tk] scores in memory
   // (attention*.cpp). Convolutions are generated as columns and a cuBLASLt product, or

@@ -10,6 +10,7 @@
 #include "codegen/backends/cuda/kernel_emitter.h"
 #include "codegen/backends/cuda/kernel_profile.h"
 #include "codegen/backends/cuda/launch.h"
+#include "codegen/backends/cuda/packs.h"
 #include "codegen/backends/cuda/programs.h"
 #include "codegen/call_buffers.h"
 #include "cuda/allocator.h"
@@ -125,24 +126,27 @@ class CudaExecutable final : public RawExecutable,
       }
       for (size_t i = 0; i < symbols.size(); ++i) symbols_[i] = symbols[i];
     }
-    for (const Launch& l : launches_) {
+    for (size_t k = 0; k < launches_.size(); ++k) {
+      const Launch& l = launches_[k];
       CUfunction fn = nullptr;
-      if (l.work > 0 && l.has_kernel) {
+      // A pack's later members run inside its first member's launch (packs.h).
+      if (l.work > 0 && l.has_kernel && l.packed_into < 0) {
+        const std::string symbol = l.pack ? pack_symbol(k) : l.symbol;
         CUresult r = CUDA_ERROR_NOT_FOUND;
         for (size_t m = 0; m < modules_.size() && r == CUDA_ERROR_NOT_FOUND; ++m) {
-          r = driver().cuModuleGetFunction(&fn, modules_[m], l.symbol.c_str());
+          r = driver().cuModuleGetFunction(&fn, modules_[m], symbol.c_str());
         }
         if (r != CUDA_SUCCESS) {
-          throw Error("compiled graph's cubin lacks kernel " + l.symbol +
+          throw Error("compiled graph's cubin lacks kernel " + symbol +
                       " (a cubin from another schedule): " + zc::cuda::error_text(r));
         }
         // CUDA loads a kernel at its first launch unless told to (lazy loading): loaded here,
         // a warm process's first call launches without those loads, and a training step's
         // backward loads while its forward runs (runtime/driver/graph_variants.h).
-        if (driver().cuFuncLoad) check(driver().cuFuncLoad(fn), "loading kernel " + l.symbol);
+        if (driver().cuFuncLoad) check(driver().cuFuncLoad(fn), "loading kernel " + symbol);
       }
       functions_.push_back(fn);
-      if (timing_kernels()) labels_.push_back(launch_label(schedule_, l, functions_.size() - 1));
+      if (timing_kernels()) labels_.push_back(launch_label(schedule_, launches_, k));
       has_error_flag_ = has_error_flag_ || l.error_flag;
       has_library_ = has_library_ || (l.library && l.work > 0);
     }
@@ -197,7 +201,7 @@ class CudaExecutable final : public RawExecutable,
         base_(std::move(base)) {
     if (timing_kernels()) {
       for (size_t k = 0; k < launches_.size(); ++k)
-        labels_.push_back(launch_label(schedule_, launches_[k], k));
+        labels_.push_back(launch_label(schedule_, launches_, k));
     }
   }
 
@@ -287,7 +291,7 @@ class CudaExecutable final : public RawExecutable,
     KernelTimer timer(stream, launches_.size());  // ZC_LOGS=kernels
     for (size_t k = 0; k < launches_.size(); ++k) {
       const Launch& l = launches_[k];
-      if (l.work == 0) continue;
+      if (l.work == 0 || l.packed_into >= 0) continue;
       timer.before(k);
       if (l.conv) {
         const LibraryConv& c = *l.conv;
@@ -312,14 +316,31 @@ class CudaExecutable final : public RawExecutable,
         }
       }
       values.clear();
-      for (ir::ValueId b : l.buffers) values.push_back(buffer(b));
-      if (l.error_flag) values.push_back(error_flag_);
+      const std::vector<ir::ValueId>& buffers = l.pack ? l.pack->buffers : l.buffers;
+      for (ir::ValueId b : buffers) values.push_back(buffer(b));
+      if (l.pack ? l.pack->error_flag : l.error_flag) values.push_back(error_flag_);
       params.clear();
       for (CUdeviceptr& v : values) params.push_back(&v);
       // The kernel's ZcSym, by value.
       if (schedule_.symbolic()) params.push_back(const_cast<int64_t*>(symbols_.data()));
       unsigned gx = 1, gy = 1, gz = 1;
-      grid(l, &gx, &gy, &gz);
+      // A pack: each member's blocks as it would have alone, one after another (ZcPackEnds).
+      std::array<unsigned, kMaxPackMembers> ends{};
+      if (l.pack) {
+        uint64_t blocks = 0;
+        for (size_t i = 0; i < l.pack->members.size(); ++i) {
+          unsigned mx = 1, my = 1, mz = 1;
+          grid(launches_[l.pack->members[i]], &mx, &my, &mz);
+          ZC_CHECK(my == 1 && mz == 1, "a packed launch with a grid of more than one dim");
+          blocks += mx;
+          ZC_CHECK(blocks < (uint64_t{1} << 31), "a packed launch of " << blocks << " blocks");
+          ends[i] = static_cast<unsigned>(blocks);
+        }
+        gx = static_cast<unsigned>(blocks);
+        params.push_back(ends.data());
+      } else {
+        grid(l, &gx, &gy, &gz);
+      }
       check(driver().cuLaunchKernel(functions_[k], gx, gy, gz, l.block_x, l.block_y, 1, 0, stream,
                                     params.data(), nullptr),
             "launching " + l.symbol);

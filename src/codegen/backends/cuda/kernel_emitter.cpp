@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codegen/backends/cuda/packs.h"
 #include "codegen/c_expr.h"
 #include "util/check.h"
 
@@ -9,7 +10,7 @@ namespace zc::codegen::cuda {
 
 using ir::ValueId;
 
-void KernelEmitter::emit(int32_t k, const Launch& launch) {
+void KernelEmitter::emit_function(int32_t k, const Launch& launch, bool member) {
   kernel_ = k;
   launch_ = &launch;
   library_output_ = -1;
@@ -48,20 +49,62 @@ void KernelEmitter::emit(int32_t k, const Launch& launch) {
     case KernelKind::extern_op:
       ZC_CHECK(false, "extern kernels are not generated");
   }
+  std::string params = parameters(launch.buffers, launch.error_flag);
+  // Code for many sizes reads the sizes that vary from the symbols (size_template.h).
+  if (s_.symbolic()) params += std::string(params.empty() ? "" : ", ") + "const ZcSym zc_sym";
+  if (member) {
+    // A pack's member (packs.h): its blocks' numbers and count are parameters, which the body
+    // reads in place of CUDA's built-ins of those names.
+    params += std::string(params.empty() ? "" : ", ") + "const ZcGrid blockIdx, const ZcGrid gridDim";
+    out_.open("static __device__ __forceinline__ void " + launch.symbol + "(" + params + ")");
+  } else {
+    out_.open("extern \"C\" __global__ void __launch_bounds__(" +
+              std::to_string(launch.block_x * launch.block_y) + ") " + launch.symbol + "(" +
+              params + ")");
+  }
+  out_.raw(w_.str());
+  out_.close();
+  out_.blank();
+}
+
+std::string KernelEmitter::parameters(const std::vector<ValueId>& buffers, bool error_flag) const {
   std::string params;
-  for (ValueId b : launch.buffers) {
+  for (ValueId b : buffers) {
     const BufferPlan::Slot& slot = plan_.slot[b];
     bool writes = slot.kind == BufferKind::output || slot.kind == BufferKind::arena;
     params += std::string(params.empty() ? "" : ", ") + (writes ? "" : "const ") +
-              storage_type(s_.graph.meta(b).dtype) + "* __restrict__ " + buffer(b);
+              storage_type(s_.graph.meta(b).dtype) + "* __restrict__ b" + std::to_string(b);
   }
-  if (launch.error_flag) params += std::string(params.empty() ? "" : ", ") + "int* zc_err";
-  // Code for many sizes reads the sizes that vary from the symbols (size_template.h).
-  if (s_.symbolic()) params += std::string(params.empty() ? "" : ", ") + "const ZcSym zc_sym";
+  if (error_flag) params += std::string(params.empty() ? "" : ", ") + "int* zc_err";
+  return params;
+}
+
+void KernelEmitter::emit(int32_t k, const Launch& launch) {
+  emit_function(k, launch, false);
+}
+
+void KernelEmitter::emit_pack(int32_t first, const std::vector<Launch>& launches) {
+  const Launch& lead = launches[first];
+  const Launch::Pack& pack = *lead.pack;
+  for (int32_t m : pack.members) emit_function(m, launches[m], true);
+  // Block b goes to the member whose range [end of the one before, its end) holds it.
   out_.open("extern \"C\" __global__ void __launch_bounds__(" +
-            std::to_string(launch.block_x * launch.block_y) + ") " + launch.symbol + "(" + params +
-            ")");
-  out_.raw(w_.str());
+            std::to_string(lead.block_x * lead.block_y) + ") " + pack_symbol(first) + "(" +
+            parameters(pack.buffers, pack.error_flag) + ", const ZcPackEnds zc_ends)");
+  out_.line("const unsigned zc_b = blockIdx.x;");
+  for (size_t i = 0; i < pack.members.size(); ++i) {
+    const Launch& l = launches[pack.members[i]];
+    const std::string lo = i == 0 ? std::string("0u") : "zc_ends.v[" + str(static_cast<int64_t>(i) - 1) + "]";
+    const std::string hi = "zc_ends.v[" + str(static_cast<int64_t>(i)) + "]";
+    std::string args;
+    for (ValueId b : l.buffers) args += "b" + std::to_string(b) + ", ";
+    if (l.error_flag) args += "zc_err, ";
+    out_.open("if (zc_b < " + hi + ")");
+    out_.line(l.symbol + "(" + args + "ZcGrid{zc_b - " + lo + ", blockIdx.y, blockIdx.z}, ZcGrid{" +
+              hi + " - " + lo + ", gridDim.y, gridDim.z});");
+    out_.line("return;");
+    out_.close();
+  }
   out_.close();
   out_.blank();
 }

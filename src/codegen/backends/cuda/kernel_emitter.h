@@ -36,11 +36,18 @@ class KernelEmitter final : private CLikeEmitter {
       : CLikeEmitter(s, plan), out_(out) {}
 
   void emit(int32_t k, const Launch& launch);
+  // A pack (packs.h), `first` its first member: each member as a device function, then the
+  // pack's kernel.
+  void emit_pack(int32_t first, const std::vector<Launch>& launches);
   // The sizes recorded while emitting code for many sizes (size_template.h), in marker order.
   std::vector<int64_t> take_sizes() { return sizes_.take(); }
 
  private:
   std::string buffer(ir::ValueId base) const override;
+  // Kernel k as a __global__ function, or as a pack's member (a device function).
+  void emit_function(int32_t k, const Launch& launch, bool member);
+  // A kernel's pointer parameters: `buffers` (written ones without const), then the error flag.
+  std::string parameters(const std::vector<ir::ValueId>& buffers, bool error_flag) const;
 
   void emit_pointwise(const Kernel& k, const Launch& l);
   void emit_copy(const Kernel& k, const Launch& l);

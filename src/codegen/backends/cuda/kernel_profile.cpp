@@ -93,7 +93,10 @@ void FirstRunTimer::done(std::string_view what) {
                  << timer_->ms() << " ms";
 }
 
-std::string launch_label(const Schedule& s, const Launch& l, size_t k) {
+namespace {
+
+// Launch k's label as a launch of its own.
+std::string one_label(const Schedule& s, const Launch& l, size_t k) {
   const Kernel& K = s.kernels[k];
   std::ostringstream os;
   if (l.library) {
@@ -110,6 +113,16 @@ std::string launch_label(const Schedule& s, const Launch& l, size_t k) {
   }
   os << member_ops(s, K);
   return os.str();
+}
+
+}  // namespace
+
+std::string launch_label(const Schedule& s, const std::vector<Launch>& launches, size_t k) {
+  const Launch& l = launches[k];
+  if (!l.pack) return one_label(s, l, k);
+  std::string label = "pack of " + std::to_string(l.pack->members.size()) + ":";
+  for (int32_t m : l.pack->members) label += " [" + one_label(s, launches[m], m) + "]";
+  return label;
 }
 
 KernelTimer::KernelTimer(CUstream stream, size_t launches) {

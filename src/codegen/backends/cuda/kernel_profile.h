@@ -28,8 +28,8 @@ namespace zc::codegen::cuda {
 bool timing_kernels();
 
 // "matmul cuBLASLt f32 M=1024 N=2304 K=768 B^T" or "row_reduce [8,128,768] sub mul rsqrt":
-// what a profile line calls launch k.
-std::string launch_label(const Schedule& s, const Launch& l, size_t k);
+// what a profile line calls launch k ("pack of 3: [...] [...] [...]" for a pack, packs.h).
+std::string launch_label(const Schedule& s, const std::vector<Launch>& launches, size_t k);
 
 // One compiled call's launches; inactive (every method a no-op) unless timing_kernels().
 class KernelTimer {

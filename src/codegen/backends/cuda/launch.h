@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,17 @@ struct Launch {
   int micro = 1;
   // A row reduction in column form (kColumnRows rows a block, see above).
   bool columns = false;
+  // Launches packed into one kernel (packs.h). On a pack's first member: every member's
+  // index, itself first, and the buffers and error flag of any of them (the pack kernel's
+  // parameters, ascending). On a later member: the first member's index; it is not launched on
+  // its own.
+  struct Pack {
+    std::vector<int32_t> members;
+    std::vector<ir::ValueId> buffers;
+    bool error_flag = false;
+  };
+  std::optional<Pack> pack;
+  int32_t packed_into = -1;
 };
 
 // Row reductions whose rows are strided in memory (a bias gradient: a sum over every dim but
@@ -52,6 +64,9 @@ struct Launch {
 // twice: with fewer (a [8, 128, 768] bias gradient's 768), a block per row keeps more loads in
 // flight and is faster (measured on an H100). Others take one block per row.
 inline constexpr int kColumnRows = 8;
+// A row reduction of fewer rows than this takes up to 1024 threads a row (launch.cpp:
+// row_block), others up to 256.
+inline constexpr int64_t kFewRows = 128;
 inline constexpr int kColumnThreads = 32;
 inline constexpr int64_t kColumnMinRows = 2048;
 
@@ -155,6 +170,9 @@ int vector_width(const Schedule& s, int32_t k);
 // The values that vector steps of kernel k load as vectors (those dense along the last dim).
 std::vector<ir::ValueId> vector_loads(const Schedule& s, int32_t k);
 
+// Every kernel's launch, packs included (packs.h).
 std::vector<Launch> launch_plan(const Schedule& s, const BufferPlan& plan);
+// The same without packs: what the buffer plan's runs (packs.h: pack_runs) are decided from.
+std::vector<Launch> unpacked_launch_plan(const Schedule& s);
 
 }  // namespace zc::codegen::cuda

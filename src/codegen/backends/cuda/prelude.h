@@ -22,6 +22,14 @@ typedef unsigned long long uint64_t;
 struct ZcSym {
   int64_t v[8];
 };
+// A packed launch (packs.h): a member's block numbers and counts, and where each member's
+// blocks end (a kernel parameter, by value; kMaxPackMembers of them).
+struct ZcGrid {
+  unsigned x, y, z;
+};
+struct ZcPackEnds {
+  unsigned v[8];
+};
 
 static __device__ __forceinline__ float zc_h2f(uint16_t h) {
   float f;
