@@ -102,6 +102,13 @@ struct CompileOptions {
   // roi_sampling.
   bool roi_guard = false;
   AccuracyCheck accuracy_check;
+  // Training calls: how much of the activation memory the backward may keep, as torch's
+  // activation_memory_budget. 1 (the default): the forward saves what the backward reads
+  // unless it is cheap to run again (elementwise and layout ops). Below 1 the backward may run
+  // any forward op again, products and attention included: the partition saves at most
+  // least + budget * (default - least) bytes, `least` being the least any partition saves, with
+  // the least recomputation that fits (docs/training.md, "Activation memory"). In [0, 1].
+  double activation_memory_budget = 1.0;
 };
 
 // What CompiledModule::warmup did for each example call.
@@ -208,6 +215,11 @@ struct Stats {
   // Weights converted into a kernel's own layout and kept across calls (a product's B packed
   // for oneDNN, a convolution's weight blocked): once per weight while it stays the same.
   int64_t weights_kept = 0;
+  // Compiled calls with gradients wanted, and the bytes their forwards saved for the backward
+  // (the activation memory CompileOptions::activation_memory_budget trades for recomputation),
+  // summed over the calls.
+  int64_t training_calls = 0;
+  int64_t saved_bytes = 0;
   // Wall time that calls spent before running anything: capture, region planning, cache
   // lookups, compiling or loading. What a start costs; the first call also runs the arithmetic.
   // A training call's backward compiles while its forward runs, outside this time.

@@ -67,6 +67,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  // Replaces the submodule `name` (which must exist) by `module`; compiled modules see the
+  // module changed.
+  void replace_child(const std::string& name, std::shared_ptr<Module> module);
   // Replaces the parameter or buffer `name` by buffer `value` (a layer whose weight changes
   // kind, as a quantized one's does); compiled modules see the module changed.
   Tensor replace_with_buffer(const std::string& name, Tensor value);
@@ -79,6 +82,25 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
+
+// Activation checkpointing, as torch.utils.checkpoint.checkpoint: `checkpoint(block)` runs
+// block's forward without keeping what its backward reads, and the backward runs it again.
+// Eagerly: the forward runs with gradients off, and its backward runs the block once more from
+// the saved inputs, with gradients, then backward through that (the block must compute the
+// same thing twice: rand_like and dropout draw again, as torch's checkpoint without its RNG
+// state). Compiled: the block's region is recomputed in the training backward (lower/partition.h)
+// and only its inputs and outputs may be saved, whatever CompileOptions::activation_memory_budget
+// says elsewhere. Without gradients wanted it is the block itself.
+class Checkpoint : public Module {
+ public:
+  explicit Checkpoint(std::shared_ptr<Module> module);
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  const std::shared_ptr<Module>& module() const { return module_; }
+
+ private:
+  std::shared_ptr<Module> module_;
+};
+std::shared_ptr<Checkpoint> checkpoint(std::shared_ptr<Module> module);
 
 // Scales the gradients of `parameters` (those that have one) together so that their norm is at
 // most max_norm, as torch.nn.utils.clip_grad_norm_: the norm of all of them as one vector (p =
@@ -176,6 +198,9 @@ class ModuleList : public Module {
   void push_back(std::shared_ptr<Module> module);
   size_t size() const { return modules_.size(); }
   std::shared_ptr<Module> operator[](size_t i) const;
+  // Replaces module i (as `list[i] = m` does in torch), under the same name: wrapping a block
+  // in nn::checkpoint, say.
+  void set(size_t i, std::shared_ptr<Module> module);
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
 

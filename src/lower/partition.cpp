@@ -21,13 +21,78 @@ int64_t bytes_of(const ops::TensorMeta& m) {
   return shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype));
 }
 
+// Per node of `g`: whether it lies in a checkpointed region (kCheckpointRegion) or one inside
+// such a region.
+std::vector<bool> checkpointed_nodes(const ir::Graph& g) {
+  std::vector<bool> region(g.regions.size(), false);
+  for (size_t r = 0; r < g.regions.size(); ++r) {
+    const ir::Region& reg = g.regions[r];
+    // Parents come before their children.
+    region[r] = reg.type_name == kCheckpointRegion ||
+                (reg.parent != ir::kNoRegion && region[static_cast<size_t>(reg.parent)]);
+  }
+  std::vector<bool> out(g.nodes.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::RegionId r = g.nodes[i].region;
+    out[i] = r != ir::kNoRegion && region[static_cast<size_t>(r)];
+  }
+  return out;
+}
+
+// Per value of `g`: whether a checkpointed node makes it and it stays inside (only
+// checkpointed nodes read it, and it is no output of the graph): it is never saved.
+std::vector<bool> internal_values(const ir::Graph& g, const std::vector<bool>& checkpointed) {
+  std::vector<bool> out(g.values.size(), false);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!checkpointed[i]) continue;
+    for (ir::ValueId v : g.nodes[i].outputs) out[v] = true;
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (checkpointed[i]) continue;
+    for (ir::ValueId u : g.nodes[i].inputs) out[u] = false;
+  }
+  for (ir::ValueId v : g.outputs) out[v] = false;
+  return out;
+}
+
+// The work of running node p again, in units comparable across ops: a product's or an
+// attention's multiply-adds over 64 (what a GPU or a CPU core does in the time it reads a byte,
+// roughly), any other op's input elements.
+int64_t recompute_work(const ir::Graph& g, int32_t p) {
+  const ir::Node& n = g.nodes[p];
+  const ops::OpId op = n.op;
+  if (op == ops::OpId::matmul || op == ops::OpId::linear) {
+    const Shape& a = g.meta(n.inputs[0]).shape;
+    const int64_t k = a.empty() ? 1 : a.back();
+    return std::max<int64_t>(1, shape_numel(g.meta(n.outputs[0]).shape) * k / 64);
+  }
+  if (op == ops::OpId::attention) {
+    const Shape& q = g.meta(n.inputs[0]).shape;
+    const Shape& k = g.meta(n.inputs[1]).shape;
+    const int64_t keys = k.size() >= 2 ? k[k.size() - 2] : 1;
+    return std::max<int64_t>(1, 2 * shape_numel(q) * keys / 64);
+  }
+  int64_t elements = 0;
+  for (ir::ValueId u : n.inputs) elements += shape_numel(g.meta(u).shape);
+  return std::max<int64_t>(1, elements);
+}
+
 // Which forward values the backward keeps (saved, or free to keep), by the minimum cut the
 // header describes. Each non-free forward value v is an edge in(v) -> out(v) whose capacity is
 // its cost to save; a recomputable node's inputs feed its outputs' in() vertices; everything
 // that is not recomputable (and the free values) hangs off the source; what the backward reads
 // runs into the sink. A value is kept when its edge is cut.
+//
+// Under a budget (`rate` >= 0) every node may be recomputed: one that is not cheap hangs off the
+// source by an edge of `rate` times its work (recompute_work), which the cut pays when the
+// backward runs it again, and its inputs feed it as a cheap node's do. `saved` receives the
+// bytes the cut keeps (the free values aside).
+//
+// Nodes in a checkpointed region (`checkpointed`, per node) are recomputed at no cost, and the
+// values they keep inside (`internal`, per value) cannot be saved.
 std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>& costless,
-                              const std::vector<bool>& read) {
+                              const std::vector<bool>& read, const std::vector<bool>& checkpointed,
+                              const std::vector<bool>& internal, double rate, int64_t* saved) {
   const int n = static_cast<int>(captured.values.size());
   const int s = 2 * n, t = 2 * n + 1;
   auto in = [](int v) { return 2 * v; };
@@ -43,18 +108,76 @@ std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>
     ZC_CHECK(p >= 0, "partition: value %" << v << " is neither an input nor a node output");
     // Saving costs bytes; among equal byte counts, a value the backward reads directly costs
     // less than one it would only recompute from.
-    cut.add_edge(in(v), out(v), bytes_of(captured.meta(v)) * 4 + (read[v] ? 1 : 2));
+    cut.add_edge(
+        in(v), out(v),
+        internal[v] ? MinCut::kInfinite : bytes_of(captured.meta(v)) * 4 + (read[v] ? 1 : 2));
     const ir::Node& node = captured.nodes[p];
-    if (recomputable(node.op)) {
-      for (ir::ValueId u : node.inputs) cut.add_edge(out(u), in(v), MinCut::kInfinite);
-    } else {
-      cut.add_edge(s, in(v), MinCut::kInfinite);
+    const bool cheap = recomputable(node.op) || checkpointed[p];
+    if (cheap || rate >= 0) {
+      // Under a budget or a checkpoint a free input (a parameter, say) does not tie its reader
+      // to the forward: the backward has it too. Elsewhere the cut stays the one made before
+      // budgets and checkpoints were.
+      const bool free_inputs_bind = rate < 0 && !checkpointed[p];
+      for (ir::ValueId u : node.inputs) {
+        if (free_inputs_bind || !costless[u]) cut.add_edge(out(u), in(v), MinCut::kInfinite);
+      }
+    }
+    if (!cheap) {
+      const double pay = rate * 4 * static_cast<double>(recompute_work(captured, p));
+      cut.add_edge(s, in(v),
+                   rate < 0 || pay >= static_cast<double>(MinCut::kInfinite)
+                       ? MinCut::kInfinite
+                       : static_cast<int64_t>(pay));
     }
   }
   std::vector<bool> side = cut.source_side(s, t);
   std::vector<bool> kept(n, false);
-  for (int v = 0; v < n; ++v) kept[v] = costless[v] || (side[in(v)] && !side[out(v)]);
+  *saved = 0;
+  for (int v = 0; v < n; ++v) {
+    kept[v] = costless[v] || (side[in(v)] && !side[out(v)]);
+    if (kept[v] && !costless[v]) *saved += bytes_of(captured.meta(v));
+  }
   return kept;
+}
+
+// The cut for `budget` (partition.h): the cut of least recomputation whose saved bytes are
+// within budget * (what budget 1 saves - what recomputing everything saves) over the latter.
+// Saved bytes fall as the rate falls, so the rate is found by bisection: first over powers of
+// two, then between the two that bracket the target.
+std::vector<bool> kept_within(const ir::Graph& captured, const std::vector<bool>& costless,
+                              const std::vector<bool>& read, double budget) {
+  const std::vector<bool> checkpointed = checkpointed_nodes(captured);
+  const std::vector<bool> internal = internal_values(captured, checkpointed);
+  int64_t most = 0, least = 0, saved = 0;
+  std::vector<bool> kept = kept_values(captured, costless, read, checkpointed, internal, -1, &most);
+  if (budget >= 1) return kept;
+  std::vector<bool> fewest =
+      kept_values(captured, costless, read, checkpointed, internal, 0, &least);
+  const double target =
+      static_cast<double>(least) + budget * static_cast<double>(std::max<int64_t>(most - least, 0));
+  if (least >= most) return kept;  // recomputing saves nothing here
+  // The largest rate whose cut fits: lo fits, hi does not (or is the budget-1 cut).
+  double lo = 0, hi = 1.0 / 1024;
+  std::vector<bool> best = fewest;
+  while (hi < 1e12) {
+    std::vector<bool> k = kept_values(captured, costless, read, checkpointed, internal, hi, &saved);
+    if (static_cast<double>(saved) > target) break;
+    lo = hi;
+    best = std::move(k);
+    hi *= 2;
+  }
+  for (int i = 0; i < 24; ++i) {
+    const double mid = (lo + hi) / 2;
+    std::vector<bool> k =
+        kept_values(captured, costless, read, checkpointed, internal, mid, &saved);
+    if (static_cast<double>(saved) <= target) {
+      lo = mid;
+      best = std::move(k);
+    } else {
+      hi = mid;
+    }
+  }
+  return best;
 }
 
 // Region ranges from the nodes placed in each region and its descendants. Regions left without
@@ -81,7 +204,7 @@ void set_regions(ir::Graph& g) {
 
 }  // namespace
 
-Partition partition(const ir::Graph& captured, const JointGraph& joint) {
+Partition partition(const ir::Graph& captured, const JointGraph& joint, double budget) {
   const ir::Graph& j = joint.graph;
   const size_t n_values = captured.values.size();
   const size_t n_nodes = captured.nodes.size();
@@ -107,7 +230,8 @@ Partition partition(const ir::Graph& captured, const JointGraph& joint) {
   for (size_t k = n_outputs; k < j.outputs.size(); ++k) {
     if (static_cast<size_t>(j.outputs[k]) < n_values) read[j.outputs[k]] = true;
   }
-  const std::vector<bool> kept = kept_values(captured, costless, read);
+  const std::vector<bool> kept = kept_within(captured, costless, read, budget);
+  const std::vector<bool> checkpointed = checkpointed_nodes(captured);
 
   // The backward graph: the joint graph's values, its backward nodes, and the recomputed
   // forward nodes each needs, emitted just before it.
@@ -138,7 +262,7 @@ Partition partition(const ir::Graph& captured, const JointGraph& joint) {
       return;
     }
     const int32_t p = captured.values[v].producer;
-    ZC_CHECK(p >= 0 && recomputable(j.nodes[p].op),
+    ZC_CHECK(p >= 0 && (recomputable(j.nodes[p].op) || budget < 1 || checkpointed[p]),
              "partition: value %" << v << " is neither kept nor recomputable");
     ir::Node node = j.nodes[p];
     for (ir::ValueId u : node.inputs) self(self, u, region);

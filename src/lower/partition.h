@@ -13,6 +13,18 @@
 // repeated block is cut the same way and stays one block for hierarchical compilation.
 // Graph inputs, constants and the forward's own outputs cost nothing to keep.
 //
+// An activation-memory budget below 1 (CompileOptions::activation_memory_budget, torch's
+// activation_memory_budget) lets the backward run any forward node again, products and
+// attention included: a node that is not cheap costs its work (multiply-adds over 64, or input
+// elements) times a rate, and the partition is the cut of least such work among those whose
+// saved bytes are at most least + budget * (most - least), `most` being what budget 1 saves
+// and `least` what the cut of least memory saves. Budget 1 is the partition above exactly;
+// budget 0 saves the least memory any partition can.
+//
+// A region of an nn::Checkpoint (its type name, kCheckpointRegion) is recomputed whatever the
+// budget: its nodes run again in the backward at no cost, and a value one of them makes that
+// only they read is never saved (its inputs and outputs may be, as in torch).
+//
 // Input: the captured graph `captured` (verified) and `joint` = joint_graph(captured, wrt).
 // Output:
 //   forward:  the captured graph (inputs, nodes, regions unchanged), its outputs followed by
@@ -26,6 +38,7 @@
 //   saved:    for each saved input of backward, the index in forward.outputs that feeds it.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
@@ -33,12 +46,15 @@
 
 namespace zc::lower {
 
+// The region name of a zc::nn::Checkpoint module (Module::type_name()).
+inline constexpr std::string_view kCheckpointRegion = "zc::nn::Checkpoint";
+
 struct Partition {
   ir::Graph forward;
   ir::Graph backward;
   std::vector<size_t> saved;
 };
 
-Partition partition(const ir::Graph& captured, const JointGraph& joint);
+Partition partition(const ir::Graph& captured, const JointGraph& joint, double budget = 1.0);
 
 }  // namespace zc::lower

@@ -136,6 +136,15 @@ void ModuleList::push_back(std::shared_ptr<Module> module) {
   modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
 }
 
+void ModuleList::set(size_t i, std::shared_ptr<Module> module) {
+  if (i >= modules_.size()) {
+    throw Error("zc::nn::ModuleList: index " + std::to_string(i) + " is out of range for " +
+                std::to_string(modules_.size()) + " modules");
+  }
+  replace_child(std::to_string(i), module);
+  modules_[i] = std::move(module);
+}
+
 std::shared_ptr<Module> ModuleList::operator[](size_t i) const {
   if (i >= modules_.size()) {
     throw Error("zc::nn::ModuleList: index " + std::to_string(i) + " is out of range for " +

@@ -172,6 +172,20 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   bump_module_epoch();
 }
 
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  if (!module) throw Error(type_name() + ": submodule '" + name + "' is null");
+  if (module.get() == this) {
+    throw Error(type_name() + ": submodule '" + name + "' is the module itself");
+  }
+  for (auto& [n, child] : children_) {
+    if (n != name) continue;
+    child = std::move(module);
+    bump_module_epoch();
+    return;
+  }
+  throw Error(type_name() + ": no submodule '" + name + "' to replace");
+}
+
 void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out,
                      bool buffers) const {
   for (const auto& [name, tensor] : buffers ? buffers_ : params_) {

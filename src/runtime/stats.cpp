@@ -44,6 +44,8 @@ Stats stats() {
   out.accuracy_checks = c(Counter::accuracy_checks);
   out.accuracy_failures = c(Counter::accuracy_failures);
   out.weights_kept = c(Counter::weights_kept);
+  out.training_calls = c(Counter::training_calls);
+  out.saved_bytes = c(Counter::saved_bytes);
   out.ready_ms = t(Stage::ready);
   out.capture_ms = t(Stage::capture);
   out.compile_ms = t(Stage::compile);
@@ -98,6 +100,8 @@ std::string Stats::str() const {
      << "accuracy checks     " << accuracy_checks << "\n"
      << "accuracy failures   " << accuracy_failures << "\n"
      << "weights kept        " << weights_kept << "\n"
+     << "training calls      " << training_calls << "\n"
+     << "saved bytes         " << saved_bytes << "\n"
      << "ready ms            " << ready_ms << "\n"
      << "capture ms          " << capture_ms << "\n"
      << "compile ms          " << compile_ms << "\n"
@@ -126,6 +130,7 @@ std::string Stats::json() const {
      << ",\"graphs_preloaded\":" << graphs_preloaded << ",\"async_compiles\":" << async_compiles
      << ",\"eager_calls\":" << eager_calls << ",\"accuracy_checks\":" << accuracy_checks
      << ",\"accuracy_failures\":" << accuracy_failures << ",\"weights_kept\":" << weights_kept
+     << ",\"training_calls\":" << training_calls << ",\"saved_bytes\":" << saved_bytes
      << ",\"ready_ms\":" << ready_ms << ",\"capture_ms\":" << capture_ms
      << ",\"compile_ms\":" << compile_ms << ",\"lower_ms\":" << lower_ms
      << ",\"codegen_ms\":" << codegen_ms << ",\"cxx_ms\":" << cxx_ms << ",\"load_ms\":" << load_ms

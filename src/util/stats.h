@@ -37,6 +37,8 @@ enum class Counter : uint8_t {
   accuracy_checks,    // calls compared against eager (CompileOptions::accuracy_check)
   accuracy_failures,  // those that differed beyond the tolerances
   weights_kept,       // weights converted into a kernel's own layout and kept across calls
+  training_calls,     // compiled calls with gradients wanted (a forward that saves values)
+  saved_bytes,        // bytes those calls saved for their backward
   count
 };
 // compile covers everything after capture; lower, codegen, cxx and load are its parts. ready

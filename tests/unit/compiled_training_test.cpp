@@ -2,6 +2,7 @@
 // compiled like any graph gives what eager autograd gives, step after step of training.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "codegen/call_buffers.h"
@@ -104,6 +105,45 @@ TEST(CompiledTraining, GptGradientsEqualEager) {
         return nn::functional::cross_entropy(call(tokens).reshape({-1, 13}), targets);
       },
       1e-5);
+}
+
+// Under an activation-memory budget the backward runs products and attention of the forward
+// again instead of reading them saved: the gradients stay the eager ones. A budget outside
+// [0, 1] is refused.
+TEST(CompiledTraining, ABudgetKeepsTheGradients) {
+  manual_seed(53);
+  auto model = models::gpt(tiny_gpt());
+  Tensor tokens = randint(0, 13, {2, 8});
+  Tensor targets = randint(0, 13, {2 * 8});
+  auto loss_of = [&](auto call) {
+    return nn::functional::cross_entropy(call(tokens).reshape({-1, 13}), targets);
+  };
+  model->zero_grad();
+  loss_of([&](const Tensor& x) { return (*model)(x); }).backward();
+  std::vector<Tensor> eager;
+  for (const Tensor& p : model->parameters()) eager.push_back(p.grad());
+  std::vector<int64_t> saved;  // bytes a call saves for its backward, per budget
+  for (double budget : {1.0, 0.5, 0.0}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    CompiledModule fast = compile(model, {.activation_memory_budget = budget});
+    model->zero_grad();
+    const compiler::Stats before = compiler::stats();
+    loss_of([&](const Tensor& x) { return fast(x); }).backward();
+    const compiler::Stats after = compiler::stats();
+    EXPECT_EQ(after.training_calls - before.training_calls, 1);
+    saved.push_back(after.saved_bytes - before.saved_bytes);
+    const std::vector<Tensor> params = model->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      ASSERT_TRUE(params[i].grad().defined()) << i;
+      EXPECT_TRUE(allclose(params[i].grad(), eager[i], 1e-5, 1e-5)) << i;
+    }
+  }
+  EXPECT_LT(saved[1], saved[0]);
+  EXPECT_LE(saved[2], saved[1]);
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    EXPECT_TRUE(contains(error_message([&] { compile(model, {.activation_memory_budget = bad}); }),
+                         "activation_memory_budget must be in [0, 1]"));
+  }
 }
 
 // The input's own gradient too, and a second backward through a freed call is refused.

@@ -161,6 +161,36 @@ TEST(Partition, GptRecomputesOnlyCheapOpsAndSavesLessThanEverythingItReads) {
   for (const auto& [region, n] : per_region) EXPECT_EQ(n, per_region.begin()->second);
 }
 
+// An activation-memory budget (CompileOptions::activation_memory_budget): 1 is the default
+// partition exactly; 0 saves the least any partition can, running products again in the
+// backward; 0.5 saves at most halfway between the two.
+TEST(Partition, ABudgetTradesSavedBytesForRecomputation) {
+  manual_seed(64);
+  models::GPTConfig cfg{
+      .vocab_size = 32, .block_size = 16, .n_layer = 3, .n_head = 2, .d_model = 32};
+  auto model = models::gpt(cfg);
+  Split s = split(*model, randint(0, 32, {2, 16}));
+  const lower::Partition one = lower::partition(s.captured, s.joint, 1.0);
+  EXPECT_EQ(ir::graph_hash(one.forward), ir::graph_hash(s.part.forward));
+  EXPECT_EQ(ir::graph_hash(one.backward), ir::graph_hash(s.part.backward));
+  EXPECT_EQ(one.saved, s.part.saved);
+  const lower::Partition half = lower::partition(s.captured, s.joint, 0.5);
+  const lower::Partition none = lower::partition(s.captured, s.joint, 0.0);
+  for (const lower::Partition* p : {&half, &none}) {
+    ir::verify(p->forward);
+    ir::verify(p->backward);
+  }
+  const int64_t most = saved_bytes(s.part), least = saved_bytes(none), mid = saved_bytes(half);
+  EXPECT_LT(least, most / 2);
+  EXPECT_LE(mid, least + (most - least) / 2);
+  EXPECT_GE(mid, least);
+  // The least memory takes running products again; the default runs none again.
+  std::map<std::string, int> joint_backward = op_counts(s.joint.graph, s.captured.nodes.size());
+  std::map<std::string, int> backward = op_counts(none.backward);
+  EXPECT_GT(backward["linear"] + backward["matmul"],
+            joint_backward["linear"] + joint_backward["matmul"]);
+}
+
 // Partitioning is a function of the graph: the same graph gives byte-identical halves (they
 // are cache keys).
 TEST(Partition, IsDeterministic) {
@@ -186,8 +216,8 @@ TEST(TrainingGraphs, ReadBackFromTheCacheTheyEqualTheDerivedGraphs) {
   }
   compiler::reset_stats();
   runtime::CompileContext ctx;
-  runtime::TrainingGraphs first = runtime::training_graphs(derived.captured, wrt, ctx);
-  runtime::TrainingGraphs again = runtime::training_graphs(derived.captured, wrt, ctx);
+  runtime::TrainingGraphs first = runtime::training_graphs(derived.captured, wrt, 1.0, ctx);
+  runtime::TrainingGraphs again = runtime::training_graphs(derived.captured, wrt, 1.0, ctx);
   EXPECT_LE(compiler::stats().backwards_derived, 1);  // 0 when an earlier run stored it
   // The one read back leaves its backward as bytes for the backward's own thread to decode.
   EXPECT_FALSE(again.backward_bytes.empty());
@@ -195,25 +225,25 @@ TEST(TrainingGraphs, ReadBackFromTheCacheTheyEqualTheDerivedGraphs) {
     ASSERT_TRUE(t->partition.has_value());
     EXPECT_EQ(t->has_grad, derived.joint.has_grad);
     EXPECT_EQ(ir::graph_hash(t->partition->forward), ir::graph_hash(derived.part.forward));
-    ir::Graph backward = runtime::take_backward(*t, derived.captured, wrt, ctx);
+    ir::Graph backward = runtime::take_backward(*t, derived.captured, wrt, 1.0, ctx);
     EXPECT_EQ(ir::graph_hash(backward), ir::graph_hash(derived.part.backward));
     EXPECT_EQ(t->partition->saved, derived.part.saved);
     ir::verify(t->partition->forward);
     ir::verify(backward);
   }
   // Stored backward bytes that do not decode: derived again, the same graph.
-  runtime::TrainingGraphs damaged = runtime::training_graphs(derived.captured, wrt, ctx);
+  runtime::TrainingGraphs damaged = runtime::training_graphs(derived.captured, wrt, 1.0, ctx);
   ASSERT_GT(damaged.backward_bytes.size(), 16u);
   damaged.backward_bytes.resize(damaged.backward_bytes.size() / 2);
-  EXPECT_EQ(ir::graph_hash(runtime::take_backward(damaged, derived.captured, wrt, ctx)),
+  EXPECT_EQ(ir::graph_hash(runtime::take_backward(damaged, derived.captured, wrt, 1.0, ctx)),
             ir::graph_hash(derived.part.backward));
   // The same graph with other inputs wanting gradients is another entry.
   compiler::reset_stats();
   std::vector<size_t> fewer(wrt.begin(), wrt.begin() + 3);
-  runtime::TrainingGraphs some = runtime::training_graphs(derived.captured, fewer, ctx);
+  runtime::TrainingGraphs some = runtime::training_graphs(derived.captured, fewer, 1.0, ctx);
   EXPECT_EQ(some.has_grad.size(), 3u);
   ASSERT_TRUE(some.partition.has_value());
-  EXPECT_NE(ir::graph_hash(runtime::take_backward(some, derived.captured, fewer, ctx)),
+  EXPECT_NE(ir::graph_hash(runtime::take_backward(some, derived.captured, fewer, 1.0, ctx)),
             ir::graph_hash(derived.part.backward));
 }
 

@@ -310,6 +310,12 @@ const CompileOptions& CompiledModule::options() const {
 CompiledModule compile(std::shared_ptr<nn::Module> module, CompileOptions options) {
   if (!module) throw Error("compile: the module is null");
   runtime::check_backend(options.backend);
+  if (!(options.activation_memory_budget >= 0 && options.activation_memory_budget <= 1)) {
+    throw Error(
+        "compile: activation_memory_budget must be in [0, 1] (1: the default partition, "
+        "0: the least activation memory), got " +
+        std::to_string(options.activation_memory_budget));
+  }
   if (options.dynamic != Dynamic::Static) {
     for (const DynamicDim& d : module->variable_dims()) {
       const bool marked =

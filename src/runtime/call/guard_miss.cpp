@@ -133,6 +133,7 @@ Plan plan_step(Core& c, std::span<const Tensor> xs, capture::Captured cap, const
   v.products.autotune = c.options.mode == Mode::MaxAutotune;
   v.products.bf16 = c.options.matmul_precision == MatmulPrecision::Bf16;
   v.products.tf32 = c.options.matmul_precision == MatmulPrecision::Tf32;
+  v.activation_memory_budget = c.options.activation_memory_budget;
   for (size_t i = 0; i < cap.bindings.size(); ++i) {
     const ir::InputKind kind = cap.bindings[i].kind;
     e.bound.push_back(on_call_device(cap.bindings[i], device, *c.module));
@@ -218,7 +219,8 @@ Made prepare_step(const std::shared_ptr<Core>& cp, std::span<const Tensor> xs, P
           if (p.wanted[i]) wrt.push_back(i);
         }
         runtime::compile_training_for_all_sizes(*c.module, xs, p.miss.dynamic, p.graph, wrt,
-                                                backend, hierarchical, ctx);
+                                                backend, hierarchical,
+                                                c.options.activation_memory_budget, ctx);
       }
       break;
     case Sizes::first_recorded:

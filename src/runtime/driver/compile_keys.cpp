@@ -84,9 +84,12 @@ std::string CompileKeys::details() const {
   return out;
 }
 
-cache::Key training_graphs_key(const std::string& graph_hex, std::span<const size_t> wrt) {
+cache::Key training_graphs_key(const std::string& graph_hex, std::span<const size_t> wrt,
+                               double budget) {
   std::string inputs;
   for (size_t i : wrt) inputs += (inputs.empty() ? "" : ",") + std::to_string(i);
+  // Budget 1 (the default) names no budget: its partition is the one made before budgets were.
+  if (budget < 1) inputs += " budget " + std::to_string(budget);
   cache::Key key(cache::Level::lowering);
   key.add("graph", graph_hex)
       .add("training", record_key_name(kTrainingGraphsFormat) + " wrt " + inputs)

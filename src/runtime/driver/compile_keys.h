@@ -53,8 +53,9 @@ struct CompileKeys {
 CompileKeys compile_keys(const std::string& graph_hex, const codegen::Backend& backend);
 
 // The lowering level's other entry: a training call's forward and backward graphs, by the
-// captured graph and the inputs that want gradients.
-cache::Key training_graphs_key(const std::string& graph_hex, std::span<const size_t> wrt);
+// captured graph, the inputs that want gradients and the activation-memory budget.
+cache::Key training_graphs_key(const std::string& graph_hex, std::span<const size_t> wrt,
+                               double budget);
 
 // The autotune level: records and hints, each made for what decides its contents.
 // A load hint: the graphs compiling `what` of `context` loaded.

@@ -10,6 +10,7 @@
 #include "runtime/records/load_hint.h"
 #include "util/check.h"
 #include "util/log.h"
+#include "util/stats.h"
 #include "util/timer.h"
 #include "zc/factories.h"
 
@@ -70,7 +71,7 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
   for (size_t i = 0; i < wanted.size(); ++i) {
     if (wanted[i]) wrt.push_back(i);
   }
-  TrainingGraphs graphs = training_graphs(*graph_, wrt, ctx);
+  TrainingGraphs graphs = training_graphs(*graph_, wrt, options_.activation_memory_budget, ctx);
   auto plan = std::make_shared<TrainingPlan>();
   plan->outputs = graph_->outputs.size();
   plan->has_grad.assign(wanted.size(), false);
@@ -102,28 +103,30 @@ std::shared_ptr<const TrainingPlan> GraphVariants::training(const std::vector<bo
     // loaded (loads slow each other: the first forward waits for its own alone), beside the
     // decoding and region planning that name them again (runtime/records/load_hint.h).
     std::promise<void> forward_loaded;
-    plan->backward_ = std::async(std::launch::async, [back = std::move(back), captured = graph_,
-                                                      wrt, &backend = backend_, options = options_,
-                                                      after = forward_loaded.get_future().share(),
-                                                      back_ctx]() mutable {
-                        Timer t;
-                        CompileContext& bctx = *back_ctx;
-                        Compiled out;
-                        {
-                          GraphPreload preload(load_hint_key("training backward", back.key, backend,
-                                                             options.size_templates),
-                                               backend, options.size_templates, after, bctx);
-                          ir::Graph backward = take_backward(back, *captured, wrt, bctx);
-                          out = compile(backward, /*replay=*/false, backend, options, bctx);
-                          preload.finish(out.graphs);
-                          ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms ("
-                                         << preload.hinted().size() << " graphs hinted)";
-                        }
-                        // Everything the backward's thread did: the hint, its preloads, the
-                        // derivation read back, the compile.
-                        out.report = bctx.report();
-                        return out;
-                      }).share();
+    plan->backward_ =
+        std::async(std::launch::async, [back = std::move(back), captured = graph_, wrt,
+                                        &backend = backend_, options = options_,
+                                        after = forward_loaded.get_future().share(),
+                                        back_ctx]() mutable {
+          Timer t;
+          CompileContext& bctx = *back_ctx;
+          Compiled out;
+          {
+            GraphPreload preload(
+                load_hint_key("training backward", back.key, backend, options.size_templates),
+                backend, options.size_templates, after, bctx);
+            ir::Graph backward =
+                take_backward(back, *captured, wrt, options.activation_memory_budget, bctx);
+            out = compile(backward, /*replay=*/false, backend, options, bctx);
+            preload.finish(out.graphs);
+            ZC_LOG(timing) << "training backward ready in " << t.ms() << " ms ("
+                           << preload.hinted().size() << " graphs hinted)";
+          }
+          // Everything the backward's thread did: the hint, its preloads, the
+          // derivation read back, the compile.
+          out.report = bctx.report();
+          return out;
+        }).share();
     try {
       plan->forward = compile(part.forward, /*replay=*/true, backend_, options_, ctx).exec;
       forward_loaded.set_value();
@@ -203,6 +206,12 @@ std::vector<Tensor> run_for_training(std::shared_ptr<const TrainingPlan> plan,
   // The saved values (the outputs after the graph's own) in one block.
   std::vector<Tensor> results = plan->forward->run_together_from(args, plan->outputs);
   ZC_CHECK(results.size() >= plan->outputs, "the training forward returned too few outputs");
+  int64_t saved_bytes = 0;
+  for (size_t i = plan->outputs; i < results.size(); ++i) {
+    saved_bytes += results[i].numel() * static_cast<int64_t>(dtype_size(results[i].dtype()));
+  }
+  stats::add(stats::Counter::training_calls);
+  stats::add(stats::Counter::saved_bytes, saved_bytes);
   std::vector<Tensor> outs(results.begin(),
                            results.begin() + static_cast<std::ptrdiff_t>(plan->outputs));
   std::vector<ops::TensorMeta> metas;

@@ -56,6 +56,8 @@ class GraphVariants {
     bool size_templates = false;
     // How library products run: Mode::MaxAutotune, MatmulPrecision::Bf16 (compile_graph).
     ProductOptions products;
+    // CompileOptions::activation_memory_budget: how training graphs are partitioned.
+    double activation_memory_budget = 1.0;
   };
   GraphVariants(ir::Graph graph, const codegen::Backend& backend, Options options);
   // `graph`'s inference executable made elsewhere (by a compiled function or an eager op

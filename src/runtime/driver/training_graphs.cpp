@@ -65,14 +65,23 @@ TrainingGraphs decode(std::span<const uint8_t> bytes, const ir::Graph& captured,
   return t;
 }
 
-TrainingGraphs derive(const ir::Graph& captured, std::span<const size_t> wrt, CompileContext& ctx) {
+TrainingGraphs derive(const ir::Graph& captured, std::span<const size_t> wrt, double budget,
+                      CompileContext& ctx) {
   lower::JointGraph joint = lower::joint_graph(captured, wrt);
   ctx.count(stats::Counter::backwards_derived);
   TrainingGraphs t;
   t.has_grad = joint.has_grad;
   for (bool b : joint.has_grad) {
     if (b) {
-      t.partition = lower::partition(captured, joint);
+      t.partition = lower::partition(captured, joint, budget);
+      int64_t bytes = 0;
+      for (size_t i : t.partition->saved) {
+        const ops::TensorMeta& m = t.partition->forward.meta(t.partition->forward.outputs[i]);
+        bytes += shape_numel(m.shape) * static_cast<int64_t>(dtype_size(m.dtype));
+      }
+      ZC_LOG(timing) << "partition for activation_memory_budget " << budget << ": "
+                     << t.partition->saved.size() << " values, " << bytes
+                     << " bytes saved for the backward";
       break;
     }
   }
@@ -82,10 +91,10 @@ TrainingGraphs derive(const ir::Graph& captured, std::span<const size_t> wrt, Co
 }  // namespace
 
 TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt,
-                               CompileContext& ctx) {
+                               double budget, CompileContext& ctx) {
   Timer timer;
   cache::Cache* store = ctx.store();
-  const cache::Key key = training_graphs_key(hex(ir::graph_hash(captured)), wrt);
+  const cache::Key key = training_graphs_key(hex(ir::graph_hash(captured)), wrt, budget);
   if (auto e = store ? store->get(key, ctx.lookups()) : std::nullopt) {
     try {
       TrainingGraphs t = decode(e->payload, captured, wrt.size());
@@ -96,7 +105,7 @@ TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t
       ZC_LOG(cache) << "stored training graphs unusable (" << err.what() << "); deriving them";
     }
   }
-  TrainingGraphs t = derive(captured, wrt, ctx);
+  TrainingGraphs t = derive(captured, wrt, budget, ctx);
   t.key = key.digest();
   const double ms = timer.ms();
   if (store) store->put(key, encode(t), ms, ctx.lookups());
@@ -105,7 +114,7 @@ TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t
 }
 
 ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt,
-                        CompileContext& ctx) {
+                        double budget, CompileContext& ctx) {
   ZC_CHECK(t.partition, "take_backward: no partition");
   if (t.backward_bytes.empty()) return std::move(t.partition->backward);
   std::vector<uint8_t> bytes = std::move(t.backward_bytes);
@@ -118,7 +127,7 @@ ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<
   } catch (const Error& err) {
     ZC_LOG(cache) << "stored backward graph unusable (" << err.what() << "); deriving it";
   }
-  TrainingGraphs derived = derive(captured, wrt, ctx);
+  TrainingGraphs derived = derive(captured, wrt, budget, ctx);
   ZC_CHECK(derived.partition, "take_backward: the derivation has no backward");
   return std::move(derived.partition->backward);
 }

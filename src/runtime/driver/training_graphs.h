@@ -39,14 +39,15 @@ struct TrainingGraphs {
   Digest key{};
 };
 
-// Through the lowering level of the context's cache.
+// Through the lowering level of the context's cache. `budget`: the activation-memory budget the
+// partition is made for (lower/partition.h), part of the key.
 TrainingGraphs training_graphs(const ir::Graph& captured, std::span<const size_t> wrt,
-                               CompileContext& ctx);
+                               double budget, CompileContext& ctx);
 
 // The backward graph of `t` (moved out of it): partition->backward, or backward_bytes decoded.
 // Stored bytes that do not decode are logged and the graphs derived again from `captured` and
 // `wrt` (the derivation is deterministic, so the backward fits the forward already read).
 ir::Graph take_backward(TrainingGraphs& t, const ir::Graph& captured, std::span<const size_t> wrt,
-                        CompileContext& ctx);
+                        double budget, CompileContext& ctx);
 
 }  // namespace zc::runtime

@@ -11,7 +11,7 @@ bool compile_training_for_all_sizes(nn::Module& module, std::span<const Tensor> 
                                     const std::vector<DynamicRange>& dims,
                                     const ir::Graph& captured, std::span<const size_t> wrt,
                                     const codegen::Backend& backend, bool hierarchical,
-                                    CompileContext& ctx) {
+                                    double budget, CompileContext& ctx) {
   std::optional<SizeSamples> samples =
       trace_size_samples(module, inputs, dims, captured, backend, /*leave_out_refused=*/true);
   if (!samples) return false;
@@ -25,13 +25,13 @@ bool compile_training_for_all_sizes(nn::Module& module, std::span<const Tensor> 
   forward.described = samples->described + " (training forward)";
   backward.described = samples->described + " (training backward)";
   for (const ir::Graph& g : samples->graphs) {
-    TrainingGraphs t = training_graphs(g, wrt, ctx);
+    TrainingGraphs t = training_graphs(g, wrt, budget, ctx);
     if (!t.partition) {
       // No input gets a gradient: the call runs the inference graph.
       forward.graphs.push_back(g);
       continue;
     }
-    backward.graphs.push_back(take_backward(t, g, wrt, ctx));
+    backward.graphs.push_back(take_backward(t, g, wrt, budget, ctx));
     forward.graphs.push_back(std::move(t.partition->forward));
   }
   if (!backward.graphs.empty() && backward.graphs.size() != forward.graphs.size()) {

@@ -24,11 +24,12 @@
 namespace zc::runtime {
 
 // compile_for_all_sizes for a training call whose graph inputs `wrt` (indices into
-// captured's inputs) want gradients. Returns whether every template was made.
+// captured's inputs) want gradients, partitioned for `budget` (lower/partition.h). Returns
+// whether every template was made.
 bool compile_training_for_all_sizes(nn::Module& module, std::span<const Tensor> inputs,
                                     const std::vector<DynamicRange>& dims,
                                     const ir::Graph& captured, std::span<const size_t> wrt,
                                     const codegen::Backend& backend, bool hierarchical,
-                                    CompileContext& ctx);
+                                    double budget, CompileContext& ctx);
 
 }  // namespace zc::runtime
