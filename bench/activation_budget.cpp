@@ -3,10 +3,11 @@
 // with every block checkpointed. One JSON line per setting: the bytes one call saves for its
 // backward (compiler::stats().saved_bytes), the step's median time over --steps steps, and on
 // CUDA the allocator's peak over those steps (cuda::memory_stats, reset by nothing: the first
-// setting's peak includes the model).
+// setting's peak includes the model, and the allocator's peak is the process's: for each
+// setting's own, run one process per setting with --setting 0..3).
 //
 //   build/bench/activation_budget [--device cpu|cuda] [--layers 4] [--d 256] [--batch 8]
-//                                 [--tokens 128] [--steps 10]
+//                                 [--tokens 128] [--steps 10] [--setting 0..3]
 //
 // On the CPU the default is a 4-layer GPT of width 256 (2 cores take seconds a step at gpt12's
 // size); on the GPU host pass --layers 12 --d 768 for gpt12.
@@ -38,7 +39,7 @@ void checkpoint_blocks(zc::models::GPT& model) {
 
 int main(int argc, char** argv) {
   std::string device = "cpu";
-  int64_t layers = 4, d = 256, batch = 8, tokens = 128, steps = 10;
+  int64_t layers = 4, d = 256, batch = 8, tokens = 128, steps = 10, only = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoll(argv[++i]) : 0LL; };
@@ -54,6 +55,8 @@ int main(int argc, char** argv) {
       tokens = next();
     else if (a == "--steps")
       steps = next();
+    else if (a == "--setting")
+      only = next();
     else {
       std::fprintf(stderr, "activation_budget: unknown argument %s\n", a.c_str());
       return 2;
@@ -67,10 +70,13 @@ int main(int argc, char** argv) {
     }
     const zc::Device dev = cuda ? zc::Device::cuda(0) : zc::Device::cpu();
     const int64_t vocab = 512;
-    for (const Setting& s : std::vector<Setting>{{"budget 1", 1.0, false},
-                                                 {"budget 0.5", 0.5, false},
-                                                 {"budget 0", 0.0, false},
-                                                 {"checkpoint every block", 1.0, true}}) {
+    const std::vector<Setting> settings{{"budget 1", 1.0, false},
+                                        {"budget 0.5", 0.5, false},
+                                        {"budget 0", 0.0, false},
+                                        {"checkpoint every block", 1.0, true}};
+    for (size_t i = 0; i < settings.size(); ++i) {
+      if (only >= 0 && static_cast<size_t>(only) != i) continue;
+      const Setting& s = settings[i];
       zc::manual_seed(0);
       zc::models::GPTConfig cfg{.vocab_size = vocab,
                                 .block_size = tokens,
