@@ -87,8 +87,8 @@ BufferPlan plan_buffers(const Schedule& s, const std::vector<int32_t>& together)
   }
   // Lifetimes of arena values: [writer, last reader].
   size_t nk = s.kernels.size();
-  ZC_CHECK(together.empty() || together.size() == nk, "runs_together gave " << together.size()
-                                                        << " kernels' runs for " << nk);
+  ZC_CHECK(together.empty() || together.size() == nk,
+           "runs_together gave " << together.size() << " kernels' runs for " << nk);
   const std::vector<int32_t> last = last_readers(s);
   FreeRanges arena;
   std::vector<std::vector<ir::ValueId>> dies_after(nk);

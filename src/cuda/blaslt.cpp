@@ -258,9 +258,9 @@ void prepare_blaslt(int device) {
     const GemmDescriptors d(lt, p, GemmAlignment{}, 0);
     cublasLtMatmulHeuristicResult_t result{};
     int count = 0;
-    check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(handle, d.op.get(), d.lt_a.get(),
-                                                   d.lt_b.get(), d.lt_d.get(), d.lt_d.get(),
-                                                   d.preference.get(), 1, &result, &count),
+    check_blaslt(lt.cublasLtMatmulAlgoGetHeuristic(handle, d.op.get(), d.lt_a.get(), d.lt_b.get(),
+                                                   d.lt_d.get(), d.lt_d.get(), d.preference.get(),
+                                                   1, &result, &count),
                  "cuBLASLt's first heuristic query on cuda:" + std::to_string(device));
   }
   ZC_LOG(timing)

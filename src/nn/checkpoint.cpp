@@ -13,18 +13,6 @@ namespace zc::nn {
 
 namespace {
 
-// Grad mode on for a scope (the backward runs with it off).
-class GradOn {
- public:
-  GradOn() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
-  ~GradOn() { GradMode::set_enabled(previous_); }
-  GradOn(const GradOn&) = delete;
-  GradOn& operator=(const GradOn&) = delete;
-
- private:
-  bool previous_;
-};
-
 class CheckpointNode final : public autograd::Node {
  public:
   CheckpointNode(std::shared_ptr<Module> module, std::span<const Tensor> inputs)
@@ -46,7 +34,7 @@ class CheckpointNode final : public autograd::Node {
     }
     Tensor root;
     {
-      GradOn on;
+      AutoGradMode on(true);  // the backward runs with it off
       const std::vector<Tensor> outs = (*module_)(leaves);
       if (outs.size() != grads.size()) {
         throw Error(name() + ": run again for the backward, the module returned " +

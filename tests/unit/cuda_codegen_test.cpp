@@ -550,12 +550,11 @@ TEST(CudaCodegen, IndependentKernelsArePackedIntoOneLaunch) {
     for (int32_t m : l.pack->members) packs.back().push_back(launches[m].kind);
   }
   using codegen::KernelKind;
-  EXPECT_NE(std::find(packs.begin(), packs.end(),
-                      std::vector<KernelKind>(3, KernelKind::matmul)),
+  EXPECT_NE(std::find(packs.begin(), packs.end(), std::vector<KernelKind>(3, KernelKind::matmul)),
             packs.end());
-  EXPECT_NE(std::find(packs.begin(), packs.end(),
-                      std::vector<KernelKind>(2, KernelKind::pointwise)),
-            packs.end());
+  EXPECT_NE(
+      std::find(packs.begin(), packs.end(), std::vector<KernelKind>(2, KernelKind::pointwise)),
+      packs.end());
 }
 
 TEST(CudaCodegen, KeysNameTheArchitectureAndNvrtc) {
@@ -748,8 +747,8 @@ TEST(CudaCompile, PackedLaunchesMatchTheCpu) {
     ASSERT_EQ(got.size(), want.size());
     const double tol = dt == DType::bf16 ? 2e-2 : 1e-4;
     for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_TRUE(allclose(got[i].to(Device::cpu()).to(DType::f32), want[i].to(DType::f32), tol,
-                           tol))
+      EXPECT_TRUE(
+          allclose(got[i].to(Device::cpu()).to(DType::f32), want[i].to(DType::f32), tol, tol))
           << "output " << i;
     }
   }

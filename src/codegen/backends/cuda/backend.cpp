@@ -56,15 +56,16 @@ class CudaBackend final : public Backend, private SchedulePolicy {
   const KeyParts& key_parts() const override {
     std::call_once(key_once_, [&] {
       unavailable_reason();
-      key_.codegen =
-          "cuda;block=256;row_block<=256,1024<" + std::to_string(kFewRows) + ";matmul_threads=" + std::to_string(kMatmulThreads) +
-          ";matmul_k=" + std::to_string(kMatmulTileK) + ";matmul_micro=4@64" +
-          ";attention_threads=" + std::to_string(kAttentionThreads) + ";library_matmul>" +
-          std::to_string(kLibraryMatmulMinFlops) + ";rows<=" + std::to_string(kRowsMaxM) + "," +
-          std::to_string(kRowsLongMaxM) + ">" + std::to_string(kRowsShortK) + "x" +
-          std::to_string(kRowsWarps) + "u" + std::to_string(kRowsUnroll) +
-          ";programs<=" + std::to_string(kMaxPrograms) + "x" + std::to_string(kProgramBytes) +
-          ";pack<=" + std::to_string(kMaxPackMembers);
+      key_.codegen = "cuda;block=256;row_block<=256,1024<" + std::to_string(kFewRows) +
+                     ";matmul_threads=" + std::to_string(kMatmulThreads) +
+                     ";matmul_k=" + std::to_string(kMatmulTileK) + ";matmul_micro=4@64" +
+                     ";attention_threads=" + std::to_string(kAttentionThreads) +
+                     ";library_matmul>" + std::to_string(kLibraryMatmulMinFlops) +
+                     ";rows<=" + std::to_string(kRowsMaxM) + "," + std::to_string(kRowsLongMaxM) +
+                     ">" + std::to_string(kRowsShortK) + "x" + std::to_string(kRowsWarps) + "u" +
+                     std::to_string(kRowsUnroll) + ";programs<=" + std::to_string(kMaxPrograms) +
+                     "x" + std::to_string(kProgramBytes) +
+                     ";pack<=" + std::to_string(kMaxPackMembers);
       // A cubin for a real architecture runs on any driver that supports the GPU, without a
       // JIT step, so the driver's version does not decide the binary and is not part of it.
       if (!arch_.empty()) key_.target = "cuda{arch=" + arch_ + "}";

@@ -26,13 +26,13 @@ CudaModule emit(const Schedule& s, const BufferPlan& plan) {
   std::vector<Launch> launches = launch_plan(s, plan);
   for (size_t k = 0; k < launches.size(); ++k) {
     m.extern_ops += launches[k].conv.has_value();
-    if (!launches[k].has_kernel) continue;  // a library product or convolution alone
+    if (!launches[k].has_kernel) continue;       // a library product or convolution alone
     if (launches[k].packed_into >= 0) continue;  // emitted with its pack's first member
     if (launches[k].pack) {
       // One marker for the whole pack: its members and its kernel stay in one program.
       const std::vector<int32_t>& members = launches[k].pack->members;
-      w.line(std::string(kKernelMarker) + std::to_string(k) + "-" +
-             std::to_string(members.back()) + ": pack");
+      w.line(std::string(kKernelMarker) + std::to_string(k) + "-" + std::to_string(members.back()) +
+             ": pack");
       emitter.emit_pack(static_cast<int32_t>(k), launches);
       m.kernels += static_cast<int>(members.size());
       continue;

@@ -55,7 +55,8 @@ void KernelEmitter::emit_function(int32_t k, const Launch& launch, bool member) 
   if (member) {
     // A pack's member (packs.h): its blocks' numbers and count are parameters, which the body
     // reads in place of CUDA's built-ins of those names.
-    params += std::string(params.empty() ? "" : ", ") + "const ZcGrid blockIdx, const ZcGrid gridDim";
+    params +=
+        std::string(params.empty() ? "" : ", ") + "const ZcGrid blockIdx, const ZcGrid gridDim";
     out_.open("static __device__ __forceinline__ void " + launch.symbol + "(" + params + ")");
   } else {
     out_.open("extern \"C\" __global__ void __launch_bounds__(" +
@@ -94,7 +95,8 @@ void KernelEmitter::emit_pack(int32_t first, const std::vector<Launch>& launches
   out_.line("const unsigned zc_b = blockIdx.x;");
   for (size_t i = 0; i < pack.members.size(); ++i) {
     const Launch& l = launches[pack.members[i]];
-    const std::string lo = i == 0 ? std::string("0u") : "zc_ends.v[" + str(static_cast<int64_t>(i) - 1) + "]";
+    const std::string lo =
+        i == 0 ? std::string("0u") : "zc_ends.v[" + str(static_cast<int64_t>(i) - 1) + "]";
     const std::string hi = "zc_ends.v[" + str(static_cast<int64_t>(i)) + "]";
     std::string args;
     for (ValueId b : l.buffers) args += "b" + std::to_string(b) + ", ";

@@ -47,8 +47,8 @@ std::vector<std::string> split_programs(std::string_view source) {
   size_t total = 0;
   for (size_t k = 0; k < kernels; ++k) {
     const size_t line_end = source.find('\n', starts[k]);
-    cost[k] = (starts[k + 1] - starts[k]) *
-              weight_of(source.substr(starts[k], line_end - starts[k]));
+    cost[k] =
+        (starts[k + 1] - starts[k]) * weight_of(source.substr(starts[k], line_end - starts[k]));
     total += cost[k];
   }
   if (total < 2 * kProgramBytes) return {std::string(source)};
