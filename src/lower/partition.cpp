@@ -77,6 +77,13 @@ int64_t recompute_work(const ir::Graph& g, int32_t p) {
   return std::max<int64_t>(1, elements);
 }
 
+// What the cut is made from, per value of the captured graph (costless: free to keep; read: the
+// backward reads it; internal: kept inside a checkpointed region) and per node (checkpointed).
+struct Facts {
+  const ir::Graph& captured;
+  std::vector<bool> costless, read, checkpointed, internal;
+};
+
 // Which forward values the backward keeps (saved, or free to keep), by the minimum cut the
 // header describes. Each non-free forward value v is an edge in(v) -> out(v) whose capacity is
 // its cost to save; a recomputable node's inputs feed its outputs' in() vertices; everything
@@ -88,11 +95,12 @@ int64_t recompute_work(const ir::Graph& g, int32_t p) {
 // backward runs it again, and its inputs feed it as a cheap node's do. `saved` receives the
 // bytes the cut keeps (the free values aside).
 //
-// Nodes in a checkpointed region (`checkpointed`, per node) are recomputed at no cost, and the
-// values they keep inside (`internal`, per value) cannot be saved.
-std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>& costless,
-                              const std::vector<bool>& read, const std::vector<bool>& checkpointed,
-                              const std::vector<bool>& internal, double rate, int64_t* saved) {
+// Nodes in a checkpointed region are recomputed at no cost, and the values they keep inside
+// cannot be saved (Facts).
+std::vector<bool> kept_values(const Facts& f, double rate, int64_t* saved) {
+  const ir::Graph& captured = f.captured;
+  const std::vector<bool>&costless = f.costless, &read = f.read, &checkpointed = f.checkpointed,
+        &internal = f.internal;
   const int n = static_cast<int>(captured.values.size());
   const int s = 2 * n, t = 2 * n + 1;
   auto in = [](int v) { return 2 * v; };
@@ -144,15 +152,11 @@ std::vector<bool> kept_values(const ir::Graph& captured, const std::vector<bool>
 // within budget * (what budget 1 saves - what recomputing everything saves) over the latter.
 // Saved bytes fall as the rate falls, so the rate is found by bisection: first over powers of
 // two, then between the two that bracket the target.
-std::vector<bool> kept_within(const ir::Graph& captured, const std::vector<bool>& costless,
-                              const std::vector<bool>& read, double budget) {
-  const std::vector<bool> checkpointed = checkpointed_nodes(captured);
-  const std::vector<bool> internal = internal_values(captured, checkpointed);
+std::vector<bool> kept_within(const Facts& f, double budget) {
   int64_t most = 0, least = 0, saved = 0;
-  std::vector<bool> kept = kept_values(captured, costless, read, checkpointed, internal, -1, &most);
+  std::vector<bool> kept = kept_values(f, -1, &most);
   if (budget >= 1) return kept;
-  std::vector<bool> fewest =
-      kept_values(captured, costless, read, checkpointed, internal, 0, &least);
+  std::vector<bool> fewest = kept_values(f, 0, &least);
   const double target =
       static_cast<double>(least) + budget * static_cast<double>(std::max<int64_t>(most - least, 0));
   if (least >= most) return kept;  // recomputing saves nothing here
@@ -160,7 +164,7 @@ std::vector<bool> kept_within(const ir::Graph& captured, const std::vector<bool>
   double lo = 0, hi = 1.0 / 1024;
   std::vector<bool> best = fewest;
   while (hi < 1e12) {
-    std::vector<bool> k = kept_values(captured, costless, read, checkpointed, internal, hi, &saved);
+    std::vector<bool> k = kept_values(f, hi, &saved);
     if (static_cast<double>(saved) > target) break;
     lo = hi;
     best = std::move(k);
@@ -168,8 +172,7 @@ std::vector<bool> kept_within(const ir::Graph& captured, const std::vector<bool>
   }
   for (int i = 0; i < 24; ++i) {
     const double mid = (lo + hi) / 2;
-    std::vector<bool> k =
-        kept_values(captured, costless, read, checkpointed, internal, mid, &saved);
+    std::vector<bool> k = kept_values(f, mid, &saved);
     if (static_cast<double>(saved) <= target) {
       lo = mid;
       best = std::move(k);
@@ -230,8 +233,10 @@ Partition partition(const ir::Graph& captured, const JointGraph& joint, double b
   for (size_t k = n_outputs; k < j.outputs.size(); ++k) {
     if (static_cast<size_t>(j.outputs[k]) < n_values) read[j.outputs[k]] = true;
   }
-  const std::vector<bool> kept = kept_within(captured, costless, read, budget);
-  const std::vector<bool> checkpointed = checkpointed_nodes(captured);
+  Facts facts{captured, std::move(costless), std::move(read), checkpointed_nodes(captured), {}};
+  facts.internal = internal_values(captured, facts.checkpointed);
+  const std::vector<bool> kept = kept_within(facts, budget);
+  const std::vector<bool>& checkpointed = facts.checkpointed;
 
   // The backward graph: the joint graph's values, its backward nodes, and the recomputed
   // forward nodes each needs, emitted just before it.
